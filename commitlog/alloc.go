@@ -1,0 +1,144 @@
+package commitlog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+)
+
+type allocResult struct {
+	base int64
+	seg  *segment
+	err  error
+}
+
+// allocLoop creates segments ahead of time, so that a roll never waits for
+// fallocate, zero-filling or page faults.
+func (l *Log) allocLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case base := <-l.allocReq:
+			seg, err := l.createSegment(ctx, base)
+			select {
+			case l.allocRes <- allocResult{base: base, seg: seg, err: err}:
+			case <-ctx.Done():
+				if seg != nil {
+					seg.retire()
+				}
+				return
+			}
+		}
+	}
+}
+
+// requestSegmentLocked asks the allocator for the segment after the active
+// one, unless a request is outstanding. l.mu is held.
+func (l *Log) requestSegmentLocked() {
+	if l.allocPending {
+		return
+	}
+	l.allocPending = true
+	l.allocReq <- l.active.end()
+}
+
+// nextSegmentLocked returns the preallocated segment after the active one,
+// asking again once if the ahead-of-time attempt failed (space may have
+// returned since). l.mu is held.
+func (l *Log) nextSegmentLocked(ctx context.Context) (*segment, error) {
+	want := l.active.end()
+	for attempt := 0; ; attempt++ {
+		l.requestSegmentLocked()
+		var r allocResult
+		select {
+		case r = <-l.allocRes:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-l.done:
+			return nil, ErrClosed
+		}
+		l.allocPending = false
+		switch {
+		case r.err == nil && r.base == want:
+			return r.seg, nil
+		case r.err == nil:
+			r.seg.retire() // stale: cannot happen while appends hold l.mu, but never use a wrong segment
+			continue
+		case attempt == 0:
+			continue
+		default:
+			return nil, r.err
+		}
+	}
+}
+
+// createSegment creates, preallocates, syncs and maps the segment at base.
+func (l *Log) createSegment(ctx context.Context, base int64) (*segment, error) {
+	path := filepath.Join(l.cfg.Dir, segmentName(base))
+	size := l.cfg.SegmentBytes
+	f, err := l.fs.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return nil, l.allocErr(path, "create", err)
+	}
+	fail := func(op string, err error) (*segment, error) {
+		f.Close()
+		l.fs.Remove(path)
+		return nil, l.allocErr(path, op, err)
+	}
+	if err := f.Allocate(0, size); err != nil {
+		return fail("fallocate", err)
+	}
+	if *l.cfg.ZeroFillAhead {
+		if err := zeroFill(ctx, f, size); err != nil {
+			return fail("zero-fill", err)
+		}
+	}
+	if err := f.Sync(); err != nil {
+		return fail("sync", err)
+	}
+	if err := l.fs.SyncDir(l.cfg.Dir); err != nil {
+		return fail("sync dir", err)
+	}
+	m, err := f.Map(int(size))
+	if err != nil {
+		return fail("map", err)
+	}
+	seg := &segment{base: base, size: size, path: path, file: f, m: m, b: m.Bytes()}
+	if l.cfg.WriteMode == WriteMapped {
+		if err := m.Populate(0, int(size)); err != nil {
+			l.log.Warn("pre-fault of new segment failed; appends will take page faults", "segment", path, "err", err)
+		}
+	}
+	return seg, nil
+}
+
+// zeroFill writes zeros over [0, size) so the extents are written, not
+// merely allocated.
+func zeroFill(ctx context.Context, f interface {
+	WriteAt([]byte, int64) (int, error)
+}, size int64) error {
+	zeros := make([]byte, 1<<20)
+	for off := int64(0); off < size; off += int64(len(zeros)) {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		n := min(int64(len(zeros)), size-off)
+		if _, err := f.WriteAt(zeros[:n], off); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (l *Log) allocErr(path, op string, err error) error {
+	if errors.Is(err, syscall.ENOSPC) {
+		l.log.Warn("cannot allocate next segment: no space", "segment", path, "op", op, "err", err)
+		return fmt.Errorf("%w: %s segment %s: %w", ErrDiskFull, op, path, err)
+	}
+	l.log.Error("cannot allocate next segment", "segment", path, "op", op, "err", err)
+	return fmt.Errorf("commitlog: %s segment %s: %w", op, path, err)
+}

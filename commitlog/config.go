@@ -1,0 +1,280 @@
+package commitlog
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gantrymq/gantry/internal/fsx"
+)
+
+// FlushMode says when an append is acknowledged.
+type FlushMode int
+
+const (
+	// AsyncFlush acknowledges after the in-memory append; a background
+	// flusher makes data durable every FlushInterval (RocketMQ ASYNC_FLUSH).
+	AsyncFlush FlushMode = iota
+	// SyncFlush acknowledges only after the data is durable (RocketMQ
+	// SYNC_FLUSH), flushing many appenders' records at once (group commit).
+	SyncFlush
+)
+
+func (m FlushMode) String() string {
+	if m == SyncFlush {
+		return "SYNC_FLUSH"
+	}
+	return "ASYNC_FLUSH"
+}
+
+// ParseFlushMode parses RocketMQ's flushDiskType values.
+func ParseFlushMode(s string) (FlushMode, error) {
+	switch strings.ToUpper(strings.TrimSpace(s)) {
+	case "ASYNC_FLUSH", "ASYNC", "":
+		return AsyncFlush, nil
+	case "SYNC_FLUSH", "SYNC":
+		return SyncFlush, nil
+	}
+	return 0, fmt.Errorf("commitlog: unknown flush mode %q (want SYNC_FLUSH or ASYNC_FLUSH)", s)
+}
+
+// WriteMode says how appended bytes reach the segment files.
+type WriteMode int
+
+const (
+	// WriteAuto picks WriteBuffered for SyncFlush and WriteMapped for AsyncFlush.
+	WriteAuto WriteMode = iota
+	// WriteMapped copies records straight into the segment's mapping and
+	// flushes with msync. Fastest for async flush.
+	WriteMapped
+	// WriteBuffered copies records into a staging buffer; the flusher writes
+	// the whole pending range with one pwrite per segment and fdatasyncs.
+	// Readers see data once written. Fastest for sync flush: no write faults,
+	// one syscall pair per group commit.
+	WriteBuffered
+)
+
+func (m WriteMode) String() string {
+	switch m {
+	case WriteMapped:
+		return "mapped"
+	case WriteBuffered:
+		return "buffered"
+	}
+	return "auto"
+}
+
+// Config configures a Log. The zero value of every field means its default.
+type Config struct {
+	// Dir holds the segment files. Required.
+	Dir string
+	// StateDir holds the abort marker, the checkpoint, the recovery report and
+	// copies of skipped damaged ranges. Default: Dir.
+	StateDir string
+	// FS is the filesystem. Default: fsx.OS.
+	FS fsx.FS
+	// SegmentBytes is the size of each segment file (mappedFileSizeCommitLog).
+	// Default 1 GiB. Existing segments keep the size they were created with.
+	SegmentBytes int64
+
+	// FlushMode: AsyncFlush (default) or SyncFlush.
+	FlushMode FlushMode
+	// WriteMode: how bytes reach the files. Default WriteAuto.
+	WriteMode WriteMode
+	// SyncFlushTimeout bounds how long a SyncFlush append waits for its
+	// flush before answering ErrFlushTimeout (the data stays stored). Default 5 s.
+	SyncFlushTimeout time.Duration
+	// FlushInterval is the async flusher's period (flushIntervalCommitLog). Default 500 ms.
+	FlushInterval time.Duration
+	// FlushLeastPages: the async flusher flushes only when at least this many
+	// 4 KiB pages are dirty (flushCommitLogLeastPages). Default 4.
+	FlushLeastPages int
+	// FlushThoroughInterval: the async flusher flushes whatever is dirty at
+	// least this often (flushCommitLogThoroughInterval). Default 10 s.
+	FlushThoroughInterval time.Duration
+	// MaxPendingBytes bounds the staging buffer of WriteBuffered: appenders
+	// wait while this much is not yet written. Default 64 MiB.
+	MaxPendingBytes int
+	// ZeroFillAhead, with WriteBuffered, has the preallocator write zeros
+	// over each new segment so that later writes land in already-written
+	// extents (on ext4 a write into a fallocated-but-unwritten extent costs a
+	// journal commit at every flush). Default on for WriteBuffered.
+	ZeroFillAhead *bool
+	// CheckpointInterval is how often the flushed offset is persisted. Default 1 s.
+	CheckpointInterval time.Duration
+
+	// SkipCorrupt makes Open keep going past a damaged record that is
+	// followed by valid ones: the damaged range is reported, saved to
+	// StateDir/corrupt/ and marked as a hole, and every valid record after it
+	// is kept. Without it Open fails with a *CorruptError.
+	SkipCorrupt bool
+	// VerifyAll makes recovery check every segment, not only those after the
+	// checkpoint.
+	VerifyAll bool
+
+	// Retention (RocketMQ cleanup, every CleanInterval).
+	// FileReservedTime: sealed segments whose newest record is older than this
+	// may be deleted (fileReservedTime). Default 72 h.
+	FileReservedTime time.Duration
+	// DeleteWhen: hours of the day (local clock) when expired segments are
+	// deleted, ";"-separated (deleteWhen). Default "04".
+	DeleteWhen string
+	// DiskMaxUsedRatio: above this used fraction expired segments are deleted
+	// at any hour (diskMaxUsedSpaceRatio). Default 0.75.
+	DiskMaxUsedRatio float64
+	// DiskForceCleanRatio: above this the oldest segments are deleted even if
+	// not expired (diskSpaceCleanForciblyRatio). Default 0.85.
+	DiskForceCleanRatio float64
+	// DiskFullRatio: above this appends are refused with ErrDiskFull until
+	// usage drops (diskSpaceWarningLevelRatio). Default 0.90.
+	DiskFullRatio float64
+	// CleanInterval is the retention period. Default 10 s. Negative disables
+	// the background loop (Log.Clean can still be called).
+	CleanInterval time.Duration
+	// DeleteFilesBatchMax bounds deletions per pass. Default 10.
+	DeleteFilesBatchMax int
+
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+	// Logger receives lifecycle and anomaly logs. Default: discard.
+	Logger *slog.Logger
+}
+
+const (
+	defaultSegmentBytes = 1 << 30
+	minSegmentBytes     = 4096
+)
+
+func (c Config) withDefaults() Config {
+	if c.StateDir == "" {
+		c.StateDir = c.Dir
+	}
+	if c.FS == nil {
+		c.FS = fsx.OS
+	}
+	if c.SegmentBytes == 0 {
+		c.SegmentBytes = defaultSegmentBytes
+	}
+	if c.WriteMode == WriteAuto {
+		c.WriteMode = WriteMapped
+		if c.FlushMode == SyncFlush {
+			c.WriteMode = WriteBuffered
+		}
+	}
+	if c.SyncFlushTimeout == 0 {
+		c.SyncFlushTimeout = 5 * time.Second
+	}
+	if c.FlushInterval == 0 {
+		c.FlushInterval = 500 * time.Millisecond
+	}
+	if c.FlushLeastPages == 0 {
+		c.FlushLeastPages = 4
+	}
+	if c.FlushThoroughInterval == 0 {
+		c.FlushThoroughInterval = 10 * time.Second
+	}
+	if c.MaxPendingBytes == 0 {
+		c.MaxPendingBytes = 64 << 20
+	}
+	if c.ZeroFillAhead == nil {
+		on := c.WriteMode == WriteBuffered
+		c.ZeroFillAhead = &on
+	}
+	if c.CheckpointInterval == 0 {
+		c.CheckpointInterval = time.Second
+	}
+	if c.FileReservedTime == 0 {
+		c.FileReservedTime = 72 * time.Hour
+	}
+	if c.DeleteWhen == "" {
+		c.DeleteWhen = "04"
+	}
+	if c.DiskMaxUsedRatio == 0 {
+		c.DiskMaxUsedRatio = 0.75
+	}
+	if c.DiskForceCleanRatio == 0 {
+		c.DiskForceCleanRatio = 0.85
+	}
+	if c.DiskFullRatio == 0 {
+		c.DiskFullRatio = 0.90
+	}
+	if c.CleanInterval == 0 {
+		c.CleanInterval = 10 * time.Second
+	}
+	if c.DeleteFilesBatchMax == 0 {
+		c.DeleteFilesBatchMax = 10
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// Validate reports every problem with c (after defaults).
+func (c Config) Validate() error {
+	var errs []error
+	if c.Dir == "" {
+		errs = append(errs, errors.New("commitlog: Dir is required"))
+	}
+	if c.SegmentBytes < minSegmentBytes || c.SegmentBytes > 1<<31-1 {
+		errs = append(errs, fmt.Errorf("commitlog: SegmentBytes %d out of range [%d, %d]", c.SegmentBytes, minSegmentBytes, 1<<31-1))
+	}
+	if c.FlushMode != AsyncFlush && c.FlushMode != SyncFlush {
+		errs = append(errs, fmt.Errorf("commitlog: unknown FlushMode %d", c.FlushMode))
+	}
+	if c.WriteMode != WriteMapped && c.WriteMode != WriteBuffered {
+		errs = append(errs, fmt.Errorf("commitlog: unknown WriteMode %d", c.WriteMode))
+	}
+	for name, d := range map[string]time.Duration{
+		"SyncFlushTimeout": c.SyncFlushTimeout, "FlushInterval": c.FlushInterval,
+		"FlushThoroughInterval": c.FlushThoroughInterval, "CheckpointInterval": c.CheckpointInterval,
+		"FileReservedTime": c.FileReservedTime,
+	} {
+		if d < 0 {
+			errs = append(errs, fmt.Errorf("commitlog: %s must not be negative, got %s", name, d))
+		}
+	}
+	if c.FlushLeastPages < 0 {
+		errs = append(errs, fmt.Errorf("commitlog: FlushLeastPages must not be negative, got %d", c.FlushLeastPages))
+	}
+	if c.MaxPendingBytes < 0 {
+		errs = append(errs, fmt.Errorf("commitlog: MaxPendingBytes must not be negative, got %d", c.MaxPendingBytes))
+	}
+	if _, err := parseHours(c.DeleteWhen); err != nil {
+		errs = append(errs, err)
+	}
+	for name, r := range map[string]float64{
+		"DiskMaxUsedRatio": c.DiskMaxUsedRatio, "DiskForceCleanRatio": c.DiskForceCleanRatio, "DiskFullRatio": c.DiskFullRatio,
+	} {
+		if r <= 0 || r > 1 {
+			errs = append(errs, fmt.Errorf("commitlog: %s must be in (0, 1], got %g", name, r))
+		}
+	}
+	if c.DeleteFilesBatchMax < 0 {
+		errs = append(errs, fmt.Errorf("commitlog: DeleteFilesBatchMax must not be negative, got %d", c.DeleteFilesBatchMax))
+	}
+	return errors.Join(errs...)
+}
+
+// parseHours parses deleteWhen: hours 0..23 separated by ';'.
+func parseHours(s string) ([24]bool, error) {
+	var hours [24]bool
+	for _, part := range strings.Split(s, ";") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		h, err := strconv.Atoi(part)
+		if err != nil || h < 0 || h > 23 {
+			return hours, fmt.Errorf("commitlog: DeleteWhen %q: %q is not an hour 0..23", s, part)
+		}
+		hours[h] = true
+	}
+	return hours, nil
+}

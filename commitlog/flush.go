@@ -1,0 +1,248 @@
+package commitlog
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// waiter is a SyncFlush appender waiting for its records to be durable.
+type waiter struct {
+	end int64
+	ch  chan error // buffered: the flusher never blocks on it
+}
+
+var waiterPool = sync.Pool{New: func() any { return &waiter{ch: make(chan error, 1)} }}
+
+// addWaiter registers a waiter for end. l.mu is held, so waiters are added
+// in offset order.
+func (l *Log) addWaiter(end int64) *waiter {
+	w := waiterPool.Get().(*waiter)
+	w.end = end
+	l.wmu.Lock()
+	l.waiters = append(l.waiters, w)
+	l.wmu.Unlock()
+	return w
+}
+
+// wait blocks until w's records are durable, the flush fails, the
+// SyncFlushTimeout passes or ctx ends.
+func (l *Log) wait(ctx context.Context, w *waiter) error {
+	timer := time.NewTimer(l.cfg.SyncFlushTimeout)
+	defer timer.Stop()
+	select {
+	case err := <-w.ch:
+		waiterPool.Put(w)
+		return err
+	case <-timer.C:
+		return fmt.Errorf("%w: offset %d not durable after %s", ErrFlushTimeout, w.end, l.cfg.SyncFlushTimeout)
+	case <-ctx.Done():
+		return fmt.Errorf("commitlog: waiting for flush of offset %d: %w (the records are stored)", w.end, ctx.Err())
+	}
+}
+
+// releaseWaiters answers every waiter whose records end at or below upTo.
+func (l *Log) releaseWaiters(upTo int64) {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	i := 0
+	for i < len(l.waiters) && l.waiters[i].end <= upTo {
+		l.waiters[i].ch <- nil
+		i++
+	}
+	if i > 0 {
+		n := copy(l.waiters, l.waiters[i:])
+		clear(l.waiters[n:])
+		l.waiters = l.waiters[:n]
+	}
+}
+
+// failWaiters answers every waiter with err.
+func (l *Log) failWaiters(err error) {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	for _, w := range l.waiters {
+		w.ch <- err
+	}
+	clear(l.waiters)
+	l.waiters = l.waiters[:0]
+}
+
+func (l *Log) kickFlusher() {
+	select {
+	case l.flushKick <- struct{}{}:
+	default:
+	}
+}
+
+// flushLoop is the flusher. Under SyncFlush it flushes whenever appenders
+// wait, covering every record appended so far in one flush (group commit).
+// Under AsyncFlush it flushes every FlushInterval when FlushLeastPages are
+// dirty, and everything every FlushThoroughInterval.
+func (l *Log) flushLoop(ctx context.Context) {
+	if l.cfg.FlushMode == SyncFlush {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-l.flushKick:
+				l.flush() // a failure is recorded in l.failErr and answered to waiters
+			}
+		}
+	}
+	ticker := time.NewTicker(l.cfg.FlushInterval)
+	defer ticker.Stop()
+	lastFull := time.Now()
+	least := int64(l.cfg.FlushLeastPages) * 4096
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		case <-l.flushKick:
+		}
+		dirty := l.committed.Load() - l.flushed.Load()
+		full := time.Since(lastFull) >= l.cfg.FlushThoroughInterval
+		if dirty <= 0 || (dirty < least && !full) {
+			continue
+		}
+		if l.flush() == nil && full {
+			lastFull = time.Now()
+		}
+	}
+}
+
+// Flush makes every appended record durable now. It is safe to call
+// concurrently with appends and with the background flusher.
+func (l *Log) Flush() error {
+	if l.closed.Load() {
+		return ErrClosed
+	}
+	return l.flush()
+}
+
+// flush writes out (WriteBuffered) and syncs everything appended so far,
+// then advances the flushed offset and answers waiters. A failure is final.
+func (l *Log) flush() error {
+	l.flushMu.Lock()
+	defer l.flushMu.Unlock()
+	if p := l.failErr.Load(); p != nil {
+		return *p
+	}
+	var end int64
+	var err error
+	from := l.flushed.Load()
+	if l.cfg.WriteMode == WriteBuffered {
+		end, err = l.writePending()
+	} else {
+		end = l.committed.Load()
+		err = l.syncRange(from, end, func(s *segment, lo, hi int64) error { return s.m.Sync(int(lo), int(hi-lo)) })
+	}
+	if err != nil {
+		return l.fail(err)
+	}
+	if end > from {
+		l.flushed.Store(end)
+		l.stats.flushes.Add(1)
+		l.stats.flushedBytes.Add(end - from)
+	}
+	l.releaseWaiters(end)
+	return nil
+}
+
+// writePending takes the staging buffer, writes it into the segment files
+// (one write per segment), publishes it to readers and fdatasyncs.
+func (l *Log) writePending() (int64, error) {
+	l.mu.Lock()
+	buf, start, split, end := l.pend, l.pendStart, l.pendSplit, l.writeOff
+	var nextBase int64
+	if l.active != nil {
+		nextBase = l.active.base
+	}
+	if len(buf) > 0 {
+		l.pend, l.pendSpare = l.pendSpare[:0], nil
+		l.pendStart, l.pendSplit = end, -1
+		l.roomCond.Broadcast()
+	}
+	l.mu.Unlock()
+	if len(buf) == 0 {
+		return end, nil
+	}
+	first, second := buf, []byte(nil)
+	if split >= 0 {
+		first, second = buf[:split], buf[split:]
+	}
+	if err := l.writeAt(first, start); err != nil {
+		return 0, err
+	}
+	if len(second) > 0 {
+		if err := l.writeAt(second, nextBase); err != nil {
+			return 0, err
+		}
+	}
+	l.committed.Store(end)
+	err := l.syncRange(start, end, func(s *segment, _, _ int64) error { return s.file.Sync() })
+	l.mu.Lock()
+	if l.pendSpare == nil && cap(buf) <= 2*l.cfg.MaxPendingBytes {
+		l.pendSpare = buf[:0]
+	}
+	l.mu.Unlock()
+	return end, err
+}
+
+// writeAt writes b at log offset off, inside one segment.
+func (l *Log) writeAt(b []byte, off int64) error {
+	if len(b) == 0 {
+		return nil
+	}
+	seg := l.segs.Load().find(off)
+	if seg == nil || !seg.acquire() {
+		return fmt.Errorf("commitlog: no segment for offset %d", off)
+	}
+	defer seg.release()
+	if _, err := seg.file.WriteAt(b, off-seg.base); err != nil {
+		return fmt.Errorf("write %s at %d: %w", seg.path, off-seg.base, err)
+	}
+	return nil
+}
+
+// syncRange calls sync for each segment overlapping [from, end), oldest
+// first, with the overlap as file positions.
+func (l *Log) syncRange(from, end int64, sync func(s *segment, lo, hi int64) error) error {
+	if end <= from {
+		return nil
+	}
+	sl := l.segs.Load()
+	for _, s := range sl.segs {
+		if s.end() <= from || s.base >= end {
+			continue
+		}
+		if !s.acquire() {
+			continue
+		}
+		lo, hi := max(from, s.base)-s.base, min(end, s.end())-s.base
+		err := sync(s, lo, hi)
+		s.release()
+		if err != nil {
+			return fmt.Errorf("sync %s [%d, %d): %w", s.path, lo, hi, err)
+		}
+	}
+	return nil
+}
+
+// fail records a flush failure: the log refuses further appends, never
+// reports the failed range as flushed, and answers every waiter.
+func (l *Log) fail(cause error) error {
+	err := fmt.Errorf("%w: %w", ErrFlushFailed, cause)
+	if l.failErr.CompareAndSwap(nil, &err) {
+		l.log.Error("flush failed; refusing further appends", "flushed", l.flushed.Load(), "err", cause)
+	} else {
+		err = *l.failErr.Load()
+	}
+	l.failWaiters(err)
+	l.mu.Lock()
+	l.roomCond.Broadcast()
+	l.mu.Unlock()
+	return err
+}

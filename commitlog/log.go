@@ -1,0 +1,499 @@
+package commitlog
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+
+	"github.com/gantrymq/gantry/internal/fsx"
+	"github.com/gantrymq/gantry/message"
+)
+
+// Stamper is called for every record of an append, in order, under the
+// append lock, after the record was copied to its final place and its
+// physical offset and store timestamp were set, and before its CRC is
+// sealed. It may change fixed-size fields in place (the queue offset); it
+// must not block.
+type Stamper func(rec []byte, physOff int64)
+
+// AppendResult says where an append's records went.
+type AppendResult struct {
+	Offset         int64 // log offset of the first record
+	End            int64 // log offset just past the last record
+	Records        int   // number of records
+	StoreTimestamp int64 // store time given to every record, unix ms
+}
+
+// Log is an append-only commit log of message records in preallocated,
+// mapped segment files. See the package documentation.
+type Log struct {
+	cfg   Config
+	fs    fsx.FS
+	log   *slog.Logger
+	hours [24]bool
+
+	segs atomic.Pointer[segList] // immutable; swapped on roll and deletion
+
+	mu           sync.Mutex // the append lock; guards the fields below
+	roomCond     *sync.Cond // WriteBuffered: signalled when the staging buffer is taken
+	active       *segment
+	writeOff     int64  // next append offset
+	pend         []byte // WriteBuffered: staged bytes for [pendStart, writeOff)
+	pendSpare    []byte
+	pendStart    int64
+	pendSplit    int // index in pend where the active segment starts after a roll; -1 if none
+	allocPending bool
+
+	flushMu sync.Mutex // serializes flushes; taken before mu and wmu
+	cleanMu sync.Mutex // serializes retention passes; taken before mu
+	cpMu    sync.Mutex // serializes checkpoint writes
+
+	wmu     sync.Mutex // guards waiters; taken after mu
+	waiters []*waiter  // SyncFlush appenders by End, ascending
+
+	committed atomic.Int64 // readable end: bytes below it are in the files' page cache
+	flushed   atomic.Int64 // durable end
+	minOff    atomic.Int64 // first readable offset
+	failErr   atomic.Pointer[error]
+	diskFull  atomic.Bool
+	closed    atomic.Bool
+	lastTs    atomic.Int64 // store time of the last appended record
+
+	flushKick chan struct{}
+	done      chan struct{} // closed by Close
+	allocReq  chan int64
+	allocRes  chan allocResult
+
+	stats  stats
+	report RecoveryReport
+	cp     checkpoint
+
+	stop      context.CancelFunc
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Open recovers the log in cfg.Dir (creating it if needed) and starts its
+// flusher, preallocator and retention loops. ctx bounds recovery only.
+func Open(ctx context.Context, cfg Config) (*Log, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	hours, _ := parseHours(cfg.DeleteWhen)
+	l := &Log{
+		cfg:       cfg,
+		fs:        cfg.FS,
+		log:       cfg.Logger.With("component", "commitlog"),
+		hours:     hours,
+		pendSplit: -1,
+		flushKick: make(chan struct{}, 1),
+		done:      make(chan struct{}),
+		allocReq:  make(chan int64, 1),
+		allocRes:  make(chan allocResult, 1),
+	}
+	l.roomCond = sync.NewCond(&l.mu)
+	for _, d := range []string{cfg.Dir, cfg.StateDir} {
+		if err := l.fs.MkdirAll(d, 0o755); err != nil {
+			return nil, fmt.Errorf("commitlog: create %s: %w", d, err)
+		}
+	}
+	if err := l.recover(ctx); err != nil {
+		l.closeSegments()
+		return nil, err
+	}
+	if err := l.markRunning(); err != nil {
+		l.closeSegments()
+		return nil, err
+	}
+	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	l.stop = stop
+	l.wg.Go(func() { l.allocLoop(runCtx) })
+	l.wg.Go(func() { l.flushLoop(runCtx) })
+	l.wg.Go(func() { l.checkpointLoop(runCtx) })
+	if cfg.CleanInterval > 0 {
+		l.wg.Go(func() { l.cleanLoop(runCtx) })
+	}
+	l.mu.Lock()
+	l.requestSegmentLocked()
+	l.mu.Unlock()
+	return l, nil
+}
+
+// markRunning creates the abort marker: found at the next start, it says the
+// log was not closed cleanly.
+func (l *Log) markRunning() error {
+	f, err := l.fs.OpenFile(l.abortPath(), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("commitlog: create abort marker: %w", err)
+	}
+	_, err = f.WriteAt(fmt.Appendf(nil, "%d\n", os.Getpid()), 0)
+	if err == nil {
+		err = f.Sync()
+	}
+	f.Close()
+	if err == nil {
+		err = l.fs.SyncDir(l.cfg.StateDir)
+	}
+	if err != nil {
+		return fmt.Errorf("commitlog: write abort marker: %w", err)
+	}
+	return nil
+}
+
+func (l *Log) abortPath() string { return filepath.Join(l.cfg.StateDir, "abort") }
+
+// Close flushes everything, persists the checkpoint, removes the abort
+// marker and releases the files. Later calls return ErrClosed.
+func (l *Log) Close() error {
+	err := ErrClosed
+	l.closeOnce.Do(func() {
+		l.closed.Store(true)
+		close(l.done)
+		l.mu.Lock()
+		l.roomCond.Broadcast()
+		l.mu.Unlock()
+		l.stop()
+		l.wg.Wait()
+		l.closeErr = l.shutdown()
+		err = l.closeErr
+	})
+	return err
+}
+
+// shutdown runs after the loops stopped: a final flush, the checkpoint, the
+// abort marker, the files.
+func (l *Log) shutdown() error {
+	var err error
+	if ferr := l.flush(); ferr != nil {
+		err = ferr
+	}
+	l.failWaiters(ErrClosed)
+	if err == nil {
+		err = l.writeCheckpoint()
+	}
+	if err == nil {
+		if rerr := l.fs.Remove(l.abortPath()); rerr == nil {
+			err = l.fs.SyncDir(l.cfg.StateDir)
+		} else {
+			err = fmt.Errorf("commitlog: remove abort marker: %w", rerr)
+		}
+	}
+	l.closeSegments()
+	return err
+}
+
+func (l *Log) closeSegments() {
+	if sl := l.segs.Load(); sl != nil {
+		for _, s := range sl.segs {
+			s.retire()
+		}
+	}
+	for {
+		select {
+		case r := <-l.allocRes:
+			if r.seg != nil {
+				r.seg.retire()
+			}
+		default:
+			return
+		}
+	}
+}
+
+// writable returns why the log refuses appends, or nil.
+func (l *Log) writable() error {
+	if l.closed.Load() {
+		return ErrClosed
+	}
+	if p := l.failErr.Load(); p != nil {
+		return *p
+	}
+	if l.diskFull.Load() {
+		return fmt.Errorf("%w: disk usage above %.0f%%; appends resume when space is freed", ErrDiskFull, l.cfg.DiskFullRatio*100)
+	}
+	return nil
+}
+
+// Append appends batch, one or more encoded records back to back (each
+// from message.Append with a CRC tail), as one contiguous unit in one
+// segment. It sets each record's physical offset and store timestamp, calls
+// stamp (if not nil), seals the record CRC, and, under SyncFlush, waits until
+// the records are durable. Records are readable (Read, MaxOffset) when
+// Append returns.
+//
+// A returned error other than ErrFlushTimeout (and a ctx error while waiting
+// for a SyncFlush) means nothing was appended. Append is safe for
+// concurrent use; concurrent appends are ordered by the append lock.
+func (l *Log) Append(ctx context.Context, batch []byte, stamp Stamper) (AppendResult, error) {
+	nrec, err := l.validateBatch(batch)
+	if err != nil {
+		return AppendResult{}, err
+	}
+	if err := l.writable(); err != nil {
+		return AppendResult{}, err
+	}
+	waitFlush := l.cfg.FlushMode == SyncFlush
+	var w *waiter
+	l.mu.Lock()
+	res, err := l.appendLocked(ctx, batch, nrec, stamp)
+	if err == nil && waitFlush {
+		w = l.addWaiter(res.End)
+	}
+	l.mu.Unlock()
+	if err != nil {
+		return AppendResult{}, err
+	}
+	l.stats.appends.Add(1)
+	l.stats.records.Add(int64(nrec))
+	l.stats.bytes.Add(int64(len(batch)))
+	if !waitFlush {
+		return res, nil
+	}
+	l.kickFlusher()
+	return res, l.wait(ctx, w)
+}
+
+// validateBatch checks the framing of batch and returns its record count.
+func (l *Log) validateBatch(batch []byte) (int, error) {
+	if len(batch) == 0 {
+		return 0, fmt.Errorf("%w: empty", ErrInvalidBatch)
+	}
+	if int64(len(batch)) > l.cfg.SegmentBytes-message.BlankSize {
+		return 0, fmt.Errorf("%w: batch of %d bytes, segment holds %d", ErrRecordTooLarge, len(batch), l.cfg.SegmentBytes-message.BlankSize)
+	}
+	n := 0
+	for pos := 0; pos < len(batch); n++ {
+		size, magic, ok := message.RecordSize(batch[pos:])
+		switch {
+		case !ok || size < message.MinRecordSize || int(size) > len(batch)-pos:
+			return 0, fmt.Errorf("%w: record %d at byte %d: size %d does not fit the %d bytes left", ErrInvalidBatch, n, pos, size, len(batch)-pos)
+		case magic != message.MagicV1:
+			return 0, fmt.Errorf("%w: record %d at byte %d: magic %#x is not V1", ErrInvalidBatch, n, pos, uint32(magic))
+		case !message.HasCRC(batch[pos : pos+int(size)]):
+			return 0, fmt.Errorf("%w: record %d at byte %d has no %s property tail", ErrInvalidBatch, n, pos, message.PropCRC)
+		}
+		pos += int(size)
+	}
+	return n, nil
+}
+
+// appendLocked copies batch into place. l.mu is held.
+func (l *Log) appendLocked(ctx context.Context, batch []byte, nrec int, stamp Stamper) (AppendResult, error) {
+	if l.cfg.WriteMode == WriteBuffered {
+		if err := l.waitRoomLocked(len(batch)); err != nil {
+			return AppendResult{}, err
+		}
+	}
+	if err := l.writable(); err != nil {
+		return AppendResult{}, err
+	}
+	if l.writeOff+int64(len(batch))+message.BlankSize > l.active.end() {
+		if err := l.rollLocked(ctx); err != nil {
+			return AppendResult{}, err
+		}
+	}
+	start := l.writeOff
+	var dst []byte
+	if l.cfg.WriteMode == WriteBuffered {
+		n := len(l.pend)
+		l.pend = append(l.pend, batch...)
+		dst = l.pend[n:]
+	} else {
+		pos := start - l.active.base
+		dst = l.active.b[pos : pos+int64(len(batch))]
+		copy(dst, batch)
+	}
+	now := l.cfg.Now().UnixMilli()
+	off := start
+	for pos := 0; pos < len(dst); {
+		size := int(binary.BigEndian.Uint32(dst[pos:]))
+		rec := dst[pos : pos+size]
+		message.SetPhysicalOffset(rec, off)
+		message.SetStoreTimestamp(rec, now)
+		if stamp != nil {
+			stamp(rec, off)
+		}
+		if err := message.SealCRC(rec); err != nil {
+			panic(fmt.Sprintf("commitlog: seal validated record: %v", err)) // validateBatch checked the tail
+		}
+		pos += size
+		off += int64(size)
+	}
+	l.writeOff = off
+	l.lastTs.Store(now)
+	if l.cfg.WriteMode == WriteMapped {
+		l.committed.Store(off)
+	}
+	return AppendResult{Offset: start, End: off, Records: nrec, StoreTimestamp: now}, nil
+}
+
+// waitRoomLocked waits until the staging buffer can take n more bytes. A
+// batch always fits an empty buffer.
+func (l *Log) waitRoomLocked(n int) error {
+	for len(l.pend) > 0 && len(l.pend)+n > l.cfg.MaxPendingBytes {
+		if err := l.writable(); err != nil {
+			return err
+		}
+		l.kickFlusher()
+		l.roomCond.Wait()
+	}
+	return nil
+}
+
+// rollLocked seals the active segment with a BLANK filler and makes the
+// preallocated next segment active. Nothing is written if the next segment
+// cannot be had.
+func (l *Log) rollLocked(ctx context.Context) error {
+	if l.cfg.WriteMode == WriteBuffered {
+		// One roll per staged buffer: the flusher must take the old one first.
+		for l.pendSplit >= 0 {
+			if err := l.writable(); err != nil {
+				return err
+			}
+			l.kickFlusher()
+			l.roomCond.Wait()
+		}
+	}
+	next, err := l.nextSegmentLocked(ctx)
+	if err != nil {
+		return err
+	}
+	old := l.active
+	pos := l.writeOff - old.base
+	var blank [message.BlankSize]byte
+	message.AppendBlank(blank[:0], int32(old.size-pos))
+	if l.cfg.WriteMode == WriteBuffered {
+		l.pend = append(l.pend, blank[:]...)
+		l.pendSplit = len(l.pend)
+	} else {
+		copy(old.b[pos:], blank[:])
+	}
+	sl := l.segs.Load()
+	segs := make([]*segment, len(sl.segs), len(sl.segs)+1)
+	copy(segs, sl.segs)
+	l.segs.Store(&segList{segs: append(segs, next)})
+	l.active = next
+	l.writeOff = next.base
+	if l.cfg.WriteMode == WriteMapped {
+		l.committed.Store(next.base)
+	}
+	l.requestSegmentLocked()
+	l.stats.rolled.Add(1)
+	l.log.Debug("rolled segment", "sealed", old.path, "active", next.path)
+	return nil
+}
+
+// Read returns size bytes at off from the mapping, without copying. The
+// caller must Release the region; until then it stays valid even if
+// retention deletes the segment. [off, off+size) must lie in one segment
+// and below MaxOffset. Safe for concurrent use.
+func (l *Log) Read(off int64, size int) (Region, error) {
+	if size < 0 {
+		return Region{}, fmt.Errorf("%w: negative size %d", ErrBadOffset, size)
+	}
+	if off < l.minOff.Load() {
+		return Region{}, fmt.Errorf("%w: %d < %d", ErrOffsetTooSmall, off, l.minOff.Load())
+	}
+	if end := l.committed.Load(); off+int64(size) > end {
+		return Region{}, fmt.Errorf("%w: [%d, %d) beyond %d", ErrOffsetTooBig, off, off+int64(size), end)
+	}
+	seg := l.segs.Load().find(off)
+	if seg == nil || !seg.acquire() {
+		return Region{}, fmt.Errorf("%w: %d (segment deleted)", ErrOffsetTooSmall, off)
+	}
+	if off+int64(size) > seg.end() {
+		seg.release()
+		return Region{}, fmt.Errorf("%w: [%d, %d) crosses the end of segment %s", ErrBadOffset, off, off+int64(size), seg.path)
+	}
+	p := off - seg.base
+	return Region{B: seg.b[p : p+int64(size) : p+int64(size)], seg: seg}, nil
+}
+
+// ReadRecord returns the record at off and the offset of the next one,
+// stepping over segment fillers and skipped holes. At the end of the log it
+// returns ErrOffsetTooBig. The caller must Release the region.
+func (l *Log) ReadRecord(off int64) (rec Region, next int64, err error) {
+	for {
+		hdr, err := l.Read(off, 8)
+		if err != nil {
+			return Region{}, off, err
+		}
+		size, magic, _ := message.RecordSize(hdr.B)
+		seg := hdr.seg
+		hdr.Release()
+		switch {
+		case magic == message.MagicBlank:
+			off = seg.end()
+			continue
+		case magic == magicHole && size > 8:
+			off += int64(size)
+			continue
+		case size < message.MinRecordSize:
+			return Region{}, off, fmt.Errorf("%w: %d: size %d", ErrBadOffset, off, size)
+		}
+		r, err := l.Read(off, int(size))
+		return r, off + int64(size), err
+	}
+}
+
+// Region is a read-only view of log bytes in a segment's mapping.
+type Region struct {
+	B   []byte
+	seg *segment
+}
+
+// Release returns the region; B must not be used afterwards.
+func (r Region) Release() {
+	if r.seg != nil {
+		r.seg.release()
+	}
+}
+
+// MinOffset is the offset of the first record still in the log.
+func (l *Log) MinOffset() int64 { return l.minOff.Load() }
+
+// MaxOffset is the readable end of the log: every record below it can be
+// read. It only grows while the log is open.
+func (l *Log) MaxOffset() int64 { return l.committed.Load() }
+
+// FlushedOffset is the durable end of the log: every record below it
+// survives a machine crash. It never exceeds MaxOffset and never advances
+// past a failed flush.
+func (l *Log) FlushedOffset() int64 { return l.flushed.Load() }
+
+// SegmentBytes is the size of the log's segments.
+func (l *Log) SegmentBytes() int64 { return l.cfg.SegmentBytes }
+
+// Recovery returns what Open found and did.
+func (l *Log) Recovery() RecoveryReport { return l.report }
+
+// Stats are cumulative counters.
+type Stats struct {
+	Appends        int64 // Append calls that stored records
+	Records        int64 // records appended
+	Bytes          int64 // bytes appended
+	Flushes        int64 // flushes that made data durable
+	FlushedBytes   int64
+	SegmentsRolled int64
+	SegmentsDelete int64
+}
+
+type stats struct {
+	appends, records, bytes, flushes, flushedBytes, rolled, deleted atomic.Int64
+}
+
+// Stats returns the log's counters.
+func (l *Log) Stats() Stats {
+	return Stats{
+		Appends: l.stats.appends.Load(), Records: l.stats.records.Load(), Bytes: l.stats.bytes.Load(),
+		Flushes: l.stats.flushes.Load(), FlushedBytes: l.stats.flushedBytes.Load(),
+		SegmentsRolled: l.stats.rolled.Load(), SegmentsDelete: l.stats.deleted.Load(),
+	}
+}

@@ -1,0 +1,225 @@
+package commitlog_test
+
+import (
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/gantrymq/gantry/commitlog"
+	"github.com/gantrymq/gantry/internal/fsx"
+	"github.com/gantrymq/gantry/message"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func modes() []struct {
+	name string
+	cfg  commitlog.Config
+} {
+	return []struct {
+		name string
+		cfg  commitlog.Config
+	}{
+		{"async-mapped", commitlog.Config{FlushMode: commitlog.AsyncFlush}},
+		{"sync-buffered", commitlog.Config{FlushMode: commitlog.SyncFlush}},
+		{"sync-mapped", commitlog.Config{FlushMode: commitlog.SyncFlush, WriteMode: commitlog.WriteMapped}},
+	}
+}
+
+func TestAppendReadReopen(t *testing.T) {
+	for _, mode := range modes() {
+		t.Run(mode.name, func(t *testing.T) {
+			cfg := mode.cfg
+			cfg.Dir = t.TempDir()
+			cfg.SegmentBytes = 8 << 10
+			l := open(t, cfg)
+			want := appendN(t, l, 0, 100, 300) // ~400 B records: several segment rolls
+			require.NoError(t, l.Flush())
+			assert.Equal(t, l.MaxOffset(), l.FlushedOffset())
+			assert.Equal(t, want, readAll(t, l))
+			assert.Greater(t, l.Stats().SegmentsRolled, int64(3))
+			require.NoError(t, l.Close())
+			require.ErrorIs(t, l.Close(), commitlog.ErrClosed)
+
+			l = open(t, cfg)
+			defer l.Close()
+			assert.True(t, l.Recovery().Clean)
+			assert.Equal(t, want, readAll(t, l))
+			more := appendN(t, l, 100, 10, 300)
+			assert.Equal(t, append(want, more...), readAll(t, l))
+		})
+	}
+}
+
+func TestBatchAppendStampsEveryRecord(t *testing.T) {
+	l := open(t, commitlog.Config{Dir: t.TempDir(), SegmentBytes: 64 << 10})
+	defer l.Close()
+	var batch []byte
+	var recs [][]byte
+	for i := range 64 {
+		r := record(t, i, 100)
+		recs = append(recs, r)
+		batch = append(batch, r...)
+	}
+	var offs []int64
+	res, err := l.Append(t.Context(), batch, func(rec []byte, off int64) {
+		offs = append(offs, off)
+		message.SetQueueOffset(rec, int64(len(offs)-1))
+	})
+	require.NoError(t, err)
+	require.Equal(t, 64, res.Records)
+	require.Len(t, offs, 64)
+	got := readAll(t, l)
+	require.Len(t, got, 64)
+	for i, s := range got {
+		assert.Equal(t, offs[i], s.off)
+		assert.Equal(t, int64(i), message.QueueOffsetOf(s.b))
+		assert.NoError(t, message.Check(s.b, s.off, true))
+		m, _, err := message.Decode(s.b)
+		require.NoError(t, err)
+		assert.Equal(t, messageFor(i, 100).Body, m.Body)
+	}
+}
+
+func TestAppendRejectsBadBatches(t *testing.T) {
+	l := open(t, commitlog.Config{Dir: t.TempDir(), SegmentBytes: 8 << 10})
+	defer l.Close()
+	noCRC, err := message.Append(nil, messageFor(1, 10), false)
+	require.NoError(t, err)
+	good := record(t, 1, 10)
+	tests := []struct {
+		name  string
+		batch []byte
+		want  error
+	}{
+		{"empty", nil, commitlog.ErrInvalidBatch},
+		{"no crc tail", noCRC, commitlog.ErrInvalidBatch},
+		{"truncated", good[:len(good)-1], commitlog.ErrInvalidBatch},
+		{"garbage", []byte("hello, world, this is not a record at all"), commitlog.ErrInvalidBatch},
+		{"larger than a segment", record(t, 2, 9<<10), commitlog.ErrRecordTooLarge},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := l.Append(t.Context(), tt.batch, nil)
+			require.ErrorIs(t, err, tt.want)
+		})
+	}
+	assert.Equal(t, int64(0), l.MaxOffset(), "nothing was appended")
+}
+
+func TestConcurrentAppendersAndReaders(t *testing.T) {
+	for _, mode := range modes() {
+		t.Run(mode.name, func(t *testing.T) {
+			cfg := mode.cfg
+			cfg.Dir = t.TempDir()
+			cfg.SegmentBytes = 32 << 10
+			l := open(t, cfg)
+			defer l.Close()
+			const writers, per = 8, 200
+			var wg sync.WaitGroup
+			stop := make(chan struct{})
+			for w := range writers {
+				wg.Go(func() {
+					for i := range per {
+						_, err := l.Append(t.Context(), record(t, w*per+i, 64+i%200), nil)
+						assert.NoError(t, err)
+					}
+				})
+			}
+			var rwg sync.WaitGroup
+			rwg.Go(func() { // a reader chasing the writers
+				off := int64(0)
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					r, next, err := l.ReadRecord(off)
+					if errors.Is(err, commitlog.ErrOffsetTooBig) {
+						time.Sleep(time.Millisecond)
+						continue
+					}
+					if !assert.NoError(t, err) {
+						return
+					}
+					assert.NoError(t, message.Check(r.B, next-int64(len(r.B)), true))
+					r.Release()
+					off = next
+				}
+			})
+			wg.Wait()
+			close(stop)
+			rwg.Wait()
+			got := readAll(t, l)
+			require.Len(t, got, writers*per)
+			seen := map[int32]bool{}
+			for _, s := range got {
+				require.NoError(t, message.Check(s.b, s.off, true))
+				flag := message.Message{}
+				_, err := message.DecodeInto(&flag, s.b, false)
+				require.NoError(t, err)
+				assert.False(t, seen[flag.Flag], "record %d twice", flag.Flag)
+				seen[flag.Flag] = true
+			}
+		})
+	}
+}
+
+func TestReadErrors(t *testing.T) {
+	l := open(t, commitlog.Config{Dir: t.TempDir(), SegmentBytes: 8 << 10})
+	defer l.Close()
+	want := appendN(t, l, 0, 3, 50)
+	_, err := l.Read(l.MaxOffset(), 1)
+	require.ErrorIs(t, err, commitlog.ErrOffsetTooBig)
+	_, _, err = l.ReadRecord(l.MaxOffset())
+	require.ErrorIs(t, err, commitlog.ErrOffsetTooBig)
+	_, err = l.Read(-1, 1)
+	require.ErrorIs(t, err, commitlog.ErrOffsetTooSmall)
+	r, err := l.Read(want[1].off, len(want[1].b))
+	require.NoError(t, err)
+	assert.Equal(t, want[1].b, r.B)
+	r.Release()
+}
+
+func TestConfigValidate(t *testing.T) {
+	_, err := commitlog.Open(t.Context(), commitlog.Config{})
+	require.ErrorContains(t, err, "Dir is required")
+	_, err = commitlog.Open(t.Context(), commitlog.Config{Dir: t.TempDir(), SegmentBytes: 100, DeleteWhen: "25", DiskFullRatio: 2})
+	require.ErrorContains(t, err, "SegmentBytes 100 out of range")
+	require.ErrorContains(t, err, `"25" is not an hour`)
+	require.ErrorContains(t, err, "DiskFullRatio must be in (0, 1]")
+	m, err := commitlog.ParseFlushMode("sync_flush")
+	require.NoError(t, err)
+	assert.Equal(t, commitlog.SyncFlush, m)
+	_, err = commitlog.ParseFlushMode("sometimes")
+	require.ErrorContains(t, err, `unknown flush mode "sometimes"`)
+}
+
+func TestSyncFlushTimeout(t *testing.T) {
+	mem := fsx.NewMemFS()
+	block := make(chan struct{})
+	cfg := commitlog.Config{FS: mem, Dir: "/d", SegmentBytes: 8 << 10, FlushMode: commitlog.SyncFlush,
+		SyncFlushTimeout: 50 * time.Millisecond, CheckpointInterval: time.Hour}
+	l := open(t, cfg)
+	mem.SetHook(func(op fsx.Op, path string) {
+		if op == fsx.OpSync && path == "/d/00000000000000000000" {
+			<-block
+		}
+	})
+	start := time.Now()
+	res, err := l.Append(t.Context(), record(t, 1, 100), nil)
+	require.ErrorIs(t, err, commitlog.ErrFlushTimeout)
+	assert.Less(t, time.Since(start), 2*time.Second)
+	assert.Equal(t, res.End, l.MaxOffset(), "the record is stored")
+	assert.Equal(t, int64(0), l.FlushedOffset(), "but not durable")
+	close(block)
+	require.Eventually(t, func() bool { return l.FlushedOffset() == res.End }, 5*time.Second, time.Millisecond)
+	mem.SetHook(nil)
+	require.NoError(t, l.Close())
+}

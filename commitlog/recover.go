@@ -1,0 +1,405 @@
+package commitlog
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/gantrymq/gantry/internal/fsx"
+	"github.com/gantrymq/gantry/message"
+)
+
+// magicHole marks a damaged range skipped by recovery with SkipCorrupt:
+// [size int32][magicHole] at its start; readers step over size bytes.
+const magicHole int32 = 0x484F4C45 // "HOLE"
+
+// RecoveryReport says what Open found and did. It is also written to
+// StateDir/recovery-report.json.
+type RecoveryReport struct {
+	Clean            bool           `json:"clean"` // the last shutdown was clean (no abort marker)
+	CheckpointFound  bool           `json:"checkpointFound"`
+	CheckpointOffset int64          `json:"checkpointOffset"`
+	Segments         int            `json:"segments"`
+	ScanFrom         int64          `json:"scanFrom"` // first offset checked
+	MinOffset        int64          `json:"minOffset"`
+	MaxOffset        int64          `json:"maxOffset"` // recovered end
+	RecordsScanned   int64          `json:"recordsScanned"`
+	TornTail         *TornTail      `json:"tornTail,omitempty"`
+	Corrupt          []CorruptRange `json:"corrupt,omitempty"`
+	RemovedSegments  []string       `json:"removedSegments,omitempty"`
+	ExtendedSegments []string       `json:"extendedSegments,omitempty"` // short files grown back to full size
+	LostFlushed      int64          `json:"lostFlushedBytes,omitempty"` // bytes the checkpoint said were durable but are gone
+	StartedAt        time.Time      `json:"startedAt"`
+	DurationMS       float64        `json:"durationMs"`
+}
+
+// TornTail describes an incomplete final write that recovery discarded.
+type TornTail struct {
+	Segment        string `json:"segment"`
+	Offset         int64  `json:"offset"`         // log offset where the valid data ends
+	TruncatedBytes int64  `json:"truncatedBytes"` // non-zero bytes discarded after it
+	Reason         string `json:"reason"`
+}
+
+// CorruptRange is a damaged range skipped with SkipCorrupt.
+type CorruptRange struct {
+	Segment string `json:"segment"`
+	Offset  int64  `json:"offset"` // log offset of the damage
+	End     int64  `json:"end"`    // log offset of the next valid record
+	Reason  string `json:"reason"`
+	SavedTo string `json:"savedTo"` // copy of the damaged bytes
+}
+
+// recover opens the segments, validates the tail, truncates a torn write,
+// and sets the offsets.
+func (l *Log) recover(ctx context.Context) error {
+	start := time.Now()
+	r := &l.report
+	r.StartedAt = l.cfg.Now().UTC()
+	r.Clean = !fsx.Exists(l.fs, l.abortPath())
+	cp, ok := l.readCheckpoint()
+	segs, err := l.openSegments(r, cp.segBytes)
+	if err != nil {
+		return err
+	}
+	l.segs.Store(&segList{segs: segs})
+	if len(segs) == 0 {
+		seg, err := l.createSegment(ctx, 0)
+		if err != nil {
+			return err
+		}
+		l.segs.Store(&segList{segs: []*segment{seg}})
+		l.active = seg
+		r.Segments = 1
+		return l.finishRecovery(start)
+	}
+	r.CheckpointFound, r.CheckpointOffset = ok, cp.flushed
+	l.cp.seq = cp.seq
+	from := 0
+	if ok && !l.cfg.VerifyAll {
+		if s := (&segList{segs: segs}).find(cp.flushed); s != nil {
+			from = int((s.base - segs[0].base) / s.size)
+		} else if cp.flushed >= segs[len(segs)-1].end() {
+			from = len(segs) - 1
+		}
+	}
+	r.ScanFrom = segs[from].base
+	end, err := l.scan(ctx, segs, from)
+	if err != nil {
+		return err
+	}
+	if ok && cp.flushed > end {
+		r.LostFlushed = cp.flushed - end
+		l.log.Warn("data the checkpoint recorded as durable is missing", "checkpoint", cp.flushed, "recovered", end)
+	}
+	return l.finishRecovery(start)
+}
+
+// openSegments lists, checks and maps the segment files.
+// segBytes is the segment size the checkpoint recorded, or 0.
+func (l *Log) openSegments(r *RecoveryReport, segBytes int64) ([]*segment, error) {
+	names, err := l.fs.ReadDir(l.cfg.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("commitlog: list %s: %w", l.cfg.Dir, err)
+	}
+	var bases []int64
+	for _, n := range names {
+		if b, ok := parseSegmentName(n); ok {
+			bases = append(bases, b)
+		}
+	}
+	if len(bases) == 0 {
+		return nil, nil
+	}
+	size := l.cfg.SegmentBytes
+	if len(bases) > 1 {
+		segBytes = bases[1] - bases[0]
+	}
+	if segBytes >= minSegmentBytes && segBytes != size {
+		size = segBytes
+		l.log.Warn("existing segments have another size than configured; keeping theirs", "configured", l.cfg.SegmentBytes, "existing", size)
+		l.cfg.SegmentBytes = size
+	}
+	var segs []*segment
+	for i, base := range bases {
+		if base%size != 0 || (i > 0 && base != bases[i-1]+size) {
+			closeAll(segs)
+			return nil, &CorruptError{Segment: filepath.Join(l.cfg.Dir, segmentName(base)), Offset: base, NextValid: base,
+				Reason: fmt.Sprintf("segment does not follow the previous one (expected start %d): a segment file is missing", bases[max(i-1, 0)]+size)}
+		}
+		path := filepath.Join(l.cfg.Dir, segmentName(base))
+		info, err := l.fs.Stat(path)
+		if err != nil {
+			closeAll(segs)
+			return nil, fmt.Errorf("commitlog: stat %s: %w", path, err)
+		}
+		if info.Size < size {
+			if err := l.extendSegment(path, info.Size, size); err != nil {
+				closeAll(segs)
+				return nil, err
+			}
+			r.ExtendedSegments = append(r.ExtendedSegments, path)
+		}
+		seg, err := openSegment(l.fs, l.cfg.Dir, base, size)
+		if err != nil {
+			closeAll(segs)
+			return nil, err
+		}
+		segs = append(segs, seg)
+	}
+	r.Segments = len(segs)
+	return segs, nil
+}
+
+// extendSegment grows a short segment (a crash during creation, or a
+// truncated file) back to full size; the scan then finds where data ends.
+func (l *Log) extendSegment(path string, have, size int64) error {
+	l.log.Warn("segment is shorter than the segment size; extending it", "segment", path, "size", have, "want", size)
+	f, err := l.fs.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("commitlog: open short segment %s: %w", path, err)
+	}
+	defer f.Close()
+	if err := f.Allocate(0, size); err != nil {
+		return l.allocErr(path, "extend", err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("commitlog: sync extended segment %s: %w", path, err)
+	}
+	return nil
+}
+
+func closeAll(segs []*segment) {
+	for _, s := range segs {
+		s.retire()
+	}
+}
+
+// scan validates records from segment index from onward and returns the
+// recovered end. It truncates a torn tail, removes segments past the end,
+// and handles damage followed by valid records per SkipCorrupt.
+func (l *Log) scan(ctx context.Context, segs []*segment, from int) (int64, error) {
+	r := &l.report
+	for i := from; i < len(segs); i++ {
+		if err := ctx.Err(); err != nil {
+			return 0, fmt.Errorf("commitlog: recovery interrupted: %w", err)
+		}
+		seg := segs[i]
+		pos := int64(0)
+		for sealed := false; !sealed; {
+			size, magic, reason := recordAt(seg, pos)
+			if reason == "" {
+				switch magic {
+				case message.MagicBlank:
+					if i == len(segs)-1 {
+						return l.endAt(ctx, segs, i, seg.end(), "")
+					}
+					sealed = true
+				case magicHole:
+					pos += int64(size)
+				default:
+					r.RecordsScanned++
+					l.lastTs.Store(message.StoreTimestampOf(seg.b[pos:]))
+					pos += int64(size)
+				}
+				continue
+			}
+			next := findValid(segs, i, pos+1)
+			if next < 0 {
+				return l.endAt(ctx, segs, i, seg.base+pos, reason)
+			}
+			cerr := &CorruptError{Segment: seg.path, Offset: seg.base + pos, FileOff: pos, NextValid: next, Reason: reason}
+			if !l.cfg.SkipCorrupt {
+				return 0, cerr
+			}
+			if err := l.skipDamage(segs, cerr); err != nil {
+				return 0, err
+			}
+			l.log.Warn("skipped damaged range", "segment", cerr.Segment, "offset", cerr.Offset, "end", next, "reason", reason)
+			i = int((next - segs[0].base) / seg.size)
+			seg, pos = segs[i], next-segs[i].base
+		}
+	}
+	// Unreachable: the last segment either ends in a blank or the scan ends inside it.
+	return segs[len(segs)-1].end(), nil
+}
+
+// recordAt checks the entry at pos of seg: a valid record, a blank filler
+// that ends the segment, or a hole. reason is empty when it is valid.
+func recordAt(seg *segment, pos int64) (size int32, magic int32, reason string) {
+	rest := seg.b[pos:]
+	size, magic, ok := message.RecordSize(rest)
+	switch {
+	case !ok:
+		return 0, 0, fmt.Sprintf("only %d bytes left in the segment, no room for a record or filler", len(rest))
+	case magic == message.MagicBlank:
+		if int64(size) != seg.size-pos {
+			return 0, 0, fmt.Sprintf("segment filler says %d bytes remain, %d do", size, seg.size-pos)
+		}
+		return size, magic, ""
+	case magic == magicHole:
+		if size < 8 || int64(size) > seg.size-pos {
+			return 0, 0, fmt.Sprintf("hole marker of bad size %d", size)
+		}
+		return size, magic, ""
+	case size == 0 && magic == 0:
+		return 0, 0, "zeros where a record should start"
+	case size < message.MinRecordSize:
+		return 0, 0, fmt.Sprintf("record size %d is below the minimum %d", size, message.MinRecordSize)
+	}
+	if int64(size) > seg.size-pos-message.BlankSize {
+		return 0, 0, fmt.Sprintf("record size %d does not fit the %d bytes left", size, seg.size-pos)
+	}
+	if err := message.Check(rest[:size], seg.base+pos, true); err != nil {
+		return 0, 0, err.Error()
+	}
+	return size, magic, ""
+}
+
+var magicV1Bytes = []byte{0xDA, 0xA3, 0x20, 0xA7} // message.MagicV1, big-endian
+
+// findValid returns the log offset of the first valid record at or after
+// position pos of segment i (searching later segments too), or -1. A valid
+// record has the V1 magic, its own position as PHYSICALOFFSET, and passes
+// every check.
+func findValid(segs []*segment, i int, pos int64) int64 {
+	for ; i < len(segs); i, pos = i+1, 0 {
+		seg := segs[i]
+		for pos+8 <= seg.size {
+			j := bytes.Index(seg.b[pos+4:], magicV1Bytes)
+			if j < 0 {
+				break
+			}
+			cand := pos + int64(j)
+			pos = cand + 1
+			if cand+36 > seg.size || message.PhysicalOffsetOf(seg.b[cand:]) != seg.base+cand {
+				continue
+			}
+			if _, _, reason := recordAt(seg, cand); reason == "" {
+				return seg.base + cand
+			}
+		}
+	}
+	return -1
+}
+
+// endAt makes end (in segment i) the end of the log: it zeroes non-zero
+// bytes after it, removes later segments, and makes the data durable.
+func (l *Log) endAt(ctx context.Context, segs []*segment, i int, end int64, reason string) (int64, error) {
+	r := &l.report
+	seg := segs[i]
+	pos := end - seg.base
+	if nz := lastNonZero(seg.b[pos:]); nz >= 0 {
+		r.TornTail = &TornTail{Segment: seg.path, Offset: end, TruncatedBytes: int64(nz) + 1, Reason: reason}
+		l.log.Warn("truncating torn tail", "segment", seg.path, "offset", end, "bytes", nz+1, "reason", reason)
+		if err := seg.file.ZeroRange(pos, seg.size-pos); err != nil {
+			return 0, fmt.Errorf("commitlog: zero torn tail of %s at %d: %w", seg.path, pos, err)
+		}
+	}
+	// Everything up to end is now what the log holds; make it durable so
+	// that FlushedOffset can say so.
+	if err := seg.file.Sync(); err != nil {
+		return 0, fmt.Errorf("commitlog: sync %s: %w", seg.path, err)
+	}
+	for _, s := range segs[i+1:] {
+		r.RemovedSegments = append(r.RemovedSegments, s.path)
+		s.retire()
+		if err := l.fs.Remove(s.path); err != nil {
+			return 0, fmt.Errorf("commitlog: remove segment past the end %s: %w", s.path, err)
+		}
+	}
+	if len(segs) > i+1 {
+		if err := l.fs.SyncDir(l.cfg.Dir); err != nil {
+			return 0, fmt.Errorf("commitlog: sync %s: %w", l.cfg.Dir, err)
+		}
+	}
+	segs = segs[:i+1]
+	if end == seg.end() { // the last segment is sealed: start the next one
+		next, err := l.createSegment(ctx, end)
+		if err != nil {
+			return 0, err
+		}
+		segs = append(segs, next)
+	}
+	l.segs.Store(&segList{segs: segs})
+	l.active = segs[len(segs)-1]
+	l.writeOff = end
+	return end, nil
+}
+
+// lastNonZero returns the index of the last non-zero byte of b, or -1.
+func lastNonZero(b []byte) int {
+	var zeros [64 << 10]byte
+	for hi := len(b); hi > 0; {
+		lo := max(hi-len(zeros), 0)
+		if !bytes.Equal(b[lo:hi], zeros[:hi-lo]) {
+			for j := hi - 1; j >= lo; j-- {
+				if b[j] != 0 {
+					return j
+				}
+			}
+		}
+		hi = lo
+	}
+	return -1
+}
+
+// skipDamage saves the damaged bytes and marks them as holes so readers
+// and later recoveries step over them.
+func (l *Log) skipDamage(segs []*segment, e *CorruptError) error {
+	dir := filepath.Join(l.cfg.StateDir, "corrupt")
+	if err := l.fs.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("commitlog: create %s: %w", dir, err)
+	}
+	saved := filepath.Join(dir, fmt.Sprintf("%020d-%020d.bin", e.Offset, e.NextValid))
+	var damaged []byte
+	for off := e.Offset; off < e.NextValid; {
+		seg := (&segList{segs: segs}).find(off)
+		hi := min(e.NextValid, seg.end())
+		damaged = append(damaged, seg.b[off-seg.base:hi-seg.base]...)
+		off = hi
+	}
+	if err := fsx.WriteFileAtomic(l.fs, saved, damaged); err != nil {
+		return fmt.Errorf("commitlog: save damaged range: %w", err)
+	}
+	for off := e.Offset; off < e.NextValid; {
+		seg := (&segList{segs: segs}).find(off)
+		hi := min(e.NextValid, seg.end())
+		if hi-off < 8 {
+			return fmt.Errorf("commitlog: damaged range [%d, %d) in %s is too short to mark; remove it by hand: %w", off, hi, seg.path, e)
+		}
+		p := off - seg.base
+		binary.BigEndian.PutUint32(seg.b[p:], uint32(hi-off))
+		binary.BigEndian.PutUint32(seg.b[p+4:], uint32(magicHole))
+		if err := seg.m.Sync(int(p), 8); err != nil {
+			return fmt.Errorf("commitlog: mark hole in %s: %w", seg.path, err)
+		}
+		off = hi
+	}
+	l.report.Corrupt = append(l.report.Corrupt, CorruptRange{Segment: e.Segment, Offset: e.Offset, End: e.NextValid, Reason: e.Reason, SavedTo: saved})
+	return nil
+}
+
+// finishRecovery sets the offsets and writes the report.
+func (l *Log) finishRecovery(start time.Time) error {
+	r := &l.report
+	sl := l.segs.Load()
+	l.minOff.Store(sl.segs[0].base)
+	l.committed.Store(l.writeOff)
+	l.flushed.Store(l.writeOff)
+	l.pendStart = l.writeOff
+	r.MinOffset, r.MaxOffset = sl.segs[0].base, l.writeOff
+	r.DurationMS = float64(time.Since(start).Microseconds()) / 1000
+	b, _ := json.MarshalIndent(r, "", "  ")
+	if err := fsx.WriteFileAtomic(l.fs, filepath.Join(l.cfg.StateDir, "recovery-report.json"), append(b, '\n')); err != nil {
+		return fmt.Errorf("commitlog: write recovery report: %w", err)
+	}
+	l.log.Info("recovered", "clean", r.Clean, "min", r.MinOffset, "max", r.MaxOffset, "records", r.RecordsScanned,
+		"segments", len(sl.segs), "duration", time.Since(start))
+	return nil
+}

@@ -1,0 +1,135 @@
+package commitlog
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/gantrymq/gantry/message"
+)
+
+// CleanResult says what one retention pass did.
+type CleanResult struct {
+	UsedRatio float64  // disk use seen at the start of the pass
+	DiskFull  bool     // appends are refused after this pass
+	Deleted   []string // segment files removed, oldest first
+}
+
+func (l *Log) cleanLoop(ctx context.Context) {
+	t := time.NewTicker(l.cfg.CleanInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if _, err := l.Clean(); err != nil {
+				l.log.Warn("retention pass failed", "err", err)
+			}
+		}
+	}
+}
+
+// Clean runs one retention pass (RocketMQ's cleanup, run every
+// CleanInterval by the background loop):
+//   - above DiskFullRatio appends are refused with ErrDiskFull; below it they
+//     are accepted again;
+//   - sealed segments whose newest record is older than FileReservedTime are
+//     deleted, oldest first, at a DeleteWhen hour or when disk use is above
+//     DiskMaxUsedRatio;
+//   - above DiskForceCleanRatio the oldest sealed segments are deleted even
+//     if not expired, until use drops below it.
+//
+// At most DeleteFilesBatchMax segments go per pass; the active segment never
+// does. Safe for concurrent use with appends and reads: a deleted segment
+// stays mapped until its last reader releases it.
+func (l *Log) Clean() (CleanResult, error) {
+	if l.closed.Load() {
+		return CleanResult{}, ErrClosed
+	}
+	l.cleanMu.Lock()
+	defer l.cleanMu.Unlock()
+	usage, err := l.fs.DiskUsage(l.cfg.Dir)
+	if err != nil {
+		return CleanResult{}, fmt.Errorf("commitlog: disk usage of %s: %w", l.cfg.Dir, err)
+	}
+	res := CleanResult{UsedRatio: usage.UsedRatio()}
+	now := l.cfg.Now()
+	timeUp := l.hours[now.Hour()]
+	for len(res.Deleted) < l.cfg.DeleteFilesBatchMax {
+		seg, newest := l.oldestSealed()
+		if seg == nil {
+			break
+		}
+		expired := now.Sub(time.UnixMilli(newest)) > l.cfg.FileReservedTime
+		force := res.UsedRatio > l.cfg.DiskForceCleanRatio
+		if !force && !(expired && (timeUp || res.UsedRatio > l.cfg.DiskMaxUsedRatio)) {
+			break
+		}
+		if err := l.deleteOldest(seg); err != nil {
+			return res, err
+		}
+		res.Deleted = append(res.Deleted, seg.path)
+		l.log.Info("deleted segment", "segment", seg.path, "expired", expired, "forced", force && !expired, "diskUsed", res.UsedRatio)
+		if force {
+			if u, err := l.fs.DiskUsage(l.cfg.Dir); err == nil {
+				res.UsedRatio = u.UsedRatio()
+			}
+		}
+	}
+	res.DiskFull = res.UsedRatio > l.cfg.DiskFullRatio
+	if was := l.diskFull.Swap(res.DiskFull); was != res.DiskFull {
+		if res.DiskFull {
+			l.log.Error("disk almost full; refusing appends", "used", res.UsedRatio, "limit", l.cfg.DiskFullRatio)
+		} else {
+			l.log.Info("disk space back; accepting appends", "used", res.UsedRatio)
+		}
+	}
+	return res, nil
+}
+
+// oldestSealed returns the oldest segment other than the active one and
+// the store time of its newest record (bounded by the first record of the
+// segment after it).
+func (l *Log) oldestSealed() (*segment, int64) {
+	sl := l.segs.Load()
+	if len(sl.segs) < 2 {
+		return nil, 0
+	}
+	next := sl.segs[1]
+	if l.committed.Load() <= next.base {
+		return nil, 0 // the next segment holds nothing readable yet: the first is still the end
+	}
+	if !next.acquire() {
+		return nil, 0
+	}
+	defer next.release()
+	newest := int64(0)
+	if size, magic, ok := message.RecordSize(next.b); ok && magic == message.MagicV1 && int64(size) <= next.size {
+		newest = message.StoreTimestampOf(next.b)
+	}
+	return sl.segs[0], newest
+}
+
+// deleteOldest removes the first segment: readers stop getting it first,
+// then the file goes.
+func (l *Log) deleteOldest(seg *segment) error {
+	l.mu.Lock()
+	sl := l.segs.Load()
+	if len(sl.segs) < 2 || sl.segs[0] != seg {
+		l.mu.Unlock()
+		return nil
+	}
+	l.segs.Store(&segList{segs: append([]*segment(nil), sl.segs[1:]...)})
+	l.minOff.Store(sl.segs[1].base)
+	l.mu.Unlock()
+	seg.retire()
+	if err := l.fs.Remove(seg.path); err != nil {
+		return fmt.Errorf("commitlog: delete segment %s: %w", seg.path, err)
+	}
+	if err := l.fs.SyncDir(l.cfg.Dir); err != nil {
+		return fmt.Errorf("commitlog: sync %s: %w", l.cfg.Dir, err)
+	}
+	l.stats.deleted.Add(1)
+	return nil
+}

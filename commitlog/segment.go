@@ -1,0 +1,122 @@
+package commitlog
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync/atomic"
+
+	"github.com/gantrymq/gantry/internal/fsx"
+)
+
+// segment is one preallocated, mapped file of the log.
+type segment struct {
+	base int64 // global offset of byte 0
+	size int64
+	path string
+	file fsx.File
+	m    fsx.Mapping
+	b    []byte // m.Bytes()
+
+	// refs counts readers holding Regions; the closed bit is set when the
+	// segment is deleted, after which no new reference is granted and the
+	// last release unmaps.
+	refs atomic.Int64
+}
+
+const segClosed = int64(1) << 62
+
+// segmentName is the 20-digit zero-padded start offset.
+func segmentName(base int64) string { return fmt.Sprintf("%020d", base) }
+
+// parseSegmentName returns the start offset encoded in a segment file name.
+func parseSegmentName(name string) (int64, bool) {
+	if len(name) != 20 {
+		return 0, false
+	}
+	v, err := strconv.ParseInt(name, 10, 64)
+	if err != nil || v < 0 {
+		return 0, false
+	}
+	return v, true
+}
+
+// openSegment opens and maps an existing segment file of the given size.
+func openSegment(fsys fsx.FS, dir string, base, size int64) (*segment, error) {
+	path := filepath.Join(dir, segmentName(base))
+	f, err := fsys.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return nil, fmt.Errorf("commitlog: open segment %s: %w", path, err)
+	}
+	m, err := f.Map(int(size))
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("commitlog: map segment %s: %w", path, err)
+	}
+	return &segment{base: base, size: size, path: path, file: f, m: m, b: m.Bytes()}, nil
+}
+
+// end is the global offset just past the segment.
+func (s *segment) end() int64 { return s.base + s.size }
+
+// acquire takes a reader reference; it fails once the segment is deleted.
+func (s *segment) acquire() bool {
+	for {
+		v := s.refs.Load()
+		if v&segClosed != 0 {
+			return false
+		}
+		if s.refs.CompareAndSwap(v, v+1) {
+			return true
+		}
+	}
+}
+
+func (s *segment) release() {
+	if s.refs.Add(-1) == segClosed {
+		s.unmap()
+	}
+}
+
+// retire marks the segment deleted; it is unmapped now or at the last release.
+func (s *segment) retire() {
+	if s.refs.Add(segClosed) == segClosed {
+		s.unmap()
+	}
+}
+
+func (s *segment) unmap() {
+	if s.m != nil {
+		s.m.Unmap()
+	}
+	if s.file != nil {
+		s.file.Close()
+	}
+}
+
+// segList is an immutable, ordered list of segments; the Log swaps it whole.
+type segList struct {
+	segs []*segment
+}
+
+// find returns the segment holding global offset off, or nil.
+func (l *segList) find(off int64) *segment {
+	segs := l.segs
+	if len(segs) == 0 || off < segs[0].base {
+		return nil
+	}
+	size := segs[0].size
+	i := int((off - segs[0].base) / size)
+	if i >= len(segs) {
+		return nil
+	}
+	return segs[i]
+}
+
+func (l *segList) last() *segment {
+	if len(l.segs) == 0 {
+		return nil
+	}
+	return l.segs[len(l.segs)-1]
+}

@@ -1,0 +1,153 @@
+package fsx
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+)
+
+// FS is the set of filesystem operations the store uses. Paths are OS paths.
+type FS interface {
+	// OpenFile opens or creates a file, like os.OpenFile.
+	OpenFile(name string, flag int, perm fs.FileMode) (File, error)
+	// Remove removes a file or an empty directory.
+	Remove(name string) error
+	// Rename renames a file, replacing the target, like os.Rename.
+	Rename(oldpath, newpath string) error
+	// MkdirAll creates a directory and its parents.
+	MkdirAll(path string, perm fs.FileMode) error
+	// ReadDir lists the names in a directory, sorted.
+	ReadDir(name string) ([]string, error)
+	// Stat returns a file's size and whether it is a directory.
+	Stat(name string) (Info, error)
+	// SyncDir makes the directory's entries (creations, renames, removals) durable.
+	SyncDir(name string) error
+	// DiskUsage reports the size and free space of the filesystem holding path.
+	DiskUsage(path string) (Usage, error)
+}
+
+// File is an open file.
+type File interface {
+	io.ReaderAt
+	io.WriterAt
+	// Name returns the path the file was opened with.
+	Name() string
+	// Size returns the current size in bytes.
+	Size() (int64, error)
+	// Truncate changes the size.
+	Truncate(size int64) error
+	// Allocate reserves disk blocks for [off, off+n), extending the size if
+	// needed (fallocate mode 0). On a full disk it fails with ENOSPC, which is
+	// why segments are allocated before they are mapped.
+	Allocate(off, n int64) error
+	// ZeroRange makes [off, off+n) read as zeros without changing the size
+	// and keeps the blocks allocated.
+	ZeroRange(off, n int64) error
+	// Sync makes the file's data and size durable (fdatasync).
+	Sync() error
+	// Map maps the first size bytes of the file shared and writable. The file
+	// must already be at least size bytes long.
+	Map(size int) (Mapping, error)
+	// Close closes the file. Mappings stay valid until unmapped.
+	Close() error
+}
+
+// Mapping is a shared, writable memory mapping of a file.
+type Mapping interface {
+	// Bytes returns the mapped memory. Writes to it reach the file's page cache.
+	Bytes() []byte
+	// Sync makes [off, off+n) of the mapping durable (msync MS_SYNC). The range
+	// is widened to whole pages.
+	Sync(off, n int) error
+	// Populate pre-faults [off, off+n) writable so later writes take no page
+	// faults. It is advisory: implementations may do nothing.
+	Populate(off, n int) error
+	// Unmap releases the mapping. Bytes must not be used afterwards.
+	Unmap() error
+}
+
+// Info describes a file.
+type Info struct {
+	Size  int64
+	IsDir bool
+}
+
+// Usage describes a filesystem's space, in bytes.
+type Usage struct {
+	Total int64
+	Free  int64 // available to unprivileged users
+}
+
+// UsedRatio returns the used fraction of the filesystem, 0..1.
+func (u Usage) UsedRatio() float64 {
+	if u.Total <= 0 {
+		return 0
+	}
+	return float64(u.Total-u.Free) / float64(u.Total)
+}
+
+// PageSize is the unit Mapping.Sync rounds to.
+const PageSize = 4096
+
+// ReadFile reads a whole file.
+func ReadFile(fsys FS, name string) ([]byte, error) {
+	f, err := fsys.OpenFile(name, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	size, err := f.Size()
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, size)
+	n, err := f.ReadAt(b, 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	return b[:n], nil
+}
+
+// WriteFileAtomic replaces name with data durably: it writes name.tmp,
+// syncs it, renames it over name and syncs the directory. A crash at any
+// point leaves either the old or the new content under name.
+func WriteFileAtomic(fsys FS, name string, data []byte) error {
+	tmp := name + ".tmp"
+	f, err := fsys.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("fsx: create %s: %w", tmp, err)
+	}
+	if _, err := f.WriteAt(data, 0); err != nil {
+		f.Close()
+		return fmt.Errorf("fsx: write %s: %w", tmp, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("fsx: sync %s: %w", tmp, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("fsx: close %s: %w", tmp, err)
+	}
+	if err := fsys.Rename(tmp, name); err != nil {
+		return fmt.Errorf("fsx: rename %s: %w", tmp, err)
+	}
+	if err := fsys.SyncDir(filepath.Dir(name)); err != nil {
+		return fmt.Errorf("fsx: sync dir of %s: %w", name, err)
+	}
+	return nil
+}
+
+// Exists reports whether name exists.
+func Exists(fsys FS, name string) bool {
+	_, err := fsys.Stat(name)
+	return err == nil
+}
+
+func sortedNames(names []string) []string {
+	sort.Strings(names)
+	return names
+}

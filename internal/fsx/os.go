@@ -1,0 +1,192 @@
+package fsx
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// OS is the real filesystem.
+var OS FS = osFS{}
+
+type osFS struct{}
+
+func (osFS) OpenFile(name string, flag int, perm fs.FileMode) (File, error) {
+	f, err := os.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return &osFile{f: f}, nil
+}
+
+func (osFS) Remove(name string) error                  { return os.Remove(name) }
+func (osFS) Rename(oldpath, newpath string) error      { return os.Rename(oldpath, newpath) }
+func (osFS) MkdirAll(p string, perm fs.FileMode) error { return os.MkdirAll(p, perm) }
+
+func (osFS) ReadDir(name string) ([]string, error) {
+	ents, err := os.ReadDir(name)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, len(ents))
+	for i, e := range ents {
+		names[i] = e.Name()
+	}
+	return sortedNames(names), nil
+}
+
+func (osFS) Stat(name string) (Info, error) {
+	st, err := os.Stat(name)
+	if err != nil {
+		return Info{}, err
+	}
+	return Info{Size: st.Size(), IsDir: st.IsDir()}, nil
+}
+
+func (osFS) SyncDir(name string) error {
+	d, err := os.Open(name)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func (osFS) DiskUsage(path string) (Usage, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(path, &st); err != nil {
+		return Usage{}, &os.PathError{Op: "statfs", Path: path, Err: err}
+	}
+	bs := int64(st.Bsize)
+	return Usage{Total: int64(st.Blocks) * bs, Free: int64(st.Bavail) * bs}, nil
+}
+
+type osFile struct {
+	f *os.File
+}
+
+func (f *osFile) Name() string                             { return f.f.Name() }
+func (f *osFile) ReadAt(b []byte, off int64) (int, error)  { return f.f.ReadAt(b, off) }
+func (f *osFile) WriteAt(b []byte, off int64) (int, error) { return f.f.WriteAt(b, off) }
+func (f *osFile) Truncate(size int64) error                { return f.f.Truncate(size) }
+func (f *osFile) Close() error                             { return f.f.Close() }
+
+func (f *osFile) Size() (int64, error) {
+	st, err := f.f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	return st.Size(), nil
+}
+
+func (f *osFile) Allocate(off, n int64) error {
+	if err := unix.Fallocate(int(f.f.Fd()), 0, off, n); err != nil {
+		return &os.PathError{Op: "fallocate", Path: f.f.Name(), Err: err}
+	}
+	return nil
+}
+
+func (f *osFile) ZeroRange(off, n int64) error {
+	err := unix.Fallocate(int(f.f.Fd()), unix.FALLOC_FL_ZERO_RANGE|unix.FALLOC_FL_KEEP_SIZE, off, n)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.ENOSYS) {
+		return &os.PathError{Op: "fallocate(zero range)", Path: f.f.Name(), Err: err}
+	}
+	zeros := make([]byte, 1<<20)
+	for n > 0 {
+		c := min(n, int64(len(zeros)))
+		if _, err := f.f.WriteAt(zeros[:c], off); err != nil {
+			return err
+		}
+		off += c
+		n -= c
+	}
+	return nil
+}
+
+func (f *osFile) Sync() error {
+	if err := unix.Fdatasync(int(f.f.Fd())); err != nil {
+		return &os.PathError{Op: "fdatasync", Path: f.f.Name(), Err: err}
+	}
+	return nil
+}
+
+func (f *osFile) Map(size int) (Mapping, error) {
+	cur, err := f.Size()
+	if err != nil {
+		return nil, err
+	}
+	if int64(size) > cur {
+		return nil, fmt.Errorf("fsx: map %d bytes of %s: file is only %d bytes", size, f.f.Name(), cur)
+	}
+	b, err := unix.Mmap(int(f.f.Fd()), 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, &os.PathError{Op: "mmap", Path: f.f.Name(), Err: err}
+	}
+	return &osMapping{b: b, name: f.f.Name()}, nil
+}
+
+type osMapping struct {
+	b    []byte
+	name string
+}
+
+func (m *osMapping) Bytes() []byte { return m.b }
+
+func (m *osMapping) Sync(off, n int) error {
+	lo, hi := pageRange(off, n, len(m.b))
+	if lo >= hi {
+		return nil
+	}
+	if err := unix.Msync(m.b[lo:hi], unix.MS_SYNC); err != nil {
+		return &os.PathError{Op: "msync", Path: m.name, Err: err}
+	}
+	return nil
+}
+
+func (m *osMapping) Populate(off, n int) error {
+	lo, hi := pageRange(off, n, len(m.b))
+	if lo >= hi {
+		return nil
+	}
+	err := unix.Madvise(m.b[lo:hi], unix.MADV_POPULATE_WRITE)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOSYS) {
+		return &os.PathError{Op: "madvise(populate)", Path: m.name, Err: err}
+	}
+	// Kernels before 5.14: touch each page so it takes the fault now.
+	for p := lo; p < hi; p += PageSize {
+		v := m.b[p]
+		m.b[p] = v
+	}
+	return nil
+}
+
+func (m *osMapping) Unmap() error {
+	if m.b == nil {
+		return nil
+	}
+	err := unix.Munmap(m.b)
+	m.b = nil
+	return err
+}
+
+// pageRange widens [off, off+n) to whole pages, clipped to size.
+func pageRange(off, n, size int) (lo, hi int) {
+	lo = off &^ (PageSize - 1)
+	hi = min(off+n, size)
+	if lo < 0 {
+		lo = 0
+	}
+	return lo, hi
+}
