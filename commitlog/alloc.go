@@ -121,7 +121,7 @@ func (l *Log) createSegment(ctx context.Context, base int64) (*segment, error) {
 func zeroFill(ctx context.Context, f interface {
 	WriteAt([]byte, int64) (int, error)
 }, size int64) error {
-	zeros := make([]byte, 1<<20)
+	zeros := zeroBuf[:]
 	for off := int64(0); off < size; off += int64(len(zeros)) {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -134,7 +134,13 @@ func zeroFill(ctx context.Context, f interface {
 	return nil
 }
 
+// zeroBuf is never written: a source of zeros for zeroFill.
+var zeroBuf [1 << 20]byte
+
 func (l *Log) allocErr(path, op string, err error) error {
+	if errors.Is(err, context.Canceled) {
+		return fmt.Errorf("commitlog: %s segment %s: %w", op, path, err)
+	}
 	if errors.Is(err, syscall.ENOSPC) {
 		l.log.Warn("cannot allocate next segment: no space", "segment", path, "op", op, "err", err)
 		return fmt.Errorf("%w: %s segment %s: %w", ErrDiskFull, op, path, err)

@@ -98,10 +98,12 @@ type Config struct {
 	// MaxPendingBytes bounds the staging buffer of WriteBuffered: appenders
 	// wait while this much is not yet written. Default 64 MiB.
 	MaxPendingBytes int
-	// ZeroFillAhead, with WriteBuffered, has the preallocator write zeros
-	// over each new segment so that later writes land in already-written
-	// extents (on ext4 a write into a fallocated-but-unwritten extent costs a
-	// journal commit at every flush). Default on for WriteBuffered.
+	// ZeroFillAhead has the preallocator write zeros over each new segment
+	// so that later writes land in already-written extents (RocketMQ's
+	// warm-up; on ext4 a write into a fallocated-but-unwritten extent can
+	// cost a journal commit per flush). Default off: measured here, the
+	// extra gigabyte of writes per segment cost more sync-flush throughput
+	// than it saved (see docs/BENCHMARKS.md).
 	ZeroFillAhead *bool
 	// CheckpointInterval is how often the flushed offset is persisted. Default 1 s.
 	CheckpointInterval time.Duration
@@ -180,8 +182,8 @@ func (c Config) withDefaults() Config {
 		c.MaxPendingBytes = 64 << 20
 	}
 	if c.ZeroFillAhead == nil {
-		on := c.WriteMode == WriteBuffered
-		c.ZeroFillAhead = &on
+		off := false
+		c.ZeroFillAhead = &off
 	}
 	if c.CheckpointInterval == 0 {
 		c.CheckpointInterval = time.Second
@@ -230,6 +232,9 @@ func (c Config) Validate() error {
 	}
 	if c.WriteMode != WriteMapped && c.WriteMode != WriteBuffered {
 		errs = append(errs, fmt.Errorf("commitlog: unknown WriteMode %d", c.WriteMode))
+	}
+	if c.WriteMode == WriteBuffered && c.FlushMode != SyncFlush {
+		errs = append(errs, errors.New("commitlog: WriteBuffered needs SyncFlush (async appends go straight to the mapping)"))
 	}
 	for name, d := range map[string]time.Duration{
 		"SyncFlushTimeout": c.SyncFlushTimeout, "FlushInterval": c.FlushInterval,

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"time"
@@ -42,8 +43,14 @@ type RecoveryReport struct {
 type TornTail struct {
 	Segment        string `json:"segment"`
 	Offset         int64  `json:"offset"`         // log offset where the valid data ends
-	TruncatedBytes int64  `json:"truncatedBytes"` // non-zero bytes discarded after it
+	TruncatedBytes int64  `json:"truncatedBytes"` // non-zero bytes discarded after it in its segment
 	Reason         string `json:"reason"`
+	// DiscardedFrom and DiscardedRecords describe valid-looking records
+	// found after the torn write and dropped with it: they lay beyond the
+	// checkpointed durable end, so no SyncFlush append had been
+	// acknowledged for them unless the disk itself was damaged.
+	DiscardedFrom    int64 `json:"discardedFrom,omitempty"`
+	DiscardedRecords int   `json:"discardedRecords,omitempty"`
 }
 
 // CorruptRange is a damaged range skipped with SkipCorrupt.
@@ -89,7 +96,18 @@ func (l *Log) recover(ctx context.Context) error {
 		}
 	}
 	r.ScanFrom = segs[from].base
-	end, err := l.scan(ctx, segs, from)
+	// Damage at or beyond safe may be a write the crash tore while later,
+	// equally unsynced pages reached the disk: recovery ends the log there.
+	// Damage before safe, which was durable, followed by valid records is
+	// corruption. After a clean shutdown everything was durable.
+	safe := int64(math.MaxInt64)
+	if !r.Clean {
+		safe = 0
+		if ok {
+			safe = cp.flushed
+		}
+	}
+	end, err := l.scan(ctx, segs, from, safe)
 	if err != nil {
 		return err
 	}
@@ -183,7 +201,7 @@ func closeAll(segs []*segment) {
 // scan validates records from segment index from onward and returns the
 // recovered end. It truncates a torn tail, removes segments past the end,
 // and handles damage followed by valid records per SkipCorrupt.
-func (l *Log) scan(ctx context.Context, segs []*segment, from int) (int64, error) {
+func (l *Log) scan(ctx context.Context, segs []*segment, from int, safe int64) (int64, error) {
 	r := &l.report
 	for i := from; i < len(segs); i++ {
 		if err := ctx.Err(); err != nil {
@@ -212,6 +230,17 @@ func (l *Log) scan(ctx context.Context, segs []*segment, from int) (int64, error
 			next := findValid(segs, i, pos+1)
 			if next < 0 {
 				return l.endAt(ctx, segs, i, seg.base+pos, reason)
+			}
+			if seg.base+pos >= safe {
+				n := countValid(segs, next)
+				l.log.Warn("discarding records written after a torn write: they were never known durable",
+					"segment", seg.path, "offset", seg.base+pos, "reason", reason, "discardedFrom", next, "discardedRecords", n)
+				end, err := l.endAt(ctx, segs, i, seg.base+pos, reason)
+				if r.TornTail == nil {
+					r.TornTail = &TornTail{Segment: seg.path, Offset: end, Reason: reason}
+				}
+				r.TornTail.DiscardedFrom, r.TornTail.DiscardedRecords = next, n
+				return end, err
 			}
 			cerr := &CorruptError{Segment: seg.path, Offset: seg.base + pos, FileOff: pos, NextValid: next, Reason: reason}
 			if !l.cfg.SkipCorrupt {
@@ -288,13 +317,38 @@ func findValid(segs []*segment, i int, pos int64) int64 {
 	return -1
 }
 
+// countValid counts the chain of valid records starting at log offset off.
+func countValid(segs []*segment, off int64) int {
+	sl := &segList{segs: segs}
+	n := 0
+	for {
+		seg := sl.find(off)
+		if seg == nil {
+			return n
+		}
+		size, magic, reason := recordAt(seg, off-seg.base)
+		switch {
+		case reason != "":
+			return n
+		case magic == message.MagicBlank:
+			off = seg.end()
+		default:
+			if magic != magicHole {
+				n++
+			}
+			off += int64(size)
+		}
+	}
+}
+
 // endAt makes end (in segment i) the end of the log: it zeroes non-zero
 // bytes after it, removes later segments, and makes the data durable.
 func (l *Log) endAt(ctx context.Context, segs []*segment, i int, end int64, reason string) (int64, error) {
 	r := &l.report
 	seg := segs[i]
 	pos := end - seg.base
-	if nz := lastNonZero(seg.b[pos:]); nz >= 0 {
+	nz := lastNonZero(seg.b[pos:])
+	if nz >= 0 {
 		r.TornTail = &TornTail{Segment: seg.path, Offset: end, TruncatedBytes: int64(nz) + 1, Reason: reason}
 		l.log.Warn("truncating torn tail", "segment", seg.path, "offset", end, "bytes", nz+1, "reason", reason)
 		if err := seg.file.ZeroRange(pos, seg.size-pos); err != nil {

@@ -205,9 +205,9 @@ func TestENOSPCAtFallocate(t *testing.T) {
 	cfg := commitlog.Config{Dir: dir, SegmentBytes: 8 << 10, FS: fsx.WithFaults(fsx.OS, &faults)}
 	l := open(t, cfg)
 	defer l.Close()
-	l.SettleAlloc()                        // the second segment is ready
-	appendN(t, l, 0, 30, 200)              // rolls into it; the third is being allocated
-	l.SettleAlloc()                        // let that attempt finish
+	l.SettleAlloc()                                                          // the second segment is ready
+	appendN(t, l, 0, 30, 200)                                                // rolls into it; the third is being allocated
+	l.SettleAlloc()                                                          // let that attempt finish
 	remove := faults.Add(fsx.Fault{Op: fsx.OpAllocate, Err: syscall.ENOSPC}) // every later allocation fails
 	var err error
 	var kept []stored
@@ -282,4 +282,3 @@ func TestAsyncFlushEventuallyDurable(t *testing.T) {
 	require.Eventually(t, func() bool { return l.FlushedOffset() == l.MaxOffset() }, 5e9, 1e6)
 	assert.Positive(t, l.Stats().Flushes)
 }
-

@@ -1,0 +1,101 @@
+package message
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+)
+
+// Decode decodes the record at the front of b and returns it with the
+// number of bytes it takes (TOTALSIZE). The Message owns its memory: Body is
+// a copy, so b may be reused. Decode checks the structure as Check does
+// (every length against TOTALSIZE and b before it slices) but not the
+// checksums; use Check for those. It never panics. Errors are *CheckError
+// values that match ErrInvalidRecord, and ErrTruncated when b ends before
+// the record does.
+//
+// Body is stored as is (still compressed when SysFlag&FlagCompressed != 0)
+// and is nil when empty. Properties are decoded like DecodeProperties,
+// __CRC32# included; it is nil when there are none.
+func Decode(b []byte) (*Message, int, error) {
+	m := new(Message)
+	n, err := DecodeInto(m, b, true)
+	if err != nil {
+		return nil, 0, err
+	}
+	return m, n, nil
+}
+
+// DecodeInto is Decode into an existing Message, for hot paths. It
+// overwrites every field of m and reuses the backing array of m.Properties,
+// so do not keep m.Properties from an earlier call. With copyBody false,
+// m.Body aliases b (its capacity is clipped to its length): it is valid only
+// as long as b is not modified. The topic and the property strings share one
+// allocation. On error m is left unchanged.
+func DecodeInto(m *Message, b []byte, copyBody bool) (int, error) {
+	l, err := parseLayout(b)
+	if err != nil {
+		return 0, err
+	}
+	rec := b[:l.size]
+	be := binary.BigEndian
+	var body []byte
+	if l.bodyLen > 0 {
+		body = rec[l.bodyOff : l.bodyOff+l.bodyLen : l.bodyOff+l.bodyLen]
+		if copyBody {
+			body = bytes.Clone(body)
+		}
+	}
+	// Topic, PROPERTIESLEN and properties in one string.
+	s := string(rec[l.topicOff:l.size])
+	props := m.Properties[:0]
+	*m = Message{
+		StoreSize:                 int32(l.size),
+		BodyCRC:                   int32(be.Uint32(rec[offBodyCRC:])),
+		QueueID:                   int32(be.Uint32(rec[offQueueID:])),
+		Flag:                      int32(be.Uint32(rec[offFlag:])),
+		QueueOffset:               int64(be.Uint64(rec[offQueueOffset:])),
+		PhysicalOffset:            int64(be.Uint64(rec[offPhysicalOffset:])),
+		SysFlag:                   l.sysFlag,
+		BornTimestamp:             int64(be.Uint64(rec[offBornTimestamp:])),
+		BornHost:                  readHost(rec[offBornHost:l.storeTsOff]),
+		StoreTimestamp:            int64(be.Uint64(rec[l.storeTsOff:])),
+		StoreHost:                 readHost(rec[l.storeHostOff:l.reconsumeOff]),
+		ReconsumeTimes:            int32(be.Uint32(rec[l.reconsumeOff:])),
+		PreparedTransactionOffset: int64(be.Uint64(rec[l.reconsumeOff+4:])),
+		Body:                      body,
+		Topic:                     s[:l.topicLen],
+		Properties:                parseProperties(props, s[l.topicLen+2:]),
+	}
+	return l.size, nil
+}
+
+// readHost decodes a stored host of hostV4Len or hostV6Len bytes; the port
+// was range-checked by parseLayout.
+func readHost(b []byte) netip.AddrPort {
+	var a netip.Addr
+	if len(b) == hostV6Len {
+		a = netip.AddrFrom16([16]byte(b[:16]))
+	} else {
+		a = netip.AddrFrom4([4]byte(b[:4]))
+	}
+	return netip.AddrPortFrom(a, uint16(binary.BigEndian.Uint32(b[len(b)-4:])))
+}
+
+// DecodeAll decodes records stored back to back with no padding, such as a
+// PULL_MESSAGE response body. It stops at the first record that does not
+// decode and returns the records before it together with an error naming
+// the record's index and byte offset. An empty b gives no records.
+func DecodeAll(b []byte) ([]*Message, error) {
+	var msgs []*Message
+	for off := 0; off < len(b); {
+		m, n, err := Decode(b[off:])
+		if err != nil {
+			return msgs, fmt.Errorf("message: record %d at byte %d: %w", len(msgs), off, err)
+		}
+		msgs = append(msgs, m)
+		off += n
+	}
+	return msgs, nil
+}
