@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -115,7 +116,7 @@ func segmentFiles(t *testing.T, dir string) []string {
 	require.NoError(t, err)
 	var out []string
 	for _, e := range ents {
-		if len(e.Name()) == 20 {
+		if _, err := strconv.ParseUint(e.Name(), 10, 64); err == nil && len(e.Name()) == 20 {
 			out = append(out, filepath.Join(dir, e.Name()))
 		}
 	}

@@ -292,18 +292,8 @@ func (l *Log) validateBatch(batch []byte) (int, error) {
 
 // appendLocked copies batch into place. l.mu is held.
 func (l *Log) appendLocked(ctx context.Context, batch []byte, nrec int, stamp Stamper) (AppendResult, error) {
-	if l.cfg.WriteMode == WriteBuffered {
-		if err := l.waitRoomLocked(len(batch)); err != nil {
-			return AppendResult{}, err
-		}
-	}
-	if err := l.writable(); err != nil {
+	if err := l.makeRoomLocked(ctx, len(batch)); err != nil {
 		return AppendResult{}, err
-	}
-	if l.writeOff+int64(len(batch))+message.BlankSize > l.active.end() {
-		if err := l.rollLocked(ctx); err != nil {
-			return AppendResult{}, err
-		}
 	}
 	start := l.writeOff
 	var dst []byte
@@ -340,33 +330,37 @@ func (l *Log) appendLocked(ctx context.Context, batch []byte, nrec int, stamp St
 	return AppendResult{Offset: start, End: off, Records: nrec, StoreTimestamp: now}, nil
 }
 
-// waitRoomLocked waits until the staging buffer can take n more bytes. A
-// batch always fits an empty buffer.
-func (l *Log) waitRoomLocked(n int) error {
-	for len(l.pend) > 0 && len(l.pend)+n > l.cfg.MaxPendingBytes {
+// makeRoomLocked waits until a batch of n bytes can be appended at writeOff
+// in the active segment, rolling to the next segment when it does not fit.
+// With WriteBuffered it also waits while the staging buffer is full (a batch
+// always fits an empty one) or already holds a roll. l.mu is held; waits
+// release it, so the state is re-checked after each.
+func (l *Log) makeRoomLocked(ctx context.Context, n int) error {
+	buffered := l.cfg.WriteMode == WriteBuffered
+	for {
 		if err := l.writable(); err != nil {
 			return err
 		}
-		l.kickFlusher()
-		l.roomCond.Wait()
+		fits := l.writeOff+int64(n)+message.BlankSize <= l.active.end()
+		switch {
+		case buffered && len(l.pend) > 0 && len(l.pend)+n > l.cfg.MaxPendingBytes,
+			buffered && !fits && l.pendSplit >= 0: // one roll per staged buffer
+			l.kickFlusher()
+			l.roomCond.Wait()
+		case fits:
+			return nil
+		default:
+			if err := l.rollLocked(ctx); err != nil {
+				return err
+			}
+		}
 	}
-	return nil
 }
 
 // rollLocked seals the active segment with a BLANK filler and makes the
 // preallocated next segment active. Nothing is written if the next segment
 // cannot be had.
 func (l *Log) rollLocked(ctx context.Context) error {
-	if l.cfg.WriteMode == WriteBuffered {
-		// One roll per staged buffer: the flusher must take the old one first.
-		for l.pendSplit >= 0 {
-			if err := l.writable(); err != nil {
-				return err
-			}
-			l.kickFlusher()
-			l.roomCond.Wait()
-		}
-	}
 	next, err := l.nextSegmentLocked(ctx)
 	if err != nil {
 		return err
@@ -438,7 +432,7 @@ func (l *Log) ReadRecord(off int64) (rec Region, next int64, err error) {
 		case magic == message.MagicBlank:
 			off = seg.end()
 			continue
-		case magic == magicHole && size > 8:
+		case magic == magicHole && size >= 8:
 			off += int64(size)
 			continue
 		case size < message.MinRecordSize:

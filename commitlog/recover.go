@@ -208,6 +208,9 @@ func (l *Log) scan(ctx context.Context, segs []*segment, from int, safe int64) (
 			return 0, fmt.Errorf("commitlog: recovery interrupted: %w", err)
 		}
 		seg := segs[i]
+		if err := seg.m.Sequential(0, int(seg.size)); err != nil {
+			l.log.Debug("read-ahead advice failed", "segment", seg.path, "err", err)
+		}
 		pos := int64(0)
 		for sealed := false; !sealed; {
 			size, magic, reason := recordAt(seg, pos)
@@ -215,7 +218,7 @@ func (l *Log) scan(ctx context.Context, segs []*segment, from int, safe int64) (
 				switch magic {
 				case message.MagicBlank:
 					if i == len(segs)-1 {
-						return l.endAt(ctx, segs, i, seg.end(), "")
+						return l.endAt(ctx, segs, i, seg.end(), "", -1)
 					}
 					sealed = true
 				case magicHole:
@@ -227,15 +230,15 @@ func (l *Log) scan(ctx context.Context, segs []*segment, from int, safe int64) (
 				}
 				continue
 			}
-			next := findValid(segs, i, pos+1)
+			next, lastNZ := findValid(segs, i, pos)
 			if next < 0 {
-				return l.endAt(ctx, segs, i, seg.base+pos, reason)
+				return l.endAt(ctx, segs, i, seg.base+pos, reason, lastNZ)
 			}
 			if seg.base+pos >= safe {
 				n := countValid(segs, next)
 				l.log.Warn("discarding records written after a torn write: they were never known durable",
 					"segment", seg.path, "offset", seg.base+pos, "reason", reason, "discardedFrom", next, "discardedRecords", n)
-				end, err := l.endAt(ctx, segs, i, seg.base+pos, reason)
+				end, err := l.endAt(ctx, segs, i, seg.base+pos, reason, -2)
 				if r.TornTail == nil {
 					r.TornTail = &TornTail{Segment: seg.path, Offset: end, Reason: reason}
 				}
@@ -295,27 +298,45 @@ var magicV1Bytes = []byte{0xDA, 0xA3, 0x20, 0xA7} // message.MagicV1, big-endian
 // findValid returns the log offset of the first valid record at or after
 // position pos of segment i (searching later segments too), or -1. A valid
 // record has the V1 magic, its own position as PHYSICALOFFSET, and passes
-// every check.
-func findValid(segs []*segment, i int, pos int64) int64 {
-	for ; i < len(segs); i, pos = i+1, 0 {
-		seg := segs[i]
-		for pos+8 <= seg.size {
-			j := bytes.Index(seg.b[pos+4:], magicV1Bytes)
-			if j < 0 {
-				break
-			}
-			cand := pos + int64(j)
-			pos = cand + 1
-			if cand+36 > seg.size || message.PhysicalOffsetOf(seg.b[cand:]) != seg.base+cand {
+// every check. When it finds none it also returns the position in segment i
+// of the last non-zero byte at or after pos (-1 if all zeros), found in the
+// same pass: the usual tail is gigabytes of zeros, read once.
+func findValid(segs []*segment, i int, pos int64) (next int64, lastNZ int64) {
+	lastNZ = -1
+	for k := i; k < len(segs); k, pos = k+1, 0 {
+		seg := segs[k]
+		for lo := pos; lo < seg.size; lo += tailChunk {
+			hi := min(lo+tailChunk, seg.size)
+			if bytes.Equal(seg.b[lo:hi], zeroChunk[:hi-lo]) {
 				continue
 			}
-			if _, _, reason := recordAt(seg, cand); reason == "" {
-				return seg.base + cand
+			if k == i {
+				lastNZ = lo + int64(lastNonZero(seg.b[lo:hi]))
+			}
+			// Candidates whose magic starts in [lo, hi): the record starts 4 bytes earlier.
+			for from := max(lo, pos+4); from < hi; {
+				j := bytes.Index(seg.b[from:min(hi+3, seg.size)], magicV1Bytes)
+				if j < 0 {
+					break
+				}
+				cand := from + int64(j) - 4
+				from += int64(j) + 1
+				if cand < pos || cand+36 > seg.size || message.PhysicalOffsetOf(seg.b[cand:]) != seg.base+cand {
+					continue
+				}
+				if _, _, reason := recordAt(seg, cand); reason == "" {
+					return seg.base + cand, -1
+				}
 			}
 		}
 	}
-	return -1
+	return -1, lastNZ
 }
+
+const tailChunk = 64 << 10
+
+// zeroChunk is never written.
+var zeroChunk [tailChunk]byte
 
 // countValid counts the chain of valid records starting at log offset off.
 func countValid(segs []*segment, off int64) int {
@@ -343,14 +364,22 @@ func countValid(segs []*segment, off int64) int {
 
 // endAt makes end (in segment i) the end of the log: it zeroes non-zero
 // bytes after it, removes later segments, and makes the data durable.
-func (l *Log) endAt(ctx context.Context, segs []*segment, i int, end int64, reason string) (int64, error) {
+// lastNZ is the segment position of the last non-zero byte at or after end
+// (-1: none), or -2 when not known yet.
+func (l *Log) endAt(ctx context.Context, segs []*segment, i int, end int64, reason string, lastNZ int64) (int64, error) {
 	r := &l.report
 	seg := segs[i]
 	pos := end - seg.base
-	nz := lastNonZero(seg.b[pos:])
-	if nz >= 0 {
-		r.TornTail = &TornTail{Segment: seg.path, Offset: end, TruncatedBytes: int64(nz) + 1, Reason: reason}
-		l.log.Warn("truncating torn tail", "segment", seg.path, "offset", end, "bytes", nz+1, "reason", reason)
+	if lastNZ == -2 {
+		lastNZ = int64(lastNonZero(seg.b[pos:]))
+		if lastNZ >= 0 {
+			lastNZ += pos
+		}
+	}
+	if lastNZ >= 0 {
+		n := lastNZ - pos + 1
+		r.TornTail = &TornTail{Segment: seg.path, Offset: end, TruncatedBytes: n, Reason: reason}
+		l.log.Warn("truncating torn tail", "segment", seg.path, "offset", end, "bytes", n, "reason", reason)
 		if err := seg.file.ZeroRange(pos, seg.size-pos); err != nil {
 			return 0, fmt.Errorf("commitlog: zero torn tail of %s at %d: %w", seg.path, pos, err)
 		}

@@ -66,6 +66,9 @@ type Mapping interface {
 	// Populate pre-faults [off, off+n) writable so later writes take no page
 	// faults. It is advisory: implementations may do nothing.
 	Populate(off, n int) error
+	// Sequential marks [off, off+n) as read once in order (madvise
+	// SEQUENTIAL: larger read-ahead), for recovery scans. Advisory.
+	Sequential(off, n int) error
 	// Unmap releases the mapping. Bytes must not be used afterwards.
 	Unmap() error
 }

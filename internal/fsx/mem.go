@@ -2,15 +2,14 @@ package fsx
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
+	"syscall"
 )
 
 // MemFS is an in-memory filesystem that models durability, for crash tests.
@@ -98,16 +97,32 @@ func clean(p string) string { return filepath.Clean(p) }
 
 func notExist(op, p string) error { return &fs.PathError{Op: op, Path: p, Err: fs.ErrNotExist} }
 
+func invalid(op, p string) error { return &fs.PathError{Op: op, Path: p, Err: fs.ErrInvalid} }
+
+// isUnder reports whether p lies strictly inside directory dir (both clean).
+func isUnder(p, dir string) bool {
+	for d := filepath.Dir(p); ; d = filepath.Dir(d) {
+		if d == dir && p != dir {
+			return true
+		}
+		if next := filepath.Dir(d); next == d {
+			return false
+		}
+	}
+}
+
 // OpenFile implements FS.
 func (m *MemFS) OpenFile(name string, flag int, perm fs.FileMode) (File, error) {
 	name = clean(name)
-	if flag&os.O_CREATE != 0 {
+	if flag&(os.O_CREATE|os.O_TRUNC) != 0 {
 		m.before(OpOpen, name)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	ino, ok := m.files[name]
 	switch {
+	case !ok && m.dirs[name]:
+		return nil, &fs.PathError{Op: "open", Path: name, Err: syscall.EISDIR}
 	case ok && flag&os.O_CREATE != 0 && flag&os.O_EXCL != 0:
 		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrExist}
 	case !ok && flag&os.O_CREATE == 0:
@@ -141,10 +156,14 @@ func (m *MemFS) Remove(name string) error {
 		return nil
 	}
 	if m.dirs[name] {
-		prefix := name + string(filepath.Separator)
 		for p := range m.files {
-			if strings.HasPrefix(p, prefix) {
-				return &fs.PathError{Op: "remove", Path: name, Err: errors.New("directory not empty")}
+			if isUnder(p, name) {
+				return &fs.PathError{Op: "remove", Path: name, Err: syscall.ENOTEMPTY}
+			}
+		}
+		for d := range m.dirs {
+			if isUnder(d, name) {
+				return &fs.PathError{Op: "remove", Path: name, Err: syscall.ENOTEMPTY}
 			}
 		}
 		delete(m.dirs, name)
@@ -167,6 +186,9 @@ func (m *MemFS) Rename(oldpath, newpath string) error {
 	if !m.dirs[filepath.Dir(newpath)] {
 		return notExist("rename", newpath)
 	}
+	if m.dirs[newpath] {
+		return &os.LinkError{Op: "rename", Old: oldpath, New: newpath, Err: syscall.EEXIST}
+	}
 	delete(m.files, oldpath)
 	m.files[newpath] = ino
 	m.pending = append(m.pending, nsOp{kind: nsRename, from: oldpath, to: newpath, ino: ino})
@@ -182,7 +204,7 @@ func (m *MemFS) MkdirAll(p string, perm fs.FileMode) error {
 	var chain []string
 	for d := p; !m.dirs[d]; d = filepath.Dir(d) {
 		if _, isFile := m.files[d]; isFile {
-			return &fs.PathError{Op: "mkdir", Path: d, Err: errors.New("not a directory")}
+			return &fs.PathError{Op: "mkdir", Path: d, Err: syscall.ENOTDIR}
 		}
 		chain = append(chain, d)
 	}
@@ -456,6 +478,9 @@ func (f *memFile) WriteAt(b []byte, off int64) (int, error) {
 	f.fs.before(OpWrite, f.name)
 	f.fs.mu.Lock()
 	defer f.fs.mu.Unlock()
+	if off < 0 {
+		return 0, invalid("write", f.name)
+	}
 	if end := off + int64(len(b)); end > int64(len(f.ino.data)) {
 		if err := f.resize(end); err != nil {
 			return 0, err
@@ -468,6 +493,9 @@ func (f *memFile) Truncate(size int64) error {
 	f.fs.before(OpTruncate, f.name)
 	f.fs.mu.Lock()
 	defer f.fs.mu.Unlock()
+	if size < 0 {
+		return invalid("truncate", f.name)
+	}
 	return f.resize(size)
 }
 
@@ -475,6 +503,9 @@ func (f *memFile) Allocate(off, n int64) error {
 	f.fs.before(OpAllocate, f.name)
 	f.fs.mu.Lock()
 	defer f.fs.mu.Unlock()
+	if off < 0 || n <= 0 {
+		return invalid("fallocate", f.name)
+	}
 	if end := off + n; end > int64(len(f.ino.data)) {
 		return f.resize(end)
 	}
@@ -485,6 +516,9 @@ func (f *memFile) ZeroRange(off, n int64) error {
 	f.fs.before(OpZeroRange, f.name)
 	f.fs.mu.Lock()
 	defer f.fs.mu.Unlock()
+	if off < 0 || n <= 0 {
+		return invalid("fallocate(zero range)", f.name)
+	}
 	end := min(off+n, int64(len(f.ino.data)))
 	if off < end {
 		clear(f.ino.data[off:end])
@@ -506,6 +540,9 @@ func (f *memFile) Sync() error {
 func (f *memFile) Map(size int) (Mapping, error) {
 	f.fs.mu.Lock()
 	defer f.fs.mu.Unlock()
+	if size <= 0 {
+		return nil, invalid("mmap", f.name)
+	}
 	if size > len(f.ino.data) {
 		return nil, fmt.Errorf("fsx: map %d bytes of %s: file is only %d bytes", size, f.name, len(f.ino.data))
 	}
@@ -540,6 +577,8 @@ func (m *memMapping) Sync(off, n int) error {
 }
 
 func (m *memMapping) Populate(int, int) error { return nil }
+
+func (m *memMapping) Sequential(int, int) error { return nil }
 
 func (m *memMapping) Unmap() error {
 	if m.b == nil {

@@ -63,7 +63,12 @@ func (osFS) DiskUsage(path string) (Usage, error) {
 	if err := unix.Statfs(path, &st); err != nil {
 		return Usage{}, &os.PathError{Op: "statfs", Path: path, Err: err}
 	}
-	bs := int64(st.Bsize)
+	// f_blocks and f_bavail count fragments (f_frsize), which on some
+	// filesystems differ from the preferred I/O size f_bsize.
+	bs := st.Frsize
+	if bs == 0 {
+		bs = st.Bsize
+	}
 	return Usage{Total: int64(st.Blocks) * bs, Free: int64(st.Bavail) * bs}, nil
 }
 
@@ -100,6 +105,13 @@ func (f *osFile) ZeroRange(off, n int64) error {
 	if !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.ENOSYS) {
 		return &os.PathError{Op: "fallocate(zero range)", Path: f.f.Name(), Err: err}
 	}
+	// Writing zeros must not extend the file: clip to the current size, as
+	// FALLOC_FL_KEEP_SIZE would.
+	size, err := f.Size()
+	if err != nil {
+		return err
+	}
+	n = min(n, size-off)
 	zeros := make([]byte, 1<<20)
 	for n > 0 {
 		c := min(n, int64(len(zeros)))
@@ -172,6 +184,17 @@ func (m *osMapping) Populate(off, n int) error {
 	return nil
 }
 
+func (m *osMapping) Sequential(off, n int) error {
+	lo, hi := pageRange(off, n, len(m.b))
+	if lo >= hi {
+		return nil
+	}
+	if err := unix.Madvise(m.b[lo:hi], unix.MADV_SEQUENTIAL); err != nil {
+		return &os.PathError{Op: "madvise(sequential)", Path: m.name, Err: err}
+	}
+	return nil
+}
+
 func (m *osMapping) Unmap() error {
 	if m.b == nil {
 		return nil
@@ -181,12 +204,13 @@ func (m *osMapping) Unmap() error {
 	return err
 }
 
-// pageRange widens [off, off+n) to whole pages, clipped to size.
+// pageRange widens [off, off+n) to whole pages, clipped to [0, size). An
+// empty or negative-length range gives lo >= hi.
 func pageRange(off, n, size int) (lo, hi int) {
-	lo = off &^ (PageSize - 1)
-	hi = min(off+n, size)
-	if lo < 0 {
-		lo = 0
+	if n <= 0 {
+		return 0, 0
 	}
+	lo = max(off&^(PageSize-1), 0)
+	hi = min((off+n+PageSize-1)&^(PageSize-1), size)
 	return lo, hi
 }
