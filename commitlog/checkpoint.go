@@ -1,13 +1,11 @@
 package commitlog
 
 import (
-	"context"
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
 	"os"
 	"path/filepath"
-	"time"
 )
 
 // The checkpoint records a lower bound of the durable end of the log, so
@@ -107,19 +105,4 @@ func (l *Log) writeCheckpoint() error {
 	}
 	l.cp.seq, l.cp.written = seq, flushed
 	return nil
-}
-
-func (l *Log) checkpointLoop(ctx context.Context) {
-	t := time.NewTicker(l.cfg.CheckpointInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if err := l.writeCheckpoint(); err != nil {
-				l.log.Warn("checkpoint not written", "err", err)
-			}
-		}
-	}
 }

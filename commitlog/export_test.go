@@ -4,13 +4,7 @@ package commitlog
 // flushed, the abort marker stays, the files are released.
 func (l *Log) Abandon() {
 	l.closeOnce.Do(func() {
-		l.closed.Store(true)
-		close(l.done)
-		l.mu.Lock()
-		l.roomCond.Broadcast()
-		l.mu.Unlock()
-		l.stop()
-		l.wg.Wait()
+		l.stopLoops()
 		l.failWaiters(ErrClosed)
 		l.closeSegments()
 		l.closeErr = ErrClosed

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/gantrymq/gantry/internal/fsx"
 	"github.com/gantrymq/gantry/message"
@@ -122,9 +123,21 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 	l.stop = stop
 	l.wg.Go(func() { l.allocLoop(runCtx) })
 	l.wg.Go(func() { l.flushLoop(runCtx) })
-	l.wg.Go(func() { l.checkpointLoop(runCtx) })
+	l.wg.Go(func() {
+		every(runCtx, cfg.CheckpointInterval, func() {
+			if err := l.writeCheckpoint(); err != nil {
+				l.log.Warn("checkpoint not written", "err", err)
+			}
+		})
+	})
 	if cfg.CleanInterval > 0 {
-		l.wg.Go(func() { l.cleanLoop(runCtx) })
+		l.wg.Go(func() {
+			every(runCtx, cfg.CleanInterval, func() {
+				if _, err := l.Clean(); err != nil {
+					l.log.Warn("retention pass failed", "err", err)
+				}
+			})
+		})
 	}
 	l.mu.Lock()
 	l.requestSegmentLocked()
@@ -160,17 +173,37 @@ func (l *Log) abortPath() string { return filepath.Join(l.cfg.StateDir, "abort")
 func (l *Log) Close() error {
 	err := ErrClosed
 	l.closeOnce.Do(func() {
-		l.closed.Store(true)
-		close(l.done)
-		l.mu.Lock()
-		l.roomCond.Broadcast()
-		l.mu.Unlock()
-		l.stop()
-		l.wg.Wait()
+		l.stopLoops()
 		l.closeErr = l.shutdown()
 		err = l.closeErr
 	})
 	return err
+}
+
+// stopLoops refuses new work, wakes waiting appenders and joins the
+// background goroutines.
+func (l *Log) stopLoops() {
+	l.closed.Store(true)
+	close(l.done)
+	l.mu.Lock()
+	l.roomCond.Broadcast()
+	l.mu.Unlock()
+	l.stop()
+	l.wg.Wait()
+}
+
+// every calls f every d until ctx ends.
+func every(ctx context.Context, d time.Duration, f func()) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			f()
+		}
+	}
 }
 
 // shutdown runs after the loops stopped: a final flush, the checkpoint, the

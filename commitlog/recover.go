@@ -111,6 +111,17 @@ func (l *Log) recover(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// Everything scanned is now what the log holds; after a process crash
+	// part of it may still be only in the page cache. Make it durable so
+	// that FlushedOffset and the checkpoint can say so.
+	for _, s := range l.segs.Load().segs {
+		if s.base < segs[from].base {
+			continue
+		}
+		if err := s.file.Sync(); err != nil {
+			return fmt.Errorf("commitlog: sync %s: %w", s.path, err)
+		}
+	}
 	if ok && cp.flushed > end {
 		r.LostFlushed = cp.flushed - end
 		l.log.Warn("data the checkpoint recorded as durable is missing", "checkpoint", cp.flushed, "recovered", end)
@@ -383,11 +394,6 @@ func (l *Log) endAt(ctx context.Context, segs []*segment, i int, end int64, reas
 		if err := seg.file.ZeroRange(pos, seg.size-pos); err != nil {
 			return 0, fmt.Errorf("commitlog: zero torn tail of %s at %d: %w", seg.path, pos, err)
 		}
-	}
-	// Everything up to end is now what the log holds; make it durable so
-	// that FlushedOffset can say so.
-	if err := seg.file.Sync(); err != nil {
-		return 0, fmt.Errorf("commitlog: sync %s: %w", seg.path, err)
 	}
 	for _, s := range segs[i+1:] {
 		r.RemovedSegments = append(r.RemovedSegments, s.path)

@@ -1,7 +1,6 @@
 package commitlog
 
 import (
-	"context"
 	"fmt"
 	"time"
 
@@ -13,21 +12,6 @@ type CleanResult struct {
 	UsedRatio float64  // disk use seen at the start of the pass
 	DiskFull  bool     // appends are refused after this pass
 	Deleted   []string // segment files removed, oldest first
-}
-
-func (l *Log) cleanLoop(ctx context.Context) {
-	t := time.NewTicker(l.cfg.CleanInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if _, err := l.Clean(); err != nil {
-				l.log.Warn("retention pass failed", "err", err)
-			}
-		}
-	}
 }
 
 // Clean runs one retention pass (RocketMQ's cleanup, run every
