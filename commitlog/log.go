@@ -265,7 +265,7 @@ func (l *Log) writable() error {
 // segment. It sets each record's physical offset and store timestamp, calls
 // stamp (if not nil), seals the record CRC, and, under SyncFlush, waits until
 // the records are durable. Records are readable (Read, MaxOffset) when
-// Append returns.
+// Append returns nil.
 //
 // A returned error other than ErrFlushTimeout (and a ctx error while waiting
 // for a SyncFlush) means nothing was appended. Append is safe for
