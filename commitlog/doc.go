@@ -34,11 +34,15 @@
 //   - FlushedOffset only grows and covers only data that a sync made durable.
 //     A failed msync/fdatasync/write is final: the log refuses further
 //     appends (ErrFlushFailed) and never reports that range as flushed.
-//   - Open after a crash keeps every record below the durable end, truncates
-//     an incomplete final write (torn tail), and refuses to open with a
-//     *CorruptError (segment file and offset) when damaged bytes are
-//     followed by valid records, unless SkipCorrupt is set. It never drops a
-//     valid record silently; recovery-report.json records what it did.
+//   - Open after a crash keeps every record below the durable end. An
+//     invalid record with nothing valid after it, or at or beyond the
+//     checkpointed durable end, is a torn write: the log ends there (a power
+//     cut may persist later unsynced pages and lose earlier ones; such later
+//     records were never acknowledged as durable and are dropped with it).
+//     Damaged bytes below the durable end followed by valid records are
+//     corruption: Open fails with a *CorruptError naming the segment file
+//     and offset, unless SkipCorrupt is set. Nothing is dropped silently:
+//     recovery-report.json and the log say what was truncated and why.
 //   - Above DiskFullRatio, or when no new segment can be allocated, appends
 //     fail with ErrDiskFull before anything is written.
 //
