@@ -1,0 +1,56 @@
+package consumequeue
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/gantrymq/gantry/internal/fsx"
+)
+
+// Config configures a Queue. The zero value of every field means its default.
+type Config struct {
+	// Dir holds this queue's files, conventionally
+	// <root>/consumequeue/<topic>/<queueId>. Required; created if missing.
+	Dir string
+	// FS is the filesystem. Default: fsx.OS.
+	FS fsx.FS
+	// EntriesPerFile is the number of 20-byte entries per file
+	// (mappedFileSizeConsumeQueue / 20). Default 300,000 (6,000,000 bytes).
+	// Existing files must have been written with the same value.
+	EntriesPerFile int
+	// Logger receives lifecycle and anomaly logs. Default: discard.
+	Logger *slog.Logger
+}
+
+const (
+	defaultEntriesPerFile = 300_000
+	// maxEntriesPerFile keeps a file's size within an int on every platform
+	// and within one mapping.
+	maxEntriesPerFile = (1<<31 - 1) / EntrySize
+)
+
+func (c Config) withDefaults() Config {
+	if c.FS == nil {
+		c.FS = fsx.OS
+	}
+	if c.EntriesPerFile == 0 {
+		c.EntriesPerFile = defaultEntriesPerFile
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// Validate reports every problem with c (after defaults).
+func (c Config) Validate() error {
+	var errs []error
+	if c.Dir == "" {
+		errs = append(errs, errors.New("consumequeue: Dir is required"))
+	}
+	if c.EntriesPerFile < 1 || c.EntriesPerFile > maxEntriesPerFile {
+		errs = append(errs, fmt.Errorf("consumequeue: EntriesPerFile %d out of range [1, %d]", c.EntriesPerFile, maxEntriesPerFile))
+	}
+	return errors.Join(errs...)
+}
