@@ -139,6 +139,12 @@ type Config struct {
 	// DeleteFilesBatchMax bounds deletions per pass. Default 10.
 	DeleteFilesBatchMax int
 
+	// OnCommit, if set, is called each time MaxOffset grows, with the new
+	// value, from the goroutine that made it grow (an appender holding the
+	// append lock, or the flusher). It must not block or call into the Log:
+	// a dispatcher uses it to wake up.
+	OnCommit func(end int64)
+
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 	// Logger receives lifecycle and anomaly logs. Default: discard.

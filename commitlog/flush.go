@@ -293,7 +293,7 @@ func (l *Log) spanDone(sp *span, synced bool) {
 		l.inflight = l.inflight[:k]
 	}
 	if committed > l.committed.Load() {
-		l.committed.Store(committed)
+		l.publish(committed)
 	}
 	old := l.flushed.Load()
 	if flushed > old {

@@ -358,7 +358,7 @@ func (l *Log) appendLocked(ctx context.Context, batch []byte, nrec int, stamp St
 	l.writeOff = off
 	l.lastTs.Store(now)
 	if l.cfg.WriteMode == WriteMapped {
-		l.committed.Store(off)
+		l.publish(off)
 	}
 	return AppendResult{Offset: start, End: off, Records: nrec, StoreTimestamp: now}, nil
 }
@@ -415,12 +415,20 @@ func (l *Log) rollLocked(ctx context.Context) error {
 	l.active = next
 	l.writeOff = next.base
 	if l.cfg.WriteMode == WriteMapped {
-		l.committed.Store(next.base)
+		l.publish(next.base)
 	}
 	l.requestSegmentLocked()
 	l.stats.rolled.Add(1)
 	l.log.Debug("rolled segment", "sealed", old.path, "active", next.path)
 	return nil
+}
+
+// publish makes [.., end) readable.
+func (l *Log) publish(end int64) {
+	l.committed.Store(end)
+	if l.cfg.OnCommit != nil {
+		l.cfg.OnCommit(end)
+	}
 }
 
 // Read returns size bytes at off from the mapping, without copying. The

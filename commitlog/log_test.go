@@ -3,6 +3,7 @@ package commitlog_test
 import (
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -222,4 +223,22 @@ func TestSyncFlushTimeout(t *testing.T) {
 	require.Eventually(t, func() bool { return l.FlushedOffset() == res.End }, 5*time.Second, time.Millisecond)
 	mem.SetHook(nil)
 	require.NoError(t, l.Close())
+}
+
+func TestOnCommitSignalsEveryAdvance(t *testing.T) {
+	for _, mode := range modes() {
+		t.Run(mode.name, func(t *testing.T) {
+			var last atomic.Int64
+			cfg := mode.cfg
+			cfg.Dir, cfg.SegmentBytes = t.TempDir(), 8<<10
+			cfg.OnCommit = func(end int64) {
+				assert.GreaterOrEqual(t, end, last.Load(), "MaxOffset only grows")
+				last.Store(end)
+			}
+			l := open(t, cfg)
+			defer l.Close()
+			appendN(t, l, 0, 40, 300)
+			assert.Equal(t, l.MaxOffset(), last.Load())
+		})
+	}
 }

@@ -1,0 +1,36 @@
+package index
+
+import (
+	"math"
+	"unicode/utf16"
+)
+
+// JavaHashCode returns Java's String.hashCode of s: h = 31*h + c over the
+// UTF-16 code units of s, with int32 wrap-around. Invalid UTF-8 bytes count
+// as U+FFFD.
+func JavaHashCode(s string) int32 {
+	var h int32
+	for _, r := range s {
+		if r >= 0x10000 {
+			hi, lo := utf16.EncodeRune(r)
+			h = 31*h + int32(hi)
+			h = 31*h + int32(lo)
+			continue
+		}
+		h = 31*h + int32(r)
+	}
+	return h
+}
+
+// KeyHash is the hash an index entry stores for key: |JavaHashCode(key)|,
+// with math.MinInt32 mapped to 0 (RocketMQ's indexKeyHashMethod).
+func KeyHash(key string) int32 {
+	h := JavaHashCode(key)
+	if h == math.MinInt32 {
+		return 0
+	}
+	if h < 0 {
+		return -h
+	}
+	return h
+}

@@ -1,0 +1,32 @@
+package index
+
+import (
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+func TestJavaHashCode(t *testing.T) {
+	tests := []struct {
+		name    string
+		in      string
+		hash    int32
+		keyHash int32
+	}{
+		{"empty", "", 0, 0},
+		{"hello", "hello", 99162322, 99162322},
+		{"min int32", "polygenelubricants", math.MinInt32, 0},
+		{"collision FB", "FB", 2236, 2236},
+		{"collision Ea", "Ea", 2236, 2236},
+		{"surrogate pair", "😀", 1772899, 1772899}, // U+1F600 = D83D DE00
+		{"bmp non-ascii", "é", 233, 233},
+		{"negative", "TopicTest#order-12345", -2001722958, 2001722958},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.hash, JavaHashCode(tt.in))
+			assert.Equal(t, tt.keyHash, KeyHash(tt.in))
+		})
+	}
+}
