@@ -60,8 +60,8 @@ type File interface {
 type Mapping interface {
 	// Bytes returns the mapped memory. Writes to it reach the file's page cache.
 	Bytes() []byte
-	// Sync makes [off, off+n) of the mapping durable (msync MS_SYNC). The range
-	// is widened to whole pages.
+	// Sync makes [off, off+n) of the mapping durable (msync MS_SYNC). The OS
+	// widens the range to whole pages; callers may rely only on the range.
 	Sync(off, n int) error
 	// Populate pre-faults [off, off+n) writable so later writes take no page
 	// faults. It is advisory: implementations may do nothing.

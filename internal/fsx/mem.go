@@ -565,7 +565,10 @@ func (m *memMapping) Sync(off, n int) error {
 	fsys.mu.Lock()
 	defer fsys.mu.Unlock()
 	ino := m.f.ino
-	lo, hi := pageRange(off, n, len(m.b))
+	// Exactly [off, off+n), not whole pages as the kernel does: durability
+	// of the neighbouring bytes is not promised, and copying them would read
+	// memory another goroutine may be writing (a race report, not a bug).
+	lo, hi := max(off, 0), min(off+n, len(m.b))
 	if lo >= hi {
 		return nil
 	}

@@ -1,0 +1,22 @@
+// Package store is the broker's message store: the commit log (every
+// message, in arrival order), one consume queue per (topic, queue) and the
+// key index, kept in step by one dispatcher goroutine.
+//
+// Put assigns each message the next offset of its queue under the commit
+// log's append lock and appends the batch as one unit; the dispatcher follows
+// the log right behind the appender (woken by it, not polling), decodes each
+// record once, appends its consume-queue entry, indexes its KEYS and UNIQ_KEY
+// as "topic#key", and calls Config.OnDispatch. A message is visible to Get
+// once dispatched.
+//
+// Every FlushInterval the queues and the index are flushed and
+// Root/dispatch.json records the log offset below which all of that is
+// durable, with each queue's size. At Open (PROTOCOL §4.5): the commit log
+// recovers; queue entries past its end are cut; the index drops files past
+// it; records are re-dispatched from the checkpoint (re-dispatch is
+// idempotent); a queue smaller than the checkpoint recorded (deleted or
+// damaged files) or no checkpoint at all rebuilds queues and index from the
+// whole log; queue counters come from the recovered queues.
+//
+// Put, Get and the lookups are safe for concurrent use.
+package store

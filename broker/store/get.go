@@ -1,0 +1,226 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/gantrymq/gantry/commitlog"
+	"github.com/gantrymq/gantry/consumequeue"
+	"github.com/gantrymq/gantry/message"
+)
+
+// GetStatus says what a Get found (RocketMQ's GetMessageStatus).
+type GetStatus int
+
+const (
+	Found               GetStatus = iota // messages returned
+	NoMatchedMessage                     // in range, but the filter matched nothing scanned
+	NoMessageInQueue                     // the queue is empty or unknown
+	OffsetTooSmall                       // offset < MinOffset
+	OffsetOverflowOne                    // offset == MaxOffset: nothing new (long-poll here)
+	OffsetOverflowBadly                  // offset > MaxOffset
+	OffsetFoundNull                      // the entry's log data is gone
+)
+
+var statusNames = [...]string{"FOUND", "NO_MATCHED_MESSAGE", "NO_MESSAGE_IN_QUEUE", "OFFSET_TOO_SMALL",
+	"OFFSET_OVERFLOW_ONE", "OFFSET_OVERFLOW_BADLY", "OFFSET_FOUND_NULL"}
+
+func (s GetStatus) String() string {
+	if int(s) < len(statusNames) {
+		return statusNames[s]
+	}
+	return fmt.Sprintf("GetStatus(%d)", int(s))
+}
+
+// GetResult is what Get returns. Records are views of the commit log's
+// mapping: call Release when done with them.
+type GetResult struct {
+	Status     GetStatus
+	Records    []commitlog.Region // raw records, in queue order
+	NextOffset int64              // queue offset to read from next
+	MinOffset  int64
+	MaxOffset  int64
+}
+
+// Release releases the records.
+func (r *GetResult) Release() {
+	for _, rec := range r.Records {
+		rec.Release()
+	}
+	r.Records = nil
+}
+
+// Filter decides from a consume-queue tags code whether a message may match.
+// Nil matches everything. Tags hashing to the same code must still be told
+// apart by the caller on the decoded message.
+type Filter func(tagsCode int64) bool
+
+// Get reads up to maxMsgs records (and about maxBytes) of a queue from
+// offset, keeping those the filter accepts. Safe for concurrent use.
+func (s *Store) Get(topic string, queueID int32, offset int64, maxMsgs, maxBytes int, filter Filter) (GetResult, error) {
+	q, err := s.queue(QueueKey{Topic: topic, QueueID: queueID}, false)
+	if err != nil {
+		return GetResult{}, err
+	}
+	if q == nil {
+		st := NoMessageInQueue
+		if offset != 0 {
+			st = OffsetOverflowBadly
+		}
+		return GetResult{Status: st}, nil
+	}
+	res := GetResult{MinOffset: q.MinOffset(), MaxOffset: q.MaxOffset(), NextOffset: offset}
+	switch {
+	case res.MaxOffset == 0:
+		res.Status, res.NextOffset = NoMessageInQueue, 0
+		if offset != 0 {
+			res.Status = OffsetOverflowBadly
+		}
+		return res, nil
+	case offset < res.MinOffset:
+		res.Status, res.NextOffset = OffsetTooSmall, res.MinOffset
+		return res, nil
+	case offset == res.MaxOffset:
+		res.Status = OffsetOverflowOne
+		return res, nil
+	case offset > res.MaxOffset:
+		res.Status, res.NextOffset = OffsetOverflowBadly, res.MaxOffset
+		return res, nil
+	}
+	maxMsgs = max(maxMsgs, 1)
+	entries, err := q.Read(offset, max(maxMsgs, 32), make([]consumequeue.Entry, 0, max(maxMsgs, 32)))
+	if err != nil {
+		return res, err
+	}
+	bytes := 0
+	res.Status = NoMatchedMessage
+	for _, e := range entries {
+		if len(res.Records) >= maxMsgs || (bytes > 0 && bytes+int(e.Size) > maxBytes) {
+			break
+		}
+		res.NextOffset++
+		if filter != nil && !filter(e.TagsCode) {
+			continue
+		}
+		rec, err := s.cl.Read(e.Offset, int(e.Size))
+		if errors.Is(err, commitlog.ErrOffsetTooSmall) {
+			if len(res.Records) == 0 {
+				res.Status = OffsetFoundNull
+			}
+			continue
+		}
+		if err != nil {
+			res.Release()
+			return res, err
+		}
+		res.Records = append(res.Records, rec)
+		res.Status = Found
+		bytes += int(e.Size)
+	}
+	return res, nil
+}
+
+// MessageAt returns the record at a physical offset, decoded.
+func (s *Store) MessageAt(phys int64) (*message.Message, error) {
+	r, _, err := s.cl.ReadRecord(phys)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Release()
+	if got := message.PhysicalOffsetOf(r.B); got != phys {
+		return nil, fmt.Errorf("store: no message starts at %d", phys)
+	}
+	m, _, err := message.Decode(r.B)
+	return m, err
+}
+
+// MessageByOffsetID returns the message an offset message id names.
+func (s *Store) MessageByOffsetID(id string) (*message.Message, error) {
+	host, phys, err := message.DecodeOffsetMsgID(id)
+	if err != nil {
+		return nil, err
+	}
+	if host != s.cfg.StoreHost {
+		return nil, fmt.Errorf("store: message id %s names broker %s, this is %s", id, host, s.cfg.StoreHost)
+	}
+	return s.MessageAt(phys)
+}
+
+// MessagesByKey returns up to max messages of topic whose KEYS contain key
+// or whose UNIQ_KEY is key, stored within [begin, end] (unix ms), newest
+// first. Index hashes collide: each candidate's real key is compared.
+func (s *Store) MessagesByKey(topic, key string, begin, end int64, max int) ([]*message.Message, error) {
+	offs, err := s.idx.Lookup(topic+"#"+key, begin, end, max*2+8)
+	if err != nil {
+		return nil, err
+	}
+	var out []*message.Message
+	for _, off := range offs {
+		if len(out) >= max {
+			break
+		}
+		m, err := s.MessageAt(off)
+		if err != nil {
+			continue // deleted by retention since
+		}
+		if m.Topic != topic || m.StoreTimestamp < begin || m.StoreTimestamp > end || !hasKey(m, key) {
+			continue
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+func hasKey(m *message.Message, key string) bool {
+	if m.UniqKey() == key {
+		return true
+	}
+	for _, k := range m.Keys() {
+		if k == key {
+			return true
+		}
+	}
+	return false
+}
+
+// MessageByQueueOffset returns the message at a queue offset.
+func (s *Store) MessageByQueueOffset(topic string, queueID int32, offset int64) (*message.Message, error) {
+	q, err := s.queue(QueueKey{Topic: topic, QueueID: queueID}, false)
+	if err != nil {
+		return nil, err
+	}
+	if q == nil {
+		return nil, fmt.Errorf("store: no queue %s/%d", topic, queueID)
+	}
+	e, err := q.Get(offset)
+	if err != nil {
+		return nil, err
+	}
+	return s.MessageAt(e.Offset)
+}
+
+// OffsetAtTime returns the first queue offset whose message was stored at or
+// after ts (unix ms).
+func (s *Store) OffsetAtTime(topic string, queueID int32, ts int64) (int64, error) {
+	q, err := s.queue(QueueKey{Topic: topic, QueueID: queueID}, false)
+	if err != nil || q == nil {
+		return 0, err
+	}
+	return q.OffsetAtTime(ts, func(phys int64, size int32) (int64, error) {
+		r, err := s.cl.Read(phys, int(size))
+		if err != nil {
+			return 0, err
+		}
+		defer r.Release()
+		return message.StoreTimestampOf(r.B), nil
+	})
+}
+
+// QueueOffsets returns a queue's min and max (next) offsets.
+func (s *Store) QueueOffsets(topic string, queueID int32) (minOff, maxOff int64) {
+	q, _ := s.queue(QueueKey{Topic: topic, QueueID: queueID}, false)
+	if q == nil {
+		return 0, 0
+	}
+	return q.MinOffset(), q.MaxOffset()
+}

@@ -1,0 +1,159 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/gantrymq/gantry/commitlog"
+	"github.com/gantrymq/gantry/consumequeue"
+	"github.com/gantrymq/gantry/index"
+)
+
+// RecoveryReport says what Open did to the derived data.
+type RecoveryReport struct {
+	Log               commitlog.RecoveryReport
+	Queues            int           // consume queues found
+	TruncatedEntries  int64         // queue entries past the log's end, dropped
+	DispatchedFrom    int64         // log offset re-dispatch started at
+	DispatchedRecords int64         // records re-dispatched
+	Rebuilt           bool          // queues and index were rebuilt from the whole log
+	RebuildReason     string        // why
+	Duration          time.Duration // whole store recovery
+}
+
+// Recovery returns what Open found and did.
+func (s *Store) Recovery() RecoveryReport { return s.report }
+
+// recover brings the consume queues and the index in line with the
+// recovered commit log (PROTOCOL §4.5): open them, cut what points past the
+// log's end, re-dispatch from the last flushed dispatch position (or the
+// whole log when derived data is missing), and restore the queue counters.
+func (s *Store) recover(ctx context.Context) error {
+	start := time.Now()
+	r := &s.report
+	r.Log = s.cl.Recovery()
+	logMin, logEnd := s.cl.MinOffset(), s.cl.MaxOffset()
+	idx, err := index.Open(ctx, index.Config{
+		Dir: filepath.Join(s.cfg.Root, "index"), FS: s.cfg.FS, SlotCount: s.cfg.IndexSlots,
+		EntryCount: s.cfg.IndexEntries, Now: s.cfg.Now, Logger: s.cfg.Logger,
+	})
+	if err != nil {
+		return err
+	}
+	s.idx = idx
+	if err := s.openQueues(ctx); err != nil {
+		return err
+	}
+	for k, q := range s.queues {
+		n, err := q.TruncatePhysical(logEnd)
+		if err != nil {
+			return fmt.Errorf("store: truncate consume queue %s: %w", k, err)
+		}
+		r.TruncatedEntries += n
+	}
+	reindexFrom, err := s.idx.Truncate(logEnd)
+	if err != nil {
+		return err
+	}
+	from := logMin
+	cp, ok := s.readCheckpoint()
+	switch {
+	case !ok:
+		r.RebuildReason = "no dispatch checkpoint"
+	case cp.Dispatched > logEnd:
+		r.RebuildReason = fmt.Sprintf("dispatch checkpoint %d is past the log's end %d", cp.Dispatched, logEnd)
+	default:
+		from = max(min(cp.Dispatched, reindexFrom), logMin)
+		if missing := s.missingQueue(cp); missing != "" {
+			from, r.RebuildReason = logMin, missing
+		}
+	}
+	if from == logMin && logEnd > logMin && r.RebuildReason == "" && reindexFrom <= logMin {
+		r.RebuildReason = "index empty"
+	}
+	r.Rebuilt = from == logMin && logEnd > logMin
+	s.indexFrom = reindexFrom
+	r.DispatchedFrom = from
+	s.dispatched.Store(from)
+	if err := s.dispatch(); err != nil {
+		if !errors.Is(err, errGap) || r.Rebuilt {
+			return err
+		}
+		// A queue lacks entries before the checkpoint: rebuild everything.
+		r.Rebuilt, r.RebuildReason, r.DispatchedFrom = true, err.Error(), logMin
+		if s.indexFrom, err = s.idx.Truncate(logMin); err != nil {
+			return err
+		}
+		s.dispatched.Store(logMin)
+		if err := s.dispatch(); err != nil {
+			return err
+		}
+	}
+	for k, q := range s.queues {
+		s.next[k] = q.MaxOffset()
+	}
+	r.Queues = len(s.queues)
+	r.Duration = time.Since(start)
+	s.log.Info("store recovered", "queues", r.Queues, "truncatedEntries", r.TruncatedEntries, "dispatchedFrom", from,
+		"records", r.DispatchedRecords, "rebuilt", r.Rebuilt, "reason", r.RebuildReason, "duration", r.Duration)
+	return s.checkpoint()
+}
+
+// missingQueue names a queue holding fewer entries than the checkpoint
+// recorded, or returns "".
+func (s *Store) missingQueue(cp dispatchCheckpoint) string {
+	for name, max := range cp.Queues {
+		var k QueueKey
+		i := len(name) - 1
+		for i >= 0 && name[i] != '/' {
+			i--
+		}
+		qid, err := strconv.Atoi(name[i+1:])
+		if i < 0 || err != nil {
+			return fmt.Sprintf("dispatch checkpoint names a bad queue %q", name)
+		}
+		k = QueueKey{Topic: name[:i], QueueID: int32(qid)}
+		q := s.queues[k]
+		if q == nil || q.MaxOffset() < max {
+			have := int64(0)
+			if q != nil {
+				have = q.MaxOffset()
+			}
+			return fmt.Sprintf("consume queue %s holds %d entries, the checkpoint recorded %d", k, have, max)
+		}
+	}
+	return ""
+}
+
+// openQueues opens every consume queue directory under Root/consumequeue.
+func (s *Store) openQueues(ctx context.Context) error {
+	root := filepath.Join(s.cfg.Root, "consumequeue")
+	topics, err := s.cfg.FS.ReadDir(root)
+	if err != nil {
+		return nil // none yet
+	}
+	for _, topic := range topics {
+		ids, err := s.cfg.FS.ReadDir(filepath.Join(root, topic))
+		if err != nil {
+			continue
+		}
+		for _, id := range ids {
+			qid, err := strconv.Atoi(id)
+			if err != nil {
+				s.log.Warn("ignoring unexpected entry in consume-queue directory", "path", filepath.Join(root, topic, id))
+				continue
+			}
+			k := QueueKey{Topic: topic, QueueID: int32(qid)}
+			q, err := consumequeue.Open(ctx, consumequeue.Config{Dir: s.queueDir(k), FS: s.cfg.FS, EntriesPerFile: s.cfg.QueueEntriesPerFile, Logger: s.cfg.Logger})
+			if err != nil {
+				return fmt.Errorf("store: open consume queue %s: %w", k, err)
+			}
+			s.queues[k] = q
+		}
+	}
+	return nil
+}

@@ -1,0 +1,355 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gantrymq/gantry/commitlog"
+	"github.com/gantrymq/gantry/consumequeue"
+	"github.com/gantrymq/gantry/index"
+	"github.com/gantrymq/gantry/internal/fsx"
+	"github.com/gantrymq/gantry/message"
+)
+
+// Config configures a Store. The zero value of every field means its default.
+type Config struct {
+	// Root is storePathRootDir. Required.
+	Root string
+	// FS is the filesystem. Default fsx.OS.
+	FS fsx.FS
+	// StoreHost is this broker's address, stored in every record and in
+	// offset message ids. Default 127.0.0.1:10911.
+	StoreHost netip.AddrPort
+	// Log configures the commit log; Dir, StateDir, FS, Now and Logger are
+	// set by the store.
+	Log commitlog.Config
+	// QueueEntriesPerFile is the consume-queue file size in entries. Default 300,000.
+	QueueEntriesPerFile int
+	// IndexSlots and IndexEntries size the index files. Defaults 5,000,000 and 20,000,000.
+	IndexSlots, IndexEntries int
+	// FlushInterval is how often consume queues and the index are flushed
+	// and the dispatch checkpoint written. Default 1 s.
+	FlushInterval time.Duration
+	// OnDispatch, if set, is called after a message of (topic, queueID) is
+	// dispatched, with the queue's new max offset: the hook long polling uses.
+	// It runs on the dispatcher goroutine and must not block.
+	OnDispatch func(topic string, queueID int32, maxOffset int64)
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+	// Logger receives lifecycle and anomaly logs. Default: discard.
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.FS == nil {
+		c.FS = fsx.OS
+	}
+	if !c.StoreHost.IsValid() {
+		c.StoreHost = netip.MustParseAddrPort("127.0.0.1:10911")
+	}
+	if c.FlushInterval == 0 {
+		c.FlushInterval = time.Second
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// Validate reports every problem with c.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Root == "" {
+		errs = append(errs, errors.New("store: Root is required"))
+	}
+	if c.FlushInterval < 0 {
+		errs = append(errs, fmt.Errorf("store: FlushInterval must not be negative, got %s", c.FlushInterval))
+	}
+	return errors.Join(errs...)
+}
+
+// QueueKey names a consume queue.
+type QueueKey struct {
+	Topic   string
+	QueueID int32
+}
+
+// Store is the broker's message store: the commit log, a consume queue per
+// (topic, queue) and the key index, kept in step by one dispatcher.
+type Store struct {
+	cfg Config
+	log *slog.Logger
+	cl  *commitlog.Log
+	idx *index.Store
+
+	qmu    sync.RWMutex
+	queues map[QueueKey]*consumequeue.Queue
+
+	// next holds each queue's next queue offset. Only Put's stamper touches
+	// it after Open, under the commit log's append lock.
+	next map[QueueKey]int64
+
+	dispatched atomic.Int64 // log offset up to which records are dispatched
+	indexFrom  int64        // records below it are already indexed (set by recovery)
+	dispatchMu sync.Mutex   // one dispatcher at a time
+	kick       chan struct{}
+	report     RecoveryReport
+
+	stop      context.CancelFunc
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Open recovers the store in cfg.Root and starts its dispatcher.
+func Open(ctx context.Context, cfg Config) (*Store, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Store{
+		cfg:    cfg,
+		log:    cfg.Logger.With("component", "store"),
+		queues: map[QueueKey]*consumequeue.Queue{},
+		next:   map[QueueKey]int64{},
+		kick:   make(chan struct{}, 1),
+	}
+	lc := cfg.Log
+	lc.Dir, lc.StateDir, lc.FS, lc.Now, lc.Logger = filepath.Join(cfg.Root, "commitlog"), cfg.Root, cfg.FS, cfg.Now, cfg.Logger
+	lc.OnCommit = func(int64) { s.wake() }
+	cl, err := commitlog.Open(ctx, lc)
+	if err != nil {
+		return nil, err
+	}
+	s.cl = cl
+	if err := s.recover(ctx); err != nil {
+		s.closeAll()
+		return nil, err
+	}
+	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	s.stop = stop
+	s.wg.Go(func() { s.dispatchLoop(runCtx) })
+	s.wg.Go(func() { s.flushLoop(runCtx) })
+	return s, nil
+}
+
+// Close stops dispatching, flushes the queues and the index, writes the
+// dispatch checkpoint and closes every file.
+func (s *Store) Close() error {
+	err := commitlog.ErrClosed
+	s.closeOnce.Do(func() {
+		s.stop()
+		s.wg.Wait()
+		var errs []error
+		if err := s.dispatch(); err != nil {
+			errs = append(errs, err)
+		}
+		if err := s.checkpoint(); err != nil {
+			errs = append(errs, err)
+		}
+		errs = append(errs, s.closeAll())
+		s.closeErr = errors.Join(errs...)
+		err = s.closeErr
+	})
+	return err
+}
+
+func (s *Store) closeAll() error {
+	var errs []error
+	s.qmu.Lock()
+	for _, q := range s.queues {
+		errs = append(errs, q.Close())
+	}
+	s.queues = map[QueueKey]*consumequeue.Queue{}
+	s.qmu.Unlock()
+	if s.idx != nil {
+		errs = append(errs, s.idx.Close())
+	}
+	errs = append(errs, s.cl.Close())
+	return errors.Join(errs...)
+}
+
+func (s *Store) wake() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// PutResult says where a message was stored.
+type PutResult struct {
+	MsgID          string // offset message id (store host + physical offset)
+	UniqKey        string
+	QueueID        int32
+	QueueOffset    int64
+	PhysicalOffset int64
+	StoreTimestamp int64
+}
+
+// Put stores msgs as one unit: each message gets the next queue offset of
+// its (Topic, QueueID), in order. Under SyncFlush it returns once they are
+// durable. A message without UNIQ_KEY gets one. The messages are not
+// modified. On commitlog.ErrFlushTimeout the results are filled in: the
+// messages are stored but not known durable.
+func (s *Store) Put(ctx context.Context, msgs []*message.Message) ([]PutResult, error) {
+	if len(msgs) == 0 {
+		return nil, errors.New("store: put of no messages")
+	}
+	results := make([]PutResult, len(msgs))
+	keys := make([]QueueKey, len(msgs))
+	var batch []byte
+	for i, m := range msgs {
+		mm := *m
+		mm.StoreHost = s.cfg.StoreHost
+		if mm.UniqKey() == "" {
+			mm.Properties = append(append(message.Properties(nil), m.Properties...), message.Property{Key: message.PropUniqKey, Value: message.NewUniqID()})
+		}
+		var err error
+		if batch, err = message.Append(batch, &mm, true); err != nil {
+			return nil, fmt.Errorf("store: message %d: %w", i, err)
+		}
+		keys[i] = QueueKey{Topic: m.Topic, QueueID: m.QueueID}
+		results[i].UniqKey, results[i].QueueID = mm.UniqKey(), m.QueueID
+	}
+	i := 0
+	res, err := s.cl.Append(ctx, batch, func(rec []byte, off int64) {
+		qo := s.next[keys[i]]
+		s.next[keys[i]] = qo + 1
+		message.SetQueueOffset(rec, qo)
+		results[i].QueueOffset, results[i].PhysicalOffset = qo, off
+		i++
+	})
+	if i == 0 { // nothing was stored
+		return nil, err
+	}
+	for j := range results {
+		results[j].StoreTimestamp = res.StoreTimestamp
+		results[j].MsgID = message.EncodeOffsetMsgID(s.cfg.StoreHost, results[j].PhysicalOffset)
+	}
+	return results, err
+}
+
+// CommitLog returns the store's commit log.
+func (s *Store) CommitLog() *commitlog.Log { return s.cl }
+
+// queue returns the consume queue of k, opening or creating it.
+func (s *Store) queue(k QueueKey, create bool) (*consumequeue.Queue, error) {
+	s.qmu.RLock()
+	q := s.queues[k]
+	s.qmu.RUnlock()
+	if q != nil || !create {
+		return q, nil
+	}
+	s.qmu.Lock()
+	defer s.qmu.Unlock()
+	if q := s.queues[k]; q != nil {
+		return q, nil
+	}
+	q, err := consumequeue.Open(context.Background(), consumequeue.Config{
+		Dir: s.queueDir(k), FS: s.cfg.FS, EntriesPerFile: s.cfg.QueueEntriesPerFile, Logger: s.cfg.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.queues[k] = q
+	return q, nil
+}
+
+func (s *Store) queueDir(k QueueKey) string {
+	return filepath.Join(s.cfg.Root, "consumequeue", k.Topic, strconv.Itoa(int(k.QueueID)))
+}
+
+// Queues lists the known consume queues.
+func (s *Store) Queues() []QueueKey {
+	s.qmu.RLock()
+	defer s.qmu.RUnlock()
+	keys := make([]QueueKey, 0, len(s.queues))
+	for k := range s.queues {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+// The dispatch checkpoint (dispatch.json): a log offset below which every
+// record's consume-queue and index entries were flushed, and each queue's
+// max offset then. At start a queue holding less than its recorded max
+// (its files were deleted or damaged) makes the store rebuild from the log.
+const checkpointFile = "dispatch.json"
+
+type dispatchCheckpoint struct {
+	Dispatched int64            `json:"dispatched"`
+	Queues     map[string]int64 `json:"queues"` // "topic/queueId" -> max offset
+}
+
+func (k QueueKey) String() string { return k.Topic + "/" + strconv.Itoa(int(k.QueueID)) }
+
+func (s *Store) checkpointPath() string { return filepath.Join(s.cfg.Root, checkpointFile) }
+
+// checkpoint flushes the queues and the index, then records the dispatch
+// position reached before the flush.
+func (s *Store) checkpoint() error {
+	cp := dispatchCheckpoint{Dispatched: s.dispatched.Load(), Queues: map[string]int64{}}
+	s.qmu.RLock()
+	qs := make(map[QueueKey]*consumequeue.Queue, len(s.queues))
+	for k, q := range s.queues {
+		qs[k] = q
+	}
+	s.qmu.RUnlock()
+	for k, q := range qs {
+		cp.Queues[k.String()] = q.MaxOffset()
+		if err := q.Flush(); err != nil {
+			return fmt.Errorf("store: flush consume queue %s: %w", k, err)
+		}
+	}
+	if err := s.idx.Flush(); err != nil {
+		return fmt.Errorf("store: flush index: %w", err)
+	}
+	b, err := json.Marshal(cp)
+	if err != nil {
+		return err
+	}
+	return fsx.WriteFileAtomic(s.cfg.FS, s.checkpointPath(), b)
+}
+
+func (s *Store) readCheckpoint() (dispatchCheckpoint, bool) {
+	var cp dispatchCheckpoint
+	b, err := fsx.ReadFile(s.cfg.FS, s.checkpointPath())
+	if err == nil {
+		err = json.Unmarshal(b, &cp)
+	}
+	if err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			s.log.Warn("dispatch checkpoint unreadable; rebuilding consume queues and index from the whole log", "file", s.checkpointPath(), "err", err)
+		}
+		return dispatchCheckpoint{}, false
+	}
+	return cp, true
+}
+
+func (s *Store) flushLoop(ctx context.Context) {
+	t := time.NewTicker(s.cfg.FlushInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := s.checkpoint(); err != nil {
+				s.log.Warn("store checkpoint failed", "err", err)
+			}
+		}
+	}
+}
