@@ -138,7 +138,7 @@ func (l *Log) openSegments(r *RecoveryReport, segBytes int64) ([]*segment, error
 	}
 	var bases []int64
 	for _, n := range names {
-		if b, ok := parseSegmentName(n); ok {
+		if b, ok := fsx.ParseOffsetName(n); ok {
 			bases = append(bases, b)
 		}
 	}

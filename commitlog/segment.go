@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"sync/atomic"
 
 	"github.com/gantrymq/gantry/internal/fsx"
@@ -28,19 +27,7 @@ type segment struct {
 const segClosed = int64(1) << 62
 
 // segmentName is the 20-digit zero-padded start offset.
-func segmentName(base int64) string { return fmt.Sprintf("%020d", base) }
-
-// parseSegmentName returns the start offset encoded in a segment file name.
-func parseSegmentName(name string) (int64, bool) {
-	if len(name) != 20 {
-		return 0, false
-	}
-	v, err := strconv.ParseInt(name, 10, 64)
-	if err != nil || v < 0 {
-		return 0, false
-	}
-	return v, true
-}
+func segmentName(base int64) string { return fsx.OffsetName(base) }
 
 // openSegment opens and maps an existing segment file of the given size.
 func openSegment(fsys fsx.FS, dir string, base, size int64) (*segment, error) {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 
 	"github.com/gantrymq/gantry/internal/fsx"
 )
@@ -35,18 +34,9 @@ func (f *qfile) close() error {
 }
 
 // fileName is the 20-digit zero-padded logical byte offset of the file's start.
-func fileName(base int64) string { return fmt.Sprintf("%020d", base) }
+func fileName(base int64) string { return fsx.OffsetName(base) }
 
-func parseFileName(name string) (int64, bool) {
-	if len(name) != 20 {
-		return 0, false
-	}
-	v, err := strconv.ParseInt(name, 10, 64)
-	if err != nil || v < 0 {
-		return 0, false
-	}
-	return v, true
-}
+func parseFileName(name string) (int64, bool) { return fsx.ParseOffsetName(name) }
 
 // mapFile opens and maps an existing file that is already size bytes long.
 func mapFile(fsys fsx.FS, dir string, base int64, size int) (*qfile, error) {

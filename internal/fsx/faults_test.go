@@ -292,3 +292,22 @@ func TestFaultsConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+func TestOffsetName(t *testing.T) {
+	assert.Equal(t, "00000000001073741824", fsx.OffsetName(1<<30))
+	for _, tt := range []struct {
+		name string
+		off  int64
+		ok   bool
+	}{
+		{"00000000001073741824", 1 << 30, true},
+		{"00000000000000000000", 0, true},
+		{"0000000000000000000", 0, false},
+		{"commitlog.checkpoint", 0, false},
+		{"-0000000000000000001", 0, false},
+	} {
+		off, ok := fsx.ParseOffsetName(tt.name)
+		assert.Equal(t, tt.ok, ok, tt.name)
+		assert.Equal(t, tt.off, off, tt.name)
+	}
+}
