@@ -3,7 +3,6 @@ package commitlog_test
 import (
 	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -75,10 +74,6 @@ func BenchmarkAppendSync(b *testing.B) {
 		{"mapped", commitlog.WriteMapped, &no},
 	} {
 		b.Run(mode.name, func(b *testing.B) {
-			if w := os.Getenv("GANTRY_FLUSH_WORKERS"); w != "" {
-				n, _ := strconv.Atoi(w)
-				commitlog.SetFlushWorkers(n)
-			}
 			l, err := commitlog.Open(b.Context(), commitlog.Config{Dir: benchDir(b), FlushMode: commitlog.SyncFlush,
 				WriteMode: mode.mode, ZeroFillAhead: mode.zero})
 			require.NoError(b, err)

@@ -23,6 +23,3 @@ func (l *Log) SettleAlloc() {
 		l.allocRes <- r
 	}
 }
-
-// SetFlushWorkers changes the number of buffered flush workers for logs opened later.
-func SetFlushWorkers(n int) { flushWorkers = n }

@@ -76,47 +76,24 @@ func (l *Log) kickFlusher() {
 	}
 }
 
-// flushWorkers is how many buffered-mode flushes may be in flight at once.
-// More than one was measured to be slower here (64 sync appenders of 1 KiB:
-// 1 worker ~200k records/s at ~36 records per flush; 2 workers ~100k at ~7;
-// 4 workers ~60-80k at ~5-9): concurrent fdatasyncs split the groups more
-// than they overlap. The span bookkeeping keeps the option open.
-var flushWorkers = 1
-
 // flushLoop runs the flusher. Under SyncFlush it flushes whenever appenders
-// wait, covering every record appended so far in one flush (group commit);
-// with WriteBuffered several such flushes run at once. Under AsyncFlush it
-// flushes every FlushInterval when FlushLeastPages are dirty, and everything
-// every FlushThoroughInterval.
+// wait, covering every record appended so far in one flush (group commit).
+// One flusher: several flushes in flight were measured slower here
+// (docs/BENCHMARKS.md), as concurrent fdatasyncs split the groups more than
+// they overlap. Under AsyncFlush it flushes every FlushInterval when
+// FlushLeastPages are dirty, and everything every FlushThoroughInterval.
 func (l *Log) flushLoop(ctx context.Context) {
-	switch {
-	case l.cfg.FlushMode == SyncFlush && l.cfg.WriteMode == WriteBuffered:
-		var wg sync.WaitGroup
-		for range flushWorkers {
-			wg.Go(func() {
-				for {
-					select {
-					case <-ctx.Done():
-						return
-					case <-l.flushKick:
-						for l.flushBufferedOnce() {
-						}
-					}
-				}
-			})
-		}
-		wg.Wait()
-	case l.cfg.FlushMode == SyncFlush:
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-l.flushKick:
-				l.flush() // a failure is recorded in l.failErr and answered to waiters
-			}
-		}
-	default:
+	if l.cfg.FlushMode != SyncFlush {
 		l.asyncFlushLoop(ctx)
+		return
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-l.flushKick:
+			l.flush() // a failure is recorded in l.failErr and answered to waiters
+		}
 	}
 }
 
@@ -149,30 +126,17 @@ func (l *Log) Flush() error {
 	if l.closed.Load() {
 		return ErrClosed
 	}
-	if l.cfg.WriteMode != WriteBuffered {
-		return l.flush()
-	}
-	if p := l.failErr.Load(); p != nil {
-		return *p
-	}
-	l.mu.Lock()
-	w := l.addWaiter(l.writeOff)
-	l.mu.Unlock()
-	l.releaseWaiters(l.flushed.Load()) // already durable: answered now
-	l.kickFlusher()
-	select {
-	case err := <-w.ch:
-		waiterPool.Put(w)
-		return err
-	case <-l.done:
-		return ErrClosed
-	}
+	return l.flush()
 }
 
 // flush makes everything appended so far durable, then advances the
-// flushed offset and answers waiters. A failure is final. With
-// WriteBuffered it must only run while the flush workers are stopped.
+// flushed offset and answers waiters. A failure is final.
 func (l *Log) flush() error {
+	l.flushMu.Lock()
+	defer l.flushMu.Unlock()
+	if p := l.failErr.Load(); p != nil {
+		return *p
+	}
 	if l.cfg.WriteMode == WriteBuffered {
 		for l.flushBufferedOnce() {
 		}
@@ -181,35 +145,30 @@ func (l *Log) flush() error {
 		}
 		return nil
 	}
-	l.flushMu.Lock()
-	defer l.flushMu.Unlock()
-	if p := l.failErr.Load(); p != nil {
-		return *p
-	}
 	from, end := l.flushed.Load(), l.committed.Load()
 	err := l.syncRange(from, end, func(s *segment, lo, hi int64) error { return s.m.Sync(int(lo), int(hi-lo)) })
 	if err != nil {
 		return l.fail(err)
 	}
-	if end > from {
-		l.flushed.Store(end)
-		l.stats.flushes.Add(1)
-		l.stats.flushedBytes.Add(end - from)
-	}
-	l.releaseWaiters(end)
+	l.advanceFlushed(end)
 	return nil
 }
 
-// span is a staged range taken by a buffered flush.
-type span struct {
-	start, end      int64
-	written, synced bool
+// advanceFlushed records that everything below end is durable and answers
+// the waiters it covers.
+func (l *Log) advanceFlushed(end int64) {
+	if old := l.flushed.Load(); end > old {
+		l.flushed.Store(end)
+		l.stats.flushes.Add(1)
+		l.stats.flushedBytes.Add(end - old)
+	}
+	l.releaseWaiters(end)
 }
 
 // flushBufferedOnce takes the staging buffer, writes it into the segment
-// files (one write per segment), publishes it to readers once every earlier
-// span is written too, fdatasyncs, and advances the flushed offset over the
-// contiguous synced prefix. It reports whether it took anything.
+// files (one write per segment), publishes it to readers, fdatasyncs and
+// advances the flushed offset. It reports whether it took anything.
+// l.flushMu is held.
 func (l *Log) flushBufferedOnce() bool {
 	if l.failErr.Load() != nil {
 		return false
@@ -221,12 +180,8 @@ func (l *Log) flushBufferedOnce() bool {
 		return false
 	}
 	nextBase := l.active.base
-	l.pend = l.freeBuf()
+	l.pend, l.pendSpare = l.pendSpare[:0], nil
 	l.pendStart, l.pendSplit = end, -1
-	sp := &span{start: start, end: end}
-	l.qmu.Lock()
-	l.inflight = append(l.inflight, sp)
-	l.qmu.Unlock()
 	l.roomCond.Broadcast()
 	l.mu.Unlock()
 
@@ -239,72 +194,20 @@ func (l *Log) flushBufferedOnce() bool {
 		err = l.writeAt(second, nextBase)
 	}
 	if err == nil {
-		l.spanDone(sp, false)
+		l.publish(end)
 		err = l.syncRange(start, end, func(s *segment, _, _ int64) error { return s.file.Sync() })
 	}
 	l.mu.Lock()
-	if len(l.bufs) < flushWorkers && cap(buf) <= 2*l.cfg.MaxPendingBytes {
-		l.bufs = append(l.bufs, buf[:0])
+	if l.pendSpare == nil && cap(buf) <= 2*l.cfg.MaxPendingBytes {
+		l.pendSpare = buf[:0]
 	}
 	l.mu.Unlock()
 	if err != nil {
 		l.fail(err)
 		return false
 	}
-	l.spanDone(sp, true)
+	l.advanceFlushed(end)
 	return true
-}
-
-// freeBuf returns an empty staging buffer. l.mu is held.
-func (l *Log) freeBuf() []byte {
-	if n := len(l.bufs); n > 0 {
-		b := l.bufs[n-1]
-		l.bufs = l.bufs[:n-1]
-		return b
-	}
-	return nil
-}
-
-// spanDone marks sp written or synced and advances the readable and flushed
-// ends over the contiguous prefix of such spans.
-func (l *Log) spanDone(sp *span, synced bool) {
-	l.qmu.Lock()
-	if synced {
-		sp.synced = true
-	} else {
-		sp.written = true
-	}
-	flushed := l.flushed.Load()
-	n := 0
-	for n < len(l.inflight) && l.inflight[n].synced {
-		flushed = l.inflight[n].end
-		n++
-	}
-	committed := flushed
-	for _, s := range l.inflight[n:] {
-		if !s.written {
-			break
-		}
-		committed = s.end
-	}
-	if n > 0 {
-		k := copy(l.inflight, l.inflight[n:])
-		clear(l.inflight[k:])
-		l.inflight = l.inflight[:k]
-	}
-	if committed > l.committed.Load() {
-		l.publish(committed)
-	}
-	old := l.flushed.Load()
-	if flushed > old {
-		l.flushed.Store(flushed)
-		l.stats.flushes.Add(1)
-		l.stats.flushedBytes.Add(flushed - old)
-	}
-	l.qmu.Unlock()
-	if synced {
-		l.releaseWaiters(flushed)
-	}
 }
 
 // writeAt writes b at log offset off, inside one segment.

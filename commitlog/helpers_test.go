@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/netip"
 	"os"
@@ -129,5 +128,3 @@ func copyDir(t *testing.T, src string) string {
 	require.NoError(t, os.CopyFS(dst, os.DirFS(src)))
 	return dst
 }
-
-var _ = io.EOF

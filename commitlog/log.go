@@ -43,18 +43,16 @@ type Log struct {
 	mu           sync.Mutex // the append lock; guards the fields below
 	roomCond     *sync.Cond // WriteBuffered: signalled when the staging buffer is taken
 	active       *segment
-	writeOff     int64    // next append offset
-	pend         []byte   // WriteBuffered: staged bytes for [pendStart, writeOff)
-	bufs         [][]byte // WriteBuffered: empty staging buffers to reuse
+	writeOff     int64  // next append offset
+	pend         []byte // WriteBuffered: staged bytes for [pendStart, writeOff)
+	pendSpare    []byte // WriteBuffered: an empty staging buffer to reuse
 	pendStart    int64
 	pendSplit    int // index in pend where the active segment starts after a roll; -1 if none
 	allocPending bool
 
-	flushMu  sync.Mutex // serializes mapped flushes; taken before mu and wmu
-	qmu      sync.Mutex // guards inflight; taken after mu
-	inflight []*span    // WriteBuffered: flushes in progress, by offset
-	cleanMu  sync.Mutex // serializes retention passes; taken before mu
-	cpMu     sync.Mutex // serializes checkpoint writes
+	flushMu sync.Mutex // serializes flushes; taken before mu and wmu
+	cleanMu sync.Mutex // serializes retention passes; taken before mu
+	cpMu    sync.Mutex // serializes checkpoint writes
 
 	wmu     sync.Mutex // guards waiters; taken after mu
 	waiters []*waiter  // SyncFlush appenders by End, ascending

@@ -2,7 +2,6 @@ package commitlog_test
 
 import (
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -51,7 +50,7 @@ func lastSegmentWithData(dir string, want []stored, segBytes int64) string {
 	return filepath.Join(dir, segmentName(last/segBytes*segBytes))
 }
 
-func segmentName(base int64) string { return fmt.Sprintf("%020d", base) }
+func segmentName(base int64) string { return fsx.OffsetName(base) }
 
 // Truncating the last segment at every byte inside its last record
 // recovers to the end of the previous record.
