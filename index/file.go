@@ -310,8 +310,10 @@ func (x *indexFile) lookup(hash int32, begin, end int64, limit int, out []int64,
 		phy := int64(be.Uint64(e[4:]))
 		diff := int64(int32(be.Uint32(e[12:])))
 		prev := int32(be.Uint32(e[16:]))
+		// Entries keep whole seconds since beginTS: the entry's time is in
+		// [t, t+999], so it may match while t+999 >= begin.
 		t := base + diff*1000
-		if diff < 0 || t < begin {
+		if diff < 0 || t+999 < begin {
 			break
 		}
 		if h == hash && t <= end && !seen(out, phy) {
@@ -351,6 +353,54 @@ func (x *indexFile) rebuild() (skipped int) {
 		x.storeSlot(s, n)
 	}
 	return skipped
+}
+
+// cutAt drops the entries from the first one at or past physEnd (or the
+// first out of order: torn) to the end, fixes the header and rebuilds the
+// slots. It returns how many entries it dropped. Writer only, with readers
+// excluded.
+func (x *indexFile) cutAt(physEnd int64) (dropped int32) {
+	be := binary.BigEndian
+	count := x.count.Load()
+	beginTS := x.beginTS.Load()
+	last, endTS := x.beginPhy.Load(), beginTS
+	n := int32(1)
+	for ; n < count; n++ {
+		e := x.b[x.entryOff(n):]
+		phy := int64(be.Uint64(e[4:]))
+		diff := int64(int32(be.Uint32(e[12:])))
+		if phy >= physEnd || phy < last || diff < 0 {
+			break
+		}
+		last = phy
+		// The entry keeps whole seconds: its time is below the next one.
+		endTS = max(endTS, min(x.endTS.Load(), beginTS+diff*1000+999))
+	}
+	clear(x.b[x.entryOff(n):x.entryOff(count)])
+	if n == 1 {
+		clear(x.b[:offSlotCount])
+		x.beginTS.Store(0)
+		x.beginPhy.Store(0)
+		last, endTS = 0, 0
+	}
+	x.endTS.Store(endTS)
+	x.endPhy.Store(last)
+	be.PutUint64(x.b[offEndTS:], uint64(endTS))
+	be.PutUint64(x.b[offEndPhy:], uint64(last))
+	be.PutUint32(x.b[offCount:], uint32(n))
+	x.count.Store(n)
+	x.rebuild()
+	x.flushed = 0
+	return count - n
+}
+
+// syncAll msyncs the whole file. Writer only.
+func (x *indexFile) syncAll() error {
+	if err := x.m.Sync(0, len(x.b)); err != nil {
+		return fmt.Errorf("index: msync %s: %w", x.path, err)
+	}
+	x.flushed = x.count.Load()
+	return nil
 }
 
 // flush msyncs the entries written since the last flush, the slots, then

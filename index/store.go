@@ -100,10 +100,12 @@ func (s *Store) newFile() (*indexFile, error) {
 
 // Lookup returns the phyOffsets of up to max entries whose key hash equals
 // key's and whose time lies in [begin, end] (Unix milliseconds, both
-// inclusive), newest first, each offset at most once. An entry's time is
-// its file's beginTimestamp plus whole seconds, so it may be up to 999 ms
-// earlier than the record's store time. Different keys can share a hash:
-// the caller must compare the key stored in each record.
+// inclusive), newest first, each offset at most once. An entry keeps its
+// time as whole seconds after its file's beginTimestamp, so the record's
+// store time is somewhere in that second: Lookup returns every entry whose
+// second overlaps [begin, end], and the caller compares the record's real
+// store time. Different keys can share a hash: the caller must also
+// compare the key stored in each record.
 func (s *Store) Lookup(key string, begin, end int64, max int) ([]int64, error) {
 	hash := KeyHash(key)
 	s.mu.RLock()

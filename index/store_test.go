@@ -88,7 +88,8 @@ func TestTimeRange(t *testing.T) {
 		{"all", 0, 20_000, []int64{30, 20, 10}},
 		{"exact begin", 10_000, 10_000, []int64{10}},
 		{"seconds granularity", 12_000, 12_000, []int64{20}},
-		{"after truncated time", 12_100, 14_999, nil},
+		{"within the stored second", 12_100, 14_999, []int64{20}}, // 12_500 may be anywhere in [12_000, 12_999]
+		{"past the stored second", 13_000, 14_999, nil},
 		{"upper part", 11_000, 15_000, []int64{30, 20}},
 		{"before everything", 0, 9_999, nil},
 		{"after everything", 15_001, 99_999, nil},
@@ -219,7 +220,7 @@ func TestTruncateAndReindex(t *testing.T) {
 			require.NoError(t, err)
 			assert.Less(t, s.Files(), files)
 			assert.Less(t, s.EndPhyOffset(), physEnd)
-			assert.Equal(t, max(s.EndPhyOffset(), 0), from)
+			assert.Equal(t, physEnd, from, "the file holding physEnd is cut after its last entry below it")
 			// Re-dispatch [from, physEnd): lookups equal the log cut at physEnd.
 			cut := m.below(physEnd)
 			for _, e := range m.entries {

@@ -400,3 +400,16 @@ func TestSysFlagConstants(t *testing.T) {
 	}
 	assert.False(t, errors.Is(message.ErrTruncated, message.ErrInvalidRecord), "sentinels are distinct")
 }
+
+func TestTopicOf(t *testing.T) {
+	for _, topic := range []string{"T", "Orders", strings.Repeat("x", message.MaxTopicLen)} {
+		rec, err := message.Append(nil, &message.Message{Topic: topic, Body: []byte("b"), StoreHost: storeV4}, true)
+		require.NoError(t, err)
+		got, err := message.TopicOf(rec)
+		require.NoError(t, err)
+		assert.Equal(t, topic, string(got))
+		assert.Zero(t, testing.AllocsPerRun(10, func() { _, _ = message.TopicOf(rec) }))
+	}
+	_, err := message.TopicOf([]byte{0, 0, 0, 8, 1, 2, 3, 4})
+	assert.ErrorIs(t, err, message.ErrInvalidRecord)
+}

@@ -73,7 +73,7 @@ func (s *Store) dispatchOne(m *message.Message, phys int64, size int32) error {
 		if err != nil {
 			return fmt.Errorf("store: open consume queue %s: %w", k, err)
 		}
-		e := consumequeue.Entry{Offset: phys, Size: size, TagsCode: message.TagsCode(m.Tags())}
+		e := consumequeue.Entry{Offset: phys, Size: size, TagsCode: tagsCode(m)}
 		err = q.Append(m.QueueOffset, e)
 		if errors.Is(err, consumequeue.ErrConflict) { // a torn last entry: replace it
 			if _, err = q.TruncatePhysical(phys); err == nil {

@@ -1,8 +1,10 @@
 package store
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/gantrymq/gantry/commitlog"
 	"github.com/gantrymq/gantry/consumequeue"
@@ -57,47 +59,91 @@ type Filter func(tagsCode int64) bool
 
 // Get reads up to maxMsgs records (and about maxBytes) of a queue from
 // offset, keeping those the filter accepts. Safe for concurrent use.
+//
+// Every entry read is cross-checked against the record it points at; an
+// entry that disagrees with the log makes the store rebuild that queue
+// from the log (the damaged files are kept under Root/corrupt) before it
+// answers.
 func (s *Store) Get(topic string, queueID int32, offset int64, maxMsgs, maxBytes int, filter Filter) (GetResult, error) {
-	q, err := s.queue(QueueKey{Topic: topic, QueueID: queueID}, false)
-	if err != nil {
-		return GetResult{}, err
-	}
-	if q == nil {
-		st := NoMessageInQueue
-		if offset != 0 {
-			st = OffsetOverflowBadly
+	k := QueueKey{Topic: topic, QueueID: queueID}
+	for attempt := 0; ; attempt++ {
+		q, err := s.queue(k, false)
+		if err != nil {
+			return GetResult{}, err
 		}
-		return GetResult{Status: st}, nil
+		res, problem, err := s.get(k, q, offset, maxMsgs, maxBytes, filter)
+		if errors.Is(err, consumequeue.ErrClosed) && attempt < 3 { // swapped by a repair meanwhile
+			continue
+		}
+		if problem == "" || err != nil {
+			return res, err
+		}
+		if attempt > 0 {
+			return GetResult{}, fmt.Errorf("%w: %s offset %d after rebuilding the queue: %s", errDamaged, k, offset, problem)
+		}
+		if err := s.repairQueue(context.Background(), k, q, problem); err != nil {
+			return GetResult{}, err
+		}
 	}
-	res := GetResult{MinOffset: q.MinOffset(), MaxOffset: q.MaxOffset(), NextOffset: offset}
+}
+
+func (s *Store) get(k QueueKey, q *cqueue, offset int64, maxMsgs, maxBytes int, filter Filter) (res GetResult, problem string, err error) {
+	if q == nil {
+		res.Status = NoMessageInQueue
+		if offset != 0 {
+			res.Status = OffsetOverflowBadly
+		}
+		return res, "", nil
+	}
+	res = GetResult{MinOffset: q.MinOffset(), MaxOffset: q.MaxOffset(), NextOffset: offset}
 	switch {
 	case res.MaxOffset == 0:
 		res.Status, res.NextOffset = NoMessageInQueue, 0
 		if offset != 0 {
 			res.Status = OffsetOverflowBadly
 		}
-		return res, nil
+		return res, "", nil
 	case offset < res.MinOffset:
 		res.Status, res.NextOffset = OffsetTooSmall, res.MinOffset
-		return res, nil
+		return res, "", nil
 	case offset == res.MaxOffset:
 		res.Status = OffsetOverflowOne
-		return res, nil
+		return res, "", nil
 	case offset > res.MaxOffset:
 		res.Status, res.NextOffset = OffsetOverflowBadly, res.MaxOffset
-		return res, nil
+		return res, "", nil
 	}
 	maxMsgs = max(maxMsgs, 1)
-	entries, err := q.Read(offset, max(maxMsgs, 32), make([]consumequeue.Entry, 0, max(maxMsgs, 32)))
+	// The entry before offset too, so an entry pointing below its
+	// predecessor is caught even at the front of the batch.
+	from := offset
+	if from > q.Queue.MinOffset() {
+		from--
+	}
+	buf := entryPool.Get().(*[]consumequeue.Entry)
+	defer entryPool.Put(buf)
+	entries, err := q.Read(from, max(maxMsgs, 32)+int(offset-from), (*buf)[:0])
 	if err != nil {
-		return res, err
+		return res, "", err
+	}
+	*buf = entries[:0]
+	prevEnd := int64(-1)
+	if from < offset {
+		prevEnd = entries[0].End()
+		entries = entries[1:]
 	}
 	bytes := 0
 	res.Status = NoMatchedMessage
-	for _, e := range entries {
+	for i, e := range entries {
 		if len(res.Records) >= maxMsgs || (bytes > 0 && bytes+int(e.Size) > maxBytes) {
 			break
 		}
+		qo := offset + int64(i)
+		if e.Offset < prevEnd || e.Size <= 0 {
+			res.Release()
+			return res, fmt.Sprintf("offset %d: entry (log offset %d, size %d) is not past the previous entry's end %d", qo, e.Offset, e.Size, prevEnd), nil
+		}
+		prevEnd = e.End()
 		res.NextOffset++
 		if filter != nil && !filter(e.TagsCode) {
 			continue
@@ -109,16 +155,28 @@ func (s *Store) Get(topic string, queueID int32, offset int64, maxMsgs, maxBytes
 			}
 			continue
 		}
+		if err == nil {
+			if p := entryProblem(rec.B, e, k, qo, false); p != "" {
+				rec.Release()
+				res.Release()
+				return res, fmt.Sprintf("offset %d: %s", qo, p), nil
+			}
+		} else if errors.Is(err, commitlog.ErrOffsetTooBig) || errors.Is(err, commitlog.ErrBadOffset) {
+			res.Release()
+			return res, fmt.Sprintf("offset %d: entry (log offset %d, size %d): %v", qo, e.Offset, e.Size, err), nil
+		}
 		if err != nil {
 			res.Release()
-			return res, err
+			return res, "", err
 		}
 		res.Records = append(res.Records, rec)
 		res.Status = Found
 		bytes += int(e.Size)
 	}
-	return res, nil
+	return res, "", nil
 }
+
+var entryPool = sync.Pool{New: func() any { b := make([]consumequeue.Entry, 0, 33); return &b }}
 
 // MessageAt returns the record at a physical offset, decoded.
 func (s *Store) MessageAt(phys int64) (*message.Message, error) {

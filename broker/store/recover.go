@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gantrymq/gantry/commitlog"
-	"github.com/gantrymq/gantry/consumequeue"
 	"github.com/gantrymq/gantry/index"
 )
 
@@ -22,6 +22,7 @@ type RecoveryReport struct {
 	DispatchedRecords int64         // records re-dispatched
 	Rebuilt           bool          // queues and index were rebuilt from the whole log
 	RebuildReason     string        // why
+	RepairedQueues    []string      // queues rebuilt because an entry disagreed with the log (CheckQueues)
 	Duration          time.Duration // whole store recovery
 }
 
@@ -55,12 +56,22 @@ func (s *Store) recover(ctx context.Context) error {
 		}
 		r.TruncatedEntries += n
 	}
-	reindexFrom, err := s.idx.Truncate(logEnd)
+	// Index entries below the checkpoint's dispatch position were flushed
+	// before it was written; later ones may be torn, so they go and are
+	// written again.
+	cp, ok := s.readCheckpoint()
+	idxEnd := logEnd
+	switch {
+	case !ok:
+		idxEnd = logMin
+	case cp.Dispatched < logEnd:
+		idxEnd = cp.Dispatched
+	}
+	reindexFrom, err := s.idx.Truncate(idxEnd)
 	if err != nil {
 		return err
 	}
 	from := logMin
-	cp, ok := s.readCheckpoint()
 	switch {
 	case !ok:
 		r.RebuildReason = "no dispatch checkpoint"
@@ -93,9 +104,27 @@ func (s *Store) recover(ctx context.Context) error {
 			return err
 		}
 	}
+	if s.cfg.CheckQueues {
+		for _, k := range s.Queues() {
+			q := s.queues[k]
+			problem, err := s.checkQueue(k, q)
+			if err != nil {
+				return fmt.Errorf("store: check consume queue %s: %w", k, err)
+			}
+			if problem != "" {
+				if err := s.repairQueue(ctx, k, q, problem); err != nil {
+					return err
+				}
+				r.RepairedQueues = append(r.RepairedQueues, k.String())
+			}
+		}
+	}
+	logMin = s.cl.MinOffset()
 	for k, q := range s.queues {
 		s.next[k] = q.MaxOffset()
+		q.logicMin.Store(firstAtOrAbove(q.Queue, logMin))
 	}
+	s.trimmedAt = logMin
 	r.Queues = len(s.queues)
 	r.Duration = time.Since(start)
 	s.log.Info("store recovered", "queues", r.Queues, "truncatedEntries", r.TruncatedEntries, "dispatchedFrom", from,
@@ -142,15 +171,21 @@ func (s *Store) openQueues(ctx context.Context) error {
 			continue
 		}
 		for _, id := range ids {
+			if strings.HasSuffix(id, rebuildSuffix) { // an interrupted repair
+				if err := removeTree(s.cfg.FS, filepath.Join(root, topic, id)); err != nil {
+					return err
+				}
+				continue
+			}
 			qid, err := strconv.Atoi(id)
 			if err != nil {
 				s.log.Warn("ignoring unexpected entry in consume-queue directory", "path", filepath.Join(root, topic, id))
 				continue
 			}
 			k := QueueKey{Topic: topic, QueueID: int32(qid)}
-			q, err := consumequeue.Open(ctx, consumequeue.Config{Dir: s.queueDir(k), FS: s.cfg.FS, EntriesPerFile: s.cfg.QueueEntriesPerFile, Logger: s.cfg.Logger})
+			q, err := s.openQueue(ctx, k, s.queueDir(k))
 			if err != nil {
-				return fmt.Errorf("store: open consume queue %s: %w", k, err)
+				return err
 			}
 			s.queues[k] = q
 		}

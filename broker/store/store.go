@@ -40,6 +40,11 @@ type Config struct {
 	// FlushInterval is how often consume queues and the index are flushed
 	// and the dispatch checkpoint written. Default 1 s.
 	FlushInterval time.Duration
+	// CheckQueues makes Open cross-check every consume-queue entry against
+	// its record (position, size, queue, offset, tags code) and rebuild
+	// queues that disagree. It reads every record header: about a second
+	// per GiB of log from a cold cache. Get always checks what it reads.
+	CheckQueues bool
 	// OnDispatch, if set, is called after a message of (topic, queueID) is
 	// dispatched, with the queue's new max offset: the hook long polling uses.
 	// It runs on the dispatcher goroutine and must not block.
@@ -96,7 +101,7 @@ type Store struct {
 	idx *index.Store
 
 	qmu    sync.RWMutex
-	queues map[QueueKey]*consumequeue.Queue
+	queues map[QueueKey]*cqueue
 
 	// next holds each queue's next queue offset. Only Put's stamper touches
 	// it after Open, under the commit log's append lock.
@@ -107,6 +112,8 @@ type Store struct {
 	dispatchMu sync.Mutex   // one dispatcher at a time
 	kick       chan struct{}
 	report     RecoveryReport
+	repairs    atomic.Int64 // consume queues rebuilt after a damaged entry was found
+	trimmedAt  int64        // log min offset derived data was last trimmed to (flush loop only)
 
 	stop      context.CancelFunc
 	wg        sync.WaitGroup
@@ -123,7 +130,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	s := &Store{
 		cfg:    cfg,
 		log:    cfg.Logger.With("component", "store"),
-		queues: map[QueueKey]*consumequeue.Queue{},
+		queues: map[QueueKey]*cqueue{},
 		next:   map[QueueKey]int64{},
 		kick:   make(chan struct{}, 1),
 	}
@@ -173,7 +180,7 @@ func (s *Store) closeAll() error {
 	for _, q := range s.queues {
 		errs = append(errs, q.Close())
 	}
-	s.queues = map[QueueKey]*consumequeue.Queue{}
+	s.queues = map[QueueKey]*cqueue{}
 	s.qmu.Unlock()
 	if s.idx != nil {
 		errs = append(errs, s.idx.Close())
@@ -245,8 +252,28 @@ func (s *Store) Put(ctx context.Context, msgs []*message.Message) ([]PutResult, 
 // CommitLog returns the store's commit log.
 func (s *Store) CommitLog() *commitlog.Log { return s.cl }
 
+// cqueue is a consume queue and the first offset whose record retention
+// has not deleted yet (files go whole, so the queue's own min lags).
+type cqueue struct {
+	*consumequeue.Queue
+	logicMin atomic.Int64
+}
+
+// MinOffset is the first offset whose record may still be in the log.
+func (q *cqueue) MinOffset() int64 { return max(q.Queue.MinOffset(), q.logicMin.Load()) }
+
+func (s *Store) openQueue(ctx context.Context, k QueueKey, dir string) (*cqueue, error) {
+	q, err := consumequeue.Open(ctx, consumequeue.Config{
+		Dir: dir, FS: s.cfg.FS, EntriesPerFile: s.cfg.QueueEntriesPerFile, Logger: s.cfg.Logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: open consume queue %s: %w", k, err)
+	}
+	return &cqueue{Queue: q}, nil
+}
+
 // queue returns the consume queue of k, opening or creating it.
-func (s *Store) queue(k QueueKey, create bool) (*consumequeue.Queue, error) {
+func (s *Store) queue(k QueueKey, create bool) (*cqueue, error) {
 	s.qmu.RLock()
 	q := s.queues[k]
 	s.qmu.RUnlock()
@@ -258,9 +285,7 @@ func (s *Store) queue(k QueueKey, create bool) (*consumequeue.Queue, error) {
 	if q := s.queues[k]; q != nil {
 		return q, nil
 	}
-	q, err := consumequeue.Open(context.Background(), consumequeue.Config{
-		Dir: s.queueDir(k), FS: s.cfg.FS, EntriesPerFile: s.cfg.QueueEntriesPerFile, Logger: s.cfg.Logger,
-	})
+	q, err := s.openQueue(context.Background(), k, s.queueDir(k))
 	if err != nil {
 		return nil, err
 	}
@@ -303,7 +328,7 @@ func (s *Store) checkpointPath() string { return filepath.Join(s.cfg.Root, check
 func (s *Store) checkpoint() error {
 	cp := dispatchCheckpoint{Dispatched: s.dispatched.Load(), Queues: map[string]int64{}}
 	s.qmu.RLock()
-	qs := make(map[QueueKey]*consumequeue.Queue, len(s.queues))
+	qs := make(map[QueueKey]*cqueue, len(s.queues))
 	for k, q := range s.queues {
 		qs[k] = q
 	}
@@ -350,6 +375,59 @@ func (s *Store) flushLoop(ctx context.Context) {
 			if err := s.checkpoint(); err != nil {
 				s.log.Warn("store checkpoint failed", "err", err)
 			}
+			if err := s.trim(); err != nil {
+				s.log.Warn("deleting consume-queue and index files below the log's min offset failed", "err", err)
+			}
 		}
 	}
+}
+
+// trim deletes consume-queue and index files wholly below the commit log's
+// min offset, once retention has moved it, and moves each queue's logical
+// min offset to its first entry still in the log.
+func (s *Store) trim() error {
+	logMin := s.cl.MinOffset()
+	if logMin <= s.trimmedAt {
+		return nil
+	}
+	var errs []error
+	s.qmu.RLock()
+	qs := make([]*cqueue, 0, len(s.queues))
+	for _, q := range s.queues {
+		qs = append(qs, q)
+	}
+	s.qmu.RUnlock()
+	for _, q := range qs {
+		if _, err := q.DeleteBelow(logMin); err != nil {
+			errs = append(errs, err)
+		}
+		q.logicMin.Store(firstAtOrAbove(q.Queue, logMin))
+	}
+	if _, err := s.idx.DeleteBelow(logMin); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	s.trimmedAt = logMin
+	return nil
+}
+
+// firstAtOrAbove returns the first queue offset whose entry points at or
+// above phys (entries rise with the queue offset), MaxOffset if none does.
+func firstAtOrAbove(q *consumequeue.Queue, phys int64) int64 {
+	lo, hi := q.MinOffset(), q.MaxOffset()
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		e, err := q.Get(mid)
+		if err != nil {
+			return q.MinOffset()
+		}
+		if e.Offset >= phys {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return lo
 }

@@ -1,0 +1,11 @@
+package store
+
+// HoldDispatch stops the dispatcher between records until the returned
+// func is called, so tests can crash the store with undispatched records.
+func (s *Store) HoldDispatch() (release func()) {
+	s.dispatchMu.Lock()
+	return s.dispatchMu.Unlock
+}
+
+// Trim runs the flush loop's retention step now.
+func (s *Store) Trim() error { return s.trim() }
