@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gantrymq/gantry/broker/metadata"
 	"github.com/gantrymq/gantry/commitlog"
 	"github.com/gantrymq/gantry/index"
 )
@@ -16,6 +17,7 @@ import (
 // RecoveryReport says what Open did to the derived data.
 type RecoveryReport struct {
 	Log               commitlog.RecoveryReport
+	Metadata          metadata.LoadReport // where each metadata file came from
 	Queues            int           // consume queues found
 	TruncatedEntries  int64         // queue entries past the log's end, dropped
 	DispatchedFrom    int64         // log offset re-dispatch started at

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gantrymq/gantry/broker/metadata"
 	"github.com/gantrymq/gantry/commitlog"
 	"github.com/gantrymq/gantry/consumequeue"
 	"github.com/gantrymq/gantry/index"
@@ -40,6 +41,9 @@ type Config struct {
 	// FlushInterval is how often consume queues and the index are flushed
 	// and the dispatch checkpoint written. Default 1 s.
 	FlushInterval time.Duration
+	// MetadataInterval is how often changed metadata (topics, groups,
+	// consumer and delay offsets) is saved; Close saves too. Default 5 s.
+	MetadataInterval time.Duration
 	// CheckQueues makes Open cross-check every consume-queue entry against
 	// its record (position, size, queue, offset, tags code) and rebuild
 	// queues that disagree. It reads every record header: about a second
@@ -65,6 +69,9 @@ func (c Config) withDefaults() Config {
 	if c.FlushInterval == 0 {
 		c.FlushInterval = time.Second
 	}
+	if c.MetadataInterval == 0 {
+		c.MetadataInterval = 5 * time.Second
+	}
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -83,6 +90,9 @@ func (c Config) Validate() error {
 	if c.FlushInterval < 0 {
 		errs = append(errs, fmt.Errorf("store: FlushInterval must not be negative, got %s", c.FlushInterval))
 	}
+	if c.MetadataInterval < 0 {
+		errs = append(errs, fmt.Errorf("store: MetadataInterval must not be negative, got %s", c.MetadataInterval))
+	}
 	return errors.Join(errs...)
 }
 
@@ -97,8 +107,9 @@ type QueueKey struct {
 type Store struct {
 	cfg Config
 	log *slog.Logger
-	cl  *commitlog.Log
-	idx *index.Store
+	cl   *commitlog.Log
+	idx  *index.Store
+	meta *metadata.Metadata
 
 	qmu    sync.RWMutex
 	queues map[QueueKey]*cqueue
@@ -134,6 +145,12 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		next:   map[QueueKey]int64{},
 		kick:   make(chan struct{}, 1),
 	}
+	meta, err := metadata.Open(metadata.Config{Dir: filepath.Join(cfg.Root, "config"), FS: cfg.FS, Now: cfg.Now, Logger: cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
+	s.meta = meta
+	s.report.Metadata = meta.Report()
 	lc := cfg.Log
 	lc.Dir, lc.StateDir, lc.FS, lc.Now, lc.Logger = filepath.Join(cfg.Root, "commitlog"), cfg.Root, cfg.FS, cfg.Now, cfg.Logger
 	lc.OnCommit = func(int64) { s.wake() }
@@ -150,6 +167,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	s.stop = stop
 	s.wg.Go(func() { s.dispatchLoop(runCtx) })
 	s.wg.Go(func() { s.flushLoop(runCtx) })
+	s.wg.Go(func() { s.metadataLoop(runCtx) })
 	return s, nil
 }
 
@@ -165,6 +183,9 @@ func (s *Store) Close() error {
 			errs = append(errs, err)
 		}
 		if err := s.checkpoint(); err != nil {
+			errs = append(errs, err)
+		}
+		if err := s.meta.Save(); err != nil {
 			errs = append(errs, err)
 		}
 		errs = append(errs, s.closeAll())
@@ -247,6 +268,25 @@ func (s *Store) Put(ctx context.Context, msgs []*message.Message) ([]PutResult, 
 		results[j].MsgID = message.EncodeOffsetMsgID(s.cfg.StoreHost, results[j].PhysicalOffset)
 	}
 	return results, err
+}
+
+// Metadata returns the store's topics, subscription groups and consumer
+// and delay offsets, saved every MetadataInterval and at Close.
+func (s *Store) Metadata() *metadata.Metadata { return s.meta }
+
+func (s *Store) metadataLoop(ctx context.Context) {
+	t := time.NewTicker(s.cfg.MetadataInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := s.meta.Save(); err != nil {
+				s.log.Warn("saving metadata failed; will retry", "err", err)
+			}
+		}
+	}
 }
 
 // CommitLog returns the store's commit log.

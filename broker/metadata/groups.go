@@ -1,0 +1,128 @@
+package metadata
+
+import (
+	"maps"
+	"slices"
+)
+
+// SubscriptionGroup is one consumer group's entry in subscriptionGroup.json.
+type SubscriptionGroup struct {
+	GroupName                      string `json:"groupName"`
+	ConsumeEnable                  bool   `json:"consumeEnable"`
+	ConsumeFromMinEnable           bool   `json:"consumeFromMinEnable"`
+	ConsumeBroadcastEnable         bool   `json:"consumeBroadcastEnable"`
+	ConsumeMessageOrderly          bool   `json:"consumeMessageOrderly"`
+	RetryQueueNums                 int32  `json:"retryQueueNums"`
+	RetryMaxTimes                  int32  `json:"retryMaxTimes"` // -1: RocketMQ's "use the client's setting"
+	BrokerID                       int64  `json:"brokerId"`
+	WhichBrokerWhenConsumeSlowly   int64  `json:"whichBrokerWhenConsumeSlowly"`
+	NotifyConsumerIdsChangedEnable bool   `json:"notifyConsumerIdsChangedEnable"`
+}
+
+// MaxRetryTimes bounds SubscriptionGroup.RetryMaxTimes.
+const MaxRetryTimes = 1000
+
+// DefaultSubscriptionGroup returns a group with RocketMQ's defaults.
+func DefaultSubscriptionGroup(name string) SubscriptionGroup {
+	return SubscriptionGroup{
+		GroupName:                      name,
+		ConsumeEnable:                  true,
+		RetryQueueNums:                 1,
+		RetryMaxTimes:                  16,
+		WhichBrokerWhenConsumeSlowly:   1,
+		NotifyConsumerIdsChangedEnable: true,
+	}
+}
+
+// UnmarshalJSON fills fields missing from the JSON with the defaults, so
+// that a hand-written entry does not silently disable consumption. Unknown
+// fields are rejected, as in the rest of the file.
+func (g *SubscriptionGroup) UnmarshalJSON(b []byte) error {
+	type plain SubscriptionGroup // no methods: no recursion
+	p := plain(DefaultSubscriptionGroup(""))
+	if err := decodeStrict(b, &p); err != nil {
+		return err
+	}
+	*g = SubscriptionGroup(p)
+	return nil
+}
+
+func (g SubscriptionGroup) validate() error {
+	if err := validName("group", g.GroupName); err != nil {
+		return err
+	}
+	if g.RetryMaxTimes < -1 || g.RetryMaxTimes > MaxRetryTimes {
+		return invalidf("retryMaxTimes %d of group %q: want -1..%d", g.RetryMaxTimes, g.GroupName, MaxRetryTimes)
+	}
+	if g.RetryQueueNums < 0 || g.RetryQueueNums > MaxQueueNums {
+		return invalidf("retryQueueNums %d of group %q: want 0..%d", g.RetryQueueNums, g.GroupName, MaxQueueNums)
+	}
+	return nil
+}
+
+type groupsDoc struct {
+	SubscriptionGroupTable map[string]SubscriptionGroup `json:"subscriptionGroupTable"`
+	DataVersion            DataVersion                  `json:"dataVersion"`
+}
+
+func validateGroups(d *groupsDoc) error {
+	if d.SubscriptionGroupTable == nil {
+		return invalidf("file: no subscriptionGroupTable")
+	}
+	for name, g := range d.SubscriptionGroupTable {
+		if name != g.GroupName {
+			return invalidf("group entry %q: its groupName is %q", name, g.GroupName)
+		}
+		if err := g.validate(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Group returns the named consumer group.
+func (m *Metadata) Group(name string) (g SubscriptionGroup, ok bool) {
+	m.groups.read(func(d *groupsDoc) { g, ok = d.SubscriptionGroupTable[name] })
+	return g, ok
+}
+
+// Groups returns every consumer group, sorted by name.
+func (m *Metadata) Groups() []SubscriptionGroup {
+	var out []SubscriptionGroup
+	m.groups.read(func(d *groupsDoc) {
+		out = make([]SubscriptionGroup, 0, len(d.SubscriptionGroupTable))
+		for _, name := range slices.Sorted(maps.Keys(d.SubscriptionGroupTable)) {
+			out = append(out, d.SubscriptionGroupTable[name])
+		}
+	})
+	return out
+}
+
+// PutGroup creates or replaces a consumer group. Start from
+// DefaultSubscriptionGroup to get RocketMQ's defaults.
+func (m *Metadata) PutGroup(g SubscriptionGroup) error {
+	if err := g.validate(); err != nil {
+		return err
+	}
+	now := m.cfg.Now()
+	m.groups.update(func(d *groupsDoc) bool {
+		d.SubscriptionGroupTable[g.GroupName] = g
+		d.DataVersion.next(now)
+		return true
+	})
+	return nil
+}
+
+// DeleteGroup removes a consumer group and reports whether it existed. Its
+// committed offsets are kept; see DeleteOffsets.
+func (m *Metadata) DeleteGroup(name string) (ok bool) {
+	now := m.cfg.Now()
+	m.groups.update(func(d *groupsDoc) bool {
+		if _, ok = d.SubscriptionGroupTable[name]; ok {
+			delete(d.SubscriptionGroupTable, name)
+			d.DataVersion.next(now)
+		}
+		return ok
+	})
+	return ok
+}

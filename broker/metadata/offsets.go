@@ -1,0 +1,151 @@
+package metadata
+
+import (
+	"maps"
+	"strings"
+)
+
+// offsetsDoc is consumerOffset.json. Keys are "<topic>@<group>"; neither
+// name may contain '@'.
+type offsetsDoc struct {
+	OffsetTable map[string]map[int32]int64 `json:"offsetTable"`
+}
+
+func offsetKey(group, topic string) string { return topic + "@" + group }
+
+func validateOffsets(d *offsetsDoc) error {
+	if d.OffsetTable == nil {
+		return invalidf("file: no offsetTable")
+	}
+	for key, queues := range d.OffsetTable {
+		topic, group, ok := strings.Cut(key, "@")
+		if !ok {
+			return invalidf("offset key %q: want <topic>@<group>", key)
+		}
+		for qid, off := range queues {
+			if err := validOffset(group, topic, qid, off); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func validOffset(group, topic string, queueID int32, offset int64) error {
+	if err := validName("group", group); err != nil {
+		return err
+	}
+	if err := ValidTopicName(topic); err != nil {
+		return err
+	}
+	if queueID < 0 {
+		return invalidf("queue id %d of %s@%s: want >= 0", queueID, topic, group)
+	}
+	if offset < 0 {
+		return invalidf("offset %d of %s@%s queue %d: want >= 0", offset, topic, group, queueID)
+	}
+	return nil
+}
+
+// CommitOffset records group's consume offset in a queue of topic.
+func (m *Metadata) CommitOffset(group, topic string, queueID int32, offset int64) error {
+	if err := validOffset(group, topic, queueID, offset); err != nil {
+		return err
+	}
+	m.offsets.update(func(d *offsetsDoc) bool {
+		key := offsetKey(group, topic)
+		q := d.OffsetTable[key]
+		if q == nil {
+			q = map[int32]int64{}
+			d.OffsetTable[key] = q
+		}
+		if old, ok := q[queueID]; ok && old == offset {
+			return false // consumers re-commit unchanged offsets every few seconds
+		}
+		q[queueID] = offset
+		return true
+	})
+	return nil
+}
+
+// Offset returns group's committed offset in a queue of topic.
+func (m *Metadata) Offset(group, topic string, queueID int32) (off int64, ok bool) {
+	m.offsets.read(func(d *offsetsDoc) { off, ok = d.OffsetTable[offsetKey(group, topic)][queueID] })
+	return off, ok
+}
+
+// Offsets returns group's committed offsets in topic by queue id; the map is
+// the caller's.
+func (m *Metadata) Offsets(group, topic string) map[int32]int64 {
+	var out map[int32]int64
+	m.offsets.read(func(d *offsetsDoc) { out = maps.Clone(d.OffsetTable[offsetKey(group, topic)]) })
+	if out == nil {
+		out = map[int32]int64{}
+	}
+	return out
+}
+
+// DeleteOffsets forgets group's offsets in topic, or in every topic when
+// topic is "".
+func (m *Metadata) DeleteOffsets(group, topic string) {
+	m.offsets.update(func(d *offsetsDoc) bool {
+		n := len(d.OffsetTable)
+		if topic != "" {
+			delete(d.OffsetTable, offsetKey(group, topic))
+		} else {
+			maps.DeleteFunc(d.OffsetTable, func(key string, _ map[int32]int64) bool {
+				return strings.HasSuffix(key, "@"+group)
+			})
+		}
+		return len(d.OffsetTable) != n
+	})
+}
+
+// delaysDoc is delayOffset.json: delay level (1-based) to the offset in
+// that level's queue of SCHEDULE_TOPIC_XXXX delivered so far.
+type delaysDoc struct {
+	OffsetTable map[int]int64 `json:"offsetTable"`
+}
+
+func validateDelays(d *delaysDoc) error {
+	if d.OffsetTable == nil {
+		return invalidf("file: no offsetTable")
+	}
+	for level, off := range d.OffsetTable {
+		if err := validDelay(level, off); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func validDelay(level int, offset int64) error {
+	if level < 1 {
+		return invalidf("delay level %d: want >= 1", level)
+	}
+	if offset < 0 {
+		return invalidf("offset %d of delay level %d: want >= 0", offset, level)
+	}
+	return nil
+}
+
+// DelayOffset returns the delivered offset of a delay level.
+func (m *Metadata) DelayOffset(level int) (off int64, ok bool) {
+	m.delays.read(func(d *delaysDoc) { off, ok = d.OffsetTable[level] })
+	return off, ok
+}
+
+// SetDelayOffset records the delivered offset of a delay level (1-based).
+func (m *Metadata) SetDelayOffset(level int, offset int64) error {
+	if err := validDelay(level, offset); err != nil {
+		return err
+	}
+	m.delays.update(func(d *delaysDoc) bool {
+		if old, ok := d.OffsetTable[level]; ok && old == offset {
+			return false
+		}
+		d.OffsetTable[level] = offset
+		return true
+	})
+	return nil
+}
