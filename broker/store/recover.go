@@ -18,14 +18,14 @@ import (
 type RecoveryReport struct {
 	Log               commitlog.RecoveryReport
 	Metadata          metadata.LoadReport // where each metadata file came from
-	Queues            int           // consume queues found
-	TruncatedEntries  int64         // queue entries past the log's end, dropped
-	DispatchedFrom    int64         // log offset re-dispatch started at
-	DispatchedRecords int64         // records re-dispatched
-	Rebuilt           bool          // queues and index were rebuilt from the whole log
-	RebuildReason     string        // why
-	RepairedQueues    []string      // queues rebuilt because an entry disagreed with the log (CheckQueues)
-	Duration          time.Duration // whole store recovery
+	Queues            int                 // consume queues found
+	TruncatedEntries  int64               // queue entries past the log's end, dropped
+	DispatchedFrom    int64               // log offset re-dispatch started at
+	DispatchedRecords int64               // records re-dispatched
+	Rebuilt           bool                // queues and index were rebuilt from the whole log
+	RebuildReason     string              // why
+	RepairedQueues    []string            // queues rebuilt because an entry disagreed with the log (CheckQueues)
+	Duration          time.Duration       // whole store recovery
 }
 
 // Recovery returns what Open found and did.

@@ -105,8 +105,8 @@ type QueueKey struct {
 // Store is the broker's message store: the commit log, a consume queue per
 // (topic, queue) and the key index, kept in step by one dispatcher.
 type Store struct {
-	cfg Config
-	log *slog.Logger
+	cfg  Config
+	log  *slog.Logger
 	cl   *commitlog.Log
 	idx  *index.Store
 	meta *metadata.Metadata
