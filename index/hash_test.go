@@ -30,3 +30,10 @@ func TestJavaHashCode(t *testing.T) {
 		})
 	}
 }
+
+func TestTopicKeyHash(t *testing.T) {
+	for _, tk := range [][2]string{{"T", "k"}, {"Orders", "order-42"}, {"", ""}, {"主题", "键🙂"}, {"%RETRY%g", "C0A80001"}} {
+		assert.Equal(t, KeyHash(tk[0]+"#"+tk[1]), TopicKeyHash(tk[0], tk[1]), "%q", tk)
+	}
+	assert.Zero(t, testing.AllocsPerRun(10, func() { TopicKeyHash("Orders", "order-42") }))
+}

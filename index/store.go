@@ -50,7 +50,14 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 // non-decreasing across calls (several keys of one record share one
 // offset). Put starts a new file when the newest one is full.
 func (s *Store) Put(key string, phyOffset int64, storeTimestamp int64) error {
-	hash := KeyHash(key)
+	return s.PutHash(KeyHash(key), phyOffset, storeTimestamp)
+}
+
+// PutHash is Put of a key whose KeyHash (or TopicKeyHash) is hash.
+func (s *Store) PutHash(hash int32, phyOffset int64, storeTimestamp int64) error {
+	if hash < 0 {
+		return fmt.Errorf("index: key hash %d is negative; use KeyHash", hash)
+	}
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	if s.closed {

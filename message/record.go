@@ -224,6 +224,18 @@ func hasSeparator(s string) bool {
 // Append does not allocate when dst has EncodedSize bytes of spare capacity.
 // On error dst is returned unchanged.
 func Append(dst []byte, m *Message, withCRC bool) ([]byte, error) {
+	return appendRecord(dst, m, withCRC, withCRC)
+}
+
+// AppendUnsealed is Append with a __CRC32# tail whose digits are not yet
+// computed, for a writer that stamps the record's offsets and time and then
+// calls SealCRC anyway (the commit log does): it saves one CRC pass over the
+// record. The record fails Check until it is sealed.
+func AppendUnsealed(dst []byte, m *Message) ([]byte, error) {
+	return appendRecord(dst, m, true, false)
+}
+
+func appendRecord(dst []byte, m *Message, withCRC, seal bool) ([]byte, error) {
 	size, err := EncodedSize(m, withCRC)
 	if err != nil {
 		return dst, err
@@ -267,7 +279,7 @@ func Append(dst []byte, m *Message, withCRC bool) ([]byte, error) {
 		dst = append(dst, crcTailTemplate...)
 	}
 	be.PutUint16(dst[propsLenAt:], uint16(len(dst)-propsLenAt-2))
-	if withCRC {
+	if seal {
 		rec := dst[start:]
 		writeCRCDigits(rec[len(rec)-CRCTailSize:], recordCRC(rec))
 	}

@@ -413,3 +413,16 @@ func TestTopicOf(t *testing.T) {
 	_, err := message.TopicOf([]byte{0, 0, 0, 8, 1, 2, 3, 4})
 	assert.ErrorIs(t, err, message.ErrInvalidRecord)
 }
+
+func TestAppendUnsealed(t *testing.T) {
+	m := sampleMessage(100)
+	sealed, err := message.Append(nil, m, true)
+	require.NoError(t, err)
+	rec, err := message.AppendUnsealed(nil, m)
+	require.NoError(t, err)
+	require.Len(t, rec, len(sealed))
+	assert.True(t, message.HasCRC(rec))
+	assert.Error(t, message.Check(rec, m.PhysicalOffset, true), "not sealed yet")
+	require.NoError(t, message.SealCRC(rec))
+	assert.Equal(t, sealed, rec)
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gantrymq/gantry/broker/store"
+	"github.com/gantrymq/gantry/broker/verify"
 	"github.com/gantrymq/gantry/commitlog"
 	"github.com/gantrymq/gantry/internal/fsx"
 )
@@ -94,5 +95,8 @@ func TestCrashStates(t *testing.T) {
 			require.Equal(t, want, after[q], "seed %d: lookup %s", seed, q)
 		}
 		require.NoError(t, s2.Close())
+		rep, err := verify.Run(t.Context(), crashed, "/store", verify.Options{})
+		require.NoError(t, err)
+		require.True(t, rep.Clean, "seed %d: gantry verify after recovery: %v", seed, rep.Errors)
 	}
 }

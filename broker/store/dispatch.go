@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/gantrymq/gantry/commitlog"
 	"github.com/gantrymq/gantry/consumequeue"
+	"github.com/gantrymq/gantry/index"
 	"github.com/gantrymq/gantry/message"
 )
 
@@ -93,13 +95,17 @@ func (s *Store) dispatchOne(m *message.Message, phys int64, size int32) error {
 	if tx == message.TransactionRollback || phys < s.indexFrom {
 		return nil
 	}
-	for _, key := range m.Keys() {
-		if err := s.idx.Put(m.Topic+"#"+key, phys, m.StoreTimestamp); err != nil {
+	keys, _ := m.Properties.Get(message.PropKeys)
+	for key := range strings.SplitSeq(keys, " ") {
+		if key == "" {
+			continue
+		}
+		if err := s.idx.PutHash(index.TopicKeyHash(m.Topic, key), phys, m.StoreTimestamp); err != nil {
 			return fmt.Errorf("store: index key %q at %d: %w", key, phys, err)
 		}
 	}
 	if u := m.UniqKey(); u != "" {
-		if err := s.idx.Put(m.Topic+"#"+u, phys, m.StoreTimestamp); err != nil {
+		if err := s.idx.PutHash(index.TopicKeyHash(m.Topic, u), phys, m.StoreTimestamp); err != nil {
 			return fmt.Errorf("store: index UNIQ_KEY %q at %d: %w", u, phys, err)
 		}
 	}

@@ -134,6 +134,7 @@ func (s *Store) get(k QueueKey, q *cqueue, offset int64, maxMsgs, maxBytes int, 
 	}
 	bytes := 0
 	res.Status = NoMatchedMessage
+	res.Records = make([]commitlog.Region, 0, min(maxMsgs, len(entries)))
 	for i, e := range entries {
 		if len(res.Records) >= maxMsgs || (bytes > 0 && bytes+int(e.Size) > maxBytes) {
 			break

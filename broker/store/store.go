@@ -237,25 +237,34 @@ func (s *Store) Put(ctx context.Context, msgs []*message.Message) ([]PutResult, 
 		return nil, errors.New("store: put of no messages")
 	}
 	results := make([]PutResult, len(msgs))
-	keys := make([]QueueKey, len(msgs))
-	var batch []byte
+	bp := batchPool.Get().(*[]byte)
+	defer func() {
+		if cap(*bp) <= maxPooledBatch {
+			batchPool.Put(bp)
+		}
+	}()
+	batch := (*bp)[:0]
 	for i, m := range msgs {
 		mm := *m
 		mm.StoreHost = s.cfg.StoreHost
 		if mm.UniqKey() == "" {
-			mm.Properties = append(append(message.Properties(nil), m.Properties...), message.Property{Key: message.PropUniqKey, Value: message.NewUniqID()})
+			mm.Properties = append(append(make(message.Properties, 0, len(m.Properties)+1), m.Properties...), message.Property{Key: message.PropUniqKey, Value: message.NewUniqID()})
 		}
 		var err error
-		if batch, err = message.Append(batch, &mm, true); err != nil {
+		if batch, err = message.AppendUnsealed(batch, &mm); err != nil { // the log seals it after stamping
 			return nil, fmt.Errorf("store: message %d: %w", i, err)
 		}
-		keys[i] = QueueKey{Topic: m.Topic, QueueID: m.QueueID}
 		results[i].UniqKey, results[i].QueueID = mm.UniqKey(), m.QueueID
 	}
+	*bp = batch
 	i := 0
 	res, err := s.cl.Append(ctx, batch, func(rec []byte, off int64) {
-		qo := s.next[keys[i]]
-		s.next[keys[i]] = qo + 1
+		var qo int64 // prepared and rolled-back transactional messages have no queue entry: offset 0, as in RocketMQ
+		if tx := msgs[i].SysFlag & message.TransactionMask; tx != message.TransactionPrepared && tx != message.TransactionRollback {
+			k := QueueKey{Topic: msgs[i].Topic, QueueID: msgs[i].QueueID}
+			qo = s.next[k]
+			s.next[k] = qo + 1
+		}
 		message.SetQueueOffset(rec, qo)
 		results[i].QueueOffset, results[i].PhysicalOffset = qo, off
 		i++
@@ -269,6 +278,11 @@ func (s *Store) Put(ctx context.Context, msgs []*message.Message) ([]PutResult, 
 	}
 	return results, err
 }
+
+// batchPool holds Put's encoding buffers; larger ones are dropped.
+var batchPool = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
+
+const maxPooledBatch = 4 << 20
 
 // Metadata returns the store's topics, subscription groups and consumer
 // and delay offsets, saved every MetadataInterval and at Close.

@@ -88,6 +88,11 @@ func reference(t *testing.T, s *store.Store) map[store.QueueKey][]consumequeue.E
 		require.NoError(t, err)
 		m, _, err := message.Decode(r.B)
 		require.NoError(t, err)
+		if tx := m.SysFlag & message.TransactionMask; tx == message.TransactionPrepared || tx == message.TransactionRollback {
+			r.Release()
+			off = next
+			continue // no queue entry
+		}
 		k := store.QueueKey{Topic: m.Topic, QueueID: m.QueueID}
 		require.Equal(t, int64(len(ref[k])), m.QueueOffset, "queue offsets are dense in log order")
 		ref[k] = append(ref[k], consumequeue.Entry{Offset: next - int64(len(r.B)), Size: int32(len(r.B)), TagsCode: message.TagsCode(m.Tags())})
@@ -234,4 +239,32 @@ func TestCrashMidDispatch(t *testing.T) {
 		require.NoError(t, s3.Close())
 	}
 	require.NoError(t, s.Close())
+}
+
+// Prepared and rolled-back transactional messages are stored with queue
+// offset 0 and get no consume-queue entry; the queue stays dense.
+func TestTransactionalHalfMessagesTakeNoQueueOffset(t *testing.T) {
+	cfg := testConfig(t, t.TempDir(), nil)
+	s := openStore(t, cfg)
+	defer func() { _ = s.Close() }()
+	var batch []*message.Message
+	for i, flag := range []int32{0, message.TransactionPrepared, 0, message.TransactionRollback, message.TransactionCommit, 0} {
+		m := msg(0)
+		m.SysFlag, m.Body = flag, fmt.Appendf(nil, "tx-%d", i)
+		batch = append(batch, m)
+	}
+	res, err := s.Put(t.Context(), batch)
+	require.NoError(t, err)
+	var offs []int64
+	for _, r := range res {
+		offs = append(offs, r.QueueOffset)
+	}
+	assert.Equal(t, []int64{0, 0, 1, 0, 2, 3}, offs)
+	waitDispatched(t, s)
+	_, maxOff := s.QueueOffsets("Orders", 0)
+	assert.Equal(t, int64(4), maxOff)
+	require.NoError(t, s.Close())
+	s = openStore(t, cfg) // recovery re-dispatches nothing wrong
+	_, maxOff = s.QueueOffsets("Orders", 0)
+	assert.Equal(t, int64(4), maxOff)
 }

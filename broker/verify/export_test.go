@@ -1,0 +1,4 @@
+package verify
+
+// ScheduleTopic exposes scheduleTopic to the tests.
+const ScheduleTopic = scheduleTopic
