@@ -246,14 +246,3 @@ func SealCRC(rec []byte) error {
 	l.seal(rec)
 	return nil
 }
-
-// TopicOf returns the TOPIC bytes of the record at the front of b, an alias
-// of b, after checking the record's structure like Decode. It does not
-// allocate unless the record is invalid.
-func TopicOf(b []byte) ([]byte, error) {
-	l, err := parseLayout(b)
-	if err != nil {
-		return nil, err
-	}
-	return b[l.topicOff : l.topicOff+l.topicLen : l.topicOff+l.topicLen], nil
-}

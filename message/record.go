@@ -165,7 +165,11 @@ func appendHost(dst []byte, ap netip.AddrPort) []byte {
 // ErrPropertiesTooLarge or ErrRecordTooLarge (wrapped with the details).
 // A __CRC32# pair in m.Properties is not counted (Append drops it); withCRC
 // counts the CRCTailSize bytes of the tail.
-func EncodedSize(m *Message, withCRC bool) (int, error) {
+func EncodedSize(m *Message, withCRC bool) (int, error) { return encodedSize(m, withCRC, "") }
+
+// encodedSize is EncodedSize with an extra UNIQ_KEY pair when uniqKey is
+// not empty.
+func encodedSize(m *Message, withCRC bool, uniqKey string) (int, error) {
 	switch {
 	case len(m.Topic) == 0:
 		return 0, ErrEmptyTopic
@@ -178,6 +182,12 @@ func EncodedSize(m *Message, withCRC bool) (int, error) {
 	}
 	if withCRC {
 		propsLen += CRCTailSize
+	}
+	if uniqKey != "" {
+		if hasSeparator(uniqKey) {
+			return 0, fmt.Errorf("message: UNIQ_KEY %q contains 0x01 or 0x02: %w", uniqKey, ErrInvalidProperty)
+		}
+		propsLen += len(PropUniqKey) + len(uniqKey) + 2
 	}
 	if propsLen > MaxPropertiesLen {
 		return 0, fmt.Errorf("message: properties are %d bytes, at most %d: %w", propsLen, MaxPropertiesLen, ErrPropertiesTooLarge)
@@ -224,19 +234,21 @@ func hasSeparator(s string) bool {
 // Append does not allocate when dst has EncodedSize bytes of spare capacity.
 // On error dst is returned unchanged.
 func Append(dst []byte, m *Message, withCRC bool) ([]byte, error) {
-	return appendRecord(dst, m, withCRC, withCRC)
+	return appendRecord(dst, m, withCRC, withCRC, "")
 }
 
 // AppendUnsealed is Append with a __CRC32# tail whose digits are not yet
 // computed, for a writer that stamps the record's offsets and time and then
 // calls SealCRC anyway (the commit log does): it saves one CRC pass over the
-// record. The record fails Check until it is sealed.
-func AppendUnsealed(dst []byte, m *Message) ([]byte, error) {
-	return appendRecord(dst, m, true, false)
+// record. The record fails Check until it is sealed. A non-empty uniqKey is
+// written as a UNIQ_KEY property after m's (a broker giving an id to a
+// message that has none), without copying m.Properties.
+func AppendUnsealed(dst []byte, m *Message, uniqKey string) ([]byte, error) {
+	return appendRecord(dst, m, true, false, uniqKey)
 }
 
-func appendRecord(dst []byte, m *Message, withCRC, seal bool) ([]byte, error) {
-	size, err := EncodedSize(m, withCRC)
+func appendRecord(dst []byte, m *Message, withCRC, seal bool, uniqKey string) ([]byte, error) {
+	size, err := encodedSize(m, withCRC, uniqKey)
 	if err != nil {
 		return dst, err
 	}
@@ -274,6 +286,9 @@ func appendRecord(dst []byte, m *Message, withCRC, seal bool) ([]byte, error) {
 		if kv.Key != PropCRC {
 			dst = appendProperty(dst, kv.Key, kv.Value)
 		}
+	}
+	if uniqKey != "" {
+		dst = appendProperty(dst, PropUniqKey, uniqKey)
 	}
 	if withCRC {
 		dst = append(dst, crcTailTemplate...)

@@ -401,28 +401,27 @@ func TestSysFlagConstants(t *testing.T) {
 	assert.False(t, errors.Is(message.ErrTruncated, message.ErrInvalidRecord), "sentinels are distinct")
 }
 
-func TestTopicOf(t *testing.T) {
-	for _, topic := range []string{"T", "Orders", strings.Repeat("x", message.MaxTopicLen)} {
-		rec, err := message.Append(nil, &message.Message{Topic: topic, Body: []byte("b"), StoreHost: storeV4}, true)
-		require.NoError(t, err)
-		got, err := message.TopicOf(rec)
-		require.NoError(t, err)
-		assert.Equal(t, topic, string(got))
-		assert.Zero(t, testing.AllocsPerRun(10, func() { _, _ = message.TopicOf(rec) }))
-	}
-	_, err := message.TopicOf([]byte{0, 0, 0, 8, 1, 2, 3, 4})
-	assert.ErrorIs(t, err, message.ErrInvalidRecord)
-}
-
 func TestAppendUnsealed(t *testing.T) {
 	m := sampleMessage(100)
 	sealed, err := message.Append(nil, m, true)
 	require.NoError(t, err)
-	rec, err := message.AppendUnsealed(nil, m)
+	rec, err := message.AppendUnsealed(nil, m, "")
 	require.NoError(t, err)
 	require.Len(t, rec, len(sealed))
 	assert.True(t, message.HasCRC(rec))
 	assert.Error(t, message.Check(rec, m.PhysicalOffset, true), "not sealed yet")
 	require.NoError(t, message.SealCRC(rec))
 	assert.Equal(t, sealed, rec)
+
+	// With a UNIQ_KEY: as if it were the last property.
+	withID := *m
+	withID.Properties = append(append(message.Properties(nil), m.Properties...), message.Property{Key: message.PropUniqKey, Value: "ID-1"})
+	want, err := message.Append(nil, &withID, true)
+	require.NoError(t, err)
+	rec, err = message.AppendUnsealed(nil, m, "ID-1")
+	require.NoError(t, err)
+	require.NoError(t, message.SealCRC(rec))
+	assert.Equal(t, want, rec)
+	_, err = message.AppendUnsealed(nil, m, "bad\x01id")
+	assert.ErrorIs(t, err, message.ErrInvalidProperty)
 }

@@ -1,10 +1,10 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/gantrymq/gantry/commitlog"
 	"github.com/gantrymq/gantry/consumequeue"
@@ -24,7 +24,7 @@ func (s *Store) dispatchLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-s.kick:
-			if err := s.dispatch(); err != nil {
+			if _, err := s.dispatch(); err != nil {
 				s.log.Error("dispatch stopped", "offset", s.dispatched.Load(), "err", err)
 			}
 		}
@@ -32,82 +32,127 @@ func (s *Store) dispatchLoop(ctx context.Context) {
 }
 
 // dispatch writes consume-queue and index entries for every record between
-// the dispatch position and the log's readable end.
-func (s *Store) dispatch() error {
+// the dispatch position and the log's readable end, and returns how many
+// records it dispatched.
+func (s *Store) dispatch() (n int64, err error) {
 	s.dispatchMu.Lock()
 	defer s.dispatchMu.Unlock()
-	var m message.Message
 	for off := s.dispatched.Load(); off < s.cl.MaxOffset(); {
 		r, next, err := s.cl.ReadRecord(off)
 		switch {
 		case errors.Is(err, commitlog.ErrOffsetTooBig):
-			return nil
+			return n, nil
 		case errors.Is(err, commitlog.ErrOffsetTooSmall): // retention passed the dispatcher
 			off = s.cl.MinOffset()
 			continue
 		case err != nil:
-			return fmt.Errorf("store: dispatch read at %d: %w", off, err)
+			return n, fmt.Errorf("store: dispatch read at %d: %w", off, err)
 		}
 		start := next - int64(len(r.B))
-		if _, err := message.DecodeInto(&m, r.B, false); err != nil {
-			r.Release()
-			return fmt.Errorf("store: dispatch decode at %d: %w", start, err)
+		v, err := message.NewView(r.B)
+		if err == nil {
+			err = s.dispatchOne(v, start)
+		} else {
+			err = fmt.Errorf("store: dispatch decode at %d: %w", start, err)
 		}
-		err = s.dispatchOne(&m, start, int32(len(r.B)))
 		r.Release()
 		if err != nil {
-			return err
+			return n, err
 		}
 		s.dispatched.Store(next)
-		s.report.DispatchedRecords++
+		n++
 		off = next
 	}
-	return nil
+	return n, nil
 }
 
 // dispatchOne adds the record's consume-queue entry (unless it is a
 // prepared or rolled-back transactional message) and its index entries.
-func (s *Store) dispatchOne(m *message.Message, phys int64, size int32) error {
-	tx := m.SysFlag & message.TransactionMask
-	if tx != message.TransactionPrepared && tx != message.TransactionRollback {
-		k := QueueKey{Topic: m.Topic, QueueID: m.QueueID}
-		q, err := s.queue(k, true)
-		if err != nil {
-			return fmt.Errorf("store: open consume queue %s: %w", k, err)
+// It does not allocate for a known queue.
+func (s *Store) dispatchOne(v message.View, phys int64) error {
+	var tags, keys, uniq []byte
+	for k, val := range v.All() { // one pass; the last of a repeated key wins, as in Properties.Get
+		switch string(k) {
+		case message.PropTags:
+			tags = val
+		case message.PropKeys:
+			keys = val
+		case message.PropUniqKey:
+			uniq = val
 		}
-		e := consumequeue.Entry{Offset: phys, Size: size, TagsCode: tagsCode(m)}
-		err = q.Append(m.QueueOffset, e)
+	}
+	tx := v.SysFlag() & message.TransactionMask
+	var topic string
+	if tx != message.TransactionPrepared && tx != message.TransactionRollback {
+		q, err := s.dispatchQueue(v.Topic(), v.QueueID())
+		if err != nil {
+			return err
+		}
+		topic = q.key.Topic
+		qo := v.QueueOffset()
+		e := consumequeue.Entry{Offset: phys, Size: int32(len(v.Bytes())), TagsCode: message.TagsCode(string(tags))}
+		err = q.Append(qo, e)
 		if errors.Is(err, consumequeue.ErrConflict) { // a torn last entry: replace it
 			if _, err = q.TruncatePhysical(phys); err == nil {
-				err = q.Append(m.QueueOffset, e)
+				err = q.Append(qo, e)
 			}
 		}
 		if errors.Is(err, consumequeue.ErrNotContiguous) {
-			return fmt.Errorf("%w: %s ends at %d, the record at log offset %d has queue offset %d", errGap, k, q.MaxOffset(), phys, m.QueueOffset)
+			return fmt.Errorf("%w: %s ends at %d, the record at log offset %d has queue offset %d", errGap, q.key, q.MaxOffset(), phys, qo)
 		}
 		if err != nil {
-			return fmt.Errorf("store: consume queue %s offset %d: %w", k, m.QueueOffset, err)
+			return fmt.Errorf("store: consume queue %s offset %d: %w", q.key, qo, err)
 		}
 		if s.cfg.OnDispatch != nil {
-			s.cfg.OnDispatch(k.Topic, k.QueueID, m.QueueOffset+1)
+			s.cfg.OnDispatch(q.key.Topic, q.key.QueueID, qo+1)
 		}
+	} else {
+		topic = string(v.Topic())
 	}
 	if tx == message.TransactionRollback || phys < s.indexFrom {
 		return nil
 	}
-	keys, _ := m.Properties.Get(message.PropKeys)
-	for key := range strings.SplitSeq(keys, " ") {
-		if key == "" {
+	ts := v.StoreTimestamp()
+	for key := range bytes.SplitSeq(keys, []byte{' '}) {
+		if len(key) == 0 {
 			continue
 		}
-		if err := s.idx.PutHash(index.TopicKeyHash(m.Topic, key), phys, m.StoreTimestamp); err != nil {
+		if err := s.idx.PutHash(index.TopicKeyHash(topic, string(key)), phys, ts); err != nil {
 			return fmt.Errorf("store: index key %q at %d: %w", key, phys, err)
 		}
 	}
-	if u := m.UniqKey(); u != "" {
-		if err := s.idx.PutHash(index.TopicKeyHash(m.Topic, u), phys, m.StoreTimestamp); err != nil {
-			return fmt.Errorf("store: index UNIQ_KEY %q at %d: %w", u, phys, err)
+	if len(uniq) > 0 {
+		if err := s.idx.PutHash(index.TopicKeyHash(topic, string(uniq)), phys, ts); err != nil {
+			return fmt.Errorf("store: index UNIQ_KEY %q at %d: %w", uniq, phys, err)
 		}
 	}
 	return nil
+}
+
+// dispatchQueue returns the consume queue of (topic, queueID), creating
+// it, from a cache the dispatcher owns (under dispatchMu) so that a
+// record's topic bytes need no string.
+func (s *Store) dispatchQueue(topic []byte, queueID int32) (*cqueue, error) {
+	if q := s.dcache[string(topic)][queueID]; q != nil {
+		return q, nil
+	}
+	k := QueueKey{Topic: string(topic), QueueID: queueID}
+	q, err := s.queue(k, true)
+	if err != nil {
+		return nil, fmt.Errorf("store: open consume queue %s: %w", k, err)
+	}
+	byID := s.dcache[k.Topic]
+	if byID == nil {
+		byID = map[int32]*cqueue{}
+		s.dcache[k.Topic] = byID
+	}
+	byID[queueID] = q
+	return q, nil
+}
+
+// tagsCode is the consume-queue tags code of a record (dispatchOne
+// computes the same from its one pass over the properties).
+func tagsCode(v message.View) int64 {
+	tags, _ := v.Property(message.PropTags)
+	return message.TagsCode(string(tags))
 }

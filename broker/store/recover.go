@@ -92,7 +92,9 @@ func (s *Store) recover(ctx context.Context) error {
 	s.indexFrom = reindexFrom
 	r.DispatchedFrom = from
 	s.dispatched.Store(from)
-	if err := s.dispatch(); err != nil {
+	n, err := s.dispatch()
+	r.DispatchedRecords += n
+	if err != nil {
 		if !errors.Is(err, errGap) || r.Rebuilt {
 			return err
 		}
@@ -102,7 +104,9 @@ func (s *Store) recover(ctx context.Context) error {
 			return err
 		}
 		s.dispatched.Store(logMin)
-		if err := s.dispatch(); err != nil {
+		n, err := s.dispatch()
+		r.DispatchedRecords += n
+		if err != nil {
 			return err
 		}
 	}

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -28,27 +27,21 @@ var errDamaged = errors.New("store: consume-queue entry disagrees with the commi
 // rec, the log bytes it points at, and says what is wrong, or "". Checking
 // the tags code means decoding the properties, so it is optional.
 func entryProblem(rec []byte, e consumequeue.Entry, k QueueKey, qo int64, withTags bool) string {
-	topic, err := message.TopicOf(rec)
+	v, err := message.NewView(rec)
 	switch {
 	case err != nil:
 		return fmt.Sprintf("no record at log offset %d: %v", e.Offset, err)
-	case int32(binary.BigEndian.Uint32(rec)) != e.Size:
-		return fmt.Sprintf("entry size %d, record size %d", e.Size, binary.BigEndian.Uint32(rec))
+	case len(v.Bytes()) != int(e.Size):
+		return fmt.Sprintf("entry size %d, record size %d", e.Size, len(v.Bytes()))
 	case message.PhysicalOffsetOf(rec) != e.Offset:
 		return fmt.Sprintf("log offset %d holds the record of offset %d", e.Offset, message.PhysicalOffsetOf(rec))
-	case string(topic) != k.Topic || message.QueueIDOf(rec) != k.QueueID:
-		return fmt.Sprintf("record at %d belongs to %s/%d", e.Offset, topic, message.QueueIDOf(rec))
-	case message.QueueOffsetOf(rec) != qo:
-		return fmt.Sprintf("record at %d has queue offset %d", e.Offset, message.QueueOffsetOf(rec))
-	case !withTags || k.Topic == ScheduleTopic:
-		return ""
-	}
-	var m message.Message
-	if _, err := message.DecodeInto(&m, rec, false); err != nil {
-		return fmt.Sprintf("record at %d: %v", e.Offset, err)
-	}
-	if c := message.TagsCode(m.Tags()); c != e.TagsCode {
-		return fmt.Sprintf("entry tags code %d, record's tags %q hash to %d", e.TagsCode, m.Tags(), c)
+	case string(v.Topic()) != k.Topic || v.QueueID() != k.QueueID:
+		return fmt.Sprintf("record at %d belongs to %s/%d", e.Offset, v.Topic(), v.QueueID())
+	case v.QueueOffset() != qo:
+		return fmt.Sprintf("record at %d has queue offset %d", e.Offset, v.QueueOffset())
+	case withTags && k.Topic != ScheduleTopic && tagsCode(v) != e.TagsCode:
+		tags, _ := v.Property(message.PropTags)
+		return fmt.Sprintf("entry tags code %d, record's tags %q hash to %d", e.TagsCode, tags, tagsCode(v))
 	}
 	return ""
 }
@@ -133,6 +126,7 @@ func (s *Store) repairQueue(ctx context.Context, k QueueKey, damaged *cqueue, re
 	defer s.qmu.Unlock()
 	_ = damaged.Close()
 	delete(s.queues, k)
+	delete(s.dcache[k.Topic], k.QueueID)
 	fsys := s.cfg.FS
 	keep := filepath.Join(s.cfg.Root, "corrupt", "consumequeue", k.Topic, strconv.Itoa(int(k.QueueID)), strconv.FormatInt(s.cfg.Now().UnixMilli(), 10))
 	if err := fsys.MkdirAll(keep, 0o755); err != nil {
@@ -161,7 +155,6 @@ func (s *Store) repairQueue(ctx context.Context, k QueueKey, damaged *cqueue, re
 // [log min, dispatched).
 func (s *Store) fillQueue(k QueueKey, q *consumequeue.Queue) (int64, error) {
 	var n int64
-	var m message.Message
 	end := s.dispatched.Load()
 	for off := s.cl.MinOffset(); off < end; {
 		r, next, err := s.cl.ReadRecord(off)
@@ -172,13 +165,11 @@ func (s *Store) fillQueue(k QueueKey, q *consumequeue.Queue) (int64, error) {
 		if err != nil {
 			return n, fmt.Errorf("read log at %d: %w", off, err)
 		}
-		topic, err := message.TopicOf(r.B)
-		if err == nil && string(topic) == k.Topic && message.QueueIDOf(r.B) == k.QueueID {
-			if _, err = message.DecodeInto(&m, r.B, false); err == nil {
-				if tx := m.SysFlag & message.TransactionMask; tx != message.TransactionPrepared && tx != message.TransactionRollback {
-					err = q.Append(m.QueueOffset, consumequeue.Entry{Offset: off, Size: int32(len(r.B)), TagsCode: tagsCode(&m)})
-					n++
-				}
+		v, err := message.NewView(r.B)
+		if err == nil && string(v.Topic()) == k.Topic && v.QueueID() == k.QueueID {
+			if tx := v.SysFlag() & message.TransactionMask; tx != message.TransactionPrepared && tx != message.TransactionRollback {
+				err = q.Append(v.QueueOffset(), consumequeue.Entry{Offset: off, Size: int32(len(r.B)), TagsCode: tagsCode(v)})
+				n++
 			}
 		}
 		r.Release()
@@ -189,9 +180,6 @@ func (s *Store) fillQueue(k QueueKey, q *consumequeue.Queue) (int64, error) {
 	}
 	return n, q.Flush()
 }
-
-// tagsCode is the consume-queue tags code of m.
-func tagsCode(m *message.Message) int64 { return message.TagsCode(m.Tags()) }
 
 // moveFiles renames every file of dir into to and makes both durable.
 func moveFiles(fsys fsx.FS, dir, to string) error {

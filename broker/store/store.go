@@ -118,9 +118,10 @@ type Store struct {
 	// it after Open, under the commit log's append lock.
 	next map[QueueKey]int64
 
-	dispatched atomic.Int64 // log offset up to which records are dispatched
-	indexFrom  int64        // records below it are already indexed (set by recovery)
-	dispatchMu sync.Mutex   // one dispatcher at a time
+	dispatched atomic.Int64                 // log offset up to which records are dispatched
+	indexFrom  int64                        // records below it are already indexed (set by recovery)
+	dispatchMu sync.Mutex                   // one dispatcher at a time
+	dcache     map[string]map[int32]*cqueue // the dispatcher's queues by topic; under dispatchMu
 	kick       chan struct{}
 	report     RecoveryReport
 	repairs    atomic.Int64 // consume queues rebuilt after a damaged entry was found
@@ -144,6 +145,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		queues: map[QueueKey]*cqueue{},
 		next:   map[QueueKey]int64{},
 		kick:   make(chan struct{}, 1),
+		dcache: map[string]map[int32]*cqueue{},
 	}
 	meta, err := metadata.Open(metadata.Config{Dir: filepath.Join(cfg.Root, "config"), FS: cfg.FS, Now: cfg.Now, Logger: cfg.Logger})
 	if err != nil {
@@ -179,7 +181,7 @@ func (s *Store) Close() error {
 		s.stop()
 		s.wg.Wait()
 		var errs []error
-		if err := s.dispatch(); err != nil {
+		if _, err := s.dispatch(); err != nil {
 			errs = append(errs, err)
 		}
 		if err := s.checkpoint(); err != nil {
@@ -247,14 +249,17 @@ func (s *Store) Put(ctx context.Context, msgs []*message.Message) ([]PutResult, 
 	for i, m := range msgs {
 		mm := *m
 		mm.StoreHost = s.cfg.StoreHost
-		if mm.UniqKey() == "" {
-			mm.Properties = append(append(make(message.Properties, 0, len(m.Properties)+1), m.Properties...), message.Property{Key: message.PropUniqKey, Value: message.NewUniqID()})
+		uniq := mm.UniqKey()
+		var gen string
+		if uniq == "" {
+			uniq = message.NewUniqID()
+			gen = uniq
 		}
 		var err error
-		if batch, err = message.AppendUnsealed(batch, &mm); err != nil { // the log seals it after stamping
+		if batch, err = message.AppendUnsealed(batch, &mm, gen); err != nil { // the log seals it after stamping
 			return nil, fmt.Errorf("store: message %d: %w", i, err)
 		}
-		results[i].UniqKey, results[i].QueueID = mm.UniqKey(), m.QueueID
+		results[i].UniqKey, results[i].QueueID = uniq, m.QueueID
 	}
 	*bp = batch
 	i := 0
@@ -310,6 +315,7 @@ func (s *Store) CommitLog() *commitlog.Log { return s.cl }
 // has not deleted yet (files go whole, so the queue's own min lags).
 type cqueue struct {
 	*consumequeue.Queue
+	key      QueueKey
 	logicMin atomic.Int64
 }
 
@@ -323,7 +329,7 @@ func (s *Store) openQueue(ctx context.Context, k QueueKey, dir string) (*cqueue,
 	if err != nil {
 		return nil, fmt.Errorf("store: open consume queue %s: %w", k, err)
 	}
-	return &cqueue{Queue: q}, nil
+	return &cqueue{Queue: q, key: k}, nil
 }
 
 // queue returns the consume queue of k, opening or creating it.
