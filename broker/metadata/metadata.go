@@ -53,15 +53,15 @@ func (c Config) Validate() error {
 
 // FileReport says how one file was loaded.
 type FileReport struct {
-	Path   string // the main file
-	Source Source
-	Reason string // why the main file was rejected; "" unless Source is SourceBackup
+	Path   string `json:"path"` // the main file
+	Source Source `json:"source"`
+	Reason string `json:"reason,omitempty"` // why the main file was rejected; "" unless Source is SourceBackup
 }
 
 // LoadReport says how Open loaded each file, in the order topics,
 // subscription groups, consumer offsets, delay offsets.
 type LoadReport struct {
-	Files []FileReport
+	Files []FileReport `json:"files"`
 }
 
 // Metadata is the broker's topics, subscription groups, consumer offsets

@@ -91,6 +91,7 @@ func (s *Store) dispatchOne(v message.View, phys int64) error {
 		topic = q.key.Topic
 		qo := v.QueueOffset()
 		e := consumequeue.Entry{Offset: phys, Size: int32(len(v.Bytes())), TagsCode: message.TagsCode(string(tags))}
+		grew := qo >= q.MaxOffset() // not a re-dispatch of a stored entry
 		err = q.Append(qo, e)
 		if errors.Is(err, consumequeue.ErrConflict) { // a torn last entry: replace it
 			if _, err = q.TruncatePhysical(phys); err == nil {
@@ -103,7 +104,7 @@ func (s *Store) dispatchOne(v message.View, phys int64) error {
 		if err != nil {
 			return fmt.Errorf("store: consume queue %s offset %d: %w", q.key, qo, err)
 		}
-		if s.cfg.OnDispatch != nil {
+		if grew && s.cfg.OnDispatch != nil {
 			s.cfg.OnDispatch(q.key.Topic, q.key.QueueID, qo+1)
 		}
 	} else {

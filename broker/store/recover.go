@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -12,20 +13,21 @@ import (
 	"github.com/gantrymq/gantry/broker/metadata"
 	"github.com/gantrymq/gantry/commitlog"
 	"github.com/gantrymq/gantry/index"
+	"github.com/gantrymq/gantry/internal/fsx"
 )
 
 // RecoveryReport says what Open did to the derived data.
 type RecoveryReport struct {
-	Log               commitlog.RecoveryReport
-	Metadata          metadata.LoadReport // where each metadata file came from
-	Queues            int                 // consume queues found
-	TruncatedEntries  int64               // queue entries past the log's end, dropped
-	DispatchedFrom    int64               // log offset re-dispatch started at
-	DispatchedRecords int64               // records re-dispatched
-	Rebuilt           bool                // queues and index were rebuilt from the whole log
-	RebuildReason     string              // why
-	RepairedQueues    []string            // queues rebuilt because an entry disagreed with the log (CheckQueues)
-	Duration          time.Duration       // whole store recovery
+	Log               commitlog.RecoveryReport `json:"commitLog"`
+	Metadata          metadata.LoadReport      `json:"metadata"`          // where each metadata file came from
+	Queues            int                      `json:"queues"`            // consume queues found
+	TruncatedEntries  int64                    `json:"truncatedEntries"`  // queue entries past the log's end, dropped
+	DispatchedFrom    int64                    `json:"dispatchedFrom"`    // log offset re-dispatch started at
+	DispatchedRecords int64                    `json:"dispatchedRecords"` // records re-dispatched
+	Rebuilt           bool                     `json:"rebuilt"`           // queues and index were rebuilt from the whole log
+	RebuildReason     string                   `json:"rebuildReason,omitempty"`
+	RepairedQueues    []string                 `json:"repairedQueues,omitempty"` // rebuilt because an entry disagreed with the log (CheckQueues)
+	Duration          time.Duration            `json:"durationNs"`               // whole store recovery
 }
 
 // Recovery returns what Open found and did.
@@ -135,7 +137,18 @@ func (s *Store) recover(ctx context.Context) error {
 	r.Duration = time.Since(start)
 	s.log.Info("store recovered", "queues", r.Queues, "truncatedEntries", r.TruncatedEntries, "dispatchedFrom", from,
 		"records", r.DispatchedRecords, "rebuilt", r.Rebuilt, "reason", r.RebuildReason, "duration", r.Duration)
-	return s.checkpoint()
+	if err := s.checkpoint(); err != nil {
+		return err
+	}
+	// The commit log wrote its part of the report; the whole one replaces it.
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := fsx.WriteFileAtomic(s.cfg.FS, filepath.Join(s.cfg.Root, "recovery-report.json"), append(b, '\n')); err != nil {
+		return fmt.Errorf("store: write recovery report: %w", err)
+	}
+	return nil
 }
 
 // missingQueue names a queue holding fewer entries than the checkpoint

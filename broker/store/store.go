@@ -51,6 +51,7 @@ type Config struct {
 	CheckQueues bool
 	// OnDispatch, if set, is called after a message of (topic, queueID) is
 	// dispatched, with the queue's new max offset: the hook long polling uses.
+	// Re-dispatching an entry the queue already holds (recovery) calls nothing.
 	// It runs on the dispatcher goroutine and must not block.
 	OnDispatch func(topic string, queueID int32, maxOffset int64)
 	// Now is the clock. Default time.Now.

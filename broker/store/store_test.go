@@ -1,12 +1,14 @@
 package store_test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -267,4 +269,48 @@ func TestTransactionalHalfMessagesTakeNoQueueOffset(t *testing.T) {
 	s = openStore(t, cfg) // recovery re-dispatches nothing wrong
 	_, maxOff = s.QueueOffsets("Orders", 0)
 	assert.Equal(t, int64(4), maxOff)
+}
+
+// Open writes recovery-report.json with the commit log's and the store's
+// findings; OnDispatch reports every queue's growth; under SyncFlush Put
+// returns only once the messages are durable.
+func TestRecoveryReportDispatchHookAndSyncFlush(t *testing.T) {
+	root := t.TempDir()
+	cfg := testConfig(t, root, nil)
+	cfg.Log.FlushMode = commitlog.SyncFlush
+	var mu sync.Mutex
+	maxSeen := map[store.QueueKey]int64{}
+	cfg.OnDispatch = func(topic string, qid int32, maxOff int64) {
+		mu.Lock()
+		defer mu.Unlock()
+		k := store.QueueKey{Topic: topic, QueueID: qid}
+		assert.Equal(t, maxSeen[k]+1, maxOff, "one call per message, in order")
+		maxSeen[k] = maxOff
+	}
+	s := openStore(t, cfg)
+	for i := range 50 {
+		res, err := s.Put(t.Context(), []*message.Message{msg(i)})
+		require.NoError(t, err)
+		assert.GreaterOrEqual(t, s.CommitLog().FlushedOffset(), res[0].PhysicalOffset+1, "durable before Put returns")
+	}
+	waitDispatched(t, s)
+	mu.Lock()
+	for k, n := range maxSeen {
+		_, maxOff := s.QueueOffsets(k.Topic, k.QueueID)
+		assert.Equal(t, maxOff, n)
+	}
+	mu.Unlock()
+	require.NoError(t, s.Close())
+	require.NoError(t, os.RemoveAll(filepath.Join(root, "index")))
+
+	s = openStore(t, cfg)
+	defer s.Close()
+	b, err := os.ReadFile(filepath.Join(root, "recovery-report.json"))
+	require.NoError(t, err)
+	var rep map[string]any
+	require.NoError(t, json.Unmarshal(b, &rep))
+	assert.Equal(t, true, rep["commitLog"].(map[string]any)["clean"])
+	assert.Equal(t, float64(12), rep["queues"])
+	assert.Equal(t, "index empty", rep["rebuildReason"])
+	assert.Equal(t, float64(50), rep["dispatchedRecords"])
 }
