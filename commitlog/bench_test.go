@@ -11,19 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gantrymq/gantry/commitlog"
+	"github.com/gantrymq/gantry/internal/testutil"
 )
-
-// benchDir is where benchmarks write: GANTRY_BENCH_DIR or a temp dir on the
-// same disk as the repository (not tmpfs).
-func benchDir(b *testing.B) string {
-	if d := os.Getenv("GANTRY_BENCH_DIR"); d != "" {
-		dir, err := os.MkdirTemp(d, "bench")
-		require.NoError(b, err)
-		b.Cleanup(func() { os.RemoveAll(dir) })
-		return dir
-	}
-	return b.TempDir()
-}
 
 // kib1 is a 1 KiB record (body 1024 - header - topic - properties).
 func kib1(b *testing.B, i int) []byte {
@@ -37,7 +26,7 @@ func kib1(b *testing.B, i int) []byte {
 //
 //	go test -run=^$ -bench=AppendAsync -benchtime=40000x ./commitlog
 func BenchmarkAppendAsync(b *testing.B) {
-	l, err := commitlog.Open(b.Context(), commitlog.Config{Dir: benchDir(b)})
+	l, err := commitlog.Open(b.Context(), commitlog.Config{Dir: testutil.BenchDir(b)})
 	require.NoError(b, err)
 	defer l.Close()
 	var batch []byte
@@ -74,7 +63,7 @@ func BenchmarkAppendSync(b *testing.B) {
 		{"mapped", commitlog.WriteMapped, &no},
 	} {
 		b.Run(mode.name, func(b *testing.B) {
-			l, err := commitlog.Open(b.Context(), commitlog.Config{Dir: benchDir(b), FlushMode: commitlog.SyncFlush,
+			l, err := commitlog.Open(b.Context(), commitlog.Config{Dir: testutil.BenchDir(b), FlushMode: commitlog.SyncFlush,
 				WriteMode: mode.mode, ZeroFillAhead: mode.zero})
 			require.NoError(b, err)
 			defer l.Close()
@@ -115,7 +104,7 @@ func BenchmarkAppendSync(b *testing.B) {
 //
 //	go test -run=^$ -bench=RecoverFullSegment -benchtime=5x ./commitlog
 func BenchmarkRecoverFullSegment(b *testing.B) {
-	dir := benchDir(b)
+	dir := testutil.BenchDir(b)
 	l, err := commitlog.Open(b.Context(), commitlog.Config{Dir: dir})
 	require.NoError(b, err)
 	var batch []byte

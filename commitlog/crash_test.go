@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,19 +17,13 @@ import (
 
 	"github.com/gantrymq/gantry/commitlog"
 	"github.com/gantrymq/gantry/internal/fsx"
+	"github.com/gantrymq/gantry/internal/testutil"
 	"github.com/gantrymq/gantry/message"
 )
 
 // crashStates is how many crash states each mode enumerates: 1,000 by
 // default, GANTRY_CRASH_STATES (e.g. 10000, the long tier) when set.
-func crashStates(t *testing.T) int {
-	if v := os.Getenv("GANTRY_CRASH_STATES"); v != "" {
-		n, err := strconv.Atoi(v)
-		require.NoError(t, err)
-		return n
-	}
-	return 1000
-}
+func crashStates(t *testing.T) int { return testutil.EnvInt(t, "GANTRY_CRASH_STATES", 1000) }
 
 // crashWorld is the reference the crash states are checked against.
 type crashWorld struct {

@@ -15,20 +15,9 @@ import (
 
 	"github.com/gantrymq/gantry/broker/store"
 	"github.com/gantrymq/gantry/commitlog"
+	"github.com/gantrymq/gantry/internal/testutil"
 	"github.com/gantrymq/gantry/message"
 )
-
-// benchDir is where benchmarks write: GANTRY_BENCH_DIR or a temp dir on the
-// same disk as the repository (not tmpfs).
-func benchDir(b *testing.B) string {
-	if d := os.Getenv("GANTRY_BENCH_DIR"); d != "" {
-		dir, err := os.MkdirTemp(d, "bench")
-		require.NoError(b, err)
-		b.Cleanup(func() { os.RemoveAll(dir) })
-		return dir
-	}
-	return b.TempDir()
-}
 
 // kibMsg returns a message whose record is 1 KiB once the store adds its
 // UNIQ_KEY and CRC, on queue q of topic "Bench".
@@ -60,7 +49,7 @@ func waitAllDispatched(b *testing.B, s *store.Store) {
 func BenchmarkPutDispatch(b *testing.B) {
 	for _, batch := range []int{1, 32} {
 		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
-			s, err := store.Open(b.Context(), store.Config{Root: benchDir(b), Log: commitlog.Config{SegmentBytes: 1 << 30}})
+			s, err := store.Open(b.Context(), store.Config{Root: testutil.BenchDir(b), Log: commitlog.Config{SegmentBytes: 1 << 30}})
 			require.NoError(b, err)
 			defer s.Close()
 			msgs := make([]*message.Message, 8)
@@ -108,7 +97,7 @@ func BenchmarkPutDispatch(b *testing.B) {
 //
 //	go test -run=^$ -bench=BenchmarkGet -benchtime=200x ./broker/store
 func BenchmarkGet(b *testing.B) {
-	s, err := store.Open(b.Context(), store.Config{Root: benchDir(b), Log: commitlog.Config{SegmentBytes: 1 << 30}})
+	s, err := store.Open(b.Context(), store.Config{Root: testutil.BenchDir(b), Log: commitlog.Config{SegmentBytes: 1 << 30}})
 	require.NoError(b, err)
 	defer s.Close()
 	const n = 200_000
@@ -144,7 +133,7 @@ func BenchmarkGet(b *testing.B) {
 //	go test -run=^$ -bench=KeyLookup -benchtime=100000x -timeout=30m ./broker/store
 func BenchmarkKeyLookup(b *testing.B) {
 	const msgs, keysPer = 1_250_000, 8
-	s, err := store.Open(b.Context(), store.Config{Root: benchDir(b), Log: commitlog.Config{SegmentBytes: 1 << 30}})
+	s, err := store.Open(b.Context(), store.Config{Root: testutil.BenchDir(b), Log: commitlog.Config{SegmentBytes: 1 << 30}})
 	require.NoError(b, err)
 	defer s.Close()
 	batch := make([]*message.Message, 100)
@@ -189,7 +178,7 @@ func BenchmarkKeyLookup(b *testing.B) {
 //
 //	go test -run=^$ -bench=Rebuild -benchtime=3x ./broker/store
 func BenchmarkRebuild(b *testing.B) {
-	root := benchDir(b)
+	root := testutil.BenchDir(b)
 	cfg := store.Config{Root: root, Log: commitlog.Config{SegmentBytes: 1 << 30}}
 	s, err := store.Open(b.Context(), cfg)
 	require.NoError(b, err)

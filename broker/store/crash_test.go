@@ -3,9 +3,7 @@ package store_test
 import (
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"slices"
-	"strconv"
 	"testing"
 	"time"
 
@@ -15,18 +13,12 @@ import (
 	"github.com/gantrymq/gantry/broker/verify"
 	"github.com/gantrymq/gantry/commitlog"
 	"github.com/gantrymq/gantry/internal/fsx"
+	"github.com/gantrymq/gantry/internal/testutil"
 )
 
 // crashStates is how many crash states TestCrashStates checks: 150 by
 // default, GANTRY_STORE_CRASH_STATES (the long tier) when set.
-func crashStates(t *testing.T) int {
-	if v := os.Getenv("GANTRY_STORE_CRASH_STATES"); v != "" {
-		n, err := strconv.Atoi(v)
-		require.NoError(t, err)
-		return n
-	}
-	return 150
-}
+func crashStates(t *testing.T) int { return testutil.EnvInt(t, "GANTRY_STORE_CRASH_STATES", 150) }
 
 // lookups answers every key query of the workload: phys offsets, newest first.
 func lookups(t *testing.T, s *store.Store, res []store.PutResult) map[string][]int64 {

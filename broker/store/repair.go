@@ -145,6 +145,7 @@ func (s *Store) repairQueue(ctx context.Context, k QueueKey, damaged *cqueue, re
 	if err != nil {
 		return err
 	}
+	q.logicMin.Store(firstAtOrAbove(q.Queue, s.cl.MinOffset()))
 	s.queues[k] = q
 	s.repairs.Add(1)
 	s.log.Warn("consume queue rebuilt from the commit log", "queue", k.String(), "entries", n, "damagedCopy", keep)

@@ -169,8 +169,14 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	s.stop = stop
 	s.wg.Go(func() { s.dispatchLoop(runCtx) })
-	s.wg.Go(func() { s.flushLoop(runCtx) })
-	s.wg.Go(func() { s.metadataLoop(runCtx) })
+	s.wg.Go(func() { every(runCtx, cfg.FlushInterval, s.flushStep) })
+	s.wg.Go(func() {
+		every(runCtx, cfg.MetadataInterval, func() {
+			if err := s.meta.Save(); err != nil {
+				s.log.Warn("saving metadata failed; will retry", "err", err)
+			}
+		})
+	})
 	return s, nil
 }
 
@@ -294,17 +300,16 @@ const maxPooledBatch = 4 << 20
 // and delay offsets, saved every MetadataInterval and at Close.
 func (s *Store) Metadata() *metadata.Metadata { return s.meta }
 
-func (s *Store) metadataLoop(ctx context.Context) {
-	t := time.NewTicker(s.cfg.MetadataInterval)
+// every calls f every d until ctx ends.
+func every(ctx context.Context, d time.Duration, f func()) {
+	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if err := s.meta.Save(); err != nil {
-				s.log.Warn("saving metadata failed; will retry", "err", err)
-			}
+			f()
 		}
 	}
 }
@@ -425,21 +430,15 @@ func (s *Store) readCheckpoint() (dispatchCheckpoint, bool) {
 	return cp, true
 }
 
-func (s *Store) flushLoop(ctx context.Context) {
-	t := time.NewTicker(s.cfg.FlushInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if err := s.checkpoint(); err != nil {
-				s.log.Warn("store checkpoint failed", "err", err)
-			}
-			if err := s.trim(); err != nil {
-				s.log.Warn("deleting consume-queue and index files below the log's min offset failed", "err", err)
-			}
-		}
+// flushStep flushes the queues and the index, writes the dispatch
+// checkpoint and applies retention; the flush loop runs it every
+// FlushInterval.
+func (s *Store) flushStep() {
+	if err := s.checkpoint(); err != nil {
+		s.log.Warn("store checkpoint failed", "err", err)
+	}
+	if err := s.trim(); err != nil {
+		s.log.Warn("deleting consume-queue and index files below the log's min offset failed", "err", err)
 	}
 }
 
