@@ -1,0 +1,174 @@
+package nameserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+
+	gantryv1 "github.com/gantrymq/gantry/api/gantry/v1"
+)
+
+// Server is a nameserver: the Registry behind the gRPC NameServer service.
+type Server struct {
+	gantryv1.UnimplementedNameServerServer
+	reg   *Registry
+	gs    *grpc.Server
+	conns atomic.Int64
+
+	stop context.CancelFunc
+	wg   sync.WaitGroup
+	once sync.Once
+}
+
+// NewServer makes a nameserver and starts its expiry loop. Serve it on a
+// listener with Serve; Close stops it.
+func NewServer(cfg Config, opts ...grpc.ServerOption) (*Server, error) {
+	reg, err := NewRegistry(cfg)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{reg: reg, gs: grpc.NewServer(opts...)}
+	gantryv1.RegisterNameServerServer(s.gs, s)
+	ctx, stop := context.WithCancel(context.Background())
+	s.stop = stop
+	s.wg.Go(func() { reg.Run(ctx) })
+	return s, nil
+}
+
+// Registry returns the server's registry.
+func (s *Server) Registry() *Registry { return s.reg }
+
+// Serve answers on lis until Close; it returns nil after Close.
+func (s *Server) Serve(lis net.Listener) error {
+	if err := s.gs.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+		return err
+	}
+	return nil
+}
+
+// Close stops serving (finishing calls in flight until ctx ends, then
+// cutting them) and stops the expiry loop.
+func (s *Server) Close(ctx context.Context) error {
+	s.once.Do(func() {
+		done := make(chan struct{})
+		go func() { s.gs.GracefulStop(); close(done) }()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			s.gs.Stop()
+			<-done
+		}
+		s.stop()
+		s.wg.Wait()
+	})
+	return nil
+}
+
+// RegisterBroker implements the registration stream: every request
+// registers, and the brokers registered on the stream are dropped when it
+// ends (the broker died or its connection broke).
+func (s *Server) RegisterBroker(stream grpc.BidiStreamingServer[gantryv1.RegisterBrokerRequest, gantryv1.RegisterBrokerResponse]) error {
+	conn := "grpc-" + strconv.FormatInt(s.conns.Add(1), 10)
+	if p, ok := peer.FromContext(stream.Context()); ok {
+		conn += "-" + p.Addr.String()
+	}
+	defer s.reg.Disconnected(conn)
+	for {
+		req, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		res, err := s.reg.Register(fromRequest(req, conn))
+		if err != nil {
+			return toStatus(err)
+		}
+		if err := stream.Send(&gantryv1.RegisterBrokerResponse{Changed: res.Changed}); err != nil {
+			return err
+		}
+	}
+}
+
+func fromRequest(req *gantryv1.RegisterBrokerRequest, conn string) Registration {
+	reg := Registration{
+		Cluster: req.GetCluster(), BrokerName: req.GetBrokerName(), BrokerID: req.GetBrokerId(),
+		Addr: req.GetAddr(), RemotingAddr: req.GetRemotingAddr(), HAAddr: req.GetHaAddr(), Conn: conn,
+		Topics:      make(map[string]TopicInfo, len(req.GetTopics())),
+		DataVersion: DataVersion{Timestamp: req.GetDataVersion().GetTimestampMs(), Counter: req.GetDataVersion().GetCounter()},
+	}
+	for name, t := range req.GetTopics() {
+		reg.Topics[name] = TopicInfo{ReadQueueNums: t.GetReadQueueNums(), WriteQueueNums: t.GetWriteQueueNums(),
+			Perm: t.GetPerm(), TopicSysFlag: t.GetTopicSysFlag(), Order: t.GetOrder()}
+	}
+	return reg
+}
+
+// UnregisterBroker implements the service.
+func (s *Server) UnregisterBroker(_ context.Context, req *gantryv1.UnregisterBrokerRequest) (*gantryv1.UnregisterBrokerResponse, error) {
+	s.reg.Unregister(req.GetCluster(), req.GetBrokerName(), req.GetBrokerId(), req.GetAddr())
+	return &gantryv1.UnregisterBrokerResponse{}, nil
+}
+
+// GetRoute implements the service.
+func (s *Server) GetRoute(_ context.Context, req *gantryv1.GetRouteRequest) (*gantryv1.GetRouteResponse, error) {
+	route, err := s.reg.Route(req.GetTopic())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	resp := &gantryv1.GetRouteResponse{}
+	for _, q := range route.QueueDatas {
+		resp.QueueDatas = append(resp.QueueDatas, &gantryv1.QueueData{BrokerName: q.BrokerName, ReadQueueNums: q.ReadQueueNums,
+			WriteQueueNums: q.WriteQueueNums, Perm: q.Perm, TopicSysFlag: q.TopicSysFlag})
+	}
+	for _, b := range route.BrokerDatas {
+		resp.BrokerDatas = append(resp.BrokerDatas, toBrokerData(b))
+	}
+	return resp, nil
+}
+
+func toBrokerData(b BrokerData) *gantryv1.BrokerData {
+	return &gantryv1.BrokerData{Cluster: b.Cluster, BrokerName: b.BrokerName, BrokerAddrs: b.BrokerAddrs, RemotingAddrs: b.RemotingAddrs}
+}
+
+// GetClusterInfo implements the service.
+func (s *Server) GetClusterInfo(context.Context, *gantryv1.GetClusterInfoRequest) (*gantryv1.GetClusterInfoResponse, error) {
+	info := s.reg.ClusterInfo()
+	resp := &gantryv1.GetClusterInfoResponse{Clusters: map[string]*gantryv1.BrokerNames{}, Brokers: map[string]*gantryv1.BrokerData{}}
+	for c, names := range info.Clusters {
+		resp.Clusters[c] = &gantryv1.BrokerNames{Names: names}
+	}
+	for name, b := range info.Brokers {
+		resp.Brokers[name] = toBrokerData(b)
+	}
+	return resp, nil
+}
+
+// ListTopics implements the service.
+func (s *Server) ListTopics(context.Context, *gantryv1.ListTopicsRequest) (*gantryv1.ListTopicsResponse, error) {
+	return &gantryv1.ListTopicsResponse{Topics: s.reg.Topics()}, nil
+}
+
+// toStatus maps registry errors to gRPC statuses.
+func toStatus(err error) error {
+	switch {
+	case errors.Is(err, ErrTopicNotFound):
+		return status.Error(codes.NotFound, err.Error())
+	case errors.Is(err, ErrInvalid):
+		return status.Error(codes.InvalidArgument, err.Error())
+	case errors.Is(err, ErrConflict):
+		return status.Error(codes.AlreadyExists, err.Error())
+	}
+	return status.Error(codes.Internal, fmt.Sprintf("nameserver: %v", err))
+}
