@@ -1,0 +1,156 @@
+package grpcapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
+
+	gantryv1 "github.com/gantrymq/gantry/api/gantry/v1"
+)
+
+// RegistrarConfig configures a Registrar.
+type RegistrarConfig struct {
+	// NameServers are the nameservers' gRPC addresses. Each is registered
+	// with independently.
+	NameServers []string
+	// Interval is how often the registration is repeated (RocketMQ's
+	// registerNameServerPeriod). Default 30 s.
+	Interval time.Duration
+	// Registration returns the broker's current registration: addresses
+	// and every topic. Required.
+	Registration func() *gantryv1.RegisterBrokerRequest
+	// DialOptions are added to the nameserver connections (insecure by default).
+	DialOptions []grpc.DialOption
+	// Logger receives registration failures. Default: discard.
+	Logger *slog.Logger
+}
+
+// Registrar keeps a broker registered with every nameserver: one
+// RegisterBroker stream per nameserver, the registration sent when the
+// stream opens, every Interval and at once after Changed. A broken stream
+// is reopened with backoff; the nameserver drops the broker when its stream
+// ends, so a dead broker disappears at once and a silent one after 120 s.
+type Registrar struct {
+	cfg   RegistrarConfig
+	log   *slog.Logger
+	conns []*grpc.ClientConn
+	kicks []chan struct{}
+	stop  context.CancelFunc
+	wg    sync.WaitGroup
+	once  sync.Once
+}
+
+// NewRegistrar connects (lazily) to the nameservers and starts registering.
+func NewRegistrar(cfg RegistrarConfig) (*Registrar, error) {
+	if cfg.Interval == 0 {
+		cfg.Interval = 30 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	switch {
+	case cfg.Registration == nil:
+		return nil, errors.New("grpcapi: RegistrarConfig.Registration is required")
+	case cfg.Interval < 0:
+		return nil, fmt.Errorf("grpcapi: registration interval must be positive, got %s", cfg.Interval)
+	}
+	r := &Registrar{cfg: cfg, log: cfg.Logger.With("component", "registrar")}
+	ctx, stop := context.WithCancel(context.Background())
+	r.stop = stop
+	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, cfg.DialOptions...)
+	for _, addr := range cfg.NameServers {
+		cc, err := grpc.NewClient(addr, opts...)
+		if err != nil {
+			r.Close(context.Background())
+			return nil, fmt.Errorf("grpcapi: nameserver %q: %w", addr, err)
+		}
+		kick := make(chan struct{}, 1)
+		r.conns, r.kicks = append(r.conns, cc), append(r.kicks, kick)
+		r.wg.Go(func() { r.run(ctx, addr, gantryv1.NewNameServerClient(cc), kick) })
+	}
+	return r, nil
+}
+
+// Changed makes every nameserver get the registration now (topic changes).
+func (r *Registrar) Changed() {
+	for _, k := range r.kicks {
+		select {
+		case k <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// run keeps one nameserver's stream registered until ctx ends.
+func (r *Registrar) run(ctx context.Context, addr string, ns gantryv1.NameServerClient, kick chan struct{}) {
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		start := time.Now()
+		err := r.session(ctx, ns, kick)
+		if ctx.Err() != nil {
+			return
+		}
+		if time.Since(start) > time.Minute {
+			backoff = 100 * time.Millisecond
+		}
+		r.log.Warn("nameserver registration failed; retrying", "nameserver", addr, "err", err, "retryIn", backoff)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 10*time.Second)
+	}
+}
+
+// session registers over one stream until it breaks or ctx ends.
+func (r *Registrar) session(ctx context.Context, ns gantryv1.NameServerClient, kick chan struct{}) error {
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := ns.RegisterBroker(sctx)
+	if err != nil {
+		return err
+	}
+	t := time.NewTicker(r.cfg.Interval)
+	defer t.Stop()
+	for {
+		if err := stream.Send(r.cfg.Registration()); err != nil {
+			return err
+		}
+		if _, err := stream.Recv(); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		case <-kick:
+		}
+	}
+}
+
+// Close unregisters from every nameserver (best effort, within ctx),
+// stops registering and closes the connections.
+func (r *Registrar) Close(ctx context.Context) error {
+	var errs []error
+	r.once.Do(func() {
+		r.stop()
+		r.wg.Wait()
+		reg := r.cfg.Registration()
+		un := &gantryv1.UnregisterBrokerRequest{Cluster: reg.Cluster, BrokerName: reg.BrokerName, BrokerId: reg.BrokerId, Addr: reg.Addr}
+		for i, cc := range r.conns {
+			if _, err := gantryv1.NewNameServerClient(cc).UnregisterBroker(ctx, proto.Clone(un).(*gantryv1.UnregisterBrokerRequest)); err != nil {
+				errs = append(errs, fmt.Errorf("unregister from %s: %w", r.cfg.NameServers[i], err))
+			}
+			errs = append(errs, cc.Close())
+		}
+	})
+	return errors.Join(errs...)
+}
