@@ -1,0 +1,179 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gantrymq/gantry/broker/metadata"
+	"github.com/gantrymq/gantry/broker/store"
+)
+
+// Broker is the protocol-independent core of a broker: topics, send, pull
+// with long polling, offsets, consumer groups and status over one store.
+// Its methods are safe for concurrent use.
+type Broker struct {
+	cfg     Config
+	log     *slog.Logger
+	store   *store.Store
+	meta    *metadata.Metadata
+	polls   *notifier
+	clients *consumerTable
+	started time.Time
+
+	topicMu sync.Mutex // serializes topic check-then-put (create, update, delete)
+	rr      sync.Map   // topic -> *atomic.Uint32: the broker-picked queue round robin
+
+	msgsPut atomic.Int64 // messages stored by Send
+	msgsGot atomic.Int64 // messages returned by Pull
+
+	calls     *gate         // in-flight calls; closed by Close
+	closing   chan struct{} // closed when Close starts: wakes held pulls
+	shutOnce  sync.Once
+	stop      context.CancelFunc
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Open validates cfg, recovers the store under cfg.StorePathRootDir and
+// starts the broker's background work. ctx bounds recovery only.
+func Open(ctx context.Context, cfg Config) (*Broker, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	b := &Broker{
+		cfg:     cfg,
+		log:     cfg.Logger.With("component", "broker"),
+		polls:   newNotifier(),
+		started: cfg.Now(),
+		calls:   newGate(),
+		closing: make(chan struct{}),
+	}
+	b.clients = newConsumerTable(cfg.Now, cfg.ChannelExpiredTimeout)
+	sc := cfg.StoreConfig()
+	sc.OnDispatch = chainDispatch(sc.OnDispatch, b.polls.notify)
+	st, err := store.Open(ctx, sc)
+	if err != nil {
+		return nil, fmt.Errorf("broker: open store: %w", err)
+	}
+	b.store, b.meta = st, st.Metadata()
+	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	b.stop = stop
+	b.wg.Go(func() { b.expireLoop(runCtx) })
+	b.log.Info("broker open", "name", cfg.BrokerName, "cluster", cfg.BrokerClusterName,
+		"root", cfg.StorePathRootDir, "topics", len(b.meta.Topics()))
+	return b, nil
+}
+
+// chainDispatch calls first (if set), then then.
+func chainDispatch(first, then func(string, int32, int64)) func(string, int32, int64) {
+	if first == nil {
+		return then
+	}
+	return func(topic string, queueID int32, maxOffset int64) {
+		first(topic, queueID, maxOffset)
+		then(topic, queueID, maxOffset)
+	}
+}
+
+// Close shuts the broker down: later calls fail with ErrShuttingDown, held
+// pulls answer at once with no messages, calls in flight are waited for
+// (until ctx ends: then Close returns ctx's error and may be called again),
+// and the store is closed, which flushes the log and saves the metadata.
+// Close after a completed Close returns ErrShuttingDown.
+func (b *Broker) Close(ctx context.Context) error {
+	b.shutOnce.Do(func() {
+		b.calls.close()
+		close(b.closing)
+	})
+	if err := b.calls.wait(ctx); err != nil {
+		return fmt.Errorf("broker: close: waiting for calls in flight: %w", err)
+	}
+	err := ErrShuttingDown
+	b.closeOnce.Do(func() {
+		b.stop()
+		b.wg.Wait()
+		b.closeErr = b.store.Close()
+		err = b.closeErr
+		b.log.Info("broker closed", "err", err)
+	})
+	return err
+}
+
+// Ready reports whether the broker accepts calls: recovery is done and
+// Close has not started.
+func (b *Broker) Ready() bool { return !b.calls.isClosed() }
+
+// Store returns the broker's message store, for the parts of the broker
+// (front ends, admin queries) that read it directly.
+func (b *Broker) Store() *store.Store { return b.store }
+
+// Config returns the broker's configuration, defaults filled in.
+func (b *Broker) Config() Config { return b.cfg }
+
+// gate counts calls in flight and refuses new ones once closed.
+type gate struct {
+	mu     sync.Mutex
+	n      int
+	closed bool
+	idle   chan struct{} // closed once closed with no call in flight
+}
+
+func newGate() *gate { return &gate{idle: make(chan struct{})} }
+
+// enter admits a call, or reports false once the gate is closed. Every
+// admitted call must leave.
+func (g *gate) enter() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return false
+	}
+	g.n++
+	return true
+}
+
+func (g *gate) leave() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.n--
+	if g.closed && g.n == 0 {
+		close(g.idle)
+	}
+}
+
+func (g *gate) close() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.closed = true
+	if g.n == 0 {
+		close(g.idle)
+	}
+}
+
+func (g *gate) isClosed() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.closed
+}
+
+// wait returns once the gate is closed and no call is in flight, or with
+// ctx's error.
+func (g *gate) wait(ctx context.Context) error {
+	select {
+	case <-g.idle: // idle wins over an ended ctx
+		return nil
+	default:
+	}
+	select {
+	case <-g.idle:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

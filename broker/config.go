@@ -1,0 +1,524 @@
+package broker
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gantrymq/gantry/broker/metadata"
+	"github.com/gantrymq/gantry/broker/store"
+	"github.com/gantrymq/gantry/commitlog"
+)
+
+// BrokerRole is brokerRole: a master (async or sync replication) or a slave.
+type BrokerRole int
+
+const (
+	AsyncMaster BrokerRole = iota // ASYNC_MASTER (default)
+	SyncMaster                    // SYNC_MASTER
+	Slave                         // SLAVE (not supported yet)
+)
+
+var roleNames = [...]string{"ASYNC_MASTER", "SYNC_MASTER", "SLAVE"}
+
+func (r BrokerRole) String() string {
+	if r >= 0 && int(r) < len(roleNames) {
+		return roleNames[r]
+	}
+	return fmt.Sprintf("BrokerRole(%d)", int(r))
+}
+
+// ParseBrokerRole parses RocketMQ's brokerRole values.
+func ParseBrokerRole(s string) (BrokerRole, error) {
+	for i, n := range roleNames {
+		if s == n {
+			return BrokerRole(i), nil
+		}
+	}
+	return 0, errors.New("want ASYNC_MASTER, SYNC_MASTER or SLAVE")
+}
+
+// Defaults of Config.
+const (
+	DefaultClusterName           = "DefaultCluster"
+	DefaultBrokerName            = "broker-a"
+	DefaultListenPort            = 10911
+	DefaultGRPCListenAddr        = ":8081"
+	DefaultHTTPListenAddr        = ":5557"
+	DefaultBrokerIP1             = "127.0.0.1"
+	DefaultStorePathRootDir      = "./gantry-data/store"
+	DefaultCommitLogSegmentBytes = 1 << 30
+	DefaultFileReservedTime      = 72 * time.Hour
+	DefaultDeleteWhen            = "04"
+	DefaultDiskMaxUsedSpaceRatio = 75
+	DefaultTopicQueueNums        = 8
+	DefaultMaxMessageSize        = 4 << 20
+	DefaultMaxPropertiesSize     = 32 << 10
+	DefaultLongPollingMaxHold    = 15 * time.Second
+	DefaultFlushOffsetInterval   = 5 * time.Second
+	DefaultRegisterPeriod        = 30 * time.Second
+	DefaultChannelExpiredTimeout = 120 * time.Second
+)
+
+// Config configures a Broker. Fields marked with a key are read from
+// broker.conf by ParseConfig (RocketMQ's key names where RocketMQ has the
+// setting); the zero value of every field means its default.
+type Config struct {
+	// BrokerClusterName (brokerClusterName). Default "DefaultCluster".
+	BrokerClusterName string
+	// BrokerName (brokerName): the master/slave group. Default "broker-a".
+	BrokerName string
+	// BrokerID (brokerId): 0 for the master. Default 0.
+	BrokerID int64
+	// NamesrvAddr (namesrvAddr, "host:port;host:port"): the nameservers to
+	// register with. Default none.
+	NamesrvAddr []string
+	// ListenPort (listenPort): the remoting port, also in the broker address
+	// stored in every record. Default 10911.
+	ListenPort int
+	// GRPCListenAddr (grpcListenAddr, Gantry's key). Default ":8081".
+	GRPCListenAddr string
+	// HTTPListenAddr (httpListenAddr, Gantry's key): metrics and health. Default ":5557".
+	HTTPListenAddr string
+	// BrokerIP1 (brokerIP1): the address clients reach this broker at; an IP.
+	// Default 127.0.0.1. That it belongs to this host is checked by the binary.
+	BrokerIP1 string
+	// StorePathRootDir (storePathRootDir). Default "./gantry-data/store".
+	StorePathRootDir string
+	// MappedFileSizeCommitLog (mappedFileSizeCommitLog): commit-log segment
+	// size in bytes. Default 1 GiB.
+	MappedFileSizeCommitLog int64
+	// FlushDiskType (flushDiskType: ASYNC_FLUSH or SYNC_FLUSH). Default ASYNC_FLUSH.
+	FlushDiskType commitlog.FlushMode
+	// BrokerRole (brokerRole). Default ASYNC_MASTER; SLAVE is not supported yet.
+	BrokerRole BrokerRole
+	// FileReservedTime (fileReservedTime, in hours in the file): commit-log
+	// retention. Default 72 h.
+	FileReservedTime time.Duration
+	// DeleteWhen (deleteWhen): hours of the day expired segments are deleted
+	// at, ";"-separated. Default "04".
+	DeleteWhen string
+	// DiskMaxUsedSpaceRatio (diskMaxUsedSpaceRatio), percent: above it expired
+	// segments are deleted at any hour. 10..95, default 75.
+	DiskMaxUsedSpaceRatio int
+	// AutoCreateTopicEnable (autoCreateTopicEnable): a Send to an unknown
+	// topic creates it. Default false (`gantry dev` sets it).
+	AutoCreateTopicEnable bool
+	// DefaultTopicQueueNums (defaultTopicQueueNums): queues of an
+	// auto-created topic. Default 8.
+	DefaultTopicQueueNums int32
+	// AutoCreateSubscriptionGroup (autoCreateSubscriptionGroup): an unknown
+	// group committing offsets or heartbeating is created. Default (nil) true.
+	AutoCreateSubscriptionGroup *bool
+	// MaxMessageSize (maxMessageSize): largest body in bytes. Default 4 MiB.
+	MaxMessageSize int
+	// MaxPropertiesSize (maxPropertiesSize, Gantry's key): largest encoded
+	// properties of a message in bytes. Default 32 KiB. The record format
+	// caps them lower anyway (message.MaxPropertiesLen, with the UNIQ_KEY and
+	// CRC the store adds).
+	MaxPropertiesSize int
+	// LongPollingMaxHold (longPollingMaxHold, Gantry's key, ms in the file):
+	// the longest a Pull is held. Default 15 s.
+	LongPollingMaxHold time.Duration
+	// FlushConsumerOffsetInterval (flushConsumerOffsetInterval, ms): how
+	// often changed offsets and metadata are saved. Default 5 s.
+	FlushConsumerOffsetInterval time.Duration
+	// RegisterNameServerPeriod (registerNameServerPeriod, ms): how often the
+	// broker registers with the nameservers. Default 30 s.
+	RegisterNameServerPeriod time.Duration
+	// ChannelExpiredTimeout (channelExpiredTimeout, ms): a consumer client
+	// silent this long is dropped from its group. Default 120 s.
+	ChannelExpiredTimeout time.Duration
+
+	// Not in broker.conf.
+
+	// Now is the clock (store times, heartbeat expiry, uptime). Default time.Now.
+	Now func() time.Time
+	// Logger receives lifecycle and anomaly logs. Default: discard.
+	Logger *slog.Logger
+	// StoreOverride, if set, adjusts the store.Config derived from this one
+	// (tests use small files). Its OnDispatch, if set, runs before the
+	// broker's own.
+	StoreOverride func(*store.Config)
+	// OnTopicsChanged, if set, is called after a topic is created, updated or
+	// deleted, so registration can run at once. It must not block.
+	OnTopicsChanged func()
+	// OnConsumersChanged, if set, is called after a client joins or leaves a
+	// group (unregistered or expired). It must not block.
+	OnConsumersChanged func(group string)
+}
+
+func (c Config) withDefaults() Config {
+	setDefault(&c.BrokerClusterName, DefaultClusterName)
+	setDefault(&c.BrokerName, DefaultBrokerName)
+	setDefault(&c.ListenPort, DefaultListenPort)
+	setDefault(&c.GRPCListenAddr, DefaultGRPCListenAddr)
+	setDefault(&c.HTTPListenAddr, DefaultHTTPListenAddr)
+	setDefault(&c.BrokerIP1, DefaultBrokerIP1)
+	setDefault(&c.StorePathRootDir, DefaultStorePathRootDir)
+	setDefault(&c.MappedFileSizeCommitLog, DefaultCommitLogSegmentBytes)
+	setDefault(&c.FileReservedTime, DefaultFileReservedTime)
+	setDefault(&c.DeleteWhen, DefaultDeleteWhen)
+	setDefault(&c.DiskMaxUsedSpaceRatio, DefaultDiskMaxUsedSpaceRatio)
+	setDefault(&c.DefaultTopicQueueNums, DefaultTopicQueueNums)
+	setDefault(&c.MaxMessageSize, DefaultMaxMessageSize)
+	setDefault(&c.MaxPropertiesSize, DefaultMaxPropertiesSize)
+	setDefault(&c.LongPollingMaxHold, DefaultLongPollingMaxHold)
+	setDefault(&c.FlushConsumerOffsetInterval, DefaultFlushOffsetInterval)
+	setDefault(&c.RegisterNameServerPeriod, DefaultRegisterPeriod)
+	setDefault(&c.ChannelExpiredTimeout, DefaultChannelExpiredTimeout)
+	if c.AutoCreateSubscriptionGroup == nil {
+		t := true
+		c.AutoCreateSubscriptionGroup = &t
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+func setDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
+}
+
+// Validate reports every problem with c (after defaults).
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...))
+	}
+	c.validateIdentity(bad)
+	c.validateAddrs(bad)
+	c.validateStore(bad)
+	c.validateLimits(bad)
+	return errors.Join(errs...)
+}
+
+type badFunc func(format string, args ...any)
+
+func (c Config) validateIdentity(bad badFunc) {
+	for _, n := range []struct{ key, v string }{{"brokerClusterName", c.BrokerClusterName}, {"brokerName", c.BrokerName}} {
+		if metadata.ValidTopicName(n.v) != nil || strings.Contains(n.v, "%") {
+			bad("%s %q: want 1 to 127 characters from [a-zA-Z0-9_-]", n.key, n.v)
+		}
+	}
+	switch {
+	case c.BrokerRole == Slave:
+		bad("brokerRole SLAVE is not supported yet")
+	case c.BrokerRole < AsyncMaster || c.BrokerRole > Slave:
+		bad("brokerRole %d: want ASYNC_MASTER, SYNC_MASTER or SLAVE", int(c.BrokerRole))
+	case c.BrokerID != 0:
+		bad("brokerId %d: a master's brokerId is 0", c.BrokerID)
+	}
+}
+
+func (c Config) validateAddrs(bad badFunc) {
+	for _, a := range c.NamesrvAddr {
+		if err := checkHostPort(a, false); err != nil {
+			bad("namesrvAddr %q: %v", a, err)
+		}
+	}
+	if c.ListenPort < 1 || c.ListenPort > 65535 {
+		bad("listenPort %d: want 1..65535", c.ListenPort)
+	}
+	if err := checkHostPort(c.GRPCListenAddr, true); err != nil {
+		bad("grpcListenAddr %q: %v", c.GRPCListenAddr, err)
+	}
+	if err := checkHostPort(c.HTTPListenAddr, true); err != nil {
+		bad("httpListenAddr %q: %v", c.HTTPListenAddr, err)
+	}
+	if _, err := netip.ParseAddr(c.BrokerIP1); err != nil {
+		bad("brokerIP1 %q: want an IP address", c.BrokerIP1)
+	}
+}
+
+// checkHostPort checks a "host:port" address; a listen address may omit
+// the host and use port 0.
+func checkHostPort(addr string, listen bool) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return errors.New("want host:port")
+	}
+	p, err := strconv.Atoi(port)
+	lo := 1
+	if listen {
+		lo = 0
+	}
+	if err != nil || p < lo || p > 65535 {
+		return fmt.Errorf("want a port %d..65535", lo)
+	}
+	if host == "" && !listen {
+		return errors.New("want a host")
+	}
+	return nil
+}
+
+func (c Config) validateStore(bad badFunc) {
+	if c.MappedFileSizeCommitLog < 0 {
+		bad("mappedFileSizeCommitLog %d: want > 0", c.MappedFileSizeCommitLog)
+	}
+	if c.FlushDiskType != commitlog.AsyncFlush && c.FlushDiskType != commitlog.SyncFlush {
+		bad("flushDiskType %d: want ASYNC_FLUSH or SYNC_FLUSH", int(c.FlushDiskType))
+	}
+	if c.FileReservedTime < 0 {
+		bad("fileReservedTime %s: want > 0", c.FileReservedTime)
+	}
+	if err := checkHours(c.DeleteWhen); err != nil {
+		bad("deleteWhen %q: %v", c.DeleteWhen, err)
+	}
+	if c.DiskMaxUsedSpaceRatio < 10 || c.DiskMaxUsedSpaceRatio > 95 {
+		bad("diskMaxUsedSpaceRatio %d: want 10..95 (percent)", c.DiskMaxUsedSpaceRatio)
+	}
+}
+
+// checkHours checks deleteWhen: ";"-separated hours 0..23.
+func checkHours(s string) error {
+	for h := range strings.SplitSeq(s, ";") {
+		n, err := strconv.Atoi(strings.TrimSpace(h))
+		if err != nil || n < 0 || n > 23 {
+			return errors.New(`want hours 00..23 separated by ";"`)
+		}
+	}
+	return nil
+}
+
+func (c Config) validateLimits(bad badFunc) {
+	if c.DefaultTopicQueueNums < 1 || c.DefaultTopicQueueNums > metadata.MaxQueueNums {
+		bad("defaultTopicQueueNums %d: want 1..%d", c.DefaultTopicQueueNums, metadata.MaxQueueNums)
+	}
+	if c.MaxMessageSize < 0 {
+		bad("maxMessageSize %d: want > 0", c.MaxMessageSize)
+	}
+	if c.MaxPropertiesSize < 0 {
+		bad("maxPropertiesSize %d: want > 0", c.MaxPropertiesSize)
+	}
+	for _, d := range []struct {
+		key string
+		v   time.Duration
+	}{
+		{"longPollingMaxHold", c.LongPollingMaxHold},
+		{"flushConsumerOffsetInterval", c.FlushConsumerOffsetInterval},
+		{"registerNameServerPeriod", c.RegisterNameServerPeriod},
+		{"channelExpiredTimeout", c.ChannelExpiredTimeout},
+	} {
+		if d.v < 0 {
+			bad("%s %s: want > 0", d.key, d.v)
+		}
+	}
+}
+
+// StoreAddr returns the address stored in records and offset message ids:
+// brokerIP1:listenPort.
+func (c Config) StoreAddr() netip.AddrPort {
+	c = c.withDefaults()
+	ip, err := netip.ParseAddr(c.BrokerIP1)
+	if err != nil {
+		ip = netip.MustParseAddr(DefaultBrokerIP1) // Validate reports it
+	}
+	return netip.AddrPortFrom(ip, uint16(c.ListenPort))
+}
+
+// StoreConfig returns the store configuration c implies: root, store host,
+// segment size, flush mode, retention and the metadata save period, then
+// StoreOverride applied. Open adds the dispatch hook.
+func (c Config) StoreConfig() store.Config {
+	c = c.withDefaults()
+	sc := store.Config{
+		Root:      c.StorePathRootDir,
+		StoreHost: c.StoreAddr(),
+		Log: commitlog.Config{
+			SegmentBytes:     c.MappedFileSizeCommitLog,
+			FlushMode:        c.FlushDiskType,
+			FileReservedTime: c.FileReservedTime,
+			DeleteWhen:       c.DeleteWhen,
+			DiskMaxUsedRatio: float64(c.DiskMaxUsedSpaceRatio) / 100,
+		},
+		MetadataInterval: c.FlushConsumerOffsetInterval,
+		Now:              c.Now,
+		Logger:           c.Logger,
+	}
+	if c.StoreOverride != nil {
+		c.StoreOverride(&sc)
+	}
+	return sc
+}
+
+// ConfigKeys lists the keys ParseConfig accepts, in the order of Config.
+var ConfigKeys = []string{
+	"brokerClusterName", "brokerName", "brokerId", "namesrvAddr", "listenPort", "grpcListenAddr",
+	"httpListenAddr", "brokerIP1", "storePathRootDir", "mappedFileSizeCommitLog", "flushDiskType",
+	"brokerRole", "fileReservedTime", "deleteWhen", "diskMaxUsedSpaceRatio", "autoCreateTopicEnable",
+	"defaultTopicQueueNums", "autoCreateSubscriptionGroup", "maxMessageSize", "maxPropertiesSize",
+	"longPollingMaxHold", "flushConsumerOffsetInterval", "registerNameServerPeriod", "channelExpiredTimeout",
+}
+
+// setters maps each key to the function that parses its value into a Config.
+var setters = map[string]func(c *Config, v string) error{
+	"brokerClusterName":           func(c *Config, v string) error { c.BrokerClusterName = v; return nil },
+	"brokerName":                  func(c *Config, v string) error { c.BrokerName = v; return nil },
+	"brokerId":                    func(c *Config, v string) error { return parseInt(v, &c.BrokerID) },
+	"namesrvAddr":                 func(c *Config, v string) error { c.NamesrvAddr = splitList(v); return nil },
+	"listenPort":                  func(c *Config, v string) error { return parseInt(v, &c.ListenPort) },
+	"grpcListenAddr":              func(c *Config, v string) error { c.GRPCListenAddr = v; return nil },
+	"httpListenAddr":              func(c *Config, v string) error { c.HTTPListenAddr = v; return nil },
+	"brokerIP1":                   func(c *Config, v string) error { c.BrokerIP1 = v; return nil },
+	"storePathRootDir":            func(c *Config, v string) error { c.StorePathRootDir = v; return nil },
+	"mappedFileSizeCommitLog":     func(c *Config, v string) error { return parseInt(v, &c.MappedFileSizeCommitLog) },
+	"flushDiskType":               parseFlushDiskType,
+	"brokerRole":                  parseRole,
+	"fileReservedTime":            func(c *Config, v string) error { return parseDuration(v, time.Hour, &c.FileReservedTime) },
+	"deleteWhen":                  func(c *Config, v string) error { c.DeleteWhen = v; return checkHours(v) },
+	"diskMaxUsedSpaceRatio":       func(c *Config, v string) error { return parseInt(v, &c.DiskMaxUsedSpaceRatio) },
+	"autoCreateTopicEnable":       func(c *Config, v string) error { return parseBool(v, &c.AutoCreateTopicEnable) },
+	"defaultTopicQueueNums":       func(c *Config, v string) error { return parseInt(v, &c.DefaultTopicQueueNums) },
+	"autoCreateSubscriptionGroup": parseAutoCreateGroup,
+	"maxMessageSize":              func(c *Config, v string) error { return parseInt(v, &c.MaxMessageSize) },
+	"maxPropertiesSize":           func(c *Config, v string) error { return parseInt(v, &c.MaxPropertiesSize) },
+	"longPollingMaxHold":          func(c *Config, v string) error { return parseDuration(v, time.Millisecond, &c.LongPollingMaxHold) },
+	"flushConsumerOffsetInterval": func(c *Config, v string) error {
+		return parseDuration(v, time.Millisecond, &c.FlushConsumerOffsetInterval)
+	},
+	"registerNameServerPeriod": func(c *Config, v string) error {
+		return parseDuration(v, time.Millisecond, &c.RegisterNameServerPeriod)
+	},
+	"channelExpiredTimeout": func(c *Config, v string) error {
+		return parseDuration(v, time.Millisecond, &c.ChannelExpiredTimeout)
+	},
+}
+
+// ParseConfig reads a RocketMQ-style broker.conf into into, overriding the
+// fields whose keys it sets: key=value lines, whitespace around both
+// trimmed, blank lines and lines starting with '#' or '!' ignored; a
+// repeated key's last value wins. Unknown keys, lines without '=' and
+// unparsable values are errors naming the line (all of them are reported,
+// joined). Range checks are Validate's.
+func ParseConfig(r io.Reader, into *Config) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 4096), 1<<20)
+	var errs []error
+	for n := 1; sc.Scan(); n++ {
+		if err := parseLine(sc.Text(), into); err != nil {
+			errs = append(errs, fmt.Errorf("%w: broker.conf line %d: %w", ErrInvalidConfig, n, err))
+		}
+	}
+	if err := sc.Err(); err != nil {
+		errs = append(errs, fmt.Errorf("broker: read broker.conf: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+func parseLine(line string, c *Config) error {
+	line = strings.TrimSpace(line)
+	if line == "" || line[0] == '#' || line[0] == '!' {
+		return nil
+	}
+	k, v, ok := strings.Cut(line, "=")
+	k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+	if !ok || k == "" {
+		return fmt.Errorf("want key=value, got %q", line)
+	}
+	set, ok := setters[k]
+	if !ok {
+		return fmt.Errorf("unknown key %q", k)
+	}
+	if err := set(c, v); err != nil {
+		return fmt.Errorf("%s: bad value %q: %w", k, v, err)
+	}
+	return nil
+}
+
+type integer interface{ ~int | ~int32 | ~int64 }
+
+func parseInt[T integer](v string, into *T) error {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || int64(T(n)) != n {
+		return errors.New("want an integer")
+	}
+	*into = T(n)
+	return nil
+}
+
+// parseBool accepts true and false (any case), stricter than Java's
+// Boolean.parseBoolean, which reads every typo as false.
+func parseBool(v string, into *bool) error {
+	switch strings.ToLower(v) {
+	case "true":
+		*into = true
+	case "false":
+		*into = false
+	default:
+		return errors.New("want true or false")
+	}
+	return nil
+}
+
+// parseDuration reads an integer count of unit, as RocketMQ's keys are, or
+// a Go duration ("15s").
+func parseDuration(v string, unit time.Duration, into *time.Duration) error {
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		*into = time.Duration(n) * unit
+		return nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return fmt.Errorf("want an integer (%s) or a duration like 15s", unitName(unit))
+	}
+	*into = d
+	return nil
+}
+
+func unitName(u time.Duration) string {
+	if u == time.Hour {
+		return "hours"
+	}
+	return "milliseconds"
+}
+
+func parseFlushDiskType(c *Config, v string) error {
+	m, err := commitlog.ParseFlushMode(v)
+	if err != nil {
+		return errors.New("want ASYNC_FLUSH or SYNC_FLUSH")
+	}
+	c.FlushDiskType = m
+	return nil
+}
+
+func parseRole(c *Config, v string) error {
+	r, err := ParseBrokerRole(v)
+	c.BrokerRole = r
+	return err
+}
+
+func parseAutoCreateGroup(c *Config, v string) error {
+	var b bool
+	if err := parseBool(v, &b); err != nil {
+		return err
+	}
+	c.AutoCreateSubscriptionGroup = &b
+	return nil
+}
+
+// splitList splits a ";"-separated list, dropping empty items.
+func splitList(v string) []string {
+	var out []string
+	for s := range strings.SplitSeq(v, ";") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}

@@ -1,0 +1,174 @@
+package broker_test
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gantrymq/gantry/broker"
+	"github.com/gantrymq/gantry/commitlog"
+)
+
+const fullConf = `# a broker.conf with every key
+brokerClusterName = ClusterX
+brokerName=broker-b
+brokerId=0
+
+! Java-style comment
+namesrvAddr=10.0.0.1:9876; 10.0.0.2:9876
+listenPort=20911
+grpcListenAddr=127.0.0.1:18081
+httpListenAddr=:15557
+brokerIP1=192.168.1.5
+storePathRootDir=/data/store
+mappedFileSizeCommitLog=65536
+flushDiskType=SYNC_FLUSH
+brokerRole=SYNC_MASTER
+fileReservedTime=48
+deleteWhen=03;04
+diskMaxUsedSpaceRatio=80
+autoCreateTopicEnable=true
+defaultTopicQueueNums=4
+autoCreateSubscriptionGroup=false
+maxMessageSize=1048576
+maxPropertiesSize=16384
+longPollingMaxHold=20000
+flushConsumerOffsetInterval=2500
+registerNameServerPeriod=10s
+	channelExpiredTimeout = 60000   
+`
+
+func TestParseConfigEveryKey(t *testing.T) {
+	for _, k := range broker.ConfigKeys {
+		assert.Regexp(t, `(?m)^\s*`+k+`\s*=`, fullConf, "fullConf must set %s", k)
+	}
+	var c broker.Config
+	require.NoError(t, broker.ParseConfig(strings.NewReader(fullConf), &c))
+	f := false
+	want := broker.Config{
+		BrokerClusterName: "ClusterX", BrokerName: "broker-b", BrokerID: 0,
+		NamesrvAddr: []string{"10.0.0.1:9876", "10.0.0.2:9876"}, ListenPort: 20911,
+		GRPCListenAddr: "127.0.0.1:18081", HTTPListenAddr: ":15557", BrokerIP1: "192.168.1.5",
+		StorePathRootDir: "/data/store", MappedFileSizeCommitLog: 65536, FlushDiskType: commitlog.SyncFlush,
+		BrokerRole: broker.SyncMaster, FileReservedTime: 48 * time.Hour, DeleteWhen: "03;04",
+		DiskMaxUsedSpaceRatio: 80, AutoCreateTopicEnable: true, DefaultTopicQueueNums: 4,
+		AutoCreateSubscriptionGroup: &f, MaxMessageSize: 1 << 20, MaxPropertiesSize: 16 << 10,
+		LongPollingMaxHold: 20 * time.Second, FlushConsumerOffsetInterval: 2500 * time.Millisecond,
+		RegisterNameServerPeriod: 10 * time.Second, ChannelExpiredTimeout: time.Minute,
+	}
+	assert.Equal(t, want, c)
+	assert.NoError(t, c.Validate())
+}
+
+func TestParseConfigKeepsUnsetFields(t *testing.T) {
+	c := broker.Config{BrokerName: "from-flags", ListenPort: 1234}
+	require.NoError(t, broker.ParseConfig(strings.NewReader("listenPort=4321\nlistenPort=5555\n"), &c))
+	assert.Equal(t, "from-flags", c.BrokerName)
+	assert.Equal(t, 5555, c.ListenPort, "the last value of a repeated key wins")
+}
+
+func TestParseConfigErrors(t *testing.T) {
+	tests := []struct {
+		name, conf string
+		want       []string
+	}{
+		{"unknown key", "brokerName=a\n\n# c\n\n\n\nflushDiskTyp=SYNC_FLUSH\n", []string{`broker.conf line 7: unknown key "flushDiskTyp"`}},
+		{"no equals", "brokerName\n", []string{`broker.conf line 1: want key=value, got "brokerName"`}},
+		{"empty key", "=x\n", []string{"broker.conf line 1: want key=value"}},
+		{"bad int", "listenPort=abc\n", []string{`broker.conf line 1: listenPort: bad value "abc": want an integer`}},
+		{"int32 overflow", "defaultTopicQueueNums=99999999999\n", []string{`defaultTopicQueueNums: bad value "99999999999"`}},
+		{"bad bool", "autoCreateTopicEnable=yes\n", []string{`autoCreateTopicEnable: bad value "yes": want true or false`}},
+		{"bad flush type", "flushDiskType=SOMETIMES\n", []string{`flushDiskType: bad value "SOMETIMES": want ASYNC_FLUSH or SYNC_FLUSH`}},
+		{"bad role", "brokerRole=LEADER\n", []string{`brokerRole: bad value "LEADER"`}},
+		{"bad duration", "longPollingMaxHold=soon\n", []string{`longPollingMaxHold: bad value "soon": want an integer (milliseconds)`}},
+		{"bad hours", "fileReservedTime=3d\n", []string{`fileReservedTime: bad value "3d": want an integer (hours)`}},
+		{"bad deleteWhen", "deleteWhen=25\n", []string{`deleteWhen: bad value "25"`}},
+		{"every bad line", "listenPort=x\nbrokerId=y\nnope=1\n", []string{"line 1: listenPort", "line 2: brokerId", `line 3: unknown key "nope"`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var c broker.Config
+			err := broker.ParseConfig(strings.NewReader(tt.conf), &c)
+			require.ErrorIs(t, err, broker.ErrInvalidConfig)
+			for _, w := range tt.want {
+				assert.ErrorContains(t, err, w)
+			}
+		})
+	}
+}
+
+func TestConfigDefaults(t *testing.T) {
+	c := broker.Config{}.WithDefaults()
+	assert.Equal(t, "DefaultCluster", c.BrokerClusterName)
+	assert.Equal(t, "broker-a", c.BrokerName)
+	assert.Equal(t, int64(0), c.BrokerID)
+	assert.Empty(t, c.NamesrvAddr)
+	assert.Equal(t, 10911, c.ListenPort)
+	assert.Equal(t, ":8081", c.GRPCListenAddr)
+	assert.Equal(t, ":5557", c.HTTPListenAddr)
+	assert.Equal(t, "127.0.0.1", c.BrokerIP1)
+	assert.Equal(t, "./gantry-data/store", c.StorePathRootDir)
+	assert.Equal(t, int64(1<<30), c.MappedFileSizeCommitLog)
+	assert.Equal(t, commitlog.AsyncFlush, c.FlushDiskType)
+	assert.Equal(t, broker.AsyncMaster, c.BrokerRole)
+	assert.Equal(t, 72*time.Hour, c.FileReservedTime)
+	assert.Equal(t, "04", c.DeleteWhen)
+	assert.Equal(t, 75, c.DiskMaxUsedSpaceRatio)
+	assert.False(t, c.AutoCreateTopicEnable)
+	assert.Equal(t, int32(8), c.DefaultTopicQueueNums)
+	require.NotNil(t, c.AutoCreateSubscriptionGroup)
+	assert.True(t, *c.AutoCreateSubscriptionGroup)
+	assert.Equal(t, 4<<20, c.MaxMessageSize)
+	assert.Equal(t, 32<<10, c.MaxPropertiesSize)
+	assert.Equal(t, 15*time.Second, c.LongPollingMaxHold)
+	assert.Equal(t, 5*time.Second, c.FlushConsumerOffsetInterval)
+	assert.Equal(t, 30*time.Second, c.RegisterNameServerPeriod)
+	assert.Equal(t, 120*time.Second, c.ChannelExpiredTimeout)
+	assert.NotNil(t, c.Now)
+	assert.NotNil(t, c.Logger)
+	assert.NoError(t, broker.Config{}.Validate())
+}
+
+func TestConfigValidateReportsEveryProblem(t *testing.T) {
+	c := broker.Config{
+		BrokerClusterName: "bad name", BrokerName: "b%", BrokerID: 2, NamesrvAddr: []string{"nohost", ":9876"},
+		ListenPort: 70000, GRPCListenAddr: "8081", HTTPListenAddr: ":99999", BrokerIP1: "my-host",
+		MappedFileSizeCommitLog: -1, DeleteWhen: "4am", DiskMaxUsedSpaceRatio: 99, DefaultTopicQueueNums: 2000,
+		MaxMessageSize: -1, MaxPropertiesSize: -1, LongPollingMaxHold: -1, FlushConsumerOffsetInterval: -1,
+		RegisterNameServerPeriod: -1, ChannelExpiredTimeout: -1, FileReservedTime: -time.Hour,
+	}
+	err := c.Validate()
+	require.ErrorIs(t, err, broker.ErrInvalidConfig)
+	for _, w := range []string{"brokerClusterName", "brokerName", "brokerId 2", `namesrvAddr "nohost"`, `namesrvAddr ":9876"`,
+		"listenPort 70000", "grpcListenAddr", "httpListenAddr", "brokerIP1", "mappedFileSizeCommitLog", "deleteWhen",
+		"diskMaxUsedSpaceRatio 99", "defaultTopicQueueNums 2000", "maxMessageSize", "maxPropertiesSize",
+		"longPollingMaxHold", "flushConsumerOffsetInterval", "registerNameServerPeriod", "channelExpiredTimeout",
+		"fileReservedTime"} {
+		assert.ErrorContains(t, err, w)
+	}
+	assert.ErrorContains(t, broker.Config{BrokerRole: broker.Slave}.Validate(), "SLAVE is not supported yet")
+}
+
+func TestStoreConfig(t *testing.T) {
+	c := broker.Config{
+		StorePathRootDir: "/r", BrokerIP1: "10.1.2.3", ListenPort: 20911, MappedFileSizeCommitLog: 1 << 20,
+		FlushDiskType: commitlog.SyncFlush, FileReservedTime: time.Hour, DeleteWhen: "01;02",
+		DiskMaxUsedSpaceRatio: 60, FlushConsumerOffsetInterval: time.Second,
+	}
+	sc := c.StoreConfig()
+	assert.Equal(t, "/r", sc.Root)
+	assert.Equal(t, netip.MustParseAddrPort("10.1.2.3:20911"), sc.StoreHost)
+	assert.Equal(t, int64(1<<20), sc.Log.SegmentBytes)
+	assert.Equal(t, commitlog.SyncFlush, sc.Log.FlushMode)
+	assert.Equal(t, time.Hour, sc.Log.FileReservedTime)
+	assert.Equal(t, "01;02", sc.Log.DeleteWhen)
+	assert.InDelta(t, 0.60, sc.Log.DiskMaxUsedRatio, 1e-9)
+	assert.Equal(t, time.Second, sc.MetadataInterval)
+
+	c.StoreOverride = smallStore
+	assert.Equal(t, int64(64<<10), c.StoreConfig().Log.SegmentBytes, "StoreOverride applies last")
+}

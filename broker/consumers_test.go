@@ -1,0 +1,120 @@
+package broker_test
+
+import (
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gantrymq/gantry/broker"
+	"github.com/gantrymq/gantry/broker/metadata"
+)
+
+// changeLog records OnConsumersChanged calls.
+type changeLog struct {
+	mu     sync.Mutex
+	groups []string
+}
+
+func (c *changeLog) add(g string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.groups = append(c.groups, g)
+}
+
+func (c *changeLog) take() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := c.groups
+	c.groups = nil
+	return out
+}
+
+func TestHeartbeatConsumerList(t *testing.T) {
+	var changes changeLog
+	cfg := testConfig(t)
+	cfg.OnConsumersChanged = changes.add
+	b := openBroker(t, cfg)
+	subs := []broker.Subscription{{Topic: "T", Expression: "A || B"}}
+	for _, id := range []string{"c2", "c1", "c3"} {
+		require.NoError(t, b.Heartbeat(broker.Heartbeat{ClientID: id, Group: "G", Subscriptions: subs}))
+	}
+	require.NoError(t, b.Heartbeat(broker.Heartbeat{ClientID: "c1", Group: "G", Subscriptions: subs}))
+	require.NoError(t, b.Heartbeat(broker.Heartbeat{ClientID: "x", Group: "H"}))
+	assert.Equal(t, []string{"c1", "c2", "c3"}, b.ConsumerList("G"))
+	assert.Equal(t, []string{"x"}, b.ConsumerList("H"))
+	assert.Empty(t, b.ConsumerList("Nobody"))
+	assert.Equal(t, []string{"G", "G", "G", "H"}, changes.take(), "a refresh is not a change")
+
+	cs := b.Consumers("G")
+	require.Len(t, cs, 3)
+	assert.Equal(t, "c1", cs[0].ClientID)
+	assert.Equal(t, subs, cs[0].Subscriptions)
+
+	b.UnregisterClient("G", "c2")
+	b.UnregisterClient("G", "c2")
+	assert.Equal(t, []string{"c1", "c3"}, b.ConsumerList("G"))
+	assert.Equal(t, []string{"G"}, changes.take())
+
+	tc, ok := b.Topic(broker.RetryTopic("G"))
+	require.True(t, ok, "the group's retry topic is created")
+	assert.Equal(t, int32(1), tc.WriteQueueNums)
+	_, ok = b.Store().Metadata().Group("G")
+	assert.True(t, ok, "the group is created")
+}
+
+func TestConsumerExpiry(t *testing.T) {
+	clock := newFakeClock()
+	var changes changeLog
+	cfg := testConfig(t)
+	cfg.Now, cfg.OnConsumersChanged = clock.Now, changes.add
+	b := openBroker(t, cfg)
+	require.NoError(t, b.Heartbeat(broker.Heartbeat{ClientID: "old", Group: "G"}))
+	clock.Advance(60 * time.Second)
+	require.NoError(t, b.Heartbeat(broker.Heartbeat{ClientID: "new", Group: "G"}))
+	changes.take()
+
+	clock.Advance(59 * time.Second)
+	assert.Equal(t, []string{"new", "old"}, b.ConsumerList("G"), "119 s of silence")
+	clock.Advance(time.Second)
+	assert.Equal(t, []string{"new"}, b.ConsumerList("G"), "120 s of silence: expired")
+	assert.Equal(t, []string{"G"}, changes.take())
+
+	require.NoError(t, b.Heartbeat(broker.Heartbeat{ClientID: "new", Group: "G"}))
+	clock.Advance(119 * time.Second)
+	assert.Equal(t, []string{"new"}, b.ConsumerList("G"), "a heartbeat refreshes")
+	clock.Advance(time.Second)
+	assert.Empty(t, b.ConsumerList("G"))
+	assert.Equal(t, []string{"G"}, changes.take())
+}
+
+func TestHeartbeatValidation(t *testing.T) {
+	cfg := testConfig(t)
+	off := false
+	cfg.AutoCreateSubscriptionGroup = &off
+	b := openBroker(t, cfg)
+	tests := []struct {
+		name    string
+		hb      broker.Heartbeat
+		wantErr error
+		wantMsg string
+	}{
+		{"no client id", broker.Heartbeat{Group: "G"}, broker.ErrInvalidArgument, "without a client id"},
+		{"bad group", broker.Heartbeat{ClientID: "c", Group: ""}, broker.ErrInvalidArgument, `group name ""`},
+		{"bad topic", broker.Heartbeat{ClientID: "c", Group: "G", Subscriptions: []broker.Subscription{{Topic: "a b"}}}, broker.ErrInvalidTopic, `"a b"`},
+		{"bad expression", broker.Heartbeat{ClientID: "c", Group: "G", Subscriptions: []broker.Subscription{{Topic: "T", Expression: "A||"}}}, broker.ErrInvalidArgument, "empty tag"},
+		{"unknown group", broker.Heartbeat{ClientID: "c", Group: "G"}, broker.ErrGroupNotFound, `"G"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := b.Heartbeat(tt.hb)
+			require.ErrorIs(t, err, tt.wantErr)
+			assert.ErrorContains(t, err, tt.wantMsg)
+		})
+	}
+	assert.Empty(t, b.ConsumerList("G"))
+	assert.False(t, slices.ContainsFunc(b.Topics(), func(tc metadata.TopicConfig) bool { return tc.TopicName == "%RETRY%G" }))
+}

@@ -1,0 +1,50 @@
+package broker
+
+import (
+	"errors"
+
+	"github.com/gantrymq/gantry/commitlog"
+)
+
+// Sentinel errors. Match them with errors.Is; the broker's errors wrap them
+// with the details (the field, the value, the limit).
+var (
+	// ErrInvalidConfig: a broker.conf line or a Config field is wrong.
+	ErrInvalidConfig = errors.New("broker: invalid config")
+	// ErrInvalidTopic: a topic name breaks ^[a-zA-Z0-9_%-]{1,127}$.
+	ErrInvalidTopic = errors.New("broker: invalid topic name")
+	// ErrReservedTopic: the topic is a system topic users cannot create,
+	// delete or send to (rmq_sys_*, SCHEDULE_TOPIC_XXXX, TBW102).
+	ErrReservedTopic = errors.New("broker: reserved system topic")
+	// ErrTopicNotFound: the topic does not exist (and was not auto-created).
+	ErrTopicNotFound = errors.New("broker: topic not found")
+	// ErrNoPermission: the topic's perm forbids the operation (or its group
+	// has consumption disabled).
+	ErrNoPermission = errors.New("broker: no permission")
+	// ErrInvalidMessage: a message of a Send is unacceptable (empty or
+	// oversized body, oversized properties, wrong topic, queue id out of
+	// range). Nothing of that Send was stored.
+	ErrInvalidMessage = errors.New("broker: invalid message")
+	// ErrInvalidArgument: an argument other than a message is unacceptable
+	// (a pull's queue id or offset, a group or client name, a filter
+	// expression, a topic's queue counts).
+	ErrInvalidArgument = errors.New("broker: invalid argument")
+	// ErrGroupNotFound: the consumer group does not exist and
+	// autoCreateSubscriptionGroup is off.
+	ErrGroupNotFound = errors.New("broker: consumer group not found")
+	// ErrShuttingDown: the broker is closing or closed.
+	ErrShuttingDown = errors.New("broker: shutting down")
+	// ErrIndeterminate: the messages were written to the log but the call
+	// failed afterwards (flush timeout, context ended while waiting for the
+	// flush): they may be stored and delivered. Retry only with dedup.
+	ErrIndeterminate = errors.New("broker: outcome indeterminate, the messages may be stored")
+)
+
+// IsIndeterminate reports whether err leaves the outcome of a Send unknown:
+// the messages may be stored (commitlog.ErrFlushTimeout, or any error Send
+// wrapped with ErrIndeterminate). It is false for nil and for definite
+// errors, after which nothing was stored: invalid input, no permission, disk
+// full, topic missing, shutting down.
+func IsIndeterminate(err error) bool {
+	return errors.Is(err, ErrIndeterminate) || errors.Is(err, commitlog.ErrFlushTimeout)
+}

@@ -1,0 +1,18 @@
+package broker
+
+import "github.com/gantrymq/gantry/broker/store"
+
+// WithDefaults exposes withDefaults to tests.
+func (c Config) WithDefaults() Config { return c.withDefaults() }
+
+// PutError exposes the classification of store.Put errors.
+func PutError(topic string, res []store.PutResult, err error) error { return putError(topic, res, err) }
+
+// Watched reports whether a pull is (or was, until the next dispatch)
+// watching a queue.
+func (b *Broker) Watched(topic string, queueID int32) bool {
+	b.polls.mu.Lock()
+	defer b.polls.mu.Unlock()
+	_, ok := b.polls.waits[store.QueueKey{Topic: topic, QueueID: queueID}]
+	return ok
+}

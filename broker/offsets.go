@@ -1,0 +1,109 @@
+package broker
+
+import (
+	"fmt"
+
+	"github.com/gantrymq/gantry/broker/metadata"
+)
+
+// CommitOffset records group's consume offset in a queue of topic. The
+// topic must exist and queueID be one of its queues; an unknown group is
+// created when autoCreateSubscriptionGroup is on (else ErrGroupNotFound).
+// Offsets are saved every flushConsumerOffsetInterval and at Close.
+func (b *Broker) CommitOffset(group, topic string, queueID int32, offset int64) error {
+	if !b.calls.enter() {
+		return ErrShuttingDown
+	}
+	defer b.calls.leave()
+	tc, err := b.topic(topic)
+	if err != nil {
+		return err
+	}
+	if err := checkQueue(tc, queueID); err != nil {
+		return err
+	}
+	if offset < 0 {
+		return fmt.Errorf("%w: offset %d: want >= 0", ErrInvalidArgument, offset)
+	}
+	if _, err := b.ensureGroup(group); err != nil {
+		return err
+	}
+	if err := b.meta.CommitOffset(group, topic, queueID, offset); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+	}
+	return nil
+}
+
+// checkQueue checks that queueID is one of tc's queues (read or write).
+func checkQueue(tc metadata.TopicConfig, queueID int32) error {
+	if n := max(tc.ReadQueueNums, tc.WriteQueueNums); queueID < 0 || queueID >= n {
+		return fmt.Errorf("%w: queue id %d: topic %q has queues 0..%d", ErrInvalidArgument, queueID, tc.TopicName, n-1)
+	}
+	return nil
+}
+
+// QueryOffset returns group's committed offset in a queue of topic, and
+// whether there is one.
+func (b *Broker) QueryOffset(group, topic string, queueID int32) (int64, bool) {
+	return b.meta.Offset(group, topic, queueID)
+}
+
+// ResetOffsetByTime commits, for every read queue of topic, the offset of
+// the first message stored at or after ts (unix ms; a queue's max offset if
+// none was), and returns them by queue id.
+func (b *Broker) ResetOffsetByTime(group, topic string, ts int64) (map[int32]int64, error) {
+	if !b.calls.enter() {
+		return nil, ErrShuttingDown
+	}
+	defer b.calls.leave()
+	tc, err := b.topic(topic)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := b.ensureGroup(group); err != nil {
+		return nil, err
+	}
+	out := make(map[int32]int64, tc.ReadQueueNums)
+	for q := range tc.ReadQueueNums {
+		off, err := b.store.OffsetAtTime(topic, q, ts)
+		if err != nil {
+			return nil, fmt.Errorf("broker: reset offsets of %q in %s/%d to %d: %w", group, topic, q, ts, err)
+		}
+		out[q] = off
+	}
+	for q, off := range out {
+		if err := b.meta.CommitOffset(group, topic, q, off); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+		}
+	}
+	b.log.Info("offsets reset by time", "group", group, "topic", topic, "ts", ts)
+	return out, nil
+}
+
+// ensureGroup returns a subscription group, creating it with RocketMQ's
+// defaults when autoCreateSubscriptionGroup is on.
+func (b *Broker) ensureGroup(name string) (metadata.SubscriptionGroup, error) {
+	if err := checkGroupName(name); err != nil {
+		return metadata.SubscriptionGroup{}, err
+	}
+	if g, ok := b.meta.Group(name); ok {
+		return g, nil
+	}
+	if !*b.cfg.AutoCreateSubscriptionGroup {
+		return metadata.SubscriptionGroup{}, fmt.Errorf("%w: %q (autoCreateSubscriptionGroup is off)", ErrGroupNotFound, name)
+	}
+	g := metadata.DefaultSubscriptionGroup(name)
+	if err := b.meta.PutGroup(g); err != nil {
+		return g, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+	}
+	b.log.Info("subscription group created", "group", name)
+	return g, nil
+}
+
+// checkGroupName checks a group name: the topic name rules (RocketMQ's).
+func checkGroupName(name string) error {
+	if metadata.ValidTopicName(name) != nil {
+		return fmt.Errorf("%w: group name %q: want 1 to 127 characters from [a-zA-Z0-9_%%-]", ErrInvalidArgument, name)
+	}
+	return nil
+}

@@ -1,0 +1,209 @@
+package broker
+
+import (
+	"fmt"
+	"strings"
+	"sync/atomic"
+
+	"github.com/gantrymq/gantry/broker/metadata"
+	"github.com/gantrymq/gantry/broker/store"
+)
+
+// System topic names.
+const (
+	// ScheduleTopic holds delayed messages until their delivery time.
+	ScheduleTopic = store.ScheduleTopic
+	// AutoCreateTopicTemplate is RocketMQ's TBW102, the topic whose route
+	// tells clients a broker auto-creates topics.
+	AutoCreateTopicTemplate = "TBW102"
+	// SystemTopicPrefix starts the names of RocketMQ's internal topics.
+	SystemTopicPrefix = "rmq_sys_"
+	// RetryTopicPrefix and DLQTopicPrefix start a group's retry and
+	// dead-letter topics, which the broker creates itself.
+	RetryTopicPrefix = "%RETRY%"
+	DLQTopicPrefix   = "%DLQ%"
+)
+
+// IsReservedTopic reports whether name is a system topic users cannot
+// create, delete or send to.
+func IsReservedTopic(name string) bool {
+	return strings.HasPrefix(name, SystemTopicPrefix) || name == ScheduleTopic || name == AutoCreateTopicTemplate
+}
+
+// RetryTopic returns group's retry topic, %RETRY%<group>.
+func RetryTopic(group string) string { return RetryTopicPrefix + group }
+
+// DLQTopic returns group's dead-letter topic, %DLQ%<group>.
+func DLQTopic(group string) string { return DLQTopicPrefix + group }
+
+// isGroupTopic reports whether name is a group's retry or dead-letter topic.
+func isGroupTopic(name string) bool {
+	return strings.HasPrefix(name, RetryTopicPrefix) || strings.HasPrefix(name, DLQTopicPrefix)
+}
+
+// CreateOrUpdateTopic creates a topic or replaces its configuration. The
+// name must be valid and not reserved; queue counts are 1..1024 and perm
+// 0..7 (metadata.PermRead|PermWrite = 6 for a normal topic). Shrinking the
+// queue counts keeps the messages of the queues dropped.
+func (b *Broker) CreateOrUpdateTopic(tc metadata.TopicConfig) error {
+	if !b.calls.enter() {
+		return ErrShuttingDown
+	}
+	defer b.calls.leave()
+	if err := checkTopicName(tc.TopicName); err != nil {
+		return err
+	}
+	if IsReservedTopic(tc.TopicName) {
+		return fmt.Errorf("%w: %q cannot be created or changed by users", ErrReservedTopic, tc.TopicName)
+	}
+	if err := checkTopicShape(tc); err != nil {
+		return err
+	}
+	b.topicMu.Lock()
+	err := b.meta.PutTopic(tc)
+	b.topicMu.Unlock()
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+	}
+	b.log.Info("topic updated", "topic", tc.TopicName, "read", tc.ReadQueueNums, "write", tc.WriteQueueNums, "perm", tc.Perm)
+	b.topicsChanged()
+	return nil
+}
+
+func checkTopicName(name string) error {
+	if err := metadata.ValidTopicName(name); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidTopic, err)
+	}
+	return nil
+}
+
+func checkTopicShape(tc metadata.TopicConfig) error {
+	for _, n := range []struct {
+		what string
+		v    int32
+	}{{"readQueueNums", tc.ReadQueueNums}, {"writeQueueNums", tc.WriteQueueNums}} {
+		if n.v < 1 || n.v > metadata.MaxQueueNums {
+			return fmt.Errorf("%w: %s %d of topic %q: want 1..%d", ErrInvalidArgument, n.what, n.v, tc.TopicName, metadata.MaxQueueNums)
+		}
+	}
+	if tc.Perm < 0 || tc.Perm > metadata.PermRead|metadata.PermWrite|metadata.PermInherit {
+		return fmt.Errorf("%w: perm %d of topic %q: want 0..7", ErrInvalidArgument, tc.Perm, tc.TopicName)
+	}
+	return nil
+}
+
+// DeleteTopic removes a topic's configuration and every group's committed
+// offsets in it. Its stored messages stay until retention deletes them.
+func (b *Broker) DeleteTopic(name string) error {
+	if !b.calls.enter() {
+		return ErrShuttingDown
+	}
+	defer b.calls.leave()
+	if err := checkTopicName(name); err != nil {
+		return err
+	}
+	if IsReservedTopic(name) {
+		return fmt.Errorf("%w: %q cannot be deleted by users", ErrReservedTopic, name)
+	}
+	b.topicMu.Lock()
+	ok := b.meta.DeleteTopic(name)
+	b.topicMu.Unlock()
+	if !ok {
+		return fmt.Errorf("%w: %q", ErrTopicNotFound, name)
+	}
+	for _, g := range b.offsetGroups() {
+		b.meta.DeleteOffsets(g, name)
+	}
+	b.rr.Delete(name)
+	b.log.Info("topic deleted", "topic", name)
+	b.topicsChanged()
+	return nil
+}
+
+// offsetGroups lists the groups that may hold offsets: the subscription
+// groups and the groups with live clients.
+func (b *Broker) offsetGroups() []string {
+	seen := map[string]bool{}
+	var out []string
+	add := func(g string) {
+		if !seen[g] {
+			seen[g] = true
+			out = append(out, g)
+		}
+	}
+	for _, g := range b.meta.Groups() {
+		add(g.GroupName)
+	}
+	for _, g := range b.clients.groups() {
+		add(g)
+	}
+	return out
+}
+
+// Topic returns a topic's configuration.
+func (b *Broker) Topic(name string) (metadata.TopicConfig, bool) { return b.meta.Topic(name) }
+
+// Topics returns every topic's configuration, sorted by name.
+func (b *Broker) Topics() []metadata.TopicConfig { return b.meta.Topics() }
+
+// topic returns an existing topic, or ErrInvalidTopic or ErrTopicNotFound.
+func (b *Broker) topic(name string) (metadata.TopicConfig, error) {
+	if err := checkTopicName(name); err != nil {
+		return metadata.TopicConfig{}, err
+	}
+	tc, ok := b.meta.Topic(name)
+	if !ok {
+		return tc, fmt.Errorf("%w: %q", ErrTopicNotFound, name)
+	}
+	return tc, nil
+}
+
+// ensureTopic returns a topic, creating it with queues read and write
+// queues and perm rw if it is missing. Only the broker calls it, for topics
+// users may not create themselves (group retry and DLQ topics) and for
+// auto-creation; it skips the reserved-name check.
+func (b *Broker) ensureTopic(name string, queues int32) (metadata.TopicConfig, error) {
+	b.topicMu.Lock()
+	tc, ok := b.meta.Topic(name)
+	var err error
+	if !ok {
+		tc = metadata.TopicConfig{TopicName: name, ReadQueueNums: queues, WriteQueueNums: queues,
+			Perm: metadata.PermRead | metadata.PermWrite}
+		err = b.meta.PutTopic(tc)
+	}
+	b.topicMu.Unlock()
+	if err != nil {
+		return tc, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+	}
+	if !ok {
+		tc, _ = b.meta.Topic(name)
+		b.log.Info("topic created by the broker", "topic", name, "queues", queues)
+		b.topicsChanged()
+	}
+	return tc, nil
+}
+
+// autoCreateQueues is how many queues an auto-created topic gets: one for a
+// group's retry or DLQ topic, defaultTopicQueueNums otherwise.
+func (b *Broker) autoCreateQueues(name string) int32 {
+	if isGroupTopic(name) {
+		return 1
+	}
+	return b.cfg.DefaultTopicQueueNums
+}
+
+func (b *Broker) topicsChanged() {
+	if b.cfg.OnTopicsChanged != nil {
+		b.cfg.OnTopicsChanged()
+	}
+}
+
+// nextQueue picks the next write queue of a topic, round robin.
+func (b *Broker) nextQueue(tc metadata.TopicConfig) int32 {
+	v, ok := b.rr.Load(tc.TopicName)
+	if !ok {
+		v, _ = b.rr.LoadOrStore(tc.TopicName, new(atomic.Uint32))
+	}
+	n := v.(*atomic.Uint32).Add(1) - 1
+	return int32(n % uint32(tc.WriteQueueNums))
+}
