@@ -339,3 +339,14 @@ func TestConcurrentUse(t *testing.T) {
 	assert.Equal(t, map[int32]int64{0: 199, 1: 199, 2: 199, 3: 199}, m2.Offsets("G", "T"),
 		"commits made during a save are saved by the next one")
 }
+
+func TestOffsetKeys(t *testing.T) {
+	m := open(t, testConfig(t, t.TempDir(), nil))
+	require.NoError(t, m.CommitOffset("g2", "T1", 0, 1))
+	require.NoError(t, m.CommitOffset("g1", "T2", 0, 1))
+	require.NoError(t, m.CommitOffset("g1", "T1", 3, 1))
+	assert.Equal(t, [][2]string{{"g1", "T1"}, {"g1", "T2"}, {"g2", "T1"}}, m.OffsetKeys("", ""))
+	assert.Equal(t, [][2]string{{"g1", "T1"}, {"g1", "T2"}}, m.OffsetKeys("g1", ""))
+	assert.Equal(t, [][2]string{{"g1", "T1"}, {"g2", "T1"}}, m.OffsetKeys("", "T1"))
+	assert.Empty(t, m.OffsetKeys("nope", ""))
+}

@@ -2,6 +2,7 @@ package metadata
 
 import (
 	"maps"
+	"slices"
 	"strings"
 )
 
@@ -82,6 +83,22 @@ func (m *Metadata) Offsets(group, topic string) map[int32]int64 {
 	if out == nil {
 		out = map[int32]int64{}
 	}
+	return out
+}
+
+// OffsetKeys returns every (group, topic) with committed offsets, sorted
+// by group then topic; group or topic "" lists every one.
+func (m *Metadata) OffsetKeys(group, topic string) [][2]string {
+	var out [][2]string
+	m.offsets.read(func(d *offsetsDoc) {
+		for key := range d.OffsetTable {
+			t, g, _ := strings.Cut(key, "@")
+			if (group == "" || g == group) && (topic == "" || t == topic) {
+				out = append(out, [2]string{g, t})
+			}
+		}
+	})
+	slices.SortFunc(out, func(a, b [2]string) int { return strings.Compare(a[0]+"\x00"+a[1], b[0]+"\x00"+b[1]) })
 	return out
 }
 

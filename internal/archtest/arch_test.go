@@ -29,6 +29,7 @@ var allowed = map[string][]string{
 	"nameserver":   {"std", "remoting", "api", "internal", "ext"},
 	"client":       {"std", "api", "message", "internal", "ext"},
 	"api":          {"std", "ext"},
+	"embedded":     {"*"}, // runs a nameserver and a broker in a user's process
 	"cmd":          {"*"},
 	"test":         {"*"},
 }

@@ -1,0 +1,232 @@
+package grpcapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	gantryv1 "github.com/gantrymq/gantry/api/gantry/v1"
+	"github.com/gantrymq/gantry/broker"
+	"github.com/gantrymq/gantry/broker/metadata"
+	"github.com/gantrymq/gantry/commitlog"
+	"github.com/gantrymq/gantry/message"
+)
+
+// Admin implements the Admin service over a broker.
+type Admin struct {
+	gantryv1.UnimplementedAdminServer
+	b *broker.Broker
+}
+
+// NewAdmin returns the Admin service of b.
+func NewAdmin(b *broker.Broker) *Admin { return &Admin{b: b} }
+
+// CreateTopic implements the service; zero queue counts and perm mean 8,
+// 8 and read+write.
+func (s *Admin) CreateTopic(_ context.Context, req *gantryv1.CreateTopicRequest) (*gantryv1.CreateTopicResponse, error) {
+	t := req.GetTopic()
+	if t == nil {
+		return nil, status.Error(codes.InvalidArgument, "create topic: no topic given")
+	}
+	tc := metadata.TopicConfig{TopicName: t.GetName(), ReadQueueNums: t.GetReadQueueNums(), WriteQueueNums: t.GetWriteQueueNums(),
+		Perm: t.GetPerm(), Order: t.GetOrder(), Attributes: t.GetAttributes(), TopicFilterType: metadata.FilterSingleTag}
+	if tc.ReadQueueNums == 0 {
+		tc.ReadQueueNums = s.b.Config().DefaultTopicQueueNums
+	}
+	if tc.WriteQueueNums == 0 {
+		tc.WriteQueueNums = s.b.Config().DefaultTopicQueueNums
+	}
+	if tc.Perm == 0 {
+		tc.Perm = metadata.PermRead | metadata.PermWrite
+	}
+	if err := s.b.CreateOrUpdateTopic(tc); err != nil {
+		return nil, toStatus(err)
+	}
+	return &gantryv1.CreateTopicResponse{}, nil
+}
+
+// DeleteTopic implements the service.
+func (s *Admin) DeleteTopic(_ context.Context, req *gantryv1.DeleteTopicRequest) (*gantryv1.DeleteTopicResponse, error) {
+	if err := s.b.DeleteTopic(req.GetName()); err != nil {
+		return nil, toStatus(err)
+	}
+	return &gantryv1.DeleteTopicResponse{}, nil
+}
+
+// ListTopics implements the service.
+func (s *Admin) ListTopics(context.Context, *gantryv1.AdminListTopicsRequest) (*gantryv1.AdminListTopicsResponse, error) {
+	resp := &gantryv1.AdminListTopicsResponse{}
+	for _, tc := range s.b.Topics() {
+		resp.Topics = append(resp.Topics, &gantryv1.TopicConfig{Name: tc.TopicName, ReadQueueNums: tc.ReadQueueNums,
+			WriteQueueNums: tc.WriteQueueNums, Perm: tc.Perm, Order: tc.Order, Attributes: tc.Attributes})
+	}
+	return resp, nil
+}
+
+// TopicStatus implements the service.
+func (s *Admin) TopicStatus(_ context.Context, req *gantryv1.TopicStatusRequest) (*gantryv1.TopicStatusResponse, error) {
+	qs, err := s.b.TopicStatus(req.GetTopic())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	resp := &gantryv1.TopicStatusResponse{}
+	for _, q := range qs {
+		resp.Queues = append(resp.Queues, &gantryv1.QueueStatus{QueueId: q.QueueID, MinOffset: q.MinOffset,
+			MaxOffset: q.MaxOffset, LastStoreTimestampMs: q.LastStoreTimestamp})
+	}
+	return resp, nil
+}
+
+// CreateGroup implements the service.
+func (s *Admin) CreateGroup(_ context.Context, req *gantryv1.CreateGroupRequest) (*gantryv1.CreateGroupResponse, error) {
+	g := req.GetGroup()
+	if g == nil {
+		return nil, status.Error(codes.InvalidArgument, "create group: no group given")
+	}
+	sg := metadata.DefaultSubscriptionGroup(g.GetName())
+	sg.ConsumeEnable = g.GetConsumeEnable()
+	sg.ConsumeBroadcastEnable = g.GetConsumeBroadcastEnable()
+	sg.ConsumeMessageOrderly = g.GetConsumeMessageOrderly()
+	if g.GetRetryMaxTimes() != 0 {
+		sg.RetryMaxTimes = g.GetRetryMaxTimes()
+	}
+	if err := s.b.Store().Metadata().PutGroup(sg); err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	return &gantryv1.CreateGroupResponse{}, nil
+}
+
+// DeleteGroup implements the service.
+func (s *Admin) DeleteGroup(_ context.Context, req *gantryv1.DeleteGroupRequest) (*gantryv1.DeleteGroupResponse, error) {
+	if !s.b.Store().Metadata().DeleteGroup(req.GetName()) {
+		return nil, status.Errorf(codes.NotFound, "group %q not found", req.GetName())
+	}
+	return &gantryv1.DeleteGroupResponse{}, nil
+}
+
+// ListGroups implements the service.
+func (s *Admin) ListGroups(context.Context, *gantryv1.ListGroupsRequest) (*gantryv1.ListGroupsResponse, error) {
+	resp := &gantryv1.ListGroupsResponse{}
+	for _, g := range s.b.Store().Metadata().Groups() {
+		resp.Groups = append(resp.Groups, &gantryv1.GroupConfig{Name: g.GroupName, ConsumeEnable: g.ConsumeEnable,
+			ConsumeBroadcastEnable: g.ConsumeBroadcastEnable, ConsumeMessageOrderly: g.ConsumeMessageOrderly, RetryMaxTimes: g.RetryMaxTimes})
+	}
+	return resp, nil
+}
+
+// ConsumerProgress implements the service: for every topic the group has
+// offsets in (or the one asked), each queue's broker offset, the group's
+// offset and the lag.
+func (s *Admin) ConsumerProgress(_ context.Context, req *gantryv1.ConsumerProgressRequest) (*gantryv1.ConsumerProgressResponse, error) {
+	group := req.GetGroup()
+	if group == "" {
+		return nil, status.Error(codes.InvalidArgument, "consumer progress: no group given")
+	}
+	topics := map[string]bool{}
+	if req.GetTopic() != "" {
+		topics[req.GetTopic()] = true
+	} else {
+		for _, k := range s.b.Store().Metadata().OffsetKeys(group, "") {
+			topics[k[1]] = true
+		}
+		for _, c := range s.b.Consumers(group) {
+			for _, sub := range c.Subscriptions {
+				topics[sub.Topic] = true
+			}
+		}
+	}
+	resp := &gantryv1.ConsumerProgressResponse{}
+	for topic := range topics {
+		qs, err := s.b.TopicStatus(topic)
+		if errors.Is(err, broker.ErrTopicNotFound) && req.GetTopic() == "" {
+			continue // a deleted topic the group still has offsets in
+		}
+		if err != nil {
+			return nil, toStatus(err)
+		}
+		for _, q := range qs {
+			p := &gantryv1.QueueProgress{Topic: topic, QueueId: q.QueueID, BrokerOffset: q.MaxOffset, LastTimestampMs: q.LastStoreTimestamp}
+			if off, ok := s.b.QueryOffset(group, topic, q.QueueID); ok {
+				p.ConsumerOffset = off
+			} else {
+				p.ConsumerOffset = q.MinOffset
+			}
+			p.Lag = max(p.BrokerOffset-p.ConsumerOffset, 0)
+			resp.Queues = append(resp.Queues, p)
+		}
+	}
+	return resp, nil
+}
+
+// ResetOffsetByTime implements the service.
+func (s *Admin) ResetOffsetByTime(_ context.Context, req *gantryv1.ResetOffsetByTimeRequest) (*gantryv1.ResetOffsetByTimeResponse, error) {
+	offs, err := s.b.ResetOffsetByTime(req.GetGroup(), req.GetTopic(), req.GetTimestampMs())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &gantryv1.ResetOffsetByTimeResponse{Offsets: offs}, nil
+}
+
+// QueryMessageById implements the service; the id is an offset message id
+// of this broker.
+func (s *Admin) QueryMessageById(_ context.Context, req *gantryv1.QueryMessageByIdRequest) (*gantryv1.QueryMessageResponse, error) {
+	host, phys, err := message.DecodeOffsetMsgID(req.GetMsgId())
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "message id %q: %v", req.GetMsgId(), err)
+	}
+	if want := s.b.Config().StoreAddr(); host != want {
+		return nil, status.Errorf(codes.NotFound, "message id %s names broker %s, this is %s", req.GetMsgId(), host, want)
+	}
+	r, _, err := s.b.Store().CommitLog().ReadRecord(phys)
+	if err != nil {
+		if errors.Is(err, commitlog.ErrOffsetTooSmall) || errors.Is(err, commitlog.ErrOffsetTooBig) || errors.Is(err, commitlog.ErrBadOffset) {
+			return nil, status.Errorf(codes.NotFound, "message %s: %v", req.GetMsgId(), err)
+		}
+		return nil, toStatus(err)
+	}
+	defer r.Release()
+	if message.PhysicalOffsetOf(r.B) != phys {
+		return nil, status.Errorf(codes.NotFound, "message %s: no message starts at offset %d", req.GetMsgId(), phys)
+	}
+	return &gantryv1.QueryMessageResponse{Records: append([]byte(nil), r.B...)}, nil
+}
+
+// QueryMessageByKey implements the service.
+func (s *Admin) QueryMessageByKey(_ context.Context, req *gantryv1.QueryMessageByKeyRequest) (*gantryv1.QueryMessageResponse, error) {
+	end := req.GetEndMs()
+	if end == 0 {
+		end = 1<<63 - 1
+	}
+	limit := int(req.GetMax())
+	if limit <= 0 {
+		limit = 64
+	}
+	ms, err := s.b.Store().MessagesByKey(req.GetTopic(), req.GetKey(), req.GetBeginMs(), end, limit)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	var records []byte
+	for _, m := range ms {
+		if records, err = message.Append(records, m, true); err != nil {
+			return nil, toStatus(fmt.Errorf("re-encode message at %d: %w", m.PhysicalOffset, err))
+		}
+	}
+	return &gantryv1.QueryMessageResponse{Records: records}, nil
+}
+
+// BrokerStatus implements the service.
+func (s *Admin) BrokerStatus(context.Context, *gantryv1.BrokerStatusRequest) (*gantryv1.BrokerStatusResponse, error) {
+	st := s.b.Status()
+	i := func(v int64) string { return strconv.FormatInt(v, 10) }
+	return &gantryv1.BrokerStatusResponse{Status: map[string]string{
+		"clusterName": st.ClusterName, "brokerName": st.BrokerName, "brokerId": i(st.BrokerID),
+		"brokerAddr": st.BrokerAddr, "grpcAddr": st.GRPCListenAddr, "httpAddr": st.HTTPListenAddr,
+		"ready": strconv.FormatBool(st.Ready), "minLogOffset": i(st.MinLogOffset), "maxLogOffset": i(st.MaxLogOffset),
+		"flushedOffset": i(st.FlushedOffset), "topics": strconv.Itoa(st.Topics), "messagesPut": i(st.MessagesPut),
+		"messagesGot": i(st.MessagesGot), "uptime": st.Uptime.Round(1e9).String(),
+	}}, nil
+}

@@ -1,0 +1,226 @@
+package grpcapi
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/netip"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+
+	gantryv1 "github.com/gantrymq/gantry/api/gantry/v1"
+	"github.com/gantrymq/gantry/broker"
+	"github.com/gantrymq/gantry/broker/store"
+	"github.com/gantrymq/gantry/message"
+)
+
+// Messaging implements the Messaging service over a broker.
+type Messaging struct {
+	gantryv1.UnimplementedMessagingServer
+	b *broker.Broker
+}
+
+// NewMessaging returns the Messaging service of b.
+func NewMessaging(b *broker.Broker) *Messaging { return &Messaging{b: b} }
+
+// Send implements the service.
+func (s *Messaging) Send(ctx context.Context, req *gantryv1.SendRequest) (*gantryv1.SendResponse, error) {
+	resp, err := s.send(ctx, req)
+	return resp, toStatus(err)
+}
+
+func (s *Messaging) send(ctx context.Context, req *gantryv1.SendRequest) (*gantryv1.SendResponse, error) {
+	if len(req.GetMessages()) == 0 {
+		return nil, status.Error(codes.InvalidArgument, "send: no messages")
+	}
+	born := bornHost(ctx)
+	msgs := make([]*message.Message, len(req.Messages))
+	for i, m := range req.Messages {
+		msgs[i] = toMessage(req.GetTopic(), m, born)
+	}
+	res, err := s.b.Send(ctx, req.GetTopic(), msgs)
+	if err != nil {
+		return nil, err
+	}
+	return &gantryv1.SendResponse{Results: toResults(res), RequestId: req.GetRequestId()}, nil
+}
+
+// SendStream implements the service: requests are stored in the order
+// they arrive and answered in that order.
+func (s *Messaging) SendStream(stream grpc.BidiStreamingServer[gantryv1.SendRequest, gantryv1.SendResponse]) error {
+	ctx := stream.Context()
+	for {
+		req, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		resp, err := s.send(ctx, req)
+		if err != nil {
+			st := status.Convert(toStatus(err))
+			resp = &gantryv1.SendResponse{RequestId: req.GetRequestId(), Error: &gantryv1.Error{
+				Code: int32(st.Code()), Message: st.Message(), Indeterminate: broker.IsIndeterminate(err)}}
+		}
+		if err := stream.Send(resp); err != nil {
+			return err
+		}
+	}
+}
+
+// toMessage converts an API message; validation is the broker's.
+func toMessage(topic string, m *gantryv1.Message, born netip.AddrPort) *message.Message {
+	out := &message.Message{
+		Topic: topic, QueueID: m.GetQueueId(), Body: m.GetBody(), Flag: m.GetFlag(),
+		BornTimestamp: m.GetBornTimestampMs(), BornHost: born,
+	}
+	if out.BornTimestamp == 0 {
+		out.BornTimestamp = time.Now().UnixMilli()
+	}
+	props := make(message.Properties, 0, len(m.GetProperties())+3)
+	for k, v := range m.GetProperties() {
+		props = append(props, message.Property{Key: k, Value: v})
+	}
+	if t := m.GetTags(); t != "" {
+		props = append(props, message.Property{Key: message.PropTags, Value: t})
+	}
+	if len(m.GetKeys()) > 0 {
+		props = append(props, message.Property{Key: message.PropKeys, Value: strings.Join(m.GetKeys(), " ")})
+	}
+	if u := m.GetUniqKey(); u != "" {
+		props = append(props, message.Property{Key: message.PropUniqKey, Value: u})
+	}
+	out.Properties = props
+	return out
+}
+
+func toResults(res []store.PutResult) []*gantryv1.SendResult {
+	out := make([]*gantryv1.SendResult, len(res))
+	for i, r := range res {
+		out[i] = &gantryv1.SendResult{MsgId: r.MsgID, UniqKey: r.UniqKey, QueueId: r.QueueID, QueueOffset: r.QueueOffset,
+			PhysicalOffset: r.PhysicalOffset, StoreTimestampMs: r.StoreTimestamp}
+	}
+	return out
+}
+
+// bornHost is the caller's address, stored as the message's BORNHOST.
+func bornHost(ctx context.Context) netip.AddrPort {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return netip.AddrPort{}
+	}
+	if a, ok := p.Addr.(*net.TCPAddr); ok {
+		return a.AddrPort()
+	}
+	return netip.AddrPort{}
+}
+
+// Pull implements the service.
+func (s *Messaging) Pull(ctx context.Context, req *gantryv1.PullRequest) (*gantryv1.PullResponse, error) {
+	res, err := s.b.Pull(ctx, broker.PullRequest{
+		Group: req.GetGroup(), Topic: req.GetTopic(), QueueID: req.GetQueueId(), Offset: req.GetOffset(),
+		MaxMsgs: int(req.GetMaxMessages()), MaxBytes: int(req.GetMaxBytes()), Filter: req.GetFilterExpression(),
+		Hold: time.Duration(req.GetHoldMs()) * time.Millisecond,
+	})
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	defer res.Release()
+	n := 0
+	for _, r := range res.Records {
+		n += len(r.B)
+	}
+	records := make([]byte, 0, n)
+	for _, r := range res.Records {
+		records = append(records, r.B...)
+	}
+	return &gantryv1.PullResponse{
+		Status: pullStatus(res.Status), Records: records, RecordCount: int32(len(res.Records)),
+		NextOffset: res.NextOffset, MinOffset: res.MinOffset, MaxOffset: res.MaxOffset,
+	}, nil
+}
+
+func pullStatus(st store.GetStatus) gantryv1.PullStatus {
+	switch st {
+	case store.Found:
+		return gantryv1.PullStatus_PULL_STATUS_FOUND
+	case store.NoMessageInQueue, store.OffsetOverflowOne:
+		return gantryv1.PullStatus_PULL_STATUS_NO_NEW_MESSAGE
+	case store.OffsetTooSmall, store.OffsetOverflowBadly:
+		return gantryv1.PullStatus_PULL_STATUS_OFFSET_ILLEGAL
+	default: // NoMatchedMessage, OffsetFoundNull: go on from next_offset
+		return gantryv1.PullStatus_PULL_STATUS_NO_MATCHED_MESSAGE
+	}
+}
+
+// QueryOffset implements the service.
+func (s *Messaging) QueryOffset(_ context.Context, req *gantryv1.QueryOffsetRequest) (*gantryv1.QueryOffsetResponse, error) {
+	off, ok := s.b.QueryOffset(req.GetGroup(), req.GetTopic(), req.GetQueueId())
+	return &gantryv1.QueryOffsetResponse{Found: ok, Offset: off}, nil
+}
+
+// CommitOffset implements the service.
+func (s *Messaging) CommitOffset(_ context.Context, req *gantryv1.CommitOffsetRequest) (*gantryv1.CommitOffsetResponse, error) {
+	if err := s.b.CommitOffset(req.GetGroup(), req.GetTopic(), req.GetQueueId(), req.GetOffset()); err != nil {
+		return nil, toStatus(err)
+	}
+	return &gantryv1.CommitOffsetResponse{}, nil
+}
+
+// GetQueueOffsets implements the service.
+func (s *Messaging) GetQueueOffsets(_ context.Context, req *gantryv1.GetQueueOffsetsRequest) (*gantryv1.GetQueueOffsetsResponse, error) {
+	if err := s.checkQueue(req.GetTopic(), req.GetQueueId()); err != nil {
+		return nil, err
+	}
+	lo, hi := s.b.Store().QueueOffsets(req.GetTopic(), req.GetQueueId())
+	return &gantryv1.GetQueueOffsetsResponse{MinOffset: lo, MaxOffset: hi}, nil
+}
+
+// SearchOffset implements the service.
+func (s *Messaging) SearchOffset(_ context.Context, req *gantryv1.SearchOffsetRequest) (*gantryv1.SearchOffsetResponse, error) {
+	if err := s.checkQueue(req.GetTopic(), req.GetQueueId()); err != nil {
+		return nil, err
+	}
+	off, err := s.b.Store().OffsetAtTime(req.GetTopic(), req.GetQueueId(), req.GetTimestampMs())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &gantryv1.SearchOffsetResponse{Offset: off}, nil
+}
+
+// checkQueue answers NOT_FOUND for an unknown topic and INVALID_ARGUMENT
+// for a queue id outside its read queues.
+func (s *Messaging) checkQueue(topic string, qid int32) error {
+	tc, ok := s.b.Topic(topic)
+	switch {
+	case !ok:
+		return status.Errorf(codes.NotFound, "topic %q not found", topic)
+	case qid < 0 || qid >= tc.ReadQueueNums:
+		return status.Errorf(codes.InvalidArgument, "queue id %d out of range: topic %q has %d read queues", qid, topic, tc.ReadQueueNums)
+	}
+	return nil
+}
+
+// Heartbeat implements the service.
+func (s *Messaging) Heartbeat(_ context.Context, req *gantryv1.HeartbeatRequest) (*gantryv1.HeartbeatResponse, error) {
+	hb := broker.Heartbeat{ClientID: req.GetClientId(), Group: req.GetGroup()}
+	for _, sub := range req.GetSubscriptions() {
+		hb.Subscriptions = append(hb.Subscriptions, broker.Subscription{Topic: sub.GetTopic(), Expression: sub.GetExpression()})
+	}
+	if err := s.b.Heartbeat(hb); err != nil {
+		return nil, toStatus(err)
+	}
+	return &gantryv1.HeartbeatResponse{}, nil
+}
+
+// GetConsumerList implements the service.
+func (s *Messaging) GetConsumerList(_ context.Context, req *gantryv1.GetConsumerListRequest) (*gantryv1.GetConsumerListResponse, error) {
+	return &gantryv1.GetConsumerListResponse{ClientIds: s.b.ConsumerList(req.GetGroup())}, nil
+}

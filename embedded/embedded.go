@@ -1,0 +1,202 @@
+// Package embedded runs a nameserver and a broker inside the calling
+// process, on loopback ports, for applications' own tests and for
+// `gantry dev`:
+//
+//	c, err := embedded.Start(ctx, embedded.Options{})
+//	if err != nil { ... }
+//	defer c.Close(context.Background())
+//	producer, err := client.NewProducer(ctx, client.Config{NameServers: []string{c.NameServerAddr()}})
+package embedded
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/gantrymq/gantry/broker"
+	"github.com/gantrymq/gantry/broker/grpcapi"
+	"github.com/gantrymq/gantry/nameserver"
+)
+
+// Options configures Start. The zero value is ready to use: a temporary
+// data directory removed by Close, ports chosen by the system, topics
+// created on first send.
+type Options struct {
+	// Dir holds the broker's store (storePathRootDir = Dir/store). Empty:
+	// a new temporary directory, removed by Close.
+	Dir string
+	// NameServerListen, BrokerListen and HTTPListen are listen addresses.
+	// Default 127.0.0.1:0 each.
+	NameServerListen, BrokerListen, HTTPListen string
+	// NoAutoCreateTopics turns autoCreateTopicEnable off (it is on here).
+	NoAutoCreateTopics bool
+	// Broker, if set, adjusts the broker's configuration before it starts.
+	Broker func(*broker.Config)
+	// Logger receives both components' logs. Default: discard.
+	Logger *slog.Logger
+}
+
+// Cluster is a running nameserver and broker.
+type Cluster struct {
+	opts    Options
+	dir     string
+	tempDir bool
+	log     *slog.Logger
+
+	ns     *nameserver.Server
+	nsAddr string
+	nsDone chan error
+
+	mu        sync.Mutex
+	broker    *grpcapi.Server
+	brokerLis string // the broker's listen address, kept across restarts
+	httpLis   string
+}
+
+// Start starts a nameserver, then a broker registered with it, and
+// returns once the broker has recovered its store and is serving.
+func Start(ctx context.Context, opts Options) (*Cluster, error) {
+	c := &Cluster{opts: opts, dir: opts.Dir, log: opts.Logger}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	if c.dir == "" {
+		d, err := os.MkdirTemp("", "gantry-embedded-")
+		if err != nil {
+			return nil, err
+		}
+		c.dir, c.tempDir = d, true
+	}
+	ns, err := nameserver.NewServer(nameserver.Config{Logger: c.log})
+	if err != nil {
+		return nil, c.cleanup(err)
+	}
+	lis, err := net.Listen("tcp", orDefault(opts.NameServerListen, "127.0.0.1:0"))
+	if err != nil {
+		_ = ns.Close(ctx)
+		return nil, c.cleanup(fmt.Errorf("nameserver listen: %w", err))
+	}
+	c.ns, c.nsAddr, c.nsDone = ns, lis.Addr().String(), make(chan error, 1)
+	go func() { c.nsDone <- ns.Serve(lis) }()
+	c.brokerLis, c.httpLis = orDefault(opts.BrokerListen, "127.0.0.1:0"), orDefault(opts.HTTPListen, "127.0.0.1:0")
+	if err := c.StartBroker(ctx); err != nil {
+		return nil, errors.Join(err, c.Close(context.Background()))
+	}
+	return c, nil
+}
+
+func orDefault(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}
+
+func (c *Cluster) cleanup(err error) error {
+	if c.tempDir {
+		os.RemoveAll(c.dir)
+	}
+	return err
+}
+
+// StartBroker starts the broker (after StopBroker), on the same store and
+// addresses.
+func (c *Cluster) StartBroker(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.broker != nil {
+		return errors.New("embedded: broker already running")
+	}
+	bc := broker.Config{
+		NamesrvAddr:           []string{c.nsAddr},
+		StorePathRootDir:      filepath.Join(c.dir, "store"),
+		AutoCreateTopicEnable: !c.opts.NoAutoCreateTopics,
+		Logger:                c.log,
+	}
+	if c.opts.Broker != nil {
+		c.opts.Broker(&bc)
+	}
+	glis, err := net.Listen("tcp", c.brokerLis)
+	if err != nil {
+		return fmt.Errorf("broker listen: %w", err)
+	}
+	hlis, err := net.Listen("tcp", c.httpLis)
+	if err != nil {
+		glis.Close()
+		return fmt.Errorf("broker HTTP listen: %w", err)
+	}
+	s, err := grpcapi.Start(ctx, grpcapi.ServerConfig{Broker: bc, GRPCListener: glis, HTTPListener: hlis})
+	if err != nil {
+		glis.Close()
+		hlis.Close()
+		return err
+	}
+	c.broker, c.brokerLis, c.httpLis = s, glis.Addr().String(), hlis.Addr().String()
+	return nil
+}
+
+// StopBroker shuts the broker down gracefully (unregister, drain, flush).
+func (c *Cluster) StopBroker(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.broker == nil {
+		return nil
+	}
+	err := c.broker.Close(ctx)
+	c.broker = nil
+	return err
+}
+
+// RestartBroker stops and starts the broker.
+func (c *Cluster) RestartBroker(ctx context.Context) error {
+	if err := c.StopBroker(ctx); err != nil {
+		return err
+	}
+	return c.StartBroker(ctx)
+}
+
+// NameServerAddr is the nameserver's gRPC address (client.Config.NameServers).
+func (c *Cluster) NameServerAddr() string { return c.nsAddr }
+
+// BrokerAddr is the broker's gRPC address.
+func (c *Cluster) BrokerAddr() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.brokerLis
+}
+
+// HTTPAddr is the broker's metrics and health address.
+func (c *Cluster) HTTPAddr() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.httpLis
+}
+
+// Dir is the data directory.
+func (c *Cluster) Dir() string { return c.dir }
+
+// Broker returns the running broker core, or nil while it is stopped.
+func (c *Cluster) Broker() *broker.Broker {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.broker == nil {
+		return nil
+	}
+	return c.broker.Broker()
+}
+
+// Close stops the broker and the nameserver and removes a temporary data
+// directory.
+func (c *Cluster) Close(ctx context.Context) error {
+	err := c.StopBroker(ctx)
+	if c.ns != nil {
+		err = errors.Join(err, c.ns.Close(ctx), <-c.nsDone)
+		c.ns = nil
+	}
+	return c.cleanup(err)
+}
