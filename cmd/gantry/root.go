@@ -24,6 +24,6 @@ role or tool.`,
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newVerifyCmd())
+	root.AddCommand(newDevCmd(), newNamesrvCmd(), newBrokerCmd(), newVerifyCmd())
 	return root
 }

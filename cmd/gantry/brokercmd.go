@@ -1,0 +1,79 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gantrymq/gantry/broker"
+	"github.com/gantrymq/gantry/broker/grpcapi"
+)
+
+func newBrokerCmd() *cobra.Command {
+	var (
+		conf     string
+		namesrv  string
+		storeDir string
+		autoTop  bool
+	)
+	cmd := &cobra.Command{
+		Use:   "broker",
+		Short: "Run a broker",
+		Long: `Broker runs one broker configured by a RocketMQ-style broker.conf (key=value
+lines; unknown keys are errors). Flags override the file.
+
+Keys: ` + strings.Join(broker.ConfigKeys, ", ") + `.`,
+		Example: `  gantry broker -c broker.conf
+  gantry broker -n 127.0.0.1:9877 --store ./data/store`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var cfg broker.Config
+			if conf != "" {
+				f, err := os.Open(conf)
+				if err != nil {
+					return &exitError{code: exitUsage, err: err}
+				}
+				err = broker.ParseConfig(f, &cfg)
+				f.Close()
+				if err != nil {
+					return &exitError{code: exitUsage, err: err}
+				}
+			}
+			if cmd.Flags().Changed("namesrv") {
+				cfg.NamesrvAddr = strings.Split(namesrv, ";")
+			}
+			if cmd.Flags().Changed("store") {
+				cfg.StorePathRootDir = storeDir
+			}
+			if cmd.Flags().Changed("auto-create-topics") {
+				cfg.AutoCreateTopicEnable = autoTop
+			}
+			cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+			start := time.Now()
+			s, err := grpcapi.Start(cmd.Context(), grpcapi.ServerConfig{Broker: cfg})
+			if err != nil {
+				return &exitError{code: exitUsage, err: err}
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "broker %s ready in %v: gRPC %s, HTTP %s\n", s.Broker().Config().BrokerName,
+				time.Since(start).Round(time.Millisecond), s.GRPCAddr(), s.HTTPAddr())
+			<-cmd.Context().Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			defer cancel()
+			if err := s.Close(ctx); err != nil {
+				return &exitError{code: exitProblems, err: fmt.Errorf("shutdown: %w", err)}
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&conf, "config", "c", "", "broker.conf file")
+	f.StringVarP(&namesrv, "namesrv", "n", "", "nameserver gRPC addresses, ';'-separated (namesrvAddr)")
+	f.StringVar(&storeDir, "store", "", "store directory (storePathRootDir)")
+	f.BoolVar(&autoTop, "auto-create-topics", false, "create topics on first send (autoCreateTopicEnable)")
+	return cmd
+}

@@ -1,0 +1,85 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gantrymq/gantry/broker"
+	"github.com/gantrymq/gantry/commitlog"
+	"github.com/gantrymq/gantry/embedded"
+)
+
+func newDevCmd() *cobra.Command {
+	var (
+		dir                  string
+		nsListen, brokerList string
+		httpListen           string
+		flush                string
+		verbose              bool
+	)
+	cmd := &cobra.Command{
+		Use:   "dev",
+		Short: "Run a nameserver and a broker in one process, for development",
+		Long: `Dev starts a nameserver and a broker in this process, with the store in
+--dir, topics created on first use, and prints the endpoints. Ctrl-C shuts
+both down cleanly (the broker unregisters, finishes requests in flight and
+flushes).`,
+		Example: `  gantry dev
+  gantry admin updateTopic -t Orders
+  gantry bench produce -t Orders --count 100000`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			level := slog.LevelWarn
+			if verbose {
+				level = slog.LevelInfo
+			}
+			logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+			mode := commitlog.AsyncFlush
+			switch flush {
+			case "ASYNC_FLUSH":
+			case "SYNC_FLUSH":
+				mode = commitlog.SyncFlush
+			default:
+				return &exitError{code: exitUsage, err: fmt.Errorf("--flush %q: want ASYNC_FLUSH or SYNC_FLUSH", flush)}
+			}
+			start := time.Now()
+			c, err := embedded.Start(cmd.Context(), embedded.Options{
+				Dir: dir, NameServerListen: nsListen, BrokerListen: brokerList, HTTPListen: httpListen, Logger: logger,
+				Broker: func(bc *broker.Config) { bc.FlushDiskType = mode },
+			})
+			if err != nil {
+				return &exitError{code: exitUsage, err: err}
+			}
+			abs, _ := filepath.Abs(c.Dir())
+			fmt.Fprintf(cmd.OutOrStdout(), `Gantry dev ready in %v
+  nameserver  %s   (client.Config.NameServers, gantry admin -n)
+  broker      %s   (gRPC)
+  metrics     http://%s/metrics   health /healthz /readyz
+  store       %s   (%s, topics auto-created)
+Ctrl-C to stop.
+`, time.Since(start).Round(time.Millisecond), c.NameServerAddr(), c.BrokerAddr(), c.HTTPAddr(), abs, mode)
+			<-cmd.Context().Done()
+			fmt.Fprintln(cmd.OutOrStdout(), "shutting down")
+			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			defer cancel()
+			if err := c.Close(ctx); err != nil {
+				return &exitError{code: exitProblems, err: fmt.Errorf("shutdown: %w", err)}
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), "stopped")
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&dir, "dir", "./gantry-data", "data directory (the store is DIR/store)")
+	f.StringVar(&nsListen, "namesrv-listen", "127.0.0.1:9877", "nameserver gRPC listen address")
+	f.StringVar(&brokerList, "broker-listen", "127.0.0.1:8081", "broker gRPC listen address")
+	f.StringVar(&httpListen, "http-listen", "127.0.0.1:5557", "broker metrics and health listen address")
+	f.StringVar(&flush, "flush", "ASYNC_FLUSH", "flushDiskType: ASYNC_FLUSH or SYNC_FLUSH")
+	f.BoolVarP(&verbose, "verbose", "v", false, "log at info level")
+	return cmd
+}
