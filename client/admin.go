@@ -1,0 +1,532 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	gantryv1 "github.com/gantrymq/gantry/api/gantry/v1"
+	"github.com/gantrymq/gantry/message"
+)
+
+// Defaults of TopicConfig.
+const (
+	DefaultQueueNums = 8
+	DefaultPerm      = PermRead | PermWrite
+)
+
+// TopicConfig describes a topic to create. Zero fields take the defaults.
+type TopicConfig struct {
+	Name string
+	// ReadQueueNums and WriteQueueNums are the topic's queues per broker.
+	// Default 8 each.
+	ReadQueueNums, WriteQueueNums int32
+	// Perm is PermRead|PermWrite (default) or one of them.
+	Perm int32
+	// Order marks an ordered topic.
+	Order bool
+	// Attributes are the topic's attributes (priority lanes, retention...).
+	Attributes map[string]string
+}
+
+// GroupConfig describes a consumer group. The zero value (but the name) is
+// an enabled clustering group with the broker's default retries.
+type GroupConfig struct {
+	Name string
+	// Disabled stops the group's consumption.
+	Disabled bool
+	// Broadcast lets the group consume in broadcast mode.
+	Broadcast bool
+	// Orderly marks a group that consumes in order.
+	Orderly bool
+	// RetryMaxTimes is how often a message is retried before it is
+	// dead-lettered; 0 means the broker's default (16).
+	RetryMaxTimes int32
+}
+
+// ClusterInfo lists the clusters and their brokers.
+type ClusterInfo struct {
+	// Clusters maps a cluster name to its broker names, sorted.
+	Clusters map[string][]string
+	// Brokers maps a broker name to its data.
+	Brokers map[string]BrokerData
+}
+
+// QueueStatus is one queue's offsets on its broker.
+type QueueStatus struct {
+	Queue         Queue
+	MinOffset     int64
+	MaxOffset     int64
+	LastStoreTime time.Time
+}
+
+// QueueProgress is a group's progress in one queue.
+type QueueProgress struct {
+	Queue          Queue
+	BrokerOffset   int64
+	ConsumerOffset int64
+	Lag            int64
+	LastTimestamp  time.Time
+}
+
+// Admin administers a cluster: topics, groups, offsets and message
+// queries. Calls that concern several brokers ask each in turn and, when
+// some fail, return what the others answered together with the failures
+// joined (errors.Join). It is safe for concurrent use.
+type Admin struct {
+	c         *core
+	closeOnce sync.Once
+}
+
+// NewAdmin returns an admin client for the cluster of cfg. ctx is not used
+// after it returns.
+func NewAdmin(ctx context.Context, cfg Config) (*Admin, error) {
+	c, err := newCore(ctx, cfg, "admin")
+	if err != nil {
+		return nil, err
+	}
+	return &Admin{c: c}, nil
+}
+
+// Close stops the route refresher and closes the connections. Later calls
+// return ErrClosed.
+func (a *Admin) Close() error {
+	err := ErrClosed
+	a.closeOnce.Do(func() { err = a.c.close() })
+	return err
+}
+
+// brokerRef is a broker name and the gRPC address to call.
+type brokerRef struct{ name, addr string }
+
+// clusterBrokers returns the master of every broker of the cluster.
+func (a *Admin) clusterBrokers(ctx context.Context) ([]brokerRef, error) {
+	ci, err := a.c.ns.clusterInfo(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var refs []brokerRef
+	for name, bd := range ci.GetBrokers() {
+		if addr := bd.GetBrokerAddrs()[0]; addr != "" {
+			refs = append(refs, brokerRef{name, addr})
+		}
+	}
+	sort.Slice(refs, func(i, j int) bool { return refs[i].name < refs[j].name })
+	return refs, nil
+}
+
+// routeBrokers returns the master of every broker that has topic, from a
+// fresh route (the cached one if the nameservers cannot be reached).
+func (a *Admin) routeBrokers(ctx context.Context, topic string) ([]brokerRef, error) {
+	rt, err := a.c.routes.refresh(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	var refs []brokerRef
+	for _, qd := range rt.route.Queues {
+		if addr, ok := rt.masters[qd.BrokerName]; ok {
+			refs = append(refs, brokerRef{qd.BrokerName, addr})
+		}
+	}
+	return refs, nil
+}
+
+// targets returns the given addresses, or else the cluster's masters.
+func (a *Admin) targets(ctx context.Context, addrs []string) ([]brokerRef, error) {
+	if len(addrs) == 0 {
+		refs, err := a.clusterBrokers(ctx)
+		if err == nil && len(refs) == 0 {
+			err = fmt.Errorf("client: the cluster has no broker: %w", ErrUnavailable)
+		}
+		return refs, err
+	}
+	refs := make([]brokerRef, len(addrs))
+	for i, addr := range addrs {
+		refs[i] = brokerRef{addr: addr}
+	}
+	return refs, nil
+}
+
+// each calls f on every broker and joins the errors.
+func (a *Admin) each(refs []brokerRef, op string, f func(brokerRef, gantryv1.AdminClient) error) error {
+	var errs []error
+	for _, r := range refs {
+		ac, err := a.c.admin(r.addr)
+		if err == nil {
+			err = callError(op, r.addr, f(r, ac), ErrNotFound)
+		}
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// CreateTopic creates (or updates) a topic on the given brokers' gRPC
+// addresses, by default on every broker of the cluster (the master of each
+// broker name in the nameservers' cluster info).
+func (a *Admin) CreateTopic(ctx context.Context, tc TopicConfig, brokers ...string) error {
+	if err := validTopic(tc.Name); err != nil {
+		return fmt.Errorf("client: create topic: %w", err)
+	}
+	if tc.ReadQueueNums == 0 {
+		tc.ReadQueueNums = DefaultQueueNums
+	}
+	if tc.WriteQueueNums == 0 {
+		tc.WriteQueueNums = DefaultQueueNums
+	}
+	if tc.Perm == 0 {
+		tc.Perm = DefaultPerm
+	}
+	refs, err := a.targets(ctx, brokers)
+	if err != nil {
+		return err
+	}
+	cfg := &gantryv1.TopicConfig{
+		Name: tc.Name, ReadQueueNums: tc.ReadQueueNums, WriteQueueNums: tc.WriteQueueNums,
+		Perm: tc.Perm, Order: tc.Order, Attributes: tc.Attributes,
+	}
+	return a.each(refs, "create topic", func(_ brokerRef, ac gantryv1.AdminClient) error {
+		_, err := ac.CreateTopic(ctx, &gantryv1.CreateTopicRequest{Topic: cfg})
+		return err
+	})
+}
+
+// DeleteTopic deletes a topic from the given brokers, by default from every
+// broker of the cluster. A broker without the topic is not an error.
+func (a *Admin) DeleteTopic(ctx context.Context, topic string, brokers ...string) error {
+	refs, err := a.targets(ctx, brokers)
+	if err != nil {
+		return err
+	}
+	return a.each(refs, "delete topic", func(_ brokerRef, ac gantryv1.AdminClient) error {
+		_, err := ac.DeleteTopic(ctx, &gantryv1.DeleteTopicRequest{Name: topic})
+		if errors.Is(callError("", "", err, ErrNotFound), ErrNotFound) {
+			return nil
+		}
+		return err
+	})
+}
+
+// Topics lists the topics of every live broker (the nameservers'
+// ListTopics), sorted.
+func (a *Admin) Topics(ctx context.Context) ([]string, error) {
+	var resp *gantryv1.ListTopicsResponse
+	err := a.c.ns.call(ctx, "list topics", func(ctx context.Context, c gantryv1.NameServerClient) error {
+		var err error
+		resp, err = c.ListTopics(ctx, &gantryv1.ListTopicsRequest{})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	topics := append([]string(nil), resp.GetTopics()...)
+	sort.Strings(topics)
+	return topics, nil
+}
+
+// Route returns the topic's route as the nameservers answer it now.
+func (a *Admin) Route(ctx context.Context, topic string) (*Route, error) {
+	return a.c.routes.fetch(ctx, topic)
+}
+
+// ClusterInfo returns the clusters and brokers the nameservers know.
+func (a *Admin) ClusterInfo(ctx context.Context) (*ClusterInfo, error) {
+	ci, err := a.c.ns.clusterInfo(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := &ClusterInfo{Clusters: map[string][]string{}, Brokers: map[string]BrokerData{}}
+	for c, names := range ci.GetClusters() {
+		out.Clusters[c] = append([]string(nil), names.GetNames()...)
+		sort.Strings(out.Clusters[c])
+	}
+	for name, bd := range ci.GetBrokers() {
+		out.Brokers[name] = brokerFromProto(bd)
+	}
+	return out, nil
+}
+
+// TopicStatus returns the offsets of every queue of topic on every broker
+// that has it, sorted by broker name and queue id.
+func (a *Admin) TopicStatus(ctx context.Context, topic string) ([]QueueStatus, error) {
+	refs, err := a.routeBrokers(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	var out []QueueStatus
+	err = a.each(refs, "topic status", func(r brokerRef, ac gantryv1.AdminClient) error {
+		resp, err := ac.TopicStatus(ctx, &gantryv1.TopicStatusRequest{Topic: topic})
+		for _, qs := range resp.GetQueues() {
+			out = append(out, QueueStatus{
+				Queue:     Queue{Topic: topic, BrokerName: r.name, Broker: r.addr, ID: qs.GetQueueId()},
+				MinOffset: qs.GetMinOffset(), MaxOffset: qs.GetMaxOffset(), LastStoreTime: msTime(qs.GetLastStoreTimestampMs()),
+			})
+		}
+		return err
+	})
+	sort.Slice(out, func(i, j int) bool { return queueLess(out[i].Queue, out[j].Queue) })
+	return out, err
+}
+
+// BrokerStatus returns a broker's status properties.
+func (a *Admin) BrokerStatus(ctx context.Context, addr string) (map[string]string, error) {
+	ac, err := a.c.admin(addr)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := ac.BrokerStatus(ctx, &gantryv1.BrokerStatusRequest{})
+	if err != nil {
+		return nil, callError("broker status", addr, err, ErrNotFound)
+	}
+	return resp.GetStatus(), nil
+}
+
+// ConsumerProgress returns group's offsets and lag per queue of topic on
+// every broker that has it; with topic "", of every topic the group has
+// offsets in, on every broker of the cluster.
+func (a *Admin) ConsumerProgress(ctx context.Context, group, topic string) ([]QueueProgress, error) {
+	var refs []brokerRef
+	var err error
+	if topic != "" {
+		refs, err = a.routeBrokers(ctx, topic)
+	} else {
+		refs, err = a.clusterBrokers(ctx)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []QueueProgress
+	err = a.each(refs, "consumer progress", func(r brokerRef, ac gantryv1.AdminClient) error {
+		resp, err := ac.ConsumerProgress(ctx, &gantryv1.ConsumerProgressRequest{Group: group, Topic: topic})
+		for _, qp := range resp.GetQueues() {
+			out = append(out, QueueProgress{
+				Queue:        Queue{Topic: qp.GetTopic(), BrokerName: r.name, Broker: r.addr, ID: qp.GetQueueId()},
+				BrokerOffset: qp.GetBrokerOffset(), ConsumerOffset: qp.GetConsumerOffset(), Lag: qp.GetLag(),
+				LastTimestamp: msTime(qp.GetLastTimestampMs()),
+			})
+		}
+		return err
+	})
+	sort.Slice(out, func(i, j int) bool { return queueLess(out[i].Queue, out[j].Queue) })
+	return out, err
+}
+
+// ResetOffsetByTime moves group's offsets of topic, on every broker that
+// has it, to the first messages stored at or after t, and returns the new
+// offsets.
+func (a *Admin) ResetOffsetByTime(ctx context.Context, group, topic string, t time.Time) (map[Queue]int64, error) {
+	refs, err := a.routeBrokers(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	out := map[Queue]int64{}
+	err = a.each(refs, "reset offset", func(r brokerRef, ac gantryv1.AdminClient) error {
+		resp, err := ac.ResetOffsetByTime(ctx, &gantryv1.ResetOffsetByTimeRequest{Group: group, Topic: topic, TimestampMs: t.UnixMilli()})
+		for id, off := range resp.GetOffsets() {
+			out[Queue{Topic: topic, BrokerName: r.name, Broker: r.addr, ID: id}] = off
+		}
+		return err
+	})
+	return out, err
+}
+
+// QueryMessageByID finds a message by its offset message id (SendResult.
+// MsgID, MessageExt.MsgID). The id holds the store host of the broker that
+// wrote it, which is that broker's message-store (remoting) address, not
+// its gRPC address, and only a commit-log offset, which every broker has.
+// So the brokers of the cluster are asked in turn, those registering the
+// store host as an address first, then the others, masters before slaves;
+// an answer counts only if the record's own offset message id is msgID.
+// ErrNotFound when no broker has it.
+func (a *Admin) QueryMessageByID(ctx context.Context, msgID string) (*MessageExt, error) {
+	host, _, err := message.DecodeOffsetMsgID(msgID)
+	if err != nil {
+		return nil, fmt.Errorf("client: query message %q: %w: %w", msgID, ErrInvalidArgument, err)
+	}
+	ci, err := a.c.ns.clusterInfo(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var errs []error
+	for _, r := range idCandidates(ci, host) {
+		ac, err := a.c.admin(r.addr)
+		if err != nil {
+			return nil, err
+		}
+		resp, err := ac.QueryMessageById(ctx, &gantryv1.QueryMessageByIdRequest{MsgId: msgID})
+		if err != nil {
+			if err = callError("query message", r.addr, err, ErrNotFound); !errors.Is(err, ErrNotFound) {
+				errs = append(errs, err)
+			}
+			continue
+		}
+		msgs, err := decodeRecords(resp.GetRecords(), Queue{BrokerName: r.name, Broker: r.addr})
+		for _, m := range msgs {
+			if strings.EqualFold(m.MsgID, msgID) {
+				return m, nil
+			}
+		}
+		errs = append(errs, err)
+	}
+	return nil, errors.Join(append([]error{fmt.Errorf("client: message %s: %w", msgID, ErrNotFound)}, errs...)...)
+}
+
+// idCandidates orders the brokers to ask for a message stored by host:
+// those with host among their addresses first, masters before slaves.
+func idCandidates(ci *gantryv1.GetClusterInfoResponse, host netip.AddrPort) []brokerRef {
+	type cand struct {
+		ref   brokerRef
+		match bool
+		id    int64
+	}
+	var cs []cand
+	for name, bd := range ci.GetBrokers() {
+		match := false
+		for _, addrs := range []map[int64]string{bd.GetBrokerAddrs(), bd.GetRemotingAddrs()} {
+			for _, a := range addrs {
+				if ap, err := netip.ParseAddrPort(a); err == nil && ap.Addr().Unmap() == host.Addr().Unmap() && ap.Port() == host.Port() {
+					match = true
+				}
+			}
+		}
+		for id, addr := range bd.GetBrokerAddrs() {
+			cs = append(cs, cand{brokerRef{name, addr}, match, id})
+		}
+	}
+	sort.Slice(cs, func(i, j int) bool {
+		if cs[i].match != cs[j].match {
+			return cs[i].match
+		}
+		if (cs[i].id == 0) != (cs[j].id == 0) {
+			return cs[i].id == 0
+		}
+		return cs[i].ref.name < cs[j].ref.name || cs[i].ref.name == cs[j].ref.name && cs[i].id < cs[j].id
+	})
+	refs := make([]brokerRef, len(cs))
+	for i, c := range cs {
+		refs[i] = c.ref
+	}
+	return refs
+}
+
+// QueryMessageByKey finds up to limit (default 32 when <= 0) messages of
+// topic with key among their keys, stored between begin and end, on every
+// broker that has the topic. The result is sorted by store time and holds
+// each message once.
+func (a *Admin) QueryMessageByKey(ctx context.Context, topic, key string, begin, end time.Time, limit int) ([]*MessageExt, error) {
+	if limit <= 0 {
+		limit = DefaultPullMaxMessages
+	}
+	refs, err := a.routeBrokers(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	var out []*MessageExt
+	req := &gantryv1.QueryMessageByKeyRequest{Topic: topic, Key: key, BeginMs: begin.UnixMilli(), EndMs: end.UnixMilli(), Max: int32(min(limit, 1<<30))}
+	err = a.each(refs, "query message by key", func(r brokerRef, ac gantryv1.AdminClient) error {
+		resp, err := ac.QueryMessageByKey(ctx, req)
+		if err != nil {
+			return err
+		}
+		msgs, derr := decodeRecords(resp.GetRecords(), Queue{Topic: topic, BrokerName: r.name, Broker: r.addr})
+		for _, m := range msgs {
+			if id := r.name + "/" + m.MsgID; !seen[id] {
+				seen[id] = true
+				out = append(out, m)
+			}
+		}
+		return derr
+	})
+	sort.SliceStable(out, func(i, j int) bool { return out[i].StoreTimestamp.Before(out[j].StoreTimestamp) })
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out, err
+}
+
+// CreateGroup creates (or updates) a consumer group on the given brokers,
+// by default on every broker of the cluster.
+func (a *Admin) CreateGroup(ctx context.Context, g GroupConfig, brokers ...string) error {
+	if g.Name == "" {
+		return fmt.Errorf("client: create group: the name is required: %w", ErrInvalidArgument)
+	}
+	refs, err := a.targets(ctx, brokers)
+	if err != nil {
+		return err
+	}
+	cfg := &gantryv1.GroupConfig{
+		Name: g.Name, ConsumeEnable: !g.Disabled, ConsumeBroadcastEnable: g.Broadcast,
+		ConsumeMessageOrderly: g.Orderly, RetryMaxTimes: g.RetryMaxTimes,
+	}
+	return a.each(refs, "create group", func(_ brokerRef, ac gantryv1.AdminClient) error {
+		_, err := ac.CreateGroup(ctx, &gantryv1.CreateGroupRequest{Group: cfg})
+		return err
+	})
+}
+
+// DeleteGroup deletes a consumer group from the given brokers, by default
+// from every broker of the cluster. A broker without it is not an error.
+func (a *Admin) DeleteGroup(ctx context.Context, name string, brokers ...string) error {
+	refs, err := a.targets(ctx, brokers)
+	if err != nil {
+		return err
+	}
+	return a.each(refs, "delete group", func(_ brokerRef, ac gantryv1.AdminClient) error {
+		_, err := ac.DeleteGroup(ctx, &gantryv1.DeleteGroupRequest{Name: name})
+		if errors.Is(callError("", "", err, ErrNotFound), ErrNotFound) {
+			return nil
+		}
+		return err
+	})
+}
+
+// Groups lists the consumer groups of the given brokers, by default of
+// every broker of the cluster, each name once (as the first broker
+// describes it), sorted by name.
+func (a *Admin) Groups(ctx context.Context, brokers ...string) ([]GroupConfig, error) {
+	refs, err := a.targets(ctx, brokers)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	var out []GroupConfig
+	err = a.each(refs, "list groups", func(_ brokerRef, ac gantryv1.AdminClient) error {
+		resp, err := ac.ListGroups(ctx, &gantryv1.ListGroupsRequest{})
+		for _, g := range resp.GetGroups() {
+			if !seen[g.GetName()] {
+				seen[g.GetName()] = true
+				out = append(out, GroupConfig{
+					Name: g.GetName(), Disabled: !g.GetConsumeEnable(), Broadcast: g.GetConsumeBroadcastEnable(),
+					Orderly: g.GetConsumeMessageOrderly(), RetryMaxTimes: g.GetRetryMaxTimes(),
+				})
+			}
+		}
+		return err
+	})
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, err
+}
+
+// msTime converts Unix milliseconds, 0 being the zero time.
+func msTime(ms int64) time.Time {
+	if ms == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms)
+}
+
+// queueLess orders queues by topic, broker name and id.
+func queueLess(a, b Queue) bool {
+	if a.Topic != b.Topic {
+		return a.Topic < b.Topic
+	}
+	if a.BrokerName != b.BrokerName {
+		return a.BrokerName < b.BrokerName
+	}
+	return a.ID < b.ID
+}

@@ -1,0 +1,270 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	mrand "math/rand/v2"
+	"sort"
+	"sync"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	gantryv1 "github.com/gantrymq/gantry/api/gantry/v1"
+)
+
+// connPool holds one *grpc.ClientConn per address (brokers and
+// nameservers), created on first use. Connections connect lazily and
+// reconnect by themselves.
+type connPool struct {
+	opts []grpc.DialOption
+
+	mu     sync.Mutex
+	conns  map[string]*grpc.ClientConn
+	closed bool
+}
+
+func newConnPool(opts []grpc.DialOption) *connPool {
+	all := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)
+	return &connPool{opts: all, conns: map[string]*grpc.ClientConn{}}
+}
+
+// get returns the connection to addr.
+func (p *connPool) get(addr string) (*grpc.ClientConn, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, ErrClosed
+	}
+	if cc, ok := p.conns[addr]; ok {
+		return cc, nil
+	}
+	cc, err := grpc.NewClient(addr, p.opts...)
+	if err != nil {
+		return nil, fmt.Errorf("client: connect %s: %w: %w", addr, ErrInvalidArgument, err)
+	}
+	p.conns[addr] = cc
+	return cc, nil
+}
+
+// close closes every connection; later gets fail with ErrClosed.
+func (p *connPool) close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closed = true
+	var errs []error
+	for addr, cc := range p.conns {
+		if err := cc.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("client: close connection to %s: %w", addr, err))
+		}
+	}
+	p.conns = nil
+	return errors.Join(errs...)
+}
+
+// group runs goroutines and waits for them. Unlike a bare WaitGroup it
+// refuses new goroutines once wait has begun, so a late start can never
+// race with the wait.
+type group struct {
+	mu     sync.Mutex
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// goFunc runs f in a new goroutine and reports true, or reports false once
+// wait was called.
+func (g *group) goFunc(f func()) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return false
+	}
+	g.wg.Go(f)
+	return true
+}
+
+// wait refuses new goroutines and waits for the running ones.
+func (g *group) wait() {
+	g.mu.Lock()
+	g.closed = true
+	g.mu.Unlock()
+	g.wg.Wait()
+}
+
+// core is what Producer, PullConsumer and Admin share: the connections, the
+// nameservers, the route cache and its refresh goroutine.
+type core struct {
+	cfg    Config
+	log    *slog.Logger
+	pool   *connPool
+	ns     *nameServers
+	routes *routeCache
+	life   context.Context // ends with close
+	stop   context.CancelFunc
+	tasks  group
+}
+
+// newCore checks cfg and starts the route refresher.
+func newCore(ctx context.Context, cfg Config, component string) (*core, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	c := &core{cfg: cfg, pool: newConnPool(cfg.DialOptions)}
+	c.log = cfg.Logger.With("component", component, "client", cfg.ClientID)
+	c.ns = &nameServers{addrs: cfg.NameServers, pool: c.pool, next: mrand.IntN(len(cfg.NameServers))}
+	c.routes = newRouteCache(c.ns, c.log)
+	c.life, c.stop = context.WithCancel(context.WithoutCancel(ctx))
+	c.tasks.goFunc(func() { c.routes.run(c.life, cfg.RouteRefresh) })
+	return c, nil
+}
+
+// close stops the goroutines and closes the connections.
+func (c *core) close() error {
+	c.stop()
+	c.tasks.wait()
+	return c.pool.close()
+}
+
+// messaging returns a Messaging client for a broker.
+func (c *core) messaging(addr string) (gantryv1.MessagingClient, error) {
+	cc, err := c.pool.get(addr)
+	if err != nil {
+		return nil, err
+	}
+	return gantryv1.NewMessagingClient(cc), nil
+}
+
+// admin returns an Admin client for a broker.
+func (c *core) admin(addr string) (gantryv1.AdminClient, error) {
+	cc, err := c.pool.get(addr)
+	if err != nil {
+		return nil, err
+	}
+	return gantryv1.NewAdminClient(cc), nil
+}
+
+// brokerAddr returns the current gRPC address of q's broker: the master of
+// its broker name in the cached route, else q.Broker.
+func (c *core) brokerAddr(q Queue) (string, error) {
+	if rt := c.routes.cached(q.Topic); rt != nil {
+		if addr, ok := rt.masters[q.BrokerName]; ok {
+			return addr, nil
+		}
+	}
+	if q.Broker == "" {
+		return "", fmt.Errorf("client: queue %s has no broker address: %w", q, ErrInvalidArgument)
+	}
+	return q.Broker, nil
+}
+
+// brokerFailed reacts to a failed call to a broker of topic: an unreachable
+// broker may have moved, so the topic's route is refreshed soon.
+func (c *core) brokerFailed(topic string, err error) {
+	if errors.Is(err, ErrUnavailable) {
+		c.routes.kick(topic)
+	}
+}
+
+// call runs f against the broker of q and converts its error; it returns
+// the broker's address.
+func (c *core) call(q Queue, op string, f func(gantryv1.MessagingClient) error) (string, error) {
+	addr, err := c.brokerAddr(q)
+	if err != nil {
+		return "", err
+	}
+	m, err := c.messaging(addr)
+	if err != nil {
+		return addr, err
+	}
+	if err := callError(op, addr, f(m), ErrTopicNotFound); err != nil {
+		if c.brokerFailed(q.Topic, err); errors.Is(err, ErrTopicNotFound) {
+			c.routes.kick(q.Topic) // the topic may have moved
+		}
+		return addr, err
+	}
+	return addr, nil
+}
+
+// nameServers calls the nameservers: each in turn, starting from the one
+// that answered last (initially a random one), until one answers.
+type nameServers struct {
+	addrs []string
+	pool  *connPool
+
+	mu   sync.Mutex
+	next int
+}
+
+// call runs f against the nameservers in turn. It returns the first
+// success; otherwise NOT_FOUND if any nameserver answered it (a restarted
+// nameserver may not know every broker yet, so the others are asked too),
+// else the last error.
+func (n *nameServers) call(ctx context.Context, op string, f func(context.Context, gantryv1.NameServerClient) error) error {
+	n.mu.Lock()
+	start := n.next
+	n.mu.Unlock()
+	var notFound, last error
+	for i := range n.addrs {
+		idx := (start + i) % len(n.addrs)
+		addr := n.addrs[idx]
+		cc, err := n.pool.get(addr)
+		if err != nil {
+			return err
+		}
+		cctx, cancel := context.WithTimeout(ctx, nameServerCallTimeout)
+		err = f(cctx, gantryv1.NewNameServerClient(cc))
+		cancel()
+		if err == nil {
+			n.mu.Lock()
+			n.next = idx
+			n.mu.Unlock()
+			return nil
+		}
+		err = callError(op, addr, err, ErrTopicNotFound)
+		if status.Code(err) == codes.NotFound {
+			notFound = err
+		} else {
+			last = err
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	if notFound != nil {
+		return notFound
+	}
+	return last
+}
+
+// clusterInfo asks the nameservers for the cluster info.
+func (n *nameServers) clusterInfo(ctx context.Context) (*gantryv1.GetClusterInfoResponse, error) {
+	var resp *gantryv1.GetClusterInfoResponse
+	err := n.call(ctx, "cluster info", func(ctx context.Context, c gantryv1.NameServerClient) error {
+		var err error
+		resp, err = c.GetClusterInfo(ctx, &gantryv1.GetClusterInfoRequest{})
+		return err
+	})
+	return resp, err
+}
+
+// masterAddrs returns the master gRPC address of every broker of the
+// cluster info, sorted by broker name.
+func masterAddrs(ci *gantryv1.GetClusterInfoResponse) []string {
+	names := make([]string, 0, len(ci.GetBrokers()))
+	for name := range ci.GetBrokers() {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var addrs []string
+	for _, name := range names {
+		if addr, ok := ci.GetBrokers()[name].GetBrokerAddrs()[0]; ok && addr != "" {
+			addrs = append(addrs, addr)
+		}
+	}
+	return addrs
+}

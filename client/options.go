@@ -1,0 +1,233 @@
+package client
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	mrand "math/rand/v2"
+	"os"
+	"time"
+
+	"google.golang.org/grpc"
+)
+
+// Defaults of Config and of the Producer and PullConsumer options.
+const (
+	DefaultNameServer       = "127.0.0.1:9877"
+	DefaultRouteRefresh     = 30 * time.Second
+	DefaultRetries          = 2
+	DefaultBackoffBase      = 50 * time.Millisecond
+	DefaultBackoffMax       = time.Second
+	DefaultSendTimeout      = 3 * time.Second
+	DefaultMaxBatchMessages = 256
+	DefaultMaxBatchBytes    = 1 << 20
+	DefaultHoldMargin       = 5 * time.Second
+	DefaultPullMaxMessages  = 32
+	failedBrokerExpiry      = 30 * time.Second // how long a broker that failed a send is avoided
+	nameServerCallTimeout   = 3 * time.Second  // per nameserver tried
+)
+
+// Config configures the connection to a Gantry cluster; Producer,
+// PullConsumer and Admin take one. A zero value means the default; the
+// client works on a copy.
+type Config struct {
+	// NameServers are the nameservers' gRPC addresses (host:port). They are
+	// tried in turn, starting from a random one. Default
+	// ["127.0.0.1:9877"].
+	NameServers []string
+	// DialOptions are added to every connection (nameservers and brokers)
+	// after the default, plaintext credentials, so
+	// grpc.WithTransportCredentials here replaces them.
+	DialOptions []grpc.DialOption
+	// RouteRefresh is how often the cached topic routes are read again from
+	// the nameservers. Default 30 s.
+	RouteRefresh time.Duration
+	// Logger receives the client's logs. nil: discard.
+	Logger *slog.Logger
+	// ClientID identifies this client to brokers and in logs. Default
+	// hostname@pid@random.
+	ClientID string
+}
+
+// withDefaults returns a copy of c with every zero field set to its default.
+func (c Config) withDefaults() Config {
+	if len(c.NameServers) == 0 {
+		c.NameServers = []string{DefaultNameServer}
+	}
+	c.NameServers = append([]string(nil), c.NameServers...)
+	c.DialOptions = append([]grpc.DialOption(nil), c.DialOptions...)
+	if c.RouteRefresh == 0 {
+		c.RouteRefresh = DefaultRouteRefresh
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.ClientID == "" {
+		c.ClientID = defaultClientID()
+	}
+	return c
+}
+
+// Validate reports every problem of c (after defaults) joined in one error.
+func (c Config) Validate() error {
+	var errs []error
+	for i, ns := range c.NameServers {
+		if ns == "" {
+			errs = append(errs, fmt.Errorf("client: Config.NameServers[%d] is empty", i))
+		}
+	}
+	if c.RouteRefresh < 0 {
+		errs = append(errs, fmt.Errorf("client: Config.RouteRefresh must be positive, got %s", c.RouteRefresh))
+	}
+	return errors.Join(errs...)
+}
+
+// defaultClientID returns hostname@pid@random.
+func defaultClientID() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "localhost"
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s@%d@%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+}
+
+// ProducerOption sets an option of a Producer (see the package doc's
+// Options section).
+type ProducerOption func(*producerOptions)
+
+// producerOptions are a Producer's settings after its options.
+type producerOptions struct {
+	group              string
+	selector           QueueSelector
+	retries            int
+	backoffBase        time.Duration
+	backoffMax         time.Duration
+	random             func(n int64) int64
+	retryIndeterminate bool
+	sendTimeout        time.Duration
+	maxBatchMessages   int
+	maxBatchBytes      int64
+	unary              bool
+}
+
+func defaultProducerOptions() producerOptions {
+	return producerOptions{
+		selector:         &RoundRobin{},
+		retries:          DefaultRetries,
+		backoffBase:      DefaultBackoffBase,
+		backoffMax:       DefaultBackoffMax,
+		random:           mrand.Int64N,
+		sendTimeout:      DefaultSendTimeout,
+		maxBatchMessages: DefaultMaxBatchMessages,
+		maxBatchBytes:    DefaultMaxBatchBytes,
+	}
+}
+
+func (o producerOptions) validate() error {
+	var errs []error
+	if o.selector == nil {
+		errs = append(errs, errors.New("client: queue selector is nil"))
+	}
+	if o.retries < 0 {
+		errs = append(errs, fmt.Errorf("client: retries must not be negative, got %d", o.retries))
+	}
+	if o.backoffBase <= 0 || o.backoffMax < o.backoffBase {
+		errs = append(errs, fmt.Errorf("client: backoff needs 0 < base <= max, got %s and %s", o.backoffBase, o.backoffMax))
+	}
+	if o.random == nil {
+		errs = append(errs, errors.New("client: random source is nil"))
+	}
+	if o.sendTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("client: send timeout must be positive, got %s", o.sendTimeout))
+	}
+	if o.maxBatchMessages <= 0 || o.maxBatchBytes <= 0 {
+		errs = append(errs, fmt.Errorf("client: batch limits must be positive, got %d messages and %d bytes", o.maxBatchMessages, o.maxBatchBytes))
+	}
+	return errors.Join(errs...)
+}
+
+// WithProducerGroup sets the producer group sent with every request.
+// Default "".
+func WithProducerGroup(group string) ProducerOption {
+	return func(o *producerOptions) { o.group = group }
+}
+
+// WithQueueSelector sets how Send picks a queue. Default: a RoundRobin.
+func WithQueueSelector(s QueueSelector) ProducerOption {
+	return func(o *producerOptions) { o.selector = s }
+}
+
+// WithRetries sets how many more attempts a send makes after a retryable
+// failure (see IsRetryable). 0 disables retries. Default 2.
+func WithRetries(n int) ProducerOption {
+	return func(o *producerOptions) { o.retries = n }
+}
+
+// WithBackoff sets the exponential backoff between attempts: before retry
+// n (1, 2, ...) the producer sleeps a uniformly random time in
+// [0, min(maxDelay, base·2^(n-1))) ("full jitter"). Defaults 50 ms and 1 s.
+func WithBackoff(base, maxDelay time.Duration) ProducerOption {
+	return func(o *producerOptions) { o.backoffBase, o.backoffMax = base, maxDelay }
+}
+
+// WithRandom sets the random source of the backoff jitter: rnd(n) returns
+// a number in [0, n). Default math/rand/v2.Int64N. For tests.
+func WithRandom(rnd func(n int64) int64) ProducerOption {
+	return func(o *producerOptions) { o.random = rnd }
+}
+
+// WithRetryIndeterminate makes the producer retry indeterminate failures
+// (*IndeterminateError) too. Default false: the broker has no
+// deduplication yet, so a retry of a send that was in fact stored stores
+// the messages twice. Retries keep the messages' UNIQ_KEY, so consumers
+// (and a broker with deduplication) can recognise the duplicates.
+func WithRetryIndeterminate(retry bool) ProducerOption {
+	return func(o *producerOptions) { o.retryIndeterminate = retry }
+}
+
+// WithSendTimeout bounds each attempt of a send, within the context's own
+// deadline. Default 3 s.
+func WithSendTimeout(d time.Duration) ProducerOption {
+	return func(o *producerOptions) { o.sendTimeout = d }
+}
+
+// WithMaxBatch limits how many messages and bytes (bodies, tags, keys and
+// properties) concurrent sends to one queue are coalesced into. A single
+// Send is never split, whatever its size. Defaults 256 and 1 MiB.
+func WithMaxBatch(messages int, bytes int64) ProducerOption {
+	return func(o *producerOptions) { o.maxBatchMessages, o.maxBatchBytes = messages, bytes }
+}
+
+// WithUnarySend makes the producer use the unary Send call instead of the
+// SendStream stream. Default false (the producer falls back to unary Send
+// by itself for a broker that does not implement SendStream).
+func WithUnarySend() ProducerOption {
+	return func(o *producerOptions) { o.unary = true }
+}
+
+// PullConsumerOption sets an option of a PullConsumer (see the package
+// doc's Options section).
+type PullConsumerOption func(*pullOptions)
+
+// pullOptions are a PullConsumer's settings after its options.
+type pullOptions struct {
+	maxBytes   int32
+	holdMargin time.Duration
+}
+
+// WithPullMaxBytes limits the bytes of records one Pull returns. Default 0:
+// the broker's limit.
+func WithPullMaxBytes(n int32) PullConsumerOption {
+	return func(o *pullOptions) { o.maxBytes = n }
+}
+
+// WithHoldMargin sets how long past the hold a held Pull waits for the
+// broker's answer: a Pull with hold h gets a call deadline of h + margin
+// unless its context ends earlier. Default 5 s.
+func WithHoldMargin(d time.Duration) PullConsumerOption {
+	return func(o *pullOptions) { o.holdMargin = d }
+}

@@ -1,0 +1,501 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	gantryv1 "github.com/gantrymq/gantry/api/gantry/v1"
+	"github.com/gantrymq/gantry/message"
+)
+
+// Limits the producer checks before sending (DESIGN.md §4), so that bad
+// input fails at once and never spoils a coalesced request.
+const (
+	MaxBodyBytes       = 4 << 20
+	MaxPropertiesBytes = 32 << 10
+)
+
+// Message is a message to send.
+type Message struct {
+	// Topic is required: 1 to 127 of [a-zA-Z0-9_%-].
+	Topic string
+	// Body is required, at most MaxBodyBytes.
+	Body []byte
+	// Tags is the tag consumers filter on (one tag).
+	Tags string
+	// Keys are indexed by the broker for lookups (Admin.QueryMessageByKey).
+	// They must not be empty or contain spaces.
+	Keys []string
+	// Properties are user properties; system property names are refused by
+	// the broker.
+	Properties map[string]string
+	// ShardingKey, when set, makes a queue selector such as ByShardingKey
+	// send every message with the same key to the same queue (per-key
+	// order). It stays on the client: it is not sent.
+	ShardingKey string
+	// QueueID is internal: the producer sets it to the queue the message was
+	// stored in. It is not read.
+	QueueID int32
+}
+
+// SendResult describes one stored message.
+type SendResult struct {
+	// MsgID is the offset message id (store host and commit-log offset);
+	// Admin.QueryMessageByID finds the message by it.
+	MsgID string
+	// UniqKey is the client message id (UNIQ_KEY), made by the producer.
+	UniqKey     string
+	QueueID     int32
+	QueueOffset int64
+	// Broker is the name of the broker that stored the message.
+	Broker string
+}
+
+// Producer sends messages. It is safe for concurrent use. See the package
+// doc for how it chooses queues, retries and coalesces concurrent sends.
+type Producer struct {
+	c       *core
+	opts    producerOptions
+	log     *slog.Logger
+	failed  *failedBrokers
+	ids     atomic.Uint64 // SendStream request ids
+	closing chan struct{} // closed when Close begins
+	async   group         // SendAsync goroutines
+	senders group         // queue sender goroutines
+
+	mu         sync.Mutex // guards the fields below; taken before queueSender.mu
+	closed     bool
+	queues     map[Queue]*queueSender
+	brokers    map[string]*brokerSender
+	closeCalls int
+}
+
+// NewProducer returns a producer for the cluster of cfg. It connects
+// lazily: the first Send of a topic reads its route. ctx is not used after
+// NewProducer returns.
+func NewProducer(ctx context.Context, cfg Config, opts ...ProducerOption) (*Producer, error) {
+	o := defaultProducerOptions()
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	c, err := newCore(ctx, cfg, "producer")
+	if err != nil {
+		return nil, err
+	}
+	return &Producer{
+		c: c, opts: o, log: c.log, failed: newFailedBrokers(), closing: make(chan struct{}),
+		queues: map[Queue]*queueSender{}, brokers: map[string]*brokerSender{},
+	}, nil
+}
+
+// batch is a validated Send: its messages with the client message ids and
+// born time every attempt keeps.
+type batch struct {
+	topic string
+	msgs  []*Message
+	props []map[string]string // copies of the messages' properties
+	uniq  []string
+	born  int64
+	bytes int64
+}
+
+// protos returns the request messages for queue id: new ones for every
+// attempt (a request may still be in flight when the next is built); bodies
+// and properties are shared, read-only.
+func (b *batch) protos(queueID int32) []*gantryv1.Message {
+	out := make([]*gantryv1.Message, len(b.msgs))
+	for i, m := range b.msgs {
+		out[i] = &gantryv1.Message{
+			QueueId: queueID, Body: m.Body, Tags: m.Tags, Keys: m.Keys, Properties: b.props[i],
+			BornTimestampMs: b.born, UniqKey: b.uniq[i],
+		}
+	}
+	return out
+}
+
+// Send stores msgs, which must share one topic, as one batch in one queue,
+// in order, and returns one result per message. Concurrent sends to the
+// same queue may share one request (see the package doc). Retryable
+// failures are retried (see IsRetryable and the options); ctx bounds the
+// whole send, retries and backoff included. An error is either definite
+// (nothing was stored) or an *IndeterminateError.
+func (p *Producer) Send(ctx context.Context, msgs ...*Message) ([]SendResult, error) {
+	if p.isClosed() {
+		return nil, ErrClosed
+	}
+	b, err := prepare(msgs)
+	if err != nil {
+		return nil, err
+	}
+	return p.send(ctx, b)
+}
+
+// SendAsync sends msg in the background like Send and calls cb with the
+// result, exactly once. ctx bounds the send as in Send. cb runs on another
+// goroutine, except for an invalid message or a closed producer, where it
+// runs before SendAsync returns. Close waits for pending asynchronous
+// sends, so cb must not call Close.
+func (p *Producer) SendAsync(ctx context.Context, msg *Message, cb func(SendResult, error)) {
+	b, err := prepare([]*Message{msg})
+	if err != nil {
+		cb(SendResult{}, err)
+		return
+	}
+	started := !p.isClosed() && p.async.goFunc(func() {
+		res, err := p.send(ctx, b)
+		if err != nil {
+			cb(SendResult{}, err)
+			return
+		}
+		cb(res[0], nil)
+	})
+	if !started {
+		cb(SendResult{}, ErrClosed)
+	}
+}
+
+// SendOneway writes msg to a broker and returns without waiting for an
+// answer: it is not retried and its failure on the broker is not reported.
+// On SendStream it returns once the request is written; against a broker
+// without SendStream (unary Send) it waits for the call but ignores its
+// result.
+func (p *Producer) SendOneway(ctx context.Context, msg *Message) error {
+	if p.isClosed() {
+		return ErrClosed
+	}
+	b, err := prepare([]*Message{msg})
+	if err != nil {
+		return err
+	}
+	q, _, err := p.pick(ctx, b.topic, msg)
+	if err != nil {
+		return err
+	}
+	bs, err := p.broker(q.Broker)
+	if err != nil {
+		return err
+	}
+	req := &gantryv1.SendRequest{Topic: b.topic, Messages: b.protos(q.ID), ProducerGroup: p.opts.group}
+	if err := bs.oneway(ctx, req, b.bytes); err != nil {
+		p.c.brokerFailed(b.topic, err)
+		return err
+	}
+	return nil
+}
+
+// Close stops the producer: new sends fail with ErrClosed, pending
+// asynchronous sends and queued sends complete (or fail with ErrClosed when
+// they would need another attempt), the background goroutines stop and the
+// connections close. Later calls return ErrClosed.
+func (p *Producer) Close() error {
+	p.mu.Lock()
+	p.closeCalls++
+	if p.closeCalls > 1 {
+		p.mu.Unlock()
+		return ErrClosed
+	}
+	p.closed = true
+	close(p.closing)
+	p.mu.Unlock()
+
+	p.async.wait()
+	p.mu.Lock()
+	queues, brokers := slices.Collect(maps.Values(p.queues)), slices.Collect(maps.Values(p.brokers))
+	p.mu.Unlock()
+	for _, s := range queues {
+		close(s.quit)
+	}
+	p.senders.wait()
+	for _, b := range brokers {
+		b.close(streamCloseGrace)
+	}
+	return p.c.close()
+}
+
+func (p *Producer) isClosed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.closed
+}
+
+// send is Send after validation: attempts with backoff until one succeeds,
+// an error is not retryable, the retries are used up or ctx ends.
+func (p *Producer) send(ctx context.Context, b *batch) ([]SendResult, error) {
+	var r retryState
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 {
+			if err := sleep(ctx, p.opts.backoffDelay(attempt), p.closing); err != nil {
+				if errors.Is(err, ErrClosed) {
+					return nil, fmt.Errorf("%w; last error: %w", ErrClosed, r.last)
+				}
+				return nil, r.last
+			}
+		}
+		q, writable, err := p.pick(ctx, b.topic, b.msgs[0])
+		if err == nil {
+			var res []*gantryv1.SendResult
+			if res, err = p.attempt(ctx, q, b); err == nil {
+				return p.results(q, b, res), nil
+			}
+			p.c.brokerFailed(b.topic, err)
+		}
+		r.last = err
+		if !p.retryable(ctx, &r, err, q, writable) || attempt >= p.opts.retries {
+			return nil, err
+		}
+		p.log.Debug("send failed; retrying", "topic", b.topic, "queue", q, "attempt", attempt+1, "err", err)
+	}
+}
+
+// retryState is what the retry loop remembers between attempts.
+type retryState struct {
+	last      error
+	refreshed bool // the route was refreshed after NOT_FOUND
+}
+
+// retryable decides whether to try again after err from queue q (the zero
+// Queue when no queue was picked), and prepares the next attempt: a broker
+// that failed is avoided, a NOT_FOUND refreshes the route once.
+func (p *Producer) retryable(ctx context.Context, r *retryState, err error, q Queue, writable []Queue) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	var ind *IndeterminateError
+	if errors.As(err, &ind) {
+		if p.opts.retryIndeterminate && !errors.Is(err, context.Canceled) {
+			p.failed.add(q.Broker)
+			return true
+		}
+		return false
+	}
+	switch {
+	case errors.Is(err, ErrTopicNotFound):
+		if r.refreshed {
+			return false
+		}
+		r.refreshed = true
+		_, rerr := p.c.routes.refresh(ctx, q.Topic)
+		return rerr == nil || IsRetryable(rerr)
+	case errors.Is(err, ErrDiskFull):
+		if q.Broker == "" {
+			return false
+		}
+		p.failed.add(q.Broker)
+		return len(p.failed.filter(writable)) > 0 // never the same broker again
+	case errors.Is(err, ErrUnavailable):
+		if q.Broker != "" {
+			p.failed.add(q.Broker)
+		}
+		return true
+	}
+	return false
+}
+
+// pick chooses the queue of a send and returns it with the topic's
+// writable queues.
+func (p *Producer) pick(ctx context.Context, topic string, m *Message) (Queue, []Queue, error) {
+	rt, err := p.c.routes.get(ctx, topic)
+	if err != nil {
+		return Queue{Topic: topic}, nil, err
+	}
+	all := rt.write
+	if len(all) == 0 {
+		return Queue{Topic: topic}, nil, fmt.Errorf("client: topic %q has no writable queue: %w", topic, ErrNoQueue)
+	}
+	qs := all
+	if m.ShardingKey == "" {
+		if avail := p.failed.filter(all); len(avail) > 0 {
+			qs = avail
+		}
+	}
+	q := p.opts.selector.Select(topic, qs, m)
+	if !slices.Contains(all, q) {
+		return Queue{Topic: topic}, all, fmt.Errorf("client: queue selector returned %v, not a writable queue of the topic: %w", q, ErrInvalidArgument)
+	}
+	return q, all, nil
+}
+
+// attempt sends b to q once, bounded by the send timeout.
+func (p *Producer) attempt(ctx context.Context, q Queue, b *batch) ([]*gantryv1.SendResult, error) {
+	actx, cancel := context.WithTimeout(ctx, p.opts.sendTimeout)
+	defer cancel()
+	op := newSendOp(actx, b.protos(q.ID), b.bytes)
+	for {
+		s, err := p.queueSender(q)
+		if err != nil {
+			return nil, err
+		}
+		err = s.enqueue(op)
+		if errors.Is(err, errSenderIdle) {
+			continue // it just exited; the next lookup makes a new one
+		}
+		if err != nil {
+			return nil, err
+		}
+		break
+	}
+	res, err := op.wait(actx, q.Broker)
+	if errors.Is(err, errOpNotStarted) {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		// Earlier sends to the queue took the whole send timeout: nothing of
+		// this one was sent, and another broker may do better.
+		return nil, fmt.Errorf("client: send to %s: no turn within %s behind earlier sends: %w", q.Broker, p.opts.sendTimeout, ErrUnavailable)
+	}
+	return res, err
+}
+
+// results converts the broker's results and records the queue in msgs.
+func (p *Producer) results(q Queue, b *batch, rs []*gantryv1.SendResult) []SendResult {
+	out := make([]SendResult, len(rs))
+	for i, r := range rs {
+		uniq := r.GetUniqKey()
+		if uniq == "" {
+			uniq = b.uniq[i]
+		}
+		out[i] = SendResult{MsgID: r.GetMsgId(), UniqKey: uniq, QueueID: r.GetQueueId(), QueueOffset: r.GetQueueOffset(), Broker: q.BrokerName}
+		b.msgs[i].QueueID = r.GetQueueId()
+	}
+	return out
+}
+
+// queueSender returns the sender of q, starting one if needed.
+func (p *Producer) queueSender(q Queue) (*queueSender, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, ErrClosed
+	}
+	if s := p.queues[q]; s != nil {
+		return s, nil
+	}
+	b, err := p.brokerLocked(q.Broker)
+	if err != nil {
+		return nil, err
+	}
+	s := newQueueSender(p, q, b)
+	if !p.senders.goFunc(s.run) {
+		return nil, ErrClosed
+	}
+	p.queues[q] = s
+	return s, nil
+}
+
+// retire removes an idle queue sender and reports whether it may exit.
+func (p *Producer) retire(s *queueSender) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed || !s.retireIfIdle() {
+		return false // on close the sender exits through quit
+	}
+	if p.queues[s.q] == s {
+		delete(p.queues, s.q)
+	}
+	return true
+}
+
+// broker returns the sender of a broker address.
+func (p *Producer) broker(addr string) (*brokerSender, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, ErrClosed
+	}
+	return p.brokerLocked(addr)
+}
+
+func (p *Producer) brokerLocked(addr string) (*brokerSender, error) {
+	if b := p.brokers[addr]; b != nil {
+		return b, nil
+	}
+	client, err := p.c.messaging(addr)
+	if err != nil {
+		return nil, err
+	}
+	b := newBrokerSender(addr, client, p)
+	p.brokers[addr] = b
+	return b, nil
+}
+
+// prepare validates msgs and gives them client message ids.
+func prepare(msgs []*Message) (*batch, error) {
+	if len(msgs) == 0 {
+		return nil, fmt.Errorf("client: no message to send: %w", ErrInvalidArgument)
+	}
+	b := &batch{msgs: msgs, born: time.Now().UnixMilli()}
+	for i, m := range msgs {
+		if m == nil {
+			return nil, fmt.Errorf("client: message %d is nil: %w", i, ErrInvalidArgument)
+		}
+		if i == 0 {
+			b.topic = m.Topic
+		} else if m.Topic != b.topic {
+			return nil, fmt.Errorf("client: message %d: topic %q differs from %q; one Send takes one topic: %w", i, m.Topic, b.topic, ErrInvalidArgument)
+		}
+		n, err := validateMessage(m)
+		if err != nil {
+			return nil, fmt.Errorf("client: message %d: %w", i, err)
+		}
+		b.bytes += n
+		b.props = append(b.props, maps.Clone(m.Properties))
+		b.uniq = append(b.uniq, message.NewUniqID())
+	}
+	return b, nil
+}
+
+// validateMessage checks what the broker would refuse anyway and returns
+// the message's size as counted against the batch limit.
+func validateMessage(m *Message) (int64, error) {
+	if err := validTopic(m.Topic); err != nil {
+		return 0, err
+	}
+	if len(m.Body) == 0 || len(m.Body) > MaxBodyBytes {
+		return 0, fmt.Errorf("body of %d bytes, want 1 to %d: %w", len(m.Body), MaxBodyBytes, ErrInvalidArgument)
+	}
+	if strings.ContainsAny(m.Tags, "\x01\x02") {
+		return 0, fmt.Errorf("tags %q contain a separator byte: %w", m.Tags, ErrInvalidArgument)
+	}
+	props := len(m.Tags)
+	for _, k := range m.Keys {
+		if k == "" || strings.ContainsAny(k, " \x01\x02") {
+			return 0, fmt.Errorf("key %q is empty or contains a space or separator byte: %w", k, ErrInvalidArgument)
+		}
+		props += len(k) + 1
+	}
+	for k, v := range m.Properties {
+		if k == "" || strings.ContainsAny(k, "\x01\x02") || strings.ContainsAny(v, "\x01\x02") {
+			return 0, fmt.Errorf("property %q is empty or contains a separator byte: %w", k, ErrInvalidArgument)
+		}
+		props += len(k) + len(v) + 2
+	}
+	if props > MaxPropertiesBytes {
+		return 0, fmt.Errorf("properties of %d bytes, want at most %d: %w", props, MaxPropertiesBytes, ErrInvalidArgument)
+	}
+	return int64(len(m.Body) + props), nil
+}
+
+// validTopic checks a topic name: ^[a-zA-Z0-9_%-]{1,127}$ (DESIGN.md §4).
+func validTopic(t string) error {
+	if t == "" || len(t) > message.MaxTopicLen {
+		return fmt.Errorf("topic %q must have 1 to %d characters: %w", t, message.MaxTopicLen, ErrInvalidArgument)
+	}
+	for _, c := range []byte(t) {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '%' || c == '-'
+		if !ok {
+			return fmt.Errorf("topic %q has a character outside [a-zA-Z0-9_%%-]: %w", t, ErrInvalidArgument)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,265 @@
+package client
+
+import (
+	"bytes"
+	"compress/zlib"
+	"context"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	gantryv1 "github.com/gantrymq/gantry/api/gantry/v1"
+	"github.com/gantrymq/gantry/message"
+)
+
+// PullStatus says what a Pull found.
+type PullStatus int
+
+// Pull statuses (gantryv1.PullStatus).
+const (
+	PullStatusUnknown PullStatus = iota
+	// PullFound: Messages holds messages.
+	PullFound
+	// PullNoNewMessage: the offset is the queue's end (after any hold).
+	PullNoNewMessage
+	// PullNoMatchedMessage: messages were scanned but none matched the
+	// filter; continue from NextOffset.
+	PullNoMatchedMessage
+	// PullOffsetIllegal: the offset is below the queue's min or beyond its
+	// max; NextOffset says where to go.
+	PullOffsetIllegal
+)
+
+// String returns the status's name.
+func (s PullStatus) String() string {
+	switch s {
+	case PullFound:
+		return "FOUND"
+	case PullNoNewMessage:
+		return "NO_NEW_MESSAGE"
+	case PullNoMatchedMessage:
+		return "NO_MATCHED_MESSAGE"
+	case PullOffsetIllegal:
+		return "OFFSET_ILLEGAL"
+	}
+	return fmt.Sprintf("PullStatus(%d)", int(s))
+}
+
+// PullResult is the answer to a Pull.
+type PullResult struct {
+	Status   PullStatus
+	Messages []*MessageExt
+	// NextOffset is the offset to pull from next.
+	NextOffset int64
+	// MinOffset and MaxOffset are the queue's first and next offsets.
+	MinOffset, MaxOffset int64
+}
+
+// MessageExt is a stored message as read from a broker.
+type MessageExt struct {
+	// Message is the decoded record, every stored field included.
+	Message *message.Message
+	// Queue is the queue the message was read from.
+	Queue          Queue
+	QueueOffset    int64
+	PhysicalOffset int64
+	// MsgID is the offset message id (store host and physical offset).
+	MsgID string
+	// UniqKey is the client message id (UNIQ_KEY), or "".
+	UniqKey string
+	Topic   string
+	Tags    string
+	Keys    []string
+	// Properties are every stored property except the __CRC32# checksum.
+	Properties     map[string]string
+	BornTimestamp  time.Time
+	StoreTimestamp time.Time
+	ReconsumeTimes int32
+	// Body is the body, decompressed when the record is flagged compressed
+	// (zlib, as Java clients write it; left as stored if it does not
+	// inflate).
+	Body []byte
+}
+
+// newMessageExt wraps a decoded record read from q's broker.
+func newMessageExt(m *message.Message, q Queue) *MessageExt {
+	e := &MessageExt{
+		Message: m, Queue: Queue{Topic: m.Topic, BrokerName: q.BrokerName, Broker: q.Broker, ID: m.QueueID},
+		QueueOffset: m.QueueOffset, PhysicalOffset: m.PhysicalOffset,
+		MsgID: m.OffsetMsgID(), UniqKey: m.UniqKey(), Topic: m.Topic, Tags: m.Tags(), Keys: m.Keys(),
+		Properties:    make(map[string]string, len(m.Properties)),
+		BornTimestamp: time.UnixMilli(m.BornTimestamp), StoreTimestamp: time.UnixMilli(m.StoreTimestamp),
+		ReconsumeTimes: m.ReconsumeTimes, Body: m.Body,
+	}
+	for _, p := range m.Properties {
+		if p.Key != message.PropCRC {
+			e.Properties[p.Key] = p.Value
+		}
+	}
+	if m.SysFlag&message.FlagCompressed != 0 {
+		if body, err := inflate(m.Body); err == nil {
+			e.Body = body
+		}
+	}
+	return e
+}
+
+// inflate decompresses a zlib body.
+func inflate(b []byte) ([]byte, error) {
+	r, err := zlib.NewReader(bytes.NewReader(b))
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return io.ReadAll(io.LimitReader(r, 64<<20))
+}
+
+// decodeRecords decodes records stored back to back. On a damaged record it
+// returns the messages before it and the error.
+func decodeRecords(b []byte, q Queue) ([]*MessageExt, error) {
+	ms, err := message.DecodeAll(b)
+	out := make([]*MessageExt, len(ms))
+	for i, m := range ms {
+		out[i] = newMessageExt(m, q)
+	}
+	if err != nil {
+		return out, fmt.Errorf("client: decode records from %s: %w", q.Broker, err)
+	}
+	return out, nil
+}
+
+// PullConsumer reads queues for one consumer group; the application picks
+// the queues and offsets and commits offsets itself. It is safe for
+// concurrent use.
+type PullConsumer struct {
+	c     *core
+	group string
+	opts  pullOptions
+
+	closeOnce sync.Once
+}
+
+// NewPullConsumer returns a pull consumer of group for the cluster of cfg.
+// ctx is not used after it returns.
+func NewPullConsumer(ctx context.Context, cfg Config, group string, opts ...PullConsumerOption) (*PullConsumer, error) {
+	if group == "" {
+		return nil, fmt.Errorf("client: consumer group is required: %w", ErrInvalidArgument)
+	}
+	o := pullOptions{holdMargin: DefaultHoldMargin}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.holdMargin < 0 || o.maxBytes < 0 {
+		return nil, fmt.Errorf("client: hold margin %s and max bytes %d must not be negative: %w", o.holdMargin, o.maxBytes, ErrInvalidArgument)
+	}
+	c, err := newCore(ctx, cfg, "pull-consumer")
+	if err != nil {
+		return nil, err
+	}
+	return &PullConsumer{c: c, group: group, opts: o}, nil
+}
+
+// Group returns the consumer group.
+func (pc *PullConsumer) Group() string { return pc.group }
+
+// Queues returns the readable queues of topic from its route.
+func (pc *PullConsumer) Queues(ctx context.Context, topic string) ([]Queue, error) {
+	rt, err := pc.c.routes.get(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	if len(rt.read) == 0 {
+		return nil, fmt.Errorf("client: topic %q has no readable queue: %w", topic, ErrNoQueue)
+	}
+	return append([]Queue(nil), rt.read...), nil
+}
+
+// Pull reads up to maxMessages (default 32 when <= 0) of q from
+// offset, keeping those whose tag matches filter ("" or "*" for every
+// message, else tags joined by "||"). With hold > 0 and nothing to read the
+// broker waits up to hold for a message; the call's deadline is then hold
+// plus the hold margin, unless ctx ends earlier. When a record does not
+// decode, Pull returns the messages before it and the error.
+func (pc *PullConsumer) Pull(ctx context.Context, q Queue, offset int64, maxMessages int, filter string, hold time.Duration) (PullResult, error) {
+	if maxMessages <= 0 {
+		maxMessages = DefaultPullMaxMessages
+	}
+	if hold > 0 {
+		dl := time.Now().Add(hold + pc.opts.holdMargin)
+		if d, ok := ctx.Deadline(); !ok || d.After(dl) {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithDeadline(ctx, dl)
+			defer cancel()
+		}
+	}
+	req := &gantryv1.PullRequest{
+		Group: pc.group, Topic: q.Topic, QueueId: q.ID, Offset: offset, MaxMessages: int32(min(maxMessages, 1<<30)),
+		MaxBytes: pc.opts.maxBytes, FilterExpression: filter, HoldMs: hold.Milliseconds(),
+	}
+	var resp *gantryv1.PullResponse
+	addr, err := pc.c.call(q, "pull", func(m gantryv1.MessagingClient) (err error) {
+		resp, err = m.Pull(ctx, req)
+		return err
+	})
+	if err != nil {
+		return PullResult{}, err
+	}
+	res := PullResult{
+		Status: PullStatus(resp.GetStatus()), NextOffset: resp.GetNextOffset(),
+		MinOffset: resp.GetMinOffset(), MaxOffset: resp.GetMaxOffset(),
+	}
+	q.Broker = addr
+	res.Messages, err = decodeRecords(resp.GetRecords(), q)
+	return res, err
+}
+
+// CommitOffset records offset (the next message to consume) as the
+// group's offset of q.
+func (pc *PullConsumer) CommitOffset(ctx context.Context, q Queue, offset int64) error {
+	_, err := pc.c.call(q, "commit offset", func(m gantryv1.MessagingClient) error {
+		_, err := m.CommitOffset(ctx, &gantryv1.CommitOffsetRequest{Group: pc.group, Topic: q.Topic, QueueId: q.ID, Offset: offset})
+		return err
+	})
+	return err
+}
+
+// CommittedOffset returns the group's committed offset of q; found is
+// false when the group has committed none.
+func (pc *PullConsumer) CommittedOffset(ctx context.Context, q Queue) (offset int64, found bool, err error) {
+	_, err = pc.c.call(q, "query offset", func(m gantryv1.MessagingClient) error {
+		resp, err := m.QueryOffset(ctx, &gantryv1.QueryOffsetRequest{Group: pc.group, Topic: q.Topic, QueueId: q.ID})
+		offset, found = resp.GetOffset(), resp.GetFound()
+		return err
+	})
+	return offset, found, err
+}
+
+// SeekByTime returns the offset of q's first message stored at or after t.
+func (pc *PullConsumer) SeekByTime(ctx context.Context, q Queue, t time.Time) (int64, error) {
+	var off int64
+	_, err := pc.c.call(q, "search offset", func(m gantryv1.MessagingClient) error {
+		resp, err := m.SearchOffset(ctx, &gantryv1.SearchOffsetRequest{Topic: q.Topic, QueueId: q.ID, TimestampMs: t.UnixMilli()})
+		off = resp.GetOffset()
+		return err
+	})
+	return off, err
+}
+
+// QueueOffsets returns q's min (first) and max (next) offsets.
+func (pc *PullConsumer) QueueOffsets(ctx context.Context, q Queue) (minOffset, maxOffset int64, err error) {
+	_, err = pc.c.call(q, "queue offsets", func(m gantryv1.MessagingClient) error {
+		resp, err := m.GetQueueOffsets(ctx, &gantryv1.GetQueueOffsetsRequest{Topic: q.Topic, QueueId: q.ID})
+		minOffset, maxOffset = resp.GetMinOffset(), resp.GetMaxOffset()
+		return err
+	})
+	return minOffset, maxOffset, err
+}
+
+// Close stops the route refresher and closes the connections. Later calls
+// return ErrClosed.
+func (pc *PullConsumer) Close() error {
+	err := ErrClosed
+	pc.closeOnce.Do(func() { err = pc.c.close() })
+	return err
+}
