@@ -62,6 +62,10 @@ func Open(ctx context.Context, cfg Config) (*Broker, error) {
 		return nil, fmt.Errorf("broker: open store: %w", err)
 	}
 	b.store, b.meta = st, st.Metadata()
+	if err := b.syncTemplateTopic(); err != nil {
+		_ = st.Close()
+		return nil, err
+	}
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	b.stop = stop
 	b.wg.Go(func() { b.expireLoop(runCtx) })

@@ -183,6 +183,23 @@ func (b *Broker) ensureTopic(name string, queues int32) (metadata.TopicConfig, e
 	return tc, nil
 }
 
+// syncTemplateTopic keeps TBW102 in the topic table exactly while
+// autoCreateTopicEnable is on: its route (perm with the inherit bit) tells
+// producers, Gantry's and RocketMQ's, that this broker creates a topic on
+// its first send.
+func (b *Broker) syncTemplateTopic() error {
+	_, has := b.meta.Topic(AutoCreateTopicTemplate)
+	switch {
+	case b.cfg.AutoCreateTopicEnable && !has:
+		q := b.cfg.DefaultTopicQueueNums
+		return b.meta.PutTopic(metadata.TopicConfig{TopicName: AutoCreateTopicTemplate, ReadQueueNums: q, WriteQueueNums: q,
+			Perm: metadata.PermInherit | metadata.PermRead | metadata.PermWrite, TopicFilterType: metadata.FilterSingleTag})
+	case !b.cfg.AutoCreateTopicEnable && has:
+		b.meta.DeleteTopic(AutoCreateTopicTemplate)
+	}
+	return nil
+}
+
 // autoCreateQueues is how many queues an auto-created topic gets: one for a
 // group's retry or DLQ topic, defaultTopicQueueNums otherwise.
 func (b *Broker) autoCreateQueues(name string) int32 {

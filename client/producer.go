@@ -306,6 +306,15 @@ func (p *Producer) retryable(ctx context.Context, r *retryState, err error, q Qu
 // writable queues.
 func (p *Producer) pick(ctx context.Context, topic string, m *Message) (Queue, []Queue, error) {
 	rt, err := p.c.routes.get(ctx, topic)
+	// A topic nobody created yet, or whose route cannot be fetched now:
+	// brokers that create topics on first send (TBW102) take it.
+	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) && topic != AutoCreateTemplate {
+		if tmpl, terr := p.c.routes.get(ctx, AutoCreateTemplate); terr == nil {
+			if trt := templateRoute(topic, tmpl.route); len(trt.write) > 0 {
+				rt, err = trt, nil
+			}
+		}
+	}
 	if err != nil {
 		return Queue{Topic: topic}, nil, err
 	}

@@ -14,8 +14,9 @@ import (
 
 // Permission bits of a topic (QueueData.Perm).
 const (
-	PermWrite = 2
-	PermRead  = 4
+	PermInherit = 1
+	PermWrite   = 2
+	PermRead    = 4
 )
 
 // Queue is one queue of a topic on one broker. It is comparable, so it can
@@ -131,6 +132,30 @@ type topicRoute struct {
 	masters map[string]string
 	write   []Queue
 	read    []Queue
+}
+
+// AutoCreateTemplate is RocketMQ's TBW102: brokers that create topics on
+// first send (autoCreateTopicEnable) register it with the inherit bit.
+const AutoCreateTemplate = "TBW102"
+
+// autoCreateQueues is how many queues a producer spreads a topic that does
+// not exist yet over, per broker (RocketMQ's defaultTopicQueueNums).
+const autoCreateQueues = 4
+
+// templateRoute is the route a producer uses for a topic nobody created
+// yet: the brokers whose TBW102 perm has the inherit bit, which create the
+// topic on its first message. The route is not cached: once the topic
+// exists, its own route is used.
+func templateRoute(topic string, tmpl *Route) *topicRoute {
+	r := &Route{Topic: topic, Brokers: tmpl.Brokers}
+	for _, q := range tmpl.Queues {
+		if q.Perm&PermInherit == 0 {
+			continue
+		}
+		n := min(q.WriteQueueNums, autoCreateQueues)
+		r.Queues = append(r.Queues, QueueData{BrokerName: q.BrokerName, ReadQueueNums: n, WriteQueueNums: n, Perm: PermRead | PermWrite})
+	}
+	return newTopicRoute(r)
 }
 
 func newTopicRoute(r *Route) *topicRoute {

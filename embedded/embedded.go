@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/gantrymq/gantry/broker"
 	"github.com/gantrymq/gantry/broker/grpcapi"
@@ -137,7 +138,29 @@ func (c *Cluster) StartBroker(ctx context.Context) error {
 		return err
 	}
 	c.broker, c.brokerLis, c.httpLis = s, glis.Addr().String(), hlis.Addr().String()
-	return nil
+	return c.waitRegistered(ctx, s.GRPCAddr())
+}
+
+// waitRegistered returns once the nameserver routes to the broker at addr,
+// so that clients created right after Start find it.
+func (c *Cluster) waitRegistered(ctx context.Context, addr string) error {
+	if c.ns == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for {
+		for _, b := range c.ns.Registry().Brokers() {
+			if b.Addr == addr {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("embedded: broker %s did not register with the nameserver: %w", addr, ctx.Err())
+		case <-time.After(time.Millisecond):
+		}
+	}
 }
 
 // StopBroker shuts the broker down gracefully (unregister, drain, flush).
@@ -158,6 +181,17 @@ func (c *Cluster) RestartBroker(ctx context.Context) error {
 		return err
 	}
 	return c.StartBroker(ctx)
+}
+
+// StopNameServer stops the nameserver (an outage: clients keep their
+// cached routes). It cannot be started again.
+func (c *Cluster) StopNameServer(ctx context.Context) error {
+	if c.ns == nil {
+		return nil
+	}
+	err := errors.Join(c.ns.Close(ctx), <-c.nsDone)
+	c.ns = nil
+	return err
 }
 
 // NameServerAddr is the nameserver's gRPC address (client.Config.NameServers).
@@ -193,10 +227,6 @@ func (c *Cluster) Broker() *broker.Broker {
 // Close stops the broker and the nameserver and removes a temporary data
 // directory.
 func (c *Cluster) Close(ctx context.Context) error {
-	err := c.StopBroker(ctx)
-	if c.ns != nil {
-		err = errors.Join(err, c.ns.Close(ctx), <-c.nsDone)
-		c.ns = nil
-	}
+	err := errors.Join(c.StopBroker(ctx), c.StopNameServer(ctx))
 	return c.cleanup(err)
 }

@@ -21,9 +21,10 @@ import (
 // Server is a nameserver: the Registry behind the gRPC NameServer service.
 type Server struct {
 	gantryv1.UnimplementedNameServerServer
-	reg   *Registry
-	gs    *grpc.Server
-	conns atomic.Int64
+	reg      *Registry
+	gs       *grpc.Server
+	conns    atomic.Int64
+	shutdown chan struct{} // closed by Close: registration streams end
 
 	stop context.CancelFunc
 	wg   sync.WaitGroup
@@ -37,7 +38,7 @@ func NewServer(cfg Config, opts ...grpc.ServerOption) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{reg: reg, gs: grpc.NewServer(opts...)}
+	s := &Server{reg: reg, gs: grpc.NewServer(opts...), shutdown: make(chan struct{})}
 	gantryv1.RegisterNameServerServer(s.gs, s)
 	ctx, stop := context.WithCancel(context.Background())
 	s.stop = stop
@@ -60,6 +61,7 @@ func (s *Server) Serve(lis net.Listener) error {
 // cutting them) and stops the expiry loop.
 func (s *Server) Close(ctx context.Context) error {
 	s.once.Do(func() {
+		close(s.shutdown)
 		done := make(chan struct{})
 		go func() { s.gs.GracefulStop(); close(done) }()
 		select {
@@ -83,15 +85,41 @@ func (s *Server) RegisterBroker(stream grpc.BidiStreamingServer[gantryv1.Registe
 		conn += "-" + p.Addr.String()
 	}
 	defer s.reg.Disconnected(conn)
+	ctx := stream.Context()
+	type recv struct {
+		req *gantryv1.RegisterBrokerRequest
+		err error
+	}
+	reqs := make(chan recv)
+	go func() { // ends with the handler: the stream's context is cancelled then
+		for {
+			req, err := stream.Recv()
+			select {
+			case reqs <- recv{req, err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
 	for {
-		req, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
+		var r recv
+		select {
+		case r = <-reqs:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.shutdown:
+			return status.Error(codes.Unavailable, "nameserver shutting down")
+		}
+		if errors.Is(r.err, io.EOF) {
 			return nil
 		}
-		if err != nil {
-			return err
+		if r.err != nil {
+			return r.err
 		}
-		res, err := s.reg.Register(fromRequest(req, conn))
+		res, err := s.reg.Register(fromRequest(r.req, conn))
 		if err != nil {
 			return toStatus(err)
 		}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -23,11 +24,19 @@ import (
 // Messaging implements the Messaging service over a broker.
 type Messaging struct {
 	gantryv1.UnimplementedMessagingServer
-	b *broker.Broker
+	b        *broker.Broker
+	shutdown chan struct{}
+	once     sync.Once
 }
 
 // NewMessaging returns the Messaging service of b.
-func NewMessaging(b *broker.Broker) *Messaging { return &Messaging{b: b} }
+func NewMessaging(b *broker.Broker) *Messaging {
+	return &Messaging{b: b, shutdown: make(chan struct{})}
+}
+
+// Shutdown ends every SendStream after the request it is handling, so
+// that a graceful server stop does not wait for producers to hang up.
+func (s *Messaging) Shutdown() { s.once.Do(func() { close(s.shutdown) }) }
 
 // Send implements the service.
 func (s *Messaging) Send(ctx context.Context, req *gantryv1.SendRequest) (*gantryv1.SendResponse, error) {
@@ -55,18 +64,43 @@ func (s *Messaging) send(ctx context.Context, req *gantryv1.SendRequest) (*gantr
 // they arrive and answered in that order.
 func (s *Messaging) SendStream(stream grpc.BidiStreamingServer[gantryv1.SendRequest, gantryv1.SendResponse]) error {
 	ctx := stream.Context()
+	type recv struct {
+		req *gantryv1.SendRequest
+		err error
+	}
+	reqs := make(chan recv)
+	go func() { // ends when the handler returns: the stream's context is cancelled then
+		for {
+			req, err := stream.Recv()
+			select {
+			case reqs <- recv{req, err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
 	for {
-		req, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
+		var r recv
+		select {
+		case r = <-reqs:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.shutdown:
+			return status.Error(codes.Unavailable, "broker shutting down")
+		}
+		if errors.Is(r.err, io.EOF) {
 			return nil
 		}
-		if err != nil {
-			return err
+		if r.err != nil {
+			return r.err
 		}
-		resp, err := s.send(ctx, req)
+		resp, err := s.send(ctx, r.req)
 		if err != nil {
 			st := status.Convert(toStatus(err))
-			resp = &gantryv1.SendResponse{RequestId: req.GetRequestId(), Error: &gantryv1.Error{
+			resp = &gantryv1.SendResponse{RequestId: r.req.GetRequestId(), Error: &gantryv1.Error{
 				Code: int32(st.Code()), Message: st.Message(), Indeterminate: broker.IsIndeterminate(err)}}
 		}
 		if err := stream.Send(resp); err != nil {

@@ -136,8 +136,8 @@ func (r *Registrar) session(ctx context.Context, ns gantryv1.NameServerClient, k
 	}
 }
 
-// Close unregisters from every nameserver (best effort, within ctx),
-// stops registering and closes the connections.
+// Close stops registering, unregisters from every nameserver (best
+// effort, within ctx: failures are logged) and closes the connections.
 func (r *Registrar) Close(ctx context.Context) error {
 	var errs []error
 	r.once.Do(func() {
@@ -146,8 +146,10 @@ func (r *Registrar) Close(ctx context.Context) error {
 		reg := r.cfg.Registration()
 		un := &gantryv1.UnregisterBrokerRequest{Cluster: reg.Cluster, BrokerName: reg.BrokerName, BrokerId: reg.BrokerId, Addr: reg.Addr}
 		for i, cc := range r.conns {
+			// A nameserver that cannot be told drops the broker anyway when
+			// its registration stream ends: log, do not fail the shutdown.
 			if _, err := gantryv1.NewNameServerClient(cc).UnregisterBroker(ctx, proto.Clone(un).(*gantryv1.UnregisterBrokerRequest)); err != nil {
-				errs = append(errs, fmt.Errorf("unregister from %s: %w", r.cfg.NameServers[i], err))
+				r.log.Warn("unregister failed", "nameserver", r.cfg.NameServers[i], "err", err)
 			}
 			errs = append(errs, cc.Close())
 		}

@@ -38,6 +38,7 @@ type ServerConfig struct {
 // Admin), its HTTP endpoints and its nameserver registration.
 type Server struct {
 	b        *broker.Broker
+	msg      *Messaging
 	gs       *grpc.Server
 	hs       *http.Server
 	reg      atomic.Pointer[Registrar]
@@ -90,7 +91,8 @@ func Start(ctx context.Context, cfg ServerConfig) (*Server, error) {
 	// well beyond gRPC's 4 MiB default, so the broker can name the problem.
 	opts := append([]grpc.ServerOption{grpc.MaxRecvMsgSize(MaxRequestBytes)}, cfg.GRPCOptions...)
 	s.gs = grpc.NewServer(opts...)
-	gantryv1.RegisterMessagingServer(s.gs, NewMessaging(b))
+	s.msg = NewMessaging(b)
+	gantryv1.RegisterMessagingServer(s.gs, s.msg)
 	gantryv1.RegisterAdminServer(s.gs, NewAdmin(b))
 	registered := func() bool { return len(b.Config().NamesrvAddr) == 0 || s.reg.Load() != nil }
 	s.hs = &http.Server{Handler: httpHandler(b, registered), ReadHeaderTimeout: 5 * time.Second}
@@ -175,6 +177,7 @@ func (s *Server) Close(ctx context.Context) error {
 			errs = append(errs, r.Close(uctx))
 			cancel()
 		}
+		s.msg.Shutdown() // producers' send streams end; they reconnect elsewhere
 		done := make(chan struct{})
 		go func() { s.gs.GracefulStop(); close(done) }()
 		closed := make(chan error, 1)
