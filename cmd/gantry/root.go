@@ -24,6 +24,6 @@ role or tool.`,
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newDevCmd(), newNamesrvCmd(), newBrokerCmd(), newVerifyCmd())
+	root.AddCommand(newDevCmd(), newNamesrvCmd(), newBrokerCmd(), newAdminCmd(), newBenchCmd(), newVerifyCmd())
 	return root
 }

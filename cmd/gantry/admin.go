@@ -1,0 +1,307 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gantrymq/gantry/client"
+)
+
+// defaultNameServer is the nameserver's gRPC address. (mqadmin's 9876 is
+// RocketMQ's remoting port; Gantry's tools speak gRPC, on 9877.)
+const defaultNameServer = "127.0.0.1:9877"
+
+func newAdminCmd() *cobra.Command {
+	var namesrv string
+	cmd := &cobra.Command{
+		Use:   "admin",
+		Short: "Administer a cluster (mqadmin's verbs)",
+		Long: `Admin administers a Gantry cluster through its nameserver, with mqadmin's verb
+names and flags: -n nameserver, -t topic, -g group, -c cluster, -b broker,
+-k key, -i message id, -s timestamp.`,
+	}
+	cmd.PersistentFlags().StringVarP(&namesrv, "namesrv", "n", defaultNameServer, "nameserver gRPC address(es), ';'-separated")
+	withAdmin := func(run func(ctx context.Context, a *client.Admin, out io.Writer) error) func(*cobra.Command, []string) error {
+		return func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
+			defer cancel()
+			a, err := client.NewAdmin(ctx, client.Config{NameServers: strings.Split(namesrv, ";")})
+			if err != nil {
+				return &exitError{code: exitUsage, err: err}
+			}
+			defer a.Close()
+			if err := run(ctx, a, cmd.OutOrStdout()); err != nil {
+				return &exitError{code: exitProblems, err: err}
+			}
+			return nil
+		}
+	}
+	verb := func(use, short string, run func(ctx context.Context, a *client.Admin, out io.Writer) error) *cobra.Command {
+		c := &cobra.Command{Use: use, Short: short, Args: cobra.NoArgs, RunE: withAdmin(run)}
+		cmd.AddCommand(c)
+		return c
+	}
+
+	var topic, group, cluster, brokerAddr, key, id, ts string
+	var readQ, writeQ, perm, maxNum int
+	var order bool
+
+	c := verb("updateTopic", "Create or update a topic on every broker (or -b / -c)", func(ctx context.Context, a *client.Admin, out io.Writer) error {
+		brokers, err := pickBrokers(ctx, a, brokerAddr, cluster)
+		if err != nil {
+			return err
+		}
+		tc := client.TopicConfig{Name: topic, ReadQueueNums: int32(readQ), WriteQueueNums: int32(writeQ), Perm: int32(perm), Order: order}
+		if err := a.CreateTopic(ctx, tc, brokers...); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "create topic %s success: read %d, write %d, perm %d\n", topic, readQ, writeQ, perm)
+		return nil
+	})
+	c.Flags().StringVarP(&topic, "topic", "t", "", "topic name (required)")
+	c.Flags().IntVarP(&readQ, "readQueueNums", "r", 8, "read queues per broker")
+	c.Flags().IntVarP(&writeQ, "writeQueueNums", "w", 8, "write queues per broker")
+	c.Flags().IntVarP(&perm, "perm", "p", 6, "permission: 2 write, 4 read, 6 both")
+	c.Flags().BoolVarP(&order, "order", "o", false, "ordered topic")
+	c.Flags().StringVarP(&brokerAddr, "brokerAddr", "b", "", "only this broker (gRPC address)")
+	c.Flags().StringVarP(&cluster, "clusterName", "c", "", "only the brokers of this cluster")
+	_ = c.MarkFlagRequired("topic")
+
+	c = verb("deleteTopic", "Delete a topic from every broker (or -c)", func(ctx context.Context, a *client.Admin, out io.Writer) error {
+		brokers, err := pickBrokers(ctx, a, "", cluster)
+		if err != nil {
+			return err
+		}
+		if err := a.DeleteTopic(ctx, topic, brokers...); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "delete topic %s success\n", topic)
+		return nil
+	})
+	c.Flags().StringVarP(&topic, "topic", "t", "", "topic name (required)")
+	c.Flags().StringVarP(&cluster, "clusterName", "c", "", "only the brokers of this cluster")
+	_ = c.MarkFlagRequired("topic")
+
+	verb("topicList", "List every topic", func(ctx context.Context, a *client.Admin, out io.Writer) error {
+		topics, err := a.Topics(ctx)
+		for _, t := range topics {
+			fmt.Fprintln(out, t)
+		}
+		return err
+	})
+
+	c = verb("topicRoute", "Show a topic's route (JSON)", func(ctx context.Context, a *client.Admin, out io.Writer) error {
+		r, err := a.Route(ctx, topic)
+		if err != nil {
+			return err
+		}
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(r)
+	})
+	c.Flags().StringVarP(&topic, "topic", "t", "", "topic name (required)")
+	_ = c.MarkFlagRequired("topic")
+
+	c = verb("topicStatus", "Show every queue's offsets", func(ctx context.Context, a *client.Admin, out io.Writer) error {
+		qs, err := a.TopicStatus(ctx, topic)
+		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "#Broker Name\t#QID\t#Min Offset\t#Max Offset\t#Last Updated")
+		for _, q := range qs {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\n", q.Queue.BrokerName, q.Queue.ID, q.MinOffset, q.MaxOffset, fmtTime(q.LastStoreTime))
+		}
+		tw.Flush()
+		return err
+	})
+	c.Flags().StringVarP(&topic, "topic", "t", "", "topic name (required)")
+	_ = c.MarkFlagRequired("topic")
+
+	verb("clusterList", "List clusters and brokers", func(ctx context.Context, a *client.Admin, out io.Writer) error {
+		info, err := a.ClusterInfo(ctx)
+		if err != nil {
+			return err
+		}
+		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "#Cluster Name\t#Broker Name\t#BID\t#Addr\t#Messages In\t#Messages Out\t#Uptime")
+		for _, cl := range slices.Sorted(maps.Keys(info.Clusters)) {
+			for _, name := range info.Clusters[cl] {
+				b := info.Brokers[name]
+				for _, bid := range slices.Sorted(maps.Keys(b.Addrs)) {
+					st, _ := a.BrokerStatus(ctx, b.Addrs[bid])
+					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", cl, name, bid, b.Addrs[bid], st["messagesPut"], st["messagesGot"], st["uptime"])
+				}
+			}
+		}
+		return tw.Flush()
+	})
+
+	c = verb("brokerStatus", "Show a broker's status", func(ctx context.Context, a *client.Admin, out io.Writer) error {
+		st, err := a.BrokerStatus(ctx, brokerAddr)
+		if err != nil {
+			return err
+		}
+		for _, k := range slices.Sorted(maps.Keys(st)) {
+			fmt.Fprintf(out, "%-16s: %s\n", k, st[k])
+		}
+		return nil
+	})
+	c.Flags().StringVarP(&brokerAddr, "brokerAddr", "b", "", "broker gRPC address (required)")
+	_ = c.MarkFlagRequired("brokerAddr")
+
+	c = verb("queryMsgById", "Show a message by its offset message id", func(ctx context.Context, a *client.Admin, out io.Writer) error {
+		m, err := a.QueryMessageByID(ctx, id)
+		if err != nil {
+			return err
+		}
+		printMessage(out, m)
+		return nil
+	})
+	c.Flags().StringVarP(&id, "msgId", "i", "", "offset message id (required)")
+	_ = c.MarkFlagRequired("msgId")
+
+	var begin, end string
+	c = verb("queryMsgByKey", "Find messages by key", func(ctx context.Context, a *client.Admin, out io.Writer) error {
+		b, err := parseTime(begin, time.Unix(0, 0))
+		if err != nil {
+			return err
+		}
+		e, err := parseTime(end, time.Now().Add(time.Hour))
+		if err != nil {
+			return err
+		}
+		ms, err := a.QueryMessageByKey(ctx, topic, key, b, e, maxNum)
+		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "#Message ID\t#QID\t#Offset\t#Store Time")
+		for _, m := range ms {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", m.MsgID, m.Queue.ID, m.QueueOffset, fmtTime(m.StoreTimestamp))
+		}
+		tw.Flush()
+		return err
+	})
+	c.Flags().StringVarP(&topic, "topic", "t", "", "topic name (required)")
+	c.Flags().StringVarP(&key, "msgKey", "k", "", "key (required)")
+	c.Flags().StringVarP(&begin, "beginTimestamp", "b", "", "from: unix ms, RFC 3339 or 'now' (default: the beginning)")
+	c.Flags().StringVarP(&end, "endTimestamp", "e", "", "to (default: now)")
+	c.Flags().IntVarP(&maxNum, "maxNum", "c", 64, "at most this many")
+	_ = c.MarkFlagRequired("topic")
+	_ = c.MarkFlagRequired("msgKey")
+
+	c = verb("consumerProgress", "Show a group's offsets and lag", func(ctx context.Context, a *client.Admin, out io.Writer) error {
+		ps, err := a.ConsumerProgress(ctx, group, topic)
+		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "#Topic\t#Broker Name\t#QID\t#Broker Offset\t#Consumer Offset\t#Diff\t#LastTime")
+		var total int64
+		for _, p := range ps {
+			total += p.Lag
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%s\n", p.Queue.Topic, p.Queue.BrokerName, p.Queue.ID, p.BrokerOffset, p.ConsumerOffset, p.Lag, fmtTime(p.LastTimestamp))
+		}
+		tw.Flush()
+		fmt.Fprintf(out, "\nDiff Total: %d\n", total)
+		return err
+	})
+	c.Flags().StringVarP(&group, "groupName", "g", "", "consumer group (required)")
+	c.Flags().StringVarP(&topic, "topic", "t", "", "only this topic")
+	_ = c.MarkFlagRequired("groupName")
+
+	c = verb("resetOffsetByTime", "Move a group's offsets to a time", func(ctx context.Context, a *client.Admin, out io.Writer) error {
+		at, err := parseTime(ts, time.Time{})
+		if err != nil {
+			return err
+		}
+		offs, err := a.ResetOffsetByTime(ctx, group, topic, at)
+		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "#Broker Name\t#QID\t#Offset")
+		qs := slices.SortedFunc(maps.Keys(offs), func(a, b client.Queue) int { return strings.Compare(a.String(), b.String()) })
+		for _, q := range qs {
+			fmt.Fprintf(tw, "%s\t%d\t%d\n", q.BrokerName, q.ID, offs[q])
+		}
+		tw.Flush()
+		return err
+	})
+	c.Flags().StringVarP(&group, "group", "g", "", "consumer group (required)")
+	c.Flags().StringVarP(&topic, "topic", "t", "", "topic (required)")
+	c.Flags().StringVarP(&ts, "timestamp", "s", "", "unix ms, RFC 3339 or 'now' (required)")
+	for _, f := range []string{"group", "topic", "timestamp"} {
+		_ = c.MarkFlagRequired(f)
+	}
+	return cmd
+}
+
+// pickBrokers returns the gRPC addresses -b or -c name (nil: every master).
+func pickBrokers(ctx context.Context, a *client.Admin, addr, cluster string) ([]string, error) {
+	if addr != "" {
+		return []string{addr}, nil
+	}
+	if cluster == "" {
+		return nil, nil
+	}
+	info, err := a.ClusterInfo(ctx)
+	if err != nil {
+		return nil, err
+	}
+	names, ok := info.Clusters[cluster]
+	if !ok {
+		return nil, fmt.Errorf("cluster %q not found", cluster)
+	}
+	var out []string
+	for _, n := range names {
+		if m := info.Brokers[n].Addrs[0]; m != "" {
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}
+
+// parseTime reads unix ms, RFC 3339 or "now"; "" is def.
+func parseTime(s string, def time.Time) (time.Time, error) {
+	switch {
+	case s == "":
+		if def.IsZero() {
+			return def, fmt.Errorf("a timestamp is required")
+		}
+		return def, nil
+	case s == "now":
+		return time.Now(), nil
+	}
+	if ms, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return time.UnixMilli(ms), nil
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return t, fmt.Errorf("timestamp %q: want unix milliseconds, RFC 3339 (2026-11-30T10:00:00Z) or now", s)
+	}
+	return t, nil
+}
+
+func fmtTime(t time.Time) string {
+	if t.IsZero() || t.Unix() <= 0 {
+		return "-"
+	}
+	return t.Format("2006-01-02 15:04:05.000")
+}
+
+func printMessage(out io.Writer, m *client.MessageExt) {
+	fmt.Fprintf(out, "OffsetID:            %s\nTopic:               %s\nTags:                [%s]\nKeys:                %v\n",
+		m.MsgID, m.Topic, m.Tags, m.Keys)
+	fmt.Fprintf(out, "Queue ID:            %d\nQueue Offset:        %d\nPhysical Offset:     %d\nUniq Key:            %s\n",
+		m.Queue.ID, m.QueueOffset, m.PhysicalOffset, m.UniqKey)
+	fmt.Fprintf(out, "Born Timestamp:      %s\nStore Timestamp:     %s\nReconsume Times:     %d\nProperties:          %v\n",
+		fmtTime(m.BornTimestamp), fmtTime(m.StoreTimestamp), m.ReconsumeTimes, m.Properties)
+	fmt.Fprintf(out, "Message Body:        %q\n", truncate(m.Body, 512))
+}
+
+func truncate(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[:n]
+	}
+	return b
+}

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gantrymq/gantry/client"
+	"github.com/gantrymq/gantry/test/benchkit"
+)
+
+func newBenchCmd() *cobra.Command {
+	var (
+		namesrv, topic, group string
+		count                 int64
+		duration              time.Duration
+		size, inflight        int
+		fromMin               bool
+	)
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Load generator: produce and consume with throughput and latency",
+		Long: `Bench produces or consumes messages against a running cluster and prints a
+progress line a second, then msgs/s, MB/s and latency percentiles (p50, p99,
+p999) from a histogram. Produced bodies carry a run id and sequence number, so
+"bench consume" reports, per run, how many were received, lost or duplicated.`,
+		Example: `  gantry bench produce -t Orders --count 100000
+  gantry bench consume -t Orders --count 100000`,
+	}
+	pf := cmd.PersistentFlags()
+	pf.StringVarP(&namesrv, "namesrv", "n", defaultNameServer, "nameserver gRPC address(es), ';'-separated")
+	pf.StringVarP(&topic, "topic", "t", "BenchmarkTest", "topic")
+	pf.Int64Var(&count, "count", 0, "messages (default: run for --duration)")
+	pf.DurationVar(&duration, "duration", 0, "how long to run when --count is not given (default 10s)")
+
+	produce := &cobra.Command{
+		Use:   "produce",
+		Short: "Send messages with a window of messages in flight",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if count == 0 && duration == 0 {
+				duration = 10 * time.Second
+			}
+			ctx := cmd.Context()
+			p, err := client.NewProducer(ctx, client.Config{NameServers: strings.Split(namesrv, ";")})
+			if err != nil {
+				return &exitError{code: exitUsage, err: err}
+			}
+			defer p.Close()
+			out := cmd.OutOrStdout()
+			run := benchkit.NewRunID()
+			fmt.Fprintf(out, "producing to %s: run %s, %s, %d-byte bodies, %d in flight\n", topic, run, amount(count, duration), size, inflight)
+			res, err := benchkit.Produce(ctx, benchkit.GantrySender(p, topic), benchkit.ProduceConfig{
+				Count: count, Duration: duration, Size: size, Inflight: inflight, Run: run, Progress: out})
+			fmt.Fprintln(out, res)
+			if err != nil {
+				return &exitError{code: exitProblems, err: err}
+			}
+			return nil
+		},
+	}
+	produce.Flags().IntVar(&size, "size", 1024, "body size in bytes")
+	produce.Flags().IntVar(&inflight, "inflight", 4096, "messages in flight at most")
+
+	consume := &cobra.Command{
+		Use:   "consume",
+		Short: "Pull every queue of a topic and check what bench produce sent",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			pc, err := client.NewPullConsumer(ctx, client.Config{NameServers: strings.Split(namesrv, ";")}, group)
+			if err != nil {
+				return &exitError{code: exitUsage, err: err}
+			}
+			defer pc.Close()
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "consuming %s as group %s: %s\n", topic, group, amount(count, duration))
+			var v benchkit.Verifier
+			res, err := benchkit.ConsumeGantry(ctx, pc, topic, benchkit.ConsumeConfig{
+				Count: count, Duration: duration, FromMin: fromMin, Progress: func(s string) { fmt.Fprintln(out, s) }}, &v)
+			fmt.Fprintln(out, res)
+			lines, ok := v.Report()
+			for _, l := range lines {
+				fmt.Fprintln(out, l)
+			}
+			switch {
+			case err != nil:
+				return &exitError{code: exitProblems, err: err}
+			case !ok:
+				return &exitError{code: exitProblems, err: fmt.Errorf("messages lost")}
+			case count > 0 && res.Msgs < count:
+				return &exitError{code: exitProblems, err: fmt.Errorf("received %d of %d messages", res.Msgs, count)}
+			}
+			return nil
+		},
+	}
+	consume.Flags().StringVarP(&group, "group", "g", "gantry_bench_consumer", "consumer group (its committed offsets are the start)")
+	consume.Flags().BoolVar(&fromMin, "from-min", false, "start at each queue's first message, not the committed offset")
+	cmd.AddCommand(produce, consume)
+	return cmd
+}
+
+func amount(count int64, d time.Duration) string {
+	if count > 0 {
+		return fmt.Sprintf("%d messages", count)
+	}
+	if d == 0 {
+		return "until idle"
+	}
+	return "for " + d.String()
+}

@@ -1,0 +1,271 @@
+// Package benchkit is the load generator behind `gantry bench` and the
+// peer benchmark in test/bench: a produce loop with a window of messages
+// in flight, a consume loop, latency histograms, progress lines, and
+// message bodies that carry their own identity so that a consumer can say
+// whether anything was lost or duplicated.
+package benchkit
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gantrymq/gantry/internal/histogram"
+)
+
+// Body layout: magic, run id, sequence number, run size (0 when the run is
+// bounded by time), padding to the message size.
+const (
+	magic      = "GNTB"
+	headerSize = 4 + 8 + 8 + 8
+)
+
+// RunID identifies one produce run.
+type RunID [8]byte
+
+func (r RunID) String() string { return hex.EncodeToString(r[:]) }
+
+// NewRunID returns a random run id.
+func NewRunID() RunID {
+	var r RunID
+	_, _ = rand.Read(r[:])
+	return r
+}
+
+// Body returns message seq of a run of total messages (0: unbounded), size
+// bytes long (at least the header).
+func Body(run RunID, seq, total int64, size int) []byte {
+	b := make([]byte, max(size, headerSize))
+	copy(b, magic)
+	copy(b[4:], run[:])
+	binary.BigEndian.PutUint64(b[12:], uint64(seq))
+	binary.BigEndian.PutUint64(b[20:], uint64(total))
+	return b
+}
+
+// ParseBody reads a body Body made; ok is false for any other body.
+func ParseBody(b []byte) (run RunID, seq, total int64, ok bool) {
+	if len(b) < headerSize || string(b[:4]) != magic {
+		return run, 0, 0, false
+	}
+	copy(run[:], b[4:12])
+	return run, int64(binary.BigEndian.Uint64(b[12:])), int64(binary.BigEndian.Uint64(b[20:])), true
+}
+
+// Result is what a run measured.
+type Result struct {
+	Op      string // "produce" or "consume"
+	Msgs    int64  // messages acknowledged (produce) or received (consume)
+	Bytes   int64
+	Errors  int64
+	Elapsed time.Duration
+	Latency *histogram.Histogram // per message: send to acknowledgement, or born to receipt
+}
+
+// MsgsPerSec returns the message rate.
+func (r Result) MsgsPerSec() float64 { return float64(r.Msgs) / r.Elapsed.Seconds() }
+
+// String is the summary line.
+func (r Result) String() string {
+	s := fmt.Sprintf("%s: %d msgs in %.2fs = %.0f msgs/s, %.1f MB/s, %d errors",
+		r.Op, r.Msgs, r.Elapsed.Seconds(), r.MsgsPerSec(), float64(r.Bytes)/r.Elapsed.Seconds()/1e6, r.Errors)
+	if h := r.Latency; h != nil && h.Count() > 0 {
+		s += fmt.Sprintf("; latency p50 %v p99 %v p999 %v max %v", round(h.Quantile(0.5)), round(h.Quantile(0.99)), round(h.Quantile(0.999)), round(h.Max()))
+	}
+	return s
+}
+
+func round(d time.Duration) time.Duration {
+	switch {
+	case d > 100*time.Millisecond:
+		return d.Round(time.Millisecond)
+	case d > 100*time.Microsecond:
+		return d.Round(time.Microsecond)
+	}
+	return d
+}
+
+// AsyncSender sends one message and calls done exactly once with the
+// outcome. It must not block for long (the window bounds what is in flight).
+type AsyncSender func(ctx context.Context, body []byte, done func(error))
+
+// ProduceConfig configures Produce.
+type ProduceConfig struct {
+	Count    int64         // messages to send; 0 with Duration
+	Duration time.Duration // how long to send when Count is 0
+	Size     int           // body size in bytes
+	Inflight int           // messages in flight at most
+	Run      RunID
+	Progress io.Writer // a line a second; nil for none
+}
+
+// Produce sends bodies through send with at most Inflight in flight and
+// measures each acknowledgement's latency.
+func Produce(ctx context.Context, send AsyncSender, cfg ProduceConfig) (Result, error) {
+	if cfg.Count <= 0 && cfg.Duration <= 0 {
+		return Result{}, errors.New("benchkit: give a count or a duration")
+	}
+	if cfg.Inflight <= 0 {
+		cfg.Inflight = 1
+	}
+	if cfg.Duration > 0 && cfg.Count == 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, cfg.Duration)
+		defer cancel()
+	}
+	res := Result{Op: "produce", Latency: &histogram.Histogram{}}
+	var acked, failed, bytes atomic.Int64
+	var firstErr atomic.Pointer[error]
+	window := make(chan struct{}, cfg.Inflight)
+	var wg sync.WaitGroup
+	stop := progress(cfg.Progress, "sent", &acked, &failed, cfg.Count)
+	start := time.Now()
+	for seq := int64(0); cfg.Count == 0 || seq < cfg.Count; seq++ {
+		select {
+		case window <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		body := Body(cfg.Run, seq, cfg.Count, cfg.Size)
+		wg.Add(1)
+		t0 := time.Now()
+		send(ctx, body, func(err error) {
+			res.Latency.Record(time.Since(t0))
+			if err != nil {
+				failed.Add(1)
+				firstErr.CompareAndSwap(nil, &err)
+			} else {
+				acked.Add(1)
+				bytes.Add(int64(len(body)))
+			}
+			<-window
+			wg.Done()
+		})
+	}
+	wg.Wait()
+	res.Elapsed = time.Since(start)
+	stop()
+	res.Msgs, res.Errors, res.Bytes = acked.Load(), failed.Load(), bytes.Load()
+	if p := firstErr.Load(); p != nil {
+		return res, fmt.Errorf("%d sends failed, the first: %w", res.Errors, *p)
+	}
+	return res, nil
+}
+
+// progress prints a line a second until the returned func is called.
+func progress(w io.Writer, verb string, ok, failed *atomic.Int64, total int64) func() {
+	if w == nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		last, start := int64(0), time.Now()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				n := ok.Load()
+				of := ""
+				if total > 0 {
+					of = fmt.Sprintf("/%d", total)
+				}
+				fmt.Fprintf(w, "%5.0fs  %s %d%s  %.0f msgs/s  errors %d\n", time.Since(start).Seconds(), verb, n, of, float64(n-last), failed.Load())
+				last = n
+			}
+		}
+	})
+	return func() { close(done); wg.Wait() }
+}
+
+// Verifier counts received bodies per run: missing and duplicated
+// sequence numbers of every run whose size is known.
+type Verifier struct {
+	mu      sync.Mutex
+	runs    map[RunID]*runState
+	foreign int64
+}
+
+type runState struct {
+	total int64
+	seen  []uint64 // bitmap
+	count int64
+	dups  int64
+}
+
+// Add records a received body.
+func (v *Verifier) Add(body []byte) {
+	run, seq, total, ok := ParseBody(body)
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if !ok || seq < 0 || total < 0 || (total > 0 && seq >= total) {
+		v.foreign++
+		return
+	}
+	if v.runs == nil {
+		v.runs = map[RunID]*runState{}
+	}
+	r := v.runs[run]
+	if r == nil {
+		r = &runState{total: total}
+		v.runs[run] = r
+	}
+	w := int(seq / 64)
+	for len(r.seen) <= w {
+		r.seen = append(r.seen, 0)
+	}
+	if r.seen[w]&(1<<(seq%64)) != 0 {
+		r.dups++
+		return
+	}
+	r.seen[w] |= 1 << (seq % 64)
+	r.count++
+}
+
+// Report describes every run seen: received, missing and duplicates. ok is
+// false when a bounded run misses messages.
+func (v *Verifier) Report() (lines []string, ok bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	ok = true
+	for id, r := range v.runs {
+		if r.total == 0 {
+			lines = append(lines, fmt.Sprintf("run %s: %d distinct messages, %d duplicates (run bounded by time: no expected count)", id, r.count, r.dups))
+			continue
+		}
+		missing := r.total - r.count
+		verdict := "none lost"
+		if missing > 0 {
+			verdict, ok = fmt.Sprintf("%d LOST", missing), false
+		}
+		lines = append(lines, fmt.Sprintf("run %s: %d/%d received, %s, %d duplicates", id, r.count, r.total, verdict, r.dups))
+	}
+	if v.foreign > 0 {
+		lines = append(lines, fmt.Sprintf("%d messages not written by gantry bench", v.foreign))
+	}
+	return lines, ok
+}
+
+// Received returns the distinct messages of bounded runs plus those of
+// unbounded ones.
+func (v *Verifier) Received() int64 {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var n int64
+	for _, r := range v.runs {
+		n += r.count
+	}
+	return n
+}

@@ -1,0 +1,141 @@
+package benchkit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gantrymq/gantry/client"
+	"github.com/gantrymq/gantry/internal/histogram"
+)
+
+// GantrySender sends to topic through a Gantry producer.
+func GantrySender(p *client.Producer, topic string) AsyncSender {
+	return func(ctx context.Context, body []byte, done func(error)) {
+		p.SendAsync(ctx, &client.Message{Topic: topic, Body: body}, func(_ client.SendResult, err error) { done(err) })
+	}
+}
+
+// ConsumeConfig configures a consume run.
+type ConsumeConfig struct {
+	Count    int64         // stop after this many messages; 0: Duration or Idle
+	Duration time.Duration // stop after this long; 0: no limit
+	Idle     time.Duration // stop when nothing arrived for this long; default 3 s
+	Batch    int           // messages per pull; default 256
+	FromMin  bool          // start at each queue's min offset instead of the committed one
+	Progress func(string)  // a line a second; nil for none
+}
+
+// ConsumeGantry pulls every queue of topic concurrently (one puller per
+// queue, long polling), feeds each body to v and measures end-to-end latency
+// (receipt minus the message's born time; milliseconds resolution). It
+// commits the offsets it reached.
+func ConsumeGantry(ctx context.Context, pc *client.PullConsumer, topic string, cfg ConsumeConfig, v *Verifier) (Result, error) {
+	if cfg.Idle <= 0 {
+		cfg.Idle = 3 * time.Second
+	}
+	if cfg.Batch <= 0 {
+		cfg.Batch = 256
+	}
+	qs, err := pc.Queues(ctx, topic)
+	if err != nil {
+		return Result{}, err
+	}
+	if cfg.Duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, cfg.Duration)
+		defer cancel()
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	res := Result{Op: "consume", Latency: &histogram.Histogram{}}
+	var got, bytes, failed atomic.Int64
+	var lastMsg atomic.Int64
+	lastMsg.Store(time.Now().UnixNano())
+	var errMu sync.Mutex
+	var errs []error
+	var wg sync.WaitGroup
+	start := time.Now()
+	for _, q := range qs {
+		wg.Go(func() {
+			off, ok, err := pc.CommittedOffset(ctx, q)
+			if err == nil && (!ok || cfg.FromMin) {
+				off, _, err = pc.QueueOffsets(ctx, q)
+			}
+			for err == nil && ctx.Err() == nil {
+				var r client.PullResult
+				r, err = pc.Pull(ctx, q, off, cfg.Batch, "", time.Second)
+				if err != nil {
+					break
+				}
+				now := time.Now()
+				for _, m := range r.Messages {
+					v.Add(m.Body)
+					res.Latency.Record(now.Sub(m.BornTimestamp))
+					bytes.Add(int64(len(m.Body)))
+				}
+				if len(r.Messages) > 0 {
+					lastMsg.Store(now.UnixNano())
+					if n := got.Add(int64(len(r.Messages))); cfg.Count > 0 && n >= cfg.Count {
+						cancel()
+					}
+				}
+				if r.Status == client.PullOffsetIllegal || len(r.Messages) > 0 || r.Status == client.PullNoMatchedMessage {
+					off = r.NextOffset
+				}
+			}
+			if err != nil && ctx.Err() == nil {
+				failed.Add(1)
+				errMu.Lock()
+				errs = append(errs, fmt.Errorf("queue %v: %w", q, err))
+				errMu.Unlock()
+			}
+			cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer ccancel()
+			if cerr := pc.CommitOffset(cctx, q, off); cerr != nil {
+				errMu.Lock()
+				errs = append(errs, fmt.Errorf("commit %v: %w", q, cerr))
+				errMu.Unlock()
+			}
+		})
+	}
+	// Progress and the idle stop.
+	done := make(chan struct{})
+	var pwg sync.WaitGroup
+	pwg.Go(func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		last := int64(0)
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				n := got.Load()
+				if cfg.Progress != nil {
+					of := ""
+					if cfg.Count > 0 {
+						of = fmt.Sprintf("/%d", cfg.Count)
+					}
+					cfg.Progress(fmt.Sprintf("%5.0fs  received %d%s  %.0f msgs/s", time.Since(start).Seconds(), n, of, float64(n-last)))
+				}
+				last = n
+				if time.Since(time.Unix(0, lastMsg.Load())) > cfg.Idle {
+					cancel()
+				}
+			}
+		}
+	})
+	wg.Wait()
+	res.Elapsed = time.Since(start)
+	if idle := time.Since(time.Unix(0, lastMsg.Load())); cfg.Count == 0 || got.Load() < cfg.Count {
+		res.Elapsed -= min(idle, res.Elapsed) // the wait for more that never came is not throughput
+	}
+	close(done)
+	pwg.Wait()
+	res.Msgs, res.Bytes, res.Errors = got.Load(), bytes.Load(), failed.Load()
+	return res, errors.Join(errs...)
+}
