@@ -2,6 +2,7 @@ package grpcapi
 
 import (
 	"net/http"
+	"net/http/pprof"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -77,14 +78,17 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// httpHandler serves /metrics (Prometheus), /healthz (the process is up)
-// and /readyz (recovered, serving and registered with a nameserver when
+// httpHandler serves /metrics (Prometheus), /debug/pprof (Go profiles),
+// /healthz (the process is up) and /readyz (recovered, serving and registered with a nameserver when
 // any is configured).
 func httpHandler(b *broker.Broker, registered func() bool) http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(newCollector(b), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		switch {

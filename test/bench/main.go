@@ -1,0 +1,149 @@
+// Command bench is the peer benchmark: the same workloads, in one run,
+// against Gantry (a `gantry dev` process built from this repository,
+// store on disk, the client in this process over loopback) and against NATS
+// JetStream (an embedded nats-server with file storage, the client in this
+// process over loopback), printing both and the ratio.
+//
+//	cd test/bench && go run . [-count 1000000] [-size 1024] [-inflight 4096] [-only async,sync,latency,consume]
+//
+// Workloads, 1 KiB bodies:
+//   - async: produce with 4,096 in flight; Gantry ASYNC_FLUSH, JetStream's
+//     default file store (fsync in the background);
+//   - sync: the same with every acknowledgement after fsync: Gantry
+//     SYNC_FLUSH, JetStream with sync_interval always;
+//   - latency: one send at a time (async flush), latency percentiles;
+//   - consume: read back the messages the async run stored (Gantry pull
+//     consumer, JetStream pull consumer without acks);
+//   - after consume, the Gantry broker's anonymous RSS (RssAnon).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+func main() {
+	var cfg config
+	flag.Int64Var(&cfg.count, "count", 1_000_000, "messages per produce workload and for consume")
+	flag.IntVar(&cfg.latencyCount, "latency-count", 20_000, "sends of the one-at-a-time workload")
+	flag.IntVar(&cfg.size, "size", 1024, "body size")
+	flag.IntVar(&cfg.inflight, "inflight", 4096, "messages in flight")
+	only := flag.String("only", "async,sync,latency,consume", "workloads to run")
+	flag.StringVar(&cfg.dir, "dir", "", "data directory (default: a temporary one on the disk of the current directory)")
+	flag.Parse()
+	cfg.only = map[string]bool{}
+	for _, w := range strings.Split(*only, ",") {
+		cfg.only[strings.TrimSpace(w)] = true
+	}
+	if err := run(context.Background(), cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+type config struct {
+	count        int64
+	latencyCount int
+	size         int
+	inflight     int
+	dir          string
+	only         map[string]bool
+}
+
+// gantryProc is a `gantry dev` process.
+type gantryProc struct {
+	cmd     *exec.Cmd
+	namesrv string
+}
+
+func buildGantry(dir string) (string, error) {
+	bin := filepath.Join(dir, "gantry")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/gantry")
+	cmd.Dir = filepath.Join("..", "..") // the main module: its go.sum, not this one's
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("build gantry: %v\n%s", err, out)
+	}
+	return bin, nil
+}
+
+func freeAddr() string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func startGantry(bin, dir, flush string) (*gantryProc, error) {
+	ns, br, ht := freeAddr(), freeAddr(), freeAddr()
+	cmd := exec.Command(bin, "dev", "--dir", dir, "--namesrv-listen", ns, "--broker-listen", br, "--http-listen", ht, "--flush", flush)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	buf := make([]byte, 4096)
+	deadline := time.Now().Add(30 * time.Second)
+	var seen string
+	for !strings.Contains(seen, "Ctrl-C") {
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			return nil, fmt.Errorf("gantry dev did not start: %s", seen)
+		}
+		n, err := out.Read(buf)
+		if err != nil {
+			return nil, fmt.Errorf("gantry dev: %w (%s)", err, seen)
+		}
+		seen += string(buf[:n])
+	}
+	go func() { // drain
+		for {
+			if _, err := out.Read(buf); err != nil {
+				return
+			}
+		}
+	}()
+	return &gantryProc{cmd: cmd, namesrv: ns}, nil
+}
+
+func (g *gantryProc) stop() {
+	_ = g.cmd.Process.Signal(os.Interrupt)
+	done := make(chan struct{})
+	go func() { _ = g.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		_ = g.cmd.Process.Kill()
+		<-done
+	}
+}
+
+// rssAnon reads RssAnon of a process, in bytes.
+func rssAnon(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "RssAnon:"); ok {
+			var kb int64
+			if _, err := fmt.Sscanf(strings.TrimSpace(v), "%d kB", &kb); err != nil {
+				return 0, err
+			}
+			return kb << 10, nil
+		}
+	}
+	return 0, fmt.Errorf("no RssAnon in /proc/%d/status", pid)
+}

@@ -1,0 +1,158 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gantrymq/gantry/internal/histogram"
+	"github.com/gantrymq/gantry/test/benchkit"
+)
+
+// natsServer is an embedded JetStream server with file storage.
+type natsServer struct {
+	s  *server.Server
+	nc *nats.Conn
+	js jetstream.JetStream
+}
+
+func startNATS(dir string, syncAlways bool) (*natsServer, error) {
+	opts := &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: dir, NoLog: true, NoSigs: true,
+		SyncAlways: syncAlways, MaxPayload: 8 << 20}
+	s, err := server.NewServer(opts)
+	if err != nil {
+		return nil, err
+	}
+	go s.Start()
+	if !s.ReadyForConnections(30 * time.Second) {
+		return nil, fmt.Errorf("nats-server did not start")
+	}
+	nc, err := nats.Connect(s.ClientURL())
+	if err != nil {
+		s.Shutdown()
+		return nil, err
+	}
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096))
+	if err != nil {
+		nc.Close()
+		s.Shutdown()
+		return nil, err
+	}
+	return &natsServer{s: s, nc: nc, js: js}, nil
+}
+
+func (n *natsServer) stop() {
+	n.nc.Close()
+	n.s.Shutdown()
+	n.s.WaitForShutdown()
+}
+
+func (n *natsServer) stream(ctx context.Context, name string) (jetstream.Stream, error) {
+	return n.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name: strings.ToUpper(name), Subjects: []string{name + ".>"}, Storage: jetstream.FileStorage})
+}
+
+// produce publishes asynchronously with at most cfg.inflight pending: a
+// collector waits for the acknowledgements in publish order.
+func (n *natsServer) produce(ctx context.Context, name string, cfg config) (benchkit.Result, error) {
+	if _, err := n.stream(ctx, name); err != nil {
+		return benchkit.Result{}, err
+	}
+	type pending struct {
+		f    jetstream.PubAckFuture
+		done func(error)
+	}
+	acks := make(chan pending, cfg.inflight)
+	go func() {
+		for p := range acks {
+			select {
+			case <-p.f.Ok():
+				p.done(nil)
+			case err := <-p.f.Err():
+				p.done(err)
+			}
+		}
+	}()
+	defer close(acks)
+	subject := name + ".bench"
+	send := func(_ context.Context, body []byte, done func(error)) {
+		f, err := n.js.PublishAsync(subject, body)
+		if err != nil {
+			done(err)
+			return
+		}
+		acks <- pending{f, done}
+	}
+	res, err := benchkit.Produce(ctx, send, benchkit.ProduceConfig{Count: cfg.count, Size: cfg.size, Inflight: cfg.inflight, Run: benchkit.NewRunID()})
+	fmt.Println("jetstream", res)
+	return res, err
+}
+
+// consume reads the stream from the start with a pull consumer that does
+// not ask for acknowledgements.
+func (n *natsServer) consume(ctx context.Context, name string, cfg config) (benchkit.Result, error) {
+	st, err := n.stream(ctx, name)
+	if err != nil {
+		return benchkit.Result{}, err
+	}
+	cons, err := st.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: "bench", AckPolicy: jetstream.AckNonePolicy, DeliverPolicy: jetstream.DeliverAllPolicy})
+	if err != nil {
+		return benchkit.Result{}, err
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(2048))
+	if err != nil {
+		return benchkit.Result{}, err
+	}
+	defer it.Stop()
+	var v benchkit.Verifier
+	res := benchkit.Result{Op: "consume", Latency: &histogram.Histogram{}}
+	start := time.Now()
+	for res.Msgs < cfg.count {
+		msg, err := it.Next()
+		if err != nil {
+			return res, err
+		}
+		v.Add(msg.Data())
+		res.Msgs++
+		res.Bytes += int64(len(msg.Data()))
+	}
+	res.Elapsed = time.Since(start)
+	fmt.Println("jetstream", res)
+	lines, _ := v.Report()
+	fmt.Println("         ", strings.Join(lines, "; "))
+	return res, nil
+}
+
+// latency publishes one message at a time.
+func (n *natsServer) latency(ctx context.Context, name string, cfg config) (benchkit.Result, error) {
+	if _, err := n.stream(ctx, name); err != nil {
+		return benchkit.Result{}, err
+	}
+	run := benchkit.NewRunID()
+	res := benchkit.Result{Op: "produce one at a time", Latency: &histogram.Histogram{}}
+	subject := name + ".bench"
+	for range 100 { // warm-up
+		if _, err := n.js.Publish(ctx, subject, []byte("warm-up")); err != nil {
+			return res, err
+		}
+	}
+	start := time.Now()
+	for i := range cfg.latencyCount {
+		body := benchkit.Body(run, int64(i), int64(cfg.latencyCount), cfg.size)
+		t0 := time.Now()
+		if _, err := n.js.Publish(ctx, subject, body); err != nil {
+			return res, err
+		}
+		res.Latency.Record(time.Since(t0))
+		res.Msgs++
+		res.Bytes += int64(len(body))
+	}
+	res.Elapsed = time.Since(start)
+	fmt.Println("jetstream", res)
+	return res, nil
+}

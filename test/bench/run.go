@@ -1,0 +1,205 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/gantrymq/gantry/client"
+	"github.com/gantrymq/gantry/internal/histogram"
+	"github.com/gantrymq/gantry/test/benchkit"
+)
+
+// row is one workload's figures for both systems.
+type row struct {
+	name           string
+	gantry, nats   benchkit.Result
+	higherIsBetter bool // msgs/s; else latency
+}
+
+func run(ctx context.Context, cfg config) error {
+	dir := cfg.dir
+	if dir == "" {
+		d, err := os.MkdirTemp(".", "bench-data-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(d)
+		dir = d
+	}
+	dir, _ = filepath.Abs(dir)
+	bin, err := buildGantry(dir)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("peer benchmark: %d messages of %d bytes, %d in flight; data in %s\n", cfg.count, cfg.size, cfg.inflight, dir)
+	var rows []row
+	var rss int64
+
+	if cfg.only["async"] || cfg.only["consume"] || cfg.only["latency"] {
+		g, err := startGantry(bin, filepath.Join(dir, "gantry-async"), "ASYNC_FLUSH")
+		if err != nil {
+			return err
+		}
+		n, err := startNATS(filepath.Join(dir, "nats-async"), false)
+		if err != nil {
+			g.stop()
+			return err
+		}
+		err = func() error {
+			defer g.stop()
+			defer n.stop()
+			if cfg.only["async"] || cfg.only["consume"] {
+				r := row{name: "async produce", higherIsBetter: true}
+				fmt.Println("== async produce")
+				if r.gantry, err = gantryProduce(ctx, g, "Async", cfg); err != nil {
+					return err
+				}
+				if r.nats, err = n.produce(ctx, "async", cfg); err != nil {
+					return err
+				}
+				rows = append(rows, r)
+			}
+			if cfg.only["consume"] {
+				r := row{name: "consume stored", higherIsBetter: true}
+				fmt.Println("== consume")
+				if r.gantry, err = gantryConsume(ctx, g, "Async", cfg); err != nil {
+					return err
+				}
+				if r.nats, err = n.consume(ctx, "async", cfg); err != nil {
+					return err
+				}
+				rows = append(rows, r)
+				if rss, err = rssAnon(g.cmd.Process.Pid); err != nil {
+					return err
+				}
+			}
+			if cfg.only["latency"] {
+				r := row{name: "one at a time"}
+				fmt.Println("== one send at a time")
+				if r.gantry, err = gantryLatency(ctx, g, "Latency", cfg); err != nil {
+					return err
+				}
+				if r.nats, err = n.latency(ctx, "latency", cfg); err != nil {
+					return err
+				}
+				rows = append(rows, r)
+			}
+			return nil
+		}()
+		if err != nil {
+			return err
+		}
+	}
+	if cfg.only["sync"] {
+		g, err := startGantry(bin, filepath.Join(dir, "gantry-sync"), "SYNC_FLUSH")
+		if err != nil {
+			return err
+		}
+		n, err := startNATS(filepath.Join(dir, "nats-sync"), true)
+		if err != nil {
+			g.stop()
+			return err
+		}
+		r := row{name: "sync produce (fsync)", higherIsBetter: true}
+		fmt.Println("== sync produce")
+		r.gantry, err = gantryProduce(ctx, g, "Sync", cfg)
+		if err == nil {
+			r.nats, err = n.produce(ctx, "sync", cfg)
+		}
+		g.stop()
+		n.stop()
+		if err != nil {
+			return err
+		}
+		rows = append(rows, r)
+	}
+	printRows(rows)
+	if rss > 0 {
+		fmt.Printf("gantry broker RssAnon after %d produced and consumed: %.1f MiB\n", cfg.count, float64(rss)/(1<<20))
+	}
+	return nil
+}
+
+func printRows(rows []row) {
+	fmt.Println()
+	fmt.Printf("%-22s %16s %16s %8s\n", "workload", "gantry", "jetstream", "ratio")
+	for _, r := range rows {
+		if r.higherIsBetter {
+			g, n := r.gantry.MsgsPerSec(), r.nats.MsgsPerSec()
+			fmt.Printf("%-22s %12.0f/s %12.0f/s %7.2fx\n", r.name, g, n, g/n)
+			continue
+		}
+		for _, q := range []float64{0.5, 0.99} {
+			g, n := r.gantry.Latency.Quantile(q), r.nats.Latency.Quantile(q)
+			fmt.Printf("%-22s %16v %16v %7.2fx\n", fmt.Sprintf("%s p%g", r.name, q*100), g, n, float64(g)/float64(n))
+		}
+	}
+}
+
+func gantryConfig(g *gantryProc) client.Config {
+	return client.Config{NameServers: []string{g.namesrv}}
+}
+
+func gantryProduce(ctx context.Context, g *gantryProc, topic string, cfg config) (benchkit.Result, error) {
+	p, err := client.NewProducer(ctx, gantryConfig(g))
+	if err != nil {
+		return benchkit.Result{}, err
+	}
+	defer p.Close()
+	warm(ctx, p, topic)
+	res, err := benchkit.Produce(ctx, benchkit.GantrySender(p, topic), benchkit.ProduceConfig{
+		Count: cfg.count, Size: cfg.size, Inflight: cfg.inflight, Run: benchkit.NewRunID()})
+	fmt.Println("gantry   ", res)
+	return res, err
+}
+
+// warm creates the topic and its route before timing starts.
+func warm(ctx context.Context, p *client.Producer, topic string) {
+	for range 3 {
+		_, _ = p.Send(ctx, &client.Message{Topic: topic, Body: []byte("warm-up")})
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func gantryConsume(ctx context.Context, g *gantryProc, topic string, cfg config) (benchkit.Result, error) {
+	pc, err := client.NewPullConsumer(ctx, gantryConfig(g), "bench")
+	if err != nil {
+		return benchkit.Result{}, err
+	}
+	defer pc.Close()
+	var v benchkit.Verifier
+	res, err := benchkit.ConsumeGantry(ctx, pc, topic, benchkit.ConsumeConfig{Count: cfg.count, FromMin: true}, &v)
+	fmt.Println("gantry   ", res)
+	lines, _ := v.Report()
+	fmt.Println("         ", strings.Join(lines, "; "))
+	return res, err
+}
+
+func gantryLatency(ctx context.Context, g *gantryProc, topic string, cfg config) (benchkit.Result, error) {
+	p, err := client.NewProducer(ctx, gantryConfig(g))
+	if err != nil {
+		return benchkit.Result{}, err
+	}
+	defer p.Close()
+	warm(ctx, p, topic)
+	run := benchkit.NewRunID()
+	res := benchkit.Result{Op: "produce one at a time", Latency: &histogram.Histogram{}}
+	start := time.Now()
+	for i := range cfg.latencyCount {
+		body := benchkit.Body(run, int64(i), int64(cfg.latencyCount), cfg.size)
+		t0 := time.Now()
+		if _, err := p.Send(ctx, &client.Message{Topic: topic, Body: body}); err != nil {
+			return res, err
+		}
+		res.Latency.Record(time.Since(t0))
+		res.Msgs++
+		res.Bytes += int64(len(body))
+	}
+	res.Elapsed = time.Since(start)
+	fmt.Println("gantry   ", res)
+	return res, nil
+}
