@@ -33,13 +33,22 @@ type sendOp struct {
 	bytes int64
 	state atomic.Int32
 
-	done    chan struct{} // closed when results or err is set
+	done    chan struct{} // closed when results or err is set (Send)
 	results []*gantryv1.SendResult
 	err     error
+
+	// onDone, for SendAsync, takes the outcome instead of done. It runs on
+	// the queue sender's goroutine.
+	onDone func([]*gantryv1.SendResult, error)
 }
 
 func newSendOp(ctx context.Context, msgs []*gantryv1.Message, bytes int64) *sendOp {
 	return &sendOp{ctx: ctx, msgs: msgs, bytes: bytes, done: make(chan struct{})}
+}
+
+// newAsyncOp is an op whose outcome goes to onDone: no waiting goroutine.
+func newAsyncOp(ctx context.Context, msgs []*gantryv1.Message, bytes int64, onDone func([]*gantryv1.SendResult, error)) *sendOp {
+	return &sendOp{ctx: ctx, msgs: msgs, bytes: bytes, onDone: onDone}
 }
 
 // errOpNotStarted: the op's context ended while it was still queued, so it
@@ -62,6 +71,10 @@ func (op *sendOp) wait(ctx context.Context, broker string) ([]*gantryv1.SendResu
 }
 
 func (op *sendOp) finish(results []*gantryv1.SendResult, err error) {
+	if op.onDone != nil {
+		op.onDone(results, err)
+		return
+	}
 	op.results, op.err = results, err
 	close(op.done)
 }
@@ -161,6 +174,12 @@ func (s *queueSender) flush() {
 // take removes the next batch from the queue: the queued ops in order, up
 // to the limits (but at least one op), skipping abandoned ones.
 func (s *queueSender) take() []*sendOp {
+	var expired []*sendOp
+	defer func() { // outside the lock: they never went out
+		for _, op := range expired {
+			op.finish(nil, op.ctx.Err())
+		}
+	}()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var batch []*sendOp
@@ -169,6 +188,11 @@ func (s *queueSender) take() []*sendOp {
 		op := s.ops[i]
 		if len(batch) > 0 && (msgs+len(op.msgs) > s.limit.msgs || bytes+op.bytes > s.limit.bytes) {
 			break
+		}
+		if op.onDone != nil && op.ctx.Err() != nil { // an async caller gave up
+			op.state.Store(opAbandoned)
+			expired = append(expired, op)
+			continue
 		}
 		if !op.state.CompareAndSwap(opQueued, opTaken) {
 			continue // abandoned

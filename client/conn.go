@@ -87,6 +87,21 @@ func (g *group) goFunc(f func()) bool {
 	return true
 }
 
+// add counts one piece of work that will call done, like goFunc without a
+// goroutine; it reports false once wait was called.
+func (g *group) add() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return false
+	}
+	g.wg.Add(1)
+	return true
+}
+
+// done ends a piece of work counted by add.
+func (g *group) done() { g.wg.Done() }
+
 // wait refuses new goroutines and waits for the running ones.
 func (g *group) wait() {
 	g.mu.Lock()

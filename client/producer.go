@@ -142,27 +142,72 @@ func (p *Producer) Send(ctx context.Context, msgs ...*Message) ([]SendResult, er
 }
 
 // SendAsync sends msg in the background like Send and calls cb with the
-// result, exactly once. ctx bounds the send as in Send. cb runs on another
-// goroutine, except for an invalid message or a closed producer, where it
-// runs before SendAsync returns. Close waits for pending asynchronous
-// sends, so cb must not call Close.
+// result, exactly once. ctx bounds the send as in Send. The message joins
+// its queue's next request without a goroutine of its own; cb runs on the
+// producer's sender goroutine for that queue (or, after a retry, on
+// another), so it must return quickly: hand slow work to a goroutine of
+// yours. For an invalid message or a closed producer cb runs before
+// SendAsync returns. Close waits for pending asynchronous sends, so cb must
+// not call Close.
 func (p *Producer) SendAsync(ctx context.Context, msg *Message, cb func(SendResult, error)) {
 	b, err := prepare([]*Message{msg})
 	if err != nil {
 		cb(SendResult{}, err)
 		return
 	}
-	started := !p.isClosed() && p.async.goFunc(func() {
-		res, err := p.send(ctx, b)
+	if p.isClosed() || !p.async.add() {
+		cb(SendResult{}, ErrClosed)
+		return
+	}
+	q, writable, err := p.pick(ctx, b.topic, b.msgs[0])
+	if err != nil {
+		p.asyncFailed(ctx, b, Queue{}, nil, err, cb)
+		return
+	}
+	for {
+		s, err := p.queueSender(q)
+		if err != nil {
+			p.asyncFailed(ctx, b, q, writable, err, cb)
+			return
+		}
+		op := newAsyncOp(ctx, b.protos(q.ID), b.bytes, func(res []*gantryv1.SendResult, err error) {
+			if err != nil {
+				p.c.brokerFailed(b.topic, err)
+				p.asyncFailed(ctx, b, q, writable, err, cb)
+				return
+			}
+			cb(p.results(q, b, res)[0], nil)
+			p.async.done()
+		})
+		err = s.enqueue(op)
+		if errors.Is(err, errSenderIdle) {
+			continue // it just exited; the next lookup makes a new one
+		}
+		if err != nil {
+			p.asyncFailed(ctx, b, q, writable, err, cb)
+		}
+		return
+	}
+}
+
+// asyncFailed finishes a SendAsync whose first attempt failed: it retries
+// on a goroutine when the error allows, like Send, else reports err.
+func (p *Producer) asyncFailed(ctx context.Context, b *batch, q Queue, writable []Queue, err error, cb func(SendResult, error)) {
+	r := retryState{last: err}
+	if p.opts.retries == 0 || !p.retryable(ctx, &r, err, q, writable) {
+		cb(SendResult{}, err)
+		p.async.done()
+		return
+	}
+	go func() {
+		defer p.async.done()
+		res, err := p.sendFrom(ctx, b, 1, r)
 		if err != nil {
 			cb(SendResult{}, err)
 			return
 		}
 		cb(res[0], nil)
-	})
-	if !started {
-		cb(SendResult{}, ErrClosed)
-	}
+	}()
 }
 
 // SendOneway writes msg to a broker and returns without waiting for an
@@ -232,8 +277,13 @@ func (p *Producer) isClosed() bool {
 // send is Send after validation: attempts with backoff until one succeeds,
 // an error is not retryable, the retries are used up or ctx ends.
 func (p *Producer) send(ctx context.Context, b *batch) ([]SendResult, error) {
-	var r retryState
-	for attempt := 0; ; attempt++ {
+	return p.sendFrom(ctx, b, 0, retryState{})
+}
+
+// sendFrom is send from attempt start on (start > 0: after a failed first
+// attempt, whose state is r).
+func (p *Producer) sendFrom(ctx context.Context, b *batch, start int, r retryState) ([]SendResult, error) {
+	for attempt := start; ; attempt++ {
 		if attempt > 0 {
 			if err := sleep(ctx, p.opts.backoffDelay(attempt), p.closing); err != nil {
 				if errors.Is(err, ErrClosed) {

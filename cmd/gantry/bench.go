@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -34,6 +36,23 @@ p999) from a histogram. Produced bodies carry a run id and sequence number, so
 	pf.StringVarP(&topic, "topic", "t", "BenchmarkTest", "topic")
 	pf.Int64Var(&count, "count", 0, "messages (default: run for --duration)")
 	pf.DurationVar(&duration, "duration", 0, "how long to run when --count is not given (default 10s)")
+	var cpuProfile string
+	pf.StringVar(&cpuProfile, "cpuprofile", "", "write the client's CPU profile to this file")
+	_ = pf.MarkHidden("cpuprofile")
+	cmd.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		if cpuProfile == "" {
+			return nil
+		}
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			return &exitError{code: exitUsage, err: err}
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return &exitError{code: exitUsage, err: err}
+		}
+		cmd.PersistentPostRun = func(*cobra.Command, []string) { pprof.StopCPUProfile(); f.Close() }
+		return nil
+	}
 
 	produce := &cobra.Command{
 		Use:   "produce",
