@@ -117,14 +117,24 @@ func inflate(b []byte) ([]byte, error) {
 
 // decodeRecords decodes records stored back to back. On a damaged record it
 // returns the messages before it and the error.
+//
+// b is the response's own buffer: the messages' bodies alias it rather
+// than copy it (one allocation per pull instead of one per message).
 func decodeRecords(b []byte, q Queue) ([]*MessageExt, error) {
-	ms, err := message.DecodeAll(b)
-	out := make([]*MessageExt, len(ms))
-	for i, m := range ms {
-		out[i] = newMessageExt(m, q)
-	}
-	if err != nil {
-		return out, fmt.Errorf("client: decode records from %s: %w", q.Broker, err)
+	var out []*MessageExt
+	ms := make([]message.Message, 0, 32)
+	for off := 0; off < len(b); {
+		if len(ms) == cap(ms) {
+			ms = make([]message.Message, 0, 2*cap(ms))
+		}
+		ms = ms[:len(ms)+1]
+		m := &ms[len(ms)-1]
+		n, err := message.DecodeInto(m, b[off:], false)
+		if err != nil {
+			return out, fmt.Errorf("client: decode records from %s: record %d at byte %d: %w", q.Broker, len(out), off, err)
+		}
+		out = append(out, newMessageExt(m, q))
+		off += n
 	}
 	return out, nil
 }

@@ -287,6 +287,9 @@ func (l *Log) Append(ctx context.Context, batch []byte, stamp Stamper) (AppendRe
 	if err != nil {
 		return AppendResult{}, err
 	}
+	if f, ok := ctx.Value(appendedKey{}).(func()); ok {
+		f()
+	}
 	l.stats.appends.Add(1)
 	l.stats.records.Add(int64(nrec))
 	l.stats.bytes.Add(int64(len(batch)))
@@ -295,6 +298,16 @@ func (l *Log) Append(ctx context.Context, batch []byte, stamp Stamper) (AppendRe
 	}
 	l.kickFlusher()
 	return res, l.wait(ctx, w)
+}
+
+type appendedKey struct{}
+
+// WithAppended returns a context that makes Append call f once the batch
+// holds its place in the log, before Append waits for the flush
+// (SYNC_FLUSH). A caller that must keep several batches in order can then
+// start the next one without waiting for the first to be durable.
+func WithAppended(ctx context.Context, f func()) context.Context {
+	return context.WithValue(ctx, appendedKey{}, f)
 }
 
 // validateBatch checks the framing of batch and returns its record count.

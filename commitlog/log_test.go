@@ -242,3 +242,16 @@ func TestOnCommitSignalsEveryAdvance(t *testing.T) {
 		})
 	}
 }
+
+// WithAppended's callback runs once per Append, once the batch is placed.
+func TestWithAppended(t *testing.T) {
+	l := open(t, commitlog.Config{Dir: t.TempDir(), FlushMode: commitlog.SyncFlush, SegmentBytes: 1 << 20})
+	defer l.Close()
+	calls := 0
+	ctx := commitlog.WithAppended(t.Context(), func() { calls++ })
+	_, err := l.Append(ctx, record(t, 1, 10), nil)
+	require.NoError(t, err)
+	_, err = l.Append(ctx, []byte("not a record"), nil)
+	require.Error(t, err)
+	assert.Equal(t, 1, calls, "called for the stored batch only")
+}

@@ -18,6 +18,7 @@ import (
 	gantryv1 "github.com/gantrymq/gantry/api/gantry/v1"
 	"github.com/gantrymq/gantry/broker"
 	"github.com/gantrymq/gantry/broker/store"
+	"github.com/gantrymq/gantry/commitlog"
 	"github.com/gantrymq/gantry/message"
 )
 
@@ -60,8 +61,11 @@ func (s *Messaging) send(ctx context.Context, req *gantryv1.SendRequest) (*gantr
 	return &gantryv1.SendResponse{Results: toResults(res), RequestId: req.GetRequestId()}, nil
 }
 
-// SendStream implements the service: requests are stored in the order
-// they arrive and answered in that order.
+// SendStream implements the service. Requests are stored in the order they
+// arrive, but the next one is started as soon as the previous one holds its
+// place in the log, without waiting for it to be flushed: under SYNC_FLUSH
+// the requests in flight share group commits. Responses carry the
+// request_id and may overtake each other.
 func (s *Messaging) SendStream(stream grpc.BidiStreamingServer[gantryv1.SendRequest, gantryv1.SendResponse]) error {
 	ctx := stream.Context()
 	type recv struct {
@@ -82,6 +86,22 @@ func (s *Messaging) SendStream(stream grpc.BidiStreamingServer[gantryv1.SendRequ
 			}
 		}
 	}()
+	var sendMu sync.Mutex // stream.Send is not safe for concurrent use
+	var sendErr error
+	var inflight sync.WaitGroup
+	defer inflight.Wait()
+	respond := func(req *gantryv1.SendRequest, resp *gantryv1.SendResponse, err error) {
+		if err != nil {
+			st := status.Convert(toStatus(err))
+			resp = &gantryv1.SendResponse{RequestId: req.GetRequestId(), Error: &gantryv1.Error{
+				Code: int32(st.Code()), Message: st.Message(), Indeterminate: broker.IsIndeterminate(err)}}
+		}
+		sendMu.Lock()
+		defer sendMu.Unlock()
+		if sendErr == nil {
+			sendErr = stream.Send(resp)
+		}
+	}
 	for {
 		var r recv
 		select {
@@ -97,13 +117,21 @@ func (s *Messaging) SendStream(stream grpc.BidiStreamingServer[gantryv1.SendRequ
 		if r.err != nil {
 			return r.err
 		}
-		resp, err := s.send(ctx, r.req)
+		placed := make(chan struct{})
+		var once sync.Once
+		mark := func() { once.Do(func() { close(placed) }) }
+		inflight.Add(1)
+		go func() {
+			defer inflight.Done()
+			defer mark() // failed before it was placed
+			resp, err := s.send(commitlog.WithAppended(ctx, mark), r.req)
+			respond(r.req, resp, err)
+		}()
+		<-placed // the next request goes after this one in the log
+		sendMu.Lock()
+		err := sendErr
+		sendMu.Unlock()
 		if err != nil {
-			st := status.Convert(toStatus(err))
-			resp = &gantryv1.SendResponse{RequestId: r.req.GetRequestId(), Error: &gantryv1.Error{
-				Code: int32(st.Code()), Message: st.Message(), Indeterminate: broker.IsIndeterminate(err)}}
-		}
-		if err := stream.Send(resp); err != nil {
 			return err
 		}
 	}
