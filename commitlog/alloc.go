@@ -23,7 +23,7 @@ func (l *Log) allocLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case base := <-l.allocReq:
-			seg, err := l.createSegment(ctx, base)
+			seg, err := l.createSegment(ctx, base, true)
 			select {
 			case l.allocRes <- allocResult{base: base, seg: seg, err: err}:
 			case <-ctx.Done():
@@ -76,8 +76,10 @@ func (l *Log) nextSegmentLocked(ctx context.Context) (*segment, error) {
 	}
 }
 
-// createSegment creates, preallocates, syncs and maps the segment at base.
-func (l *Log) createSegment(ctx context.Context, base int64) (*segment, error) {
+// createSegment creates, preallocates, syncs and maps the segment at base,
+// and in mapped mode pre-faults it when populate is set (the background
+// allocator; recovery leaves it to populateLater so Open stays fast).
+func (l *Log) createSegment(ctx context.Context, base int64, populate bool) (*segment, error) {
 	path := filepath.Join(l.cfg.Dir, segmentName(base))
 	size := l.cfg.SegmentBytes
 	f, err := l.fs.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
@@ -109,11 +111,24 @@ func (l *Log) createSegment(ctx context.Context, base int64) (*segment, error) {
 	}
 	seg := &segment{base: base, size: size, path: path, file: f, m: m, b: m.Bytes()}
 	if l.cfg.WriteMode == WriteMapped {
-		if err := m.Populate(0, int(size)); err != nil {
-			l.log.Warn("pre-fault of new segment failed; appends will take page faults", "segment", path, "err", err)
+		if populate {
+			l.populate(ctx, seg)
+		} else {
+			l.populateLater = seg
 		}
 	}
 	return seg, nil
+}
+
+// populate pre-faults seg in chunks, stopping early when ctx ends.
+func (l *Log) populate(ctx context.Context, seg *segment) {
+	const chunk = 64 << 20
+	for off := int64(0); off < seg.size && ctx.Err() == nil; off += chunk {
+		if err := seg.m.Populate(int(off), int(min(chunk, seg.size-off))); err != nil {
+			l.log.Warn("pre-fault of new segment failed; appends will take page faults", "segment", seg.path, "err", err)
+			return
+		}
+	}
 }
 
 // zeroFill writes zeros over [0, size) so the extents are written, not

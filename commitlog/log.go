@@ -69,6 +69,9 @@ type Log struct {
 	done      chan struct{} // closed by Close
 	allocReq  chan int64
 	allocRes  chan allocResult
+	// populateLater is a segment recovery created without pre-faulting it;
+	// Open pre-faults it in the background.
+	populateLater *segment
 
 	stats  stats
 	report RecoveryReport
@@ -119,6 +122,10 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 	}
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	l.stop = stop
+	if seg := l.populateLater; seg != nil { // a segment recovery created
+		l.populateLater = nil
+		l.wg.Go(func() { l.populate(runCtx, seg) })
+	}
 	l.wg.Go(func() { l.allocLoop(runCtx) })
 	l.wg.Go(func() { l.flushLoop(runCtx) })
 	l.wg.Go(func() {

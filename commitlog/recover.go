@@ -76,7 +76,7 @@ func (l *Log) recover(ctx context.Context) error {
 	}
 	l.segs.Store(&segList{segs: segs})
 	if len(segs) == 0 {
-		seg, err := l.createSegment(ctx, 0)
+		seg, err := l.createSegment(ctx, 0, false)
 		if err != nil {
 			return err
 		}
@@ -409,7 +409,7 @@ func (l *Log) endAt(ctx context.Context, segs []*segment, i int, end int64, reas
 	}
 	segs = segs[:i+1]
 	if end == seg.end() { // the last segment is sealed: start the next one
-		next, err := l.createSegment(ctx, end)
+		next, err := l.createSegment(ctx, end, false)
 		if err != nil {
 			return 0, err
 		}
