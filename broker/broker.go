@@ -10,6 +10,7 @@ import (
 
 	"github.com/gantrymq/gantry/broker/metadata"
 	"github.com/gantrymq/gantry/broker/store"
+	"github.com/gantrymq/gantry/internal/tick"
 )
 
 // Broker is the protocol-independent core of a broker: topics, send, pull
@@ -68,7 +69,7 @@ func Open(ctx context.Context, cfg Config) (*Broker, error) {
 	}
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	b.stop = stop
-	b.wg.Go(func() { b.expireLoop(runCtx) })
+	b.wg.Go(func() { tick.Every(runCtx, expireInterval, b.expireClients) })
 	b.log.Info("broker open", "name", cfg.BrokerName, "cluster", cfg.BrokerClusterName,
 		"root", cfg.StorePathRootDir, "topics", len(b.meta.Topics()))
 	return b, nil

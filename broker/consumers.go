@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"context"
 	"fmt"
 	"maps"
 	"slices"
@@ -104,20 +103,6 @@ func (b *Broker) expireClients() {
 	for _, g := range b.clients.expire() {
 		b.log.Info("consumer expired", "group", g)
 		b.consumersChanged(g)
-	}
-}
-
-// expireLoop runs expireClients every expireInterval until ctx ends.
-func (b *Broker) expireLoop(ctx context.Context) {
-	t := time.NewTicker(expireInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			b.expireClients()
-		}
 	}
 }
 

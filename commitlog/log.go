@@ -9,9 +9,9 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/gantrymq/gantry/internal/fsx"
+	"github.com/gantrymq/gantry/internal/tick"
 	"github.com/gantrymq/gantry/message"
 )
 
@@ -129,7 +129,7 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 	l.wg.Go(func() { l.allocLoop(runCtx) })
 	l.wg.Go(func() { l.flushLoop(runCtx) })
 	l.wg.Go(func() {
-		every(runCtx, cfg.CheckpointInterval, func() {
+		tick.Every(runCtx, cfg.CheckpointInterval, func() {
 			if err := l.writeCheckpoint(); err != nil {
 				l.log.Warn("checkpoint not written", "err", err)
 			}
@@ -137,7 +137,7 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 	})
 	if cfg.CleanInterval > 0 {
 		l.wg.Go(func() {
-			every(runCtx, cfg.CleanInterval, func() {
+			tick.Every(runCtx, cfg.CleanInterval, func() {
 				if _, err := l.Clean(); err != nil {
 					l.log.Warn("retention pass failed", "err", err)
 				}
@@ -195,20 +195,6 @@ func (l *Log) stopLoops() {
 	l.mu.Unlock()
 	l.stop()
 	l.wg.Wait()
-}
-
-// every calls f every d until ctx ends.
-func every(ctx context.Context, d time.Duration, f func()) {
-	t := time.NewTicker(d)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			f()
-		}
-	}
 }
 
 // shutdown runs after the loops stopped: a final flush, the checkpoint, the

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	gantryv1 "github.com/gantrymq/gantry/api/gantry/v1"
+	"github.com/gantrymq/gantry/internal/streamx"
 )
 
 // Server is a nameserver: the Registry behind the gRPC NameServer service.
@@ -86,26 +87,9 @@ func (s *Server) RegisterBroker(stream grpc.BidiStreamingServer[gantryv1.Registe
 	}
 	defer s.reg.Disconnected(conn)
 	ctx := stream.Context()
-	type recv struct {
-		req *gantryv1.RegisterBrokerRequest
-		err error
-	}
-	reqs := make(chan recv)
-	go func() { // ends with the handler: the stream's context is cancelled then
-		for {
-			req, err := stream.Recv()
-			select {
-			case reqs <- recv{req, err}:
-			case <-ctx.Done():
-				return
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
+	reqs := streamx.Recv(ctx, stream.Recv)
 	for {
-		var r recv
+		var r streamx.Msg[*gantryv1.RegisterBrokerRequest]
 		select {
 		case r = <-reqs:
 		case <-ctx.Done():
@@ -113,13 +97,13 @@ func (s *Server) RegisterBroker(stream grpc.BidiStreamingServer[gantryv1.Registe
 		case <-s.shutdown:
 			return status.Error(codes.Unavailable, "nameserver shutting down")
 		}
-		if errors.Is(r.err, io.EOF) {
+		if errors.Is(r.Err, io.EOF) {
 			return nil
 		}
-		if r.err != nil {
-			return r.err
+		if r.Err != nil {
+			return r.Err
 		}
-		res, err := s.reg.Register(fromRequest(r.req, conn))
+		res, err := s.reg.Register(fromRequest(r.Value, conn))
 		if err != nil {
 			return toStatus(err)
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/gantrymq/gantry/broker"
 	"github.com/gantrymq/gantry/broker/store"
 	"github.com/gantrymq/gantry/commitlog"
+	"github.com/gantrymq/gantry/internal/streamx"
 	"github.com/gantrymq/gantry/message"
 )
 
@@ -68,24 +69,7 @@ func (s *Messaging) send(ctx context.Context, req *gantryv1.SendRequest) (*gantr
 // request_id and may overtake each other.
 func (s *Messaging) SendStream(stream grpc.BidiStreamingServer[gantryv1.SendRequest, gantryv1.SendResponse]) error {
 	ctx := stream.Context()
-	type recv struct {
-		req *gantryv1.SendRequest
-		err error
-	}
-	reqs := make(chan recv)
-	go func() { // ends when the handler returns: the stream's context is cancelled then
-		for {
-			req, err := stream.Recv()
-			select {
-			case reqs <- recv{req, err}:
-			case <-ctx.Done():
-				return
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
+	reqs := streamx.Recv(ctx, stream.Recv)
 	var sendMu sync.Mutex // stream.Send is not safe for concurrent use
 	var sendErr error
 	var inflight sync.WaitGroup
@@ -103,7 +87,7 @@ func (s *Messaging) SendStream(stream grpc.BidiStreamingServer[gantryv1.SendRequ
 		}
 	}
 	for {
-		var r recv
+		var r streamx.Msg[*gantryv1.SendRequest]
 		select {
 		case r = <-reqs:
 		case <-ctx.Done():
@@ -111,11 +95,11 @@ func (s *Messaging) SendStream(stream grpc.BidiStreamingServer[gantryv1.SendRequ
 		case <-s.shutdown:
 			return status.Error(codes.Unavailable, "broker shutting down")
 		}
-		if errors.Is(r.err, io.EOF) {
+		if errors.Is(r.Err, io.EOF) {
 			return nil
 		}
-		if r.err != nil {
-			return r.err
+		if r.Err != nil {
+			return r.Err
 		}
 		placed := make(chan struct{})
 		var once sync.Once
@@ -124,8 +108,8 @@ func (s *Messaging) SendStream(stream grpc.BidiStreamingServer[gantryv1.SendRequ
 		go func() {
 			defer inflight.Done()
 			defer mark() // failed before it was placed
-			resp, err := s.send(commitlog.WithAppended(ctx, mark), r.req)
-			respond(r.req, resp, err)
+			resp, err := s.send(commitlog.WithAppended(ctx, mark), r.Value)
+			respond(r.Value, resp, err)
 		}()
 		<-placed // the next request goes after this one in the log
 		sendMu.Lock()

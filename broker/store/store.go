@@ -19,6 +19,7 @@ import (
 	"github.com/gantrymq/gantry/consumequeue"
 	"github.com/gantrymq/gantry/index"
 	"github.com/gantrymq/gantry/internal/fsx"
+	"github.com/gantrymq/gantry/internal/tick"
 	"github.com/gantrymq/gantry/message"
 )
 
@@ -169,9 +170,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	s.stop = stop
 	s.wg.Go(func() { s.dispatchLoop(runCtx) })
-	s.wg.Go(func() { every(runCtx, cfg.FlushInterval, s.flushStep) })
+	s.wg.Go(func() { tick.Every(runCtx, cfg.FlushInterval, s.flushStep) })
 	s.wg.Go(func() {
-		every(runCtx, cfg.MetadataInterval, func() {
+		tick.Every(runCtx, cfg.MetadataInterval, func() {
 			if err := s.meta.Save(); err != nil {
 				s.log.Warn("saving metadata failed; will retry", "err", err)
 			}
@@ -299,20 +300,6 @@ const maxPooledBatch = 4 << 20
 // Metadata returns the store's topics, subscription groups and consumer
 // and delay offsets, saved every MetadataInterval and at Close.
 func (s *Store) Metadata() *metadata.Metadata { return s.meta }
-
-// every calls f every d until ctx ends.
-func every(ctx context.Context, d time.Duration, f func()) {
-	t := time.NewTicker(d)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			f()
-		}
-	}
-}
 
 // CommitLog returns the store's commit log.
 func (s *Store) CommitLog() *commitlog.Log { return s.cl }
