@@ -175,6 +175,20 @@ func (c *Cluster) StopBroker(ctx context.Context) error {
 	return err
 }
 
+// KillBroker stops the broker as a crash would look to the nameserver and
+// clients: no unregistration, connections cut (the store is still closed
+// cleanly).
+func (c *Cluster) KillBroker() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.broker == nil {
+		return nil
+	}
+	err := c.broker.Kill()
+	c.broker = nil
+	return err
+}
+
 // RestartBroker stops and starts the broker.
 func (c *Cluster) RestartBroker(ctx context.Context) error {
 	if err := c.StopBroker(ctx); err != nil {

@@ -234,5 +234,14 @@ func TestRouteExpiryAndHTTP(t *testing.T) {
 		return err == nil
 	}, 5*time.Second, 5*time.Millisecond)
 	assert.NotNil(t, c.Broker())
+
+	// A broker that dies without unregistering leaves the routes as soon as
+	// its registration stream breaks, not 120 s later.
+	require.NoError(t, c.KillBroker())
+	require.Eventually(t, func() bool {
+		_, err := cl.ns.GetRoute(t.Context(), &gantryv1.GetRouteRequest{Topic: "Orders"})
+		return status.Code(err) == codes.NotFound
+	}, 5*time.Second, 5*time.Millisecond, "route of a dead broker expires")
+	require.NoError(t, c.StartBroker(t.Context()))
 	_ = broker.DefaultGRPCListenAddr
 }

@@ -228,5 +228,6 @@ func (s *Admin) BrokerStatus(context.Context, *gantryv1.BrokerStatusRequest) (*g
 		"ready": strconv.FormatBool(st.Ready), "minLogOffset": i(st.MinLogOffset), "maxLogOffset": i(st.MaxLogOffset),
 		"flushedOffset": i(st.FlushedOffset), "topics": strconv.Itoa(st.Topics), "messagesPut": i(st.MessagesPut),
 		"messagesGot": i(st.MessagesGot), "uptime": st.Uptime.Round(1e9).String(),
+		"flushDiskType": s.b.Config().FlushDiskType.String(),
 	}}, nil
 }

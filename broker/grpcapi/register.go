@@ -136,6 +136,19 @@ func (r *Registrar) session(ctx context.Context, ns gantryv1.NameServerClient, k
 	}
 }
 
+// Abandon stops registering and closes the connections without
+// unregistering: to the nameservers the broker looks dead (its streams
+// break), as after a crash.
+func (r *Registrar) Abandon() {
+	r.once.Do(func() {
+		r.stop()
+		r.wg.Wait()
+		for _, cc := range r.conns {
+			_ = cc.Close()
+		}
+	})
+}
+
 // Close stops registering, unregisters from every nameserver (best
 // effort, within ctx: failures are logged) and closes the connections.
 func (r *Registrar) Close(ctx context.Context) error {

@@ -165,6 +165,24 @@ func (s *Server) GRPCAddr() string { return s.grpcAddr }
 // HTTPAddr returns the metrics and health address.
 func (s *Server) HTTPAddr() string { return s.httpAddr }
 
+// Kill stops the server the way a crash looks from outside: registration
+// streams and client connections are cut at once, nothing is unregistered
+// and calls in flight fail. The store is still closed properly. For tests of
+// what clients and nameservers do when a broker dies.
+func (s *Server) Kill() error {
+	s.once.Do(func() {
+		if r := s.reg.Load(); r != nil {
+			r.Abandon()
+		}
+		s.msg.Shutdown()
+		s.gs.Stop()
+		_ = s.hs.Close()
+		s.wg.Wait()
+		s.closeErr = s.b.Close(context.Background())
+	})
+	return s.closeErr
+}
+
 // Close shuts down in order: unregister from the nameservers (clients stop
 // routing here), finish the calls in flight (held pulls are woken), flush
 // and close the store. It waits for everything until ctx ends, then cuts

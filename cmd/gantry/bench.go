@@ -1,9 +1,13 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
+	"maps"
 	"os"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"time"
 
@@ -69,6 +73,7 @@ p999) from a histogram. Produced bodies carry a run id and sequence number, so
 			}
 			defer p.Close()
 			out := cmd.OutOrStdout()
+			printFlushModes(ctx, out, namesrv)
 			run := benchkit.NewRunID()
 			fmt.Fprintf(out, "producing to %s: run %s, %s, %d-byte bodies, %d in flight\n", topic, run, amount(count, duration), size, inflight)
 			res, err := benchkit.Produce(ctx, benchkit.GantrySender(p, topic), benchkit.ProduceConfig{
@@ -129,4 +134,25 @@ func amount(count int64, d time.Duration) string {
 		return "until idle"
 	}
 	return "for " + d.String()
+}
+
+// printFlushModes says how each broker acknowledges (flushDiskType): the
+// figure means different things for ASYNC_FLUSH and SYNC_FLUSH.
+func printFlushModes(ctx context.Context, out io.Writer, namesrv string) {
+	a, err := client.NewAdmin(ctx, client.Config{NameServers: strings.Split(namesrv, ";")})
+	if err != nil {
+		return
+	}
+	defer a.Close()
+	info, err := a.ClusterInfo(ctx)
+	if err != nil {
+		return
+	}
+	for _, name := range slices.Sorted(maps.Keys(info.Brokers)) {
+		if addr := info.Brokers[name].Addrs[0]; addr != "" {
+			if st, err := a.BrokerStatus(ctx, addr); err == nil {
+				fmt.Fprintf(out, "broker %s at %s: %s\n", name, addr, st["flushDiskType"])
+			}
+		}
+	}
 }
