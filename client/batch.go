@@ -28,10 +28,11 @@ const (
 // sendOp is one attempt of one Send (or SendAsync) waiting for its queue
 // sender.
 type sendOp struct {
-	ctx   context.Context // the attempt's context; its deadline bounds the request
-	msgs  []*gantryv1.Message
-	bytes int64
-	state atomic.Int32
+	ctx     context.Context // the attempt's context; its deadline bounds the request
+	records []byte          // the messages encoded for the attempt's queue
+	n       int             // how many
+	bytes   int64
+	state   atomic.Int32
 
 	done    chan struct{} // closed when results or err is set (Send)
 	results []*gantryv1.SendResult
@@ -42,13 +43,13 @@ type sendOp struct {
 	onDone func([]*gantryv1.SendResult, error)
 }
 
-func newSendOp(ctx context.Context, msgs []*gantryv1.Message, bytes int64) *sendOp {
-	return &sendOp{ctx: ctx, msgs: msgs, bytes: bytes, done: make(chan struct{})}
+func newSendOp(ctx context.Context, records []byte, n int, bytes int64) *sendOp {
+	return &sendOp{ctx: ctx, records: records, n: n, bytes: bytes, done: make(chan struct{})}
 }
 
 // newAsyncOp is an op whose outcome goes to onDone: no waiting goroutine.
-func newAsyncOp(ctx context.Context, msgs []*gantryv1.Message, bytes int64, onDone func([]*gantryv1.SendResult, error)) *sendOp {
-	return &sendOp{ctx: ctx, msgs: msgs, bytes: bytes, onDone: onDone}
+func newAsyncOp(ctx context.Context, records []byte, n int, bytes int64, onDone func([]*gantryv1.SendResult, error)) *sendOp {
+	return &sendOp{ctx: ctx, records: records, n: n, bytes: bytes, onDone: onDone}
 }
 
 // errOpNotStarted: the op's context ended while it was still queued, so it
@@ -186,7 +187,7 @@ func (s *queueSender) take() []*sendOp {
 	msgs, bytes, i := 0, int64(0), 0
 	for ; i < len(s.ops); i++ {
 		op := s.ops[i]
-		if len(batch) > 0 && (msgs+len(op.msgs) > s.limit.msgs || bytes+op.bytes > s.limit.bytes) {
+		if len(batch) > 0 && (msgs+op.n > s.limit.msgs || bytes+op.bytes > s.limit.bytes) {
 			break
 		}
 		if op.onDone != nil && op.ctx.Err() != nil { // an async caller gave up
@@ -198,7 +199,7 @@ func (s *queueSender) take() []*sendOp {
 			continue // abandoned
 		}
 		batch = append(batch, op)
-		msgs, bytes = msgs+len(op.msgs), bytes+op.bytes
+		msgs, bytes = msgs+op.n, bytes+op.bytes
 	}
 	n := copy(s.ops, s.ops[i:])
 	clear(s.ops[n:])
@@ -223,8 +224,8 @@ func (s *queueSender) send(batch []*sendOp) {
 			op.finish(nil, err)
 			continue
 		}
-		op.finish(results[:len(op.msgs):len(op.msgs)], nil)
-		results = results[len(op.msgs):]
+		op.finish(results[:op.n:op.n], nil)
+		results = results[op.n:]
 	}
 }
 
@@ -237,16 +238,16 @@ func (s *queueSender) roundTrip(batch []*sendOp) ([]*gantryv1.SendResult, error)
 		if d, ok := op.ctx.Deadline(); ok && d.After(deadline) {
 			deadline = d
 		}
-		n, size = n+len(op.msgs), size+op.bytes
+		n, size = n+op.n, size+op.bytes
 	}
 	if deadline.IsZero() {
 		deadline = time.Now().Add(s.p.opts.sendTimeout)
 	}
 	ctx, cancel := context.WithDeadline(s.p.c.life, deadline)
 	defer cancel()
-	req := &gantryv1.SendRequest{Topic: s.q.Topic, ProducerGroup: s.p.opts.group, Messages: make([]*gantryv1.Message, 0, n)}
+	req := &gantryv1.SendRequest{Topic: s.q.Topic, ProducerGroup: s.p.opts.group, Records: make([][]byte, 0, len(batch))}
 	for _, op := range batch {
-		req.Messages = append(req.Messages, op.msgs...)
+		req.Records = append(req.Records, op.records)
 	}
 	results, err := s.b.roundTrip(ctx, req, size)
 	if err == nil && len(results) != n {

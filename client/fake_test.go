@@ -177,7 +177,14 @@ func (b *fakeBroker) store(req *gantryv1.SendRequest) ([]*gantryv1.SendResult, *
 	if tp.perm&PermWrite == 0 {
 		return nil, &sendFault{code: codes.PermissionDenied, msg: "topic not writable"}
 	}
-	for _, pm := range req.GetMessages() { // validate the whole batch first: nothing or all is stored
+	msgs := req.GetMessages()
+	if len(req.GetRecords()) > 0 {
+		var err error
+		if msgs, err = recordsToProtos(req.GetRecords()); err != nil {
+			return nil, &sendFault{code: codes.InvalidArgument, msg: err.Error()}
+		}
+	}
+	for _, pm := range msgs { // validate the whole batch first: nothing or all is stored
 		if string(pm.GetBody()) == "invalid" {
 			return nil, &sendFault{code: codes.InvalidArgument, msg: "body is invalid"}
 		}
@@ -186,7 +193,7 @@ func (b *fakeBroker) store(req *gantryv1.SendRequest) ([]*gantryv1.SendResult, *
 		}
 	}
 	var out []*gantryv1.SendResult
-	for _, pm := range req.GetMessages() {
+	for _, pm := range msgs {
 		qid := max(pm.GetQueueId(), 0)
 		m := &message.Message{
 			Topic: req.GetTopic(), QueueID: qid, QueueOffset: int64(len(tp.queues[qid])), PhysicalOffset: b.phys,
@@ -625,4 +632,32 @@ func (ns *fakeNameServer) ListTopics(context.Context, *gantryv1.ListTopicsReques
 		resp.Topics = append(resp.Topics, t)
 	}
 	return resp, nil
+}
+
+// recordsToProtos decodes the records a producer sent into the messages
+// they encode, so the fake stores them like messages.
+func recordsToProtos(chunks [][]byte) ([]*gantryv1.Message, error) {
+	var out []*gantryv1.Message
+	for _, c := range chunks {
+		ms, err := message.DecodeAll(c)
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range ms {
+			pm := &gantryv1.Message{QueueId: m.QueueID, Body: m.Body, Tags: m.Tags(), Keys: m.Keys(), UniqKey: m.UniqKey(),
+				BornTimestampMs: m.BornTimestamp, Flag: m.Flag}
+			for _, kv := range m.Properties {
+				switch kv.Key {
+				case message.PropTags, message.PropKeys, message.PropUniqKey, message.PropCRC:
+				default:
+					if pm.Properties == nil {
+						pm.Properties = map[string]string{}
+					}
+					pm.Properties[kv.Key] = kv.Value
+				}
+			}
+			out = append(out, pm)
+		}
+	}
+	return out, nil
 }

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -108,18 +109,50 @@ type batch struct {
 	uniq  []string
 	born  int64
 	bytes int64
+	enc   []byte // the messages encoded, queue id 0
+	used  bool   // enc went into a request: later attempts copy it
 }
 
-// protos returns the request messages for queue id: new ones for every
-// attempt (a request may still be in flight when the next is built); bodies
-// and properties are shared, read-only.
-func (b *batch) protos(queueID int32) []*gantryv1.Message {
-	out := make([]*gantryv1.Message, len(b.msgs))
+// encode writes the messages in RocketMQ's record layout (what the broker
+// stores), for queue 0; the __CRC32# tail is left for the broker to seal
+// after it stamps the record.
+func (b *batch) encode() error {
+	buf := make([]byte, 0, b.bytes+int64(len(b.msgs))*256)
+	var props message.Properties
 	for i, m := range b.msgs {
-		out[i] = &gantryv1.Message{
-			QueueId: queueID, Body: m.Body, Tags: m.Tags, Keys: m.Keys, Properties: b.props[i],
-			BornTimestampMs: b.born, UniqKey: b.uniq[i],
+		props = props[:0]
+		if m.Tags != "" {
+			props = append(props, message.Property{Key: message.PropTags, Value: m.Tags})
 		}
+		if len(m.Keys) > 0 {
+			props = append(props, message.Property{Key: message.PropKeys, Value: strings.Join(m.Keys, " ")})
+		}
+		for k, v := range b.props[i] {
+			props = append(props, message.Property{Key: k, Value: v})
+		}
+		rec := message.Message{Topic: b.topic, Body: m.Body, BornTimestamp: b.born, Properties: props}
+		var err error
+		if buf, err = message.AppendUnsealed(buf, &rec, b.uniq[i]); err != nil {
+			return fmt.Errorf("client: message %d: %w: %w", i, ErrInvalidArgument, err)
+		}
+	}
+	b.enc = buf
+	return nil
+}
+
+// records returns the encoded messages for queue id: the encoding itself
+// for the first attempt, a copy for every later one, since an earlier
+// request may still be in flight when the next is built.
+func (b *batch) records(queueID int32) []byte {
+	out := b.enc
+	if b.used {
+		out = bytes.Clone(b.enc)
+	}
+	b.used = true
+	for off := 0; off < len(out); {
+		size, _, _ := message.RecordSize(out[off:])
+		message.SetQueueID(out[off:], queueID)
+		off += int(size)
 	}
 	return out
 }
@@ -170,7 +203,7 @@ func (p *Producer) SendAsync(ctx context.Context, msg *Message, cb func(SendResu
 			p.asyncFailed(ctx, b, q, writable, err, cb)
 			return
 		}
-		op := newAsyncOp(ctx, b.protos(q.ID), b.bytes, func(res []*gantryv1.SendResult, err error) {
+		op := newAsyncOp(ctx, b.records(q.ID), len(b.msgs), b.bytes, func(res []*gantryv1.SendResult, err error) {
 			if err != nil {
 				p.c.brokerFailed(b.topic, err)
 				p.asyncFailed(ctx, b, q, writable, err, cb)
@@ -231,7 +264,7 @@ func (p *Producer) SendOneway(ctx context.Context, msg *Message) error {
 	if err != nil {
 		return err
 	}
-	req := &gantryv1.SendRequest{Topic: b.topic, Messages: b.protos(q.ID), ProducerGroup: p.opts.group}
+	req := &gantryv1.SendRequest{Topic: b.topic, Records: [][]byte{b.records(q.ID)}, ProducerGroup: p.opts.group}
 	if err := bs.oneway(ctx, req, b.bytes); err != nil {
 		p.c.brokerFailed(b.topic, err)
 		return err
@@ -389,7 +422,7 @@ func (p *Producer) pick(ctx context.Context, topic string, m *Message) (Queue, [
 func (p *Producer) attempt(ctx context.Context, q Queue, b *batch) ([]*gantryv1.SendResult, error) {
 	actx, cancel := context.WithTimeout(ctx, p.opts.sendTimeout)
 	defer cancel()
-	op := newSendOp(actx, b.protos(q.ID), b.bytes)
+	op := newSendOp(actx, b.records(q.ID), len(b.msgs), b.bytes)
 	for {
 		s, err := p.queueSender(q)
 		if err != nil {
@@ -510,6 +543,9 @@ func prepare(msgs []*Message) (*batch, error) {
 		b.bytes += n
 		b.props = append(b.props, maps.Clone(m.Properties))
 		b.uniq = append(b.uniq, message.NewUniqID())
+	}
+	if err := b.encode(); err != nil {
+		return nil, err
 	}
 	return b, nil
 }

@@ -377,6 +377,25 @@ func ReconsumeTimesOf(rec []byte) int32 {
 	return int32(binary.BigEndian.Uint32(rec[reconsumeTimesOff(rec):]))
 }
 
+// SetQueueID writes QUEUEID.
+func SetQueueID(rec []byte, v int32) {
+	binary.BigEndian.PutUint32(rec[offQueueID:], uint32(v))
+}
+
+// SetStoreHost writes STOREHOST in place when ap has the address family
+// the record was encoded with (hostLen(ap) == the field's size) and
+// reports whether it did; otherwise the record must be encoded again.
+func SetStoreHost(rec []byte, ap netip.AddrPort) bool {
+	v6 := sysFlagOf(rec)&FlagStoreHostV6 != 0
+	if (hostLen(ap) == hostV6Len) != v6 {
+		return false
+	}
+	off := storeTimestampOff(rec) + 8
+	h := appendHost(rec[off:off], ap)
+	_ = h // written in place: rec[off:off] has the field's capacity
+	return true
+}
+
 // SetQueueOffset writes QUEUEOFFSET.
 func SetQueueOffset(rec []byte, v int64) {
 	binary.BigEndian.PutUint64(rec[offQueueOffset:], uint64(v))

@@ -425,3 +425,18 @@ func TestAppendUnsealed(t *testing.T) {
 	_, err = message.AppendUnsealed(nil, m, "bad\x01id")
 	assert.ErrorIs(t, err, message.ErrInvalidProperty)
 }
+
+func TestSetQueueIDAndStoreHost(t *testing.T) {
+	m := sampleMessage(20)
+	rec := encode(t, m, true)
+	message.SetQueueID(rec, 7)
+	other := netip.MustParseAddrPort("10.1.2.3:10911")
+	require.True(t, message.SetStoreHost(rec, other))
+	require.NoError(t, message.SealCRC(rec))
+	got, _, err := message.Decode(rec)
+	require.NoError(t, err)
+	assert.Equal(t, int32(7), got.QueueID)
+	assert.Equal(t, other, got.StoreHost)
+	assert.Equal(t, m.Body, got.Body)
+	assert.False(t, message.SetStoreHost(rec, netip.MustParseAddrPort("[::1]:10911")), "the field would change size")
+}

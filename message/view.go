@@ -44,6 +44,12 @@ func (v View) StoreTimestamp() int64 { return StoreTimestampOf(v.rec) }
 // Body returns BODY as stored.
 func (v View) Body() []byte { return v.rec[v.l.bodyOff : v.l.bodyOff+v.l.bodyLen] }
 
+// PropertiesLen returns the size of the encoded properties (PROPERTIESLEN).
+func (v View) PropertiesLen() int { return v.l.propsLen }
+
+// HasCRC reports whether the record ends with a __CRC32# tail.
+func (v View) HasCRC() bool { return v.l.hasCRC(v.rec) }
+
 // Property returns the value of the property named key, by the rules of
 // Properties.Get on the decoded message (the last pair with that key
 // wins; malformed pairs are skipped).

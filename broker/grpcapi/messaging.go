@@ -47,6 +47,16 @@ func (s *Messaging) Send(ctx context.Context, req *gantryv1.SendRequest) (*gantr
 }
 
 func (s *Messaging) send(ctx context.Context, req *gantryv1.SendRequest) (*gantryv1.SendResponse, error) {
+	if len(req.GetRecords()) > 0 {
+		if len(req.GetMessages()) > 0 {
+			return nil, status.Error(codes.InvalidArgument, "send: give messages or records, not both")
+		}
+		res, err := s.b.SendRecords(ctx, req.GetTopic(), req.GetRecords())
+		if err != nil {
+			return nil, err
+		}
+		return &gantryv1.SendResponse{Results: toResults(res), RequestId: req.GetRequestId()}, nil
+	}
 	if len(req.GetMessages()) == 0 {
 		return nil, status.Error(codes.InvalidArgument, "send: no messages")
 	}

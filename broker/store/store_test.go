@@ -314,3 +314,45 @@ func TestRecoveryReportDispatchHookAndSyncFlush(t *testing.T) {
 	assert.Equal(t, "index empty", rep["rebuildReason"])
 	assert.Equal(t, float64(50), rep["dispatchedRecords"])
 }
+
+// PutRecords stores records the producer encoded, like Put.
+func TestPutRecords(t *testing.T) {
+	s := openStore(t, testConfig(t, t.TempDir(), nil))
+	defer s.Close()
+	var batch []byte
+	for i := range 5 {
+		m := msg(i * 3) // Orders
+		m.QueueID = int32(i % 2)
+		var err error
+		batch, err = message.AppendUnsealed(batch, m, fmt.Sprintf("U%d", i))
+		require.NoError(t, err)
+	}
+	res, err := s.PutRecords(t.Context(), "Orders", batch, 5)
+	require.NoError(t, err)
+	require.Len(t, res, 5)
+	assert.Equal(t, []int64{0, 0, 1, 1, 2}, []int64{res[0].QueueOffset, res[1].QueueOffset, res[2].QueueOffset, res[3].QueueOffset, res[4].QueueOffset})
+	waitDispatched(t, s)
+	for i, r := range res {
+		m, err := s.MessageByOffsetID(r.MsgID)
+		require.NoError(t, err)
+		assert.Equal(t, fmt.Sprintf("U%d", i), m.UniqKey())
+		assert.Equal(t, msg(i*3).Body, m.Body)
+	}
+	ms, err := s.MessagesByKey("Orders", "U3", 0, time.Now().Add(time.Hour).UnixMilli(), 5)
+	require.NoError(t, err)
+	require.Len(t, ms, 1)
+
+	// Wrong topic, no UNIQ_KEY, a count that does not match.
+	rec, err := message.AppendUnsealed(nil, msg(1), "U")
+	require.NoError(t, err)
+	_, err = s.PutRecords(t.Context(), "Orders", rec, 1)
+	assert.ErrorContains(t, err, "not \"Orders\"")
+	rec, err = message.AppendUnsealed(nil, msg(0), "")
+	require.NoError(t, err)
+	_, err = s.PutRecords(t.Context(), "Orders", rec, 1)
+	assert.ErrorContains(t, err, "UNIQ_KEY")
+	rec, err = message.AppendUnsealed(nil, msg(0), "U")
+	require.NoError(t, err)
+	_, err = s.PutRecords(t.Context(), "Orders", rec, 2)
+	assert.ErrorContains(t, err, "announced")
+}

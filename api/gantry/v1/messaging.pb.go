@@ -191,12 +191,19 @@ func (x *Message) GetUniqKey() string {
 }
 
 type SendRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
-	Messages      []*Message             `protobuf:"bytes,2,rep,name=messages,proto3" json:"messages,omitempty"`
-	ProducerGroup string                 `protobuf:"bytes,3,opt,name=producer_group,json=producerGroup,proto3" json:"producer_group,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Topic string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	// messages to store; or records instead.
+	Messages      []*Message `protobuf:"bytes,2,rep,name=messages,proto3" json:"messages,omitempty"`
+	ProducerGroup string     `protobuf:"bytes,3,opt,name=producer_group,json=producerGroup,proto3" json:"producer_group,omitempty"`
 	// request_id pairs a SendStream request with its response.
-	RequestId     uint64 `protobuf:"varint,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	RequestId uint64 `protobuf:"varint,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// records are messages already encoded in RocketMQ's V1 record layout
+	// (package message, AppendUnsealed), one or more back to back per
+	// element: each with its topic, queue id (-1: broker picks), body,
+	// properties including UNIQ_KEY, and a __CRC32# tail that the broker
+	// seals. The broker stores them nearly as they are: the cheap path.
+	Records       [][]byte `protobuf:"bytes,5,rep,name=records,proto3" json:"records,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -257,6 +264,13 @@ func (x *SendRequest) GetRequestId() uint64 {
 		return x.RequestId
 	}
 	return 0
+}
+
+func (x *SendRequest) GetRecords() [][]byte {
+	if x != nil {
+		return x.Records
+	}
+	return nil
 }
 
 type SendResult struct {
@@ -1708,13 +1722,14 @@ const file_messaging_proto_rawDesc = "" +
 	"\buniq_key\x18\b \x01(\tR\auniqKey\x1a=\n" +
 	"\x0fPropertiesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x99\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb3\x01\n" +
 	"\vSendRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12.\n" +
 	"\bmessages\x18\x02 \x03(\v2\x12.gantry.v1.MessageR\bmessages\x12%\n" +
 	"\x0eproducer_group\x18\x03 \x01(\tR\rproducerGroup\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x04 \x01(\x04R\trequestId\"\xd3\x01\n" +
+	"request_id\x18\x04 \x01(\x04R\trequestId\x12\x18\n" +
+	"\arecords\x18\x05 \x03(\fR\arecords\"\xd3\x01\n" +
 	"\n" +
 	"SendResult\x12\x15\n" +
 	"\x06msg_id\x18\x01 \x01(\tR\x05msgId\x12\x19\n" +

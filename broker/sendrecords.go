@@ -1,0 +1,97 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/gantrymq/gantry/broker/metadata"
+	"github.com/gantrymq/gantry/broker/store"
+	"github.com/gantrymq/gantry/message"
+)
+
+// SendRecords is Send for messages the producer already encoded as records
+// (message.AppendUnsealed: V1 layout, a UNIQ_KEY, a __CRC32# tail the log
+// seals), each chunk holding one or more records back to back. The checks
+// are Send's, made on the records in place; queue id -1 is replaced by the
+// broker's pick. The chunks are copied into one batch, so the caller may
+// reuse them once SendRecords returns.
+func (b *Broker) SendRecords(ctx context.Context, topic string, chunks [][]byte) ([]store.PutResult, error) {
+	if !b.calls.enter() {
+		return nil, ErrShuttingDown
+	}
+	defer b.calls.leave()
+	tc, err := b.sendTopic(topic)
+	if err != nil {
+		return nil, err
+	}
+	size := 0
+	for _, c := range chunks {
+		size += len(c)
+	}
+	bp := recordsPool.Get().(*[]byte)
+	defer func() {
+		if cap(*bp) <= 8<<20 {
+			recordsPool.Put(bp)
+		}
+	}()
+	batch := slices.Grow((*bp)[:0], size)
+	for _, c := range chunks {
+		batch = append(batch, c...)
+	}
+	*bp = batch
+	n := 0
+	for off := 0; off < len(batch); n++ {
+		rec, err := b.checkRecord(tc, batch[off:])
+		if err != nil {
+			return nil, fmt.Errorf("record %d: %w", n, err)
+		}
+		off += len(rec)
+	}
+	if n == 0 {
+		return nil, fmt.Errorf("%w: no messages", ErrInvalidMessage)
+	}
+	res, err := b.store.PutRecords(ctx, topic, batch, n)
+	if len(res) > 0 {
+		b.msgsPut.Add(int64(len(res)))
+	}
+	if err != nil {
+		return res, putError(topic, res, err)
+	}
+	return res, nil
+}
+
+var recordsPool = sync.Pool{New: func() any { b := make([]byte, 0, 256<<10); return &b }}
+
+// checkRecord checks the record at the front of b as checkMessage checks a
+// message, picks its queue if asked, and returns the record's bytes.
+func (b *Broker) checkRecord(tc metadata.TopicConfig, buf []byte) ([]byte, error) {
+	v, err := message.NewView(buf)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidMessage, err)
+	}
+	rec := v.Bytes()
+	props := v.PropertiesLen() - message.CRCTailSize
+	uniq, _ := v.Property(message.PropUniqKey)
+	switch qid := v.QueueID(); {
+	case string(v.Topic()) != tc.TopicName:
+		return nil, fmt.Errorf("%w: record is for topic %q, the send is for %q", ErrInvalidMessage, v.Topic(), tc.TopicName)
+	case !v.HasCRC():
+		return nil, fmt.Errorf("%w: record has no __CRC32# tail (encode it with message.AppendUnsealed)", ErrInvalidMessage)
+	case len(uniq) == 0:
+		return nil, fmt.Errorf("%w: record has no UNIQ_KEY", ErrInvalidMessage)
+	case len(v.Body()) == 0:
+		return nil, fmt.Errorf("%w: body is empty", ErrInvalidMessage)
+	case len(v.Body()) > b.cfg.MaxMessageSize:
+		return nil, fmt.Errorf("%w: body is %d bytes, at most %d", ErrInvalidMessage, len(v.Body()), b.cfg.MaxMessageSize)
+	case props > b.cfg.MaxPropertiesSize:
+		return nil, fmt.Errorf("%w: properties are %d bytes encoded, at most %d", ErrInvalidMessage, props, b.cfg.MaxPropertiesSize)
+	case qid == BrokerPicksQueue:
+		message.SetQueueID(rec, b.nextQueue(tc))
+	case qid < 0 || qid >= tc.WriteQueueNums:
+		return nil, fmt.Errorf("%w: queue id %d: topic %q has write queues 0..%d (or -1: broker picks)",
+			ErrInvalidMessage, qid, tc.TopicName, tc.WriteQueueNums-1)
+	}
+	return rec, nil
+}
