@@ -54,6 +54,7 @@ Keys: ` + strings.Join(broker.ConfigKeys, ", ") + `.`,
 				cfg.AutoCreateTopicEnable = autoTop
 			}
 			cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+			serverGC()
 			start := time.Now()
 			s, err := grpcapi.Start(cmd.Context(), grpcapi.ServerConfig{Broker: cfg})
 			if err != nil {

@@ -47,6 +47,7 @@ flushes).`,
 			default:
 				return &exitError{code: exitUsage, err: fmt.Errorf("--flush %q: want ASYNC_FLUSH or SYNC_FLUSH", flush)}
 			}
+			serverGC()
 			start := time.Now()
 			c, err := embedded.Start(cmd.Context(), embedded.Options{
 				Dir: dir, NameServerListen: nsListen, BrokerListen: brokerList, HTTPListen: httpListen, Logger: logger,

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 )
 
@@ -58,4 +59,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	// cobra's usage errors: unknown command or flag, wrong arguments.
 	fmt.Fprintf(stderr, "gantry: %v\nRun '%s --help' for usage.\n", err, cmd.CommandPath())
 	return exitUsage
+}
+
+// serverGC sets the garbage collector for a long-running server process
+// unless GOGC says otherwise: a broker's live heap is small (its data is in
+// mapped files) and its garbage is request buffers, so collecting at 4x the
+// live heap instead of 2x halves GC work for a few tens of MiB of memory.
+func serverGC() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(400)
+	}
 }

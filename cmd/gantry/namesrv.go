@@ -27,6 +27,7 @@ last registration or as soon as its registration stream breaks.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+			serverGC()
 			ns, err := nameserver.NewServer(nameserver.Config{BrokerExpiry: expiry, Logger: logger})
 			if err != nil {
 				return &exitError{code: exitUsage, err: err}

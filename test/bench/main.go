@@ -25,6 +25,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"time"
 )
@@ -38,6 +39,11 @@ func main() {
 	only := flag.String("only", "async,sync,latency,consume", "workloads to run")
 	flag.StringVar(&cfg.dir, "dir", "", "data directory (default: a temporary one on the disk of the current directory)")
 	flag.Parse()
+	if os.Getenv("GOGC") == "" {
+		// As `gantry` does for its servers and its bench tool; here it
+		// applies to the embedded nats-server and both clients alike.
+		debug.SetGCPercent(400)
+	}
 	cfg.only = map[string]bool{}
 	for _, w := range strings.Split(*only, ",") {
 		cfg.only[strings.TrimSpace(w)] = true
