@@ -364,9 +364,9 @@ func (a *Admin) QueryMessageByID(ctx context.Context, msgID string) (*MessageExt
 			}
 			continue
 		}
-		msgs, err := decodeRecords(resp.GetRecords(), Queue{BrokerName: r.name, Broker: r.addr})
+		msgs, err := decodeRecords(resp.GetRecords(), Queue{BrokerName: r.name, Broker: r.addr}, 1)
 		for _, m := range msgs {
-			if strings.EqualFold(m.MsgID, msgID) {
+			if strings.EqualFold(m.MsgID(), msgID) {
 				return m, nil
 			}
 		}
@@ -433,9 +433,9 @@ func (a *Admin) QueryMessageByKey(ctx context.Context, topic, key string, begin,
 		if err != nil {
 			return err
 		}
-		msgs, derr := decodeRecords(resp.GetRecords(), Queue{Topic: topic, BrokerName: r.name, Broker: r.addr})
+		msgs, derr := decodeRecords(resp.GetRecords(), Queue{Topic: topic, BrokerName: r.name, Broker: r.addr}, 16)
 		for _, m := range msgs {
-			if id := r.name + "/" + m.MsgID; !seen[id] {
+			if id := r.name + "/" + m.MsgID(); !seen[id] {
 				seen[id] = true
 				out = append(out, m)
 			}

@@ -169,7 +169,7 @@ func TestAdminQueryByKeyAggregatesBrokers(t *testing.T) {
 	var got []string
 	for _, m := range msgs {
 		got = append(got, string(m.Body))
-		assert.Contains(t, m.Keys, "order-7")
+		assert.Contains(t, m.Keys(), "order-7")
 	}
 	assert.Equal(t, want, got, "from both brokers, by store time")
 

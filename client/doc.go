@@ -160,7 +160,7 @@
 //		return err
 //	}
 //	for _, m := range r.Messages {
-//		log.Printf("%s %s %q", m.MsgID, m.Tags, m.Body)
+//		log.Printf("%s %s %q", m.MsgID(), m.Tags, m.Body)
 //	}
 //	return c.CommitOffset(ctx, q, r.NextOffset)
 package client

@@ -56,7 +56,9 @@ type PullResult struct {
 	MinOffset, MaxOffset int64
 }
 
-// MessageExt is a stored message as read from a broker.
+// MessageExt is a stored message as read from a broker. What costs an
+// allocation to build (the offset id, the key list, a property map) is
+// computed on demand by its methods.
 type MessageExt struct {
 	// Message is the decoded record, every stored field included.
 	Message *message.Message
@@ -64,15 +66,10 @@ type MessageExt struct {
 	Queue          Queue
 	QueueOffset    int64
 	PhysicalOffset int64
-	// MsgID is the offset message id (store host and physical offset).
-	MsgID string
 	// UniqKey is the client message id (UNIQ_KEY), or "".
-	UniqKey string
-	Topic   string
-	Tags    string
-	Keys    []string
-	// Properties are every stored property except the __CRC32# checksum.
-	Properties     map[string]string
+	UniqKey        string
+	Topic          string
+	Tags           string
 	BornTimestamp  time.Time
 	StoreTimestamp time.Time
 	ReconsumeTimes int32
@@ -82,20 +79,38 @@ type MessageExt struct {
 	Body []byte
 }
 
-// newMessageExt wraps a decoded record read from q's broker.
-func newMessageExt(m *message.Message, q Queue) *MessageExt {
-	e := &MessageExt{
+// MsgID returns the offset message id (store host and physical offset).
+func (e *MessageExt) MsgID() string { return e.Message.OffsetMsgID() }
+
+// Keys returns the KEYS property split on spaces.
+func (e *MessageExt) Keys() []string { return e.Message.Keys() }
+
+// Property returns the value of a stored property, or "".
+func (e *MessageExt) Property(key string) string {
+	v, _ := e.Message.Properties.Get(key)
+	return v
+}
+
+// Properties returns every stored property except the __CRC32# checksum,
+// in a new map.
+func (e *MessageExt) Properties() map[string]string {
+	out := make(map[string]string, len(e.Message.Properties))
+	for _, p := range e.Message.Properties {
+		if p.Key != message.PropCRC {
+			out[p.Key] = p.Value
+		}
+	}
+	return out
+}
+
+// newMessageExt wraps a decoded record read from q's broker, in e.
+func newMessageExt(e *MessageExt, m *message.Message, q Queue) *MessageExt {
+	*e = MessageExt{
 		Message: m, Queue: Queue{Topic: m.Topic, BrokerName: q.BrokerName, Broker: q.Broker, ID: m.QueueID},
 		QueueOffset: m.QueueOffset, PhysicalOffset: m.PhysicalOffset,
-		MsgID: m.OffsetMsgID(), UniqKey: m.UniqKey(), Topic: m.Topic, Tags: m.Tags(), Keys: m.Keys(),
-		Properties:    make(map[string]string, len(m.Properties)),
+		UniqKey: m.UniqKey(), Topic: m.Topic, Tags: m.Tags(),
 		BornTimestamp: time.UnixMilli(m.BornTimestamp), StoreTimestamp: time.UnixMilli(m.StoreTimestamp),
 		ReconsumeTimes: m.ReconsumeTimes, Body: m.Body,
-	}
-	for _, p := range m.Properties {
-		if p.Key != message.PropCRC {
-			e.Properties[p.Key] = p.Value
-		}
 	}
 	if m.SysFlag&message.FlagCompressed != 0 {
 		if body, err := inflate(m.Body); err == nil {
@@ -120,20 +135,20 @@ func inflate(b []byte) ([]byte, error) {
 //
 // b is the response's own buffer: the messages' bodies alias it rather
 // than copy it (one allocation per pull instead of one per message).
-func decodeRecords(b []byte, q Queue) ([]*MessageExt, error) {
-	var out []*MessageExt
-	ms := make([]message.Message, 0, 32)
-	for off := 0; off < len(b); {
-		if len(ms) == cap(ms) {
-			ms = make([]message.Message, 0, 2*cap(ms))
+func decodeRecords(b []byte, q Queue, count int) ([]*MessageExt, error) {
+	count = max(count, 1)
+	out := make([]*MessageExt, 0, count)
+	// Slabs: one allocation each for a pull's records, not per message.
+	ms, exts, j := make([]message.Message, count), make([]MessageExt, count), 0
+	for off := 0; off < len(b); j++ {
+		if j == len(ms) { // more records than announced
+			ms, exts, j = make([]message.Message, count), make([]MessageExt, count), 0
 		}
-		ms = ms[:len(ms)+1]
-		m := &ms[len(ms)-1]
-		n, err := message.DecodeInto(m, b[off:], false)
+		n, err := message.DecodeInto(&ms[j], b[off:], false)
 		if err != nil {
 			return out, fmt.Errorf("client: decode records from %s: record %d at byte %d: %w", q.Broker, len(out), off, err)
 		}
-		out = append(out, newMessageExt(m, q))
+		out = append(out, newMessageExt(&exts[j], &ms[j], q))
 		off += n
 	}
 	return out, nil
@@ -220,7 +235,7 @@ func (pc *PullConsumer) Pull(ctx context.Context, q Queue, offset int64, maxMess
 		MinOffset: resp.GetMinOffset(), MaxOffset: resp.GetMaxOffset(),
 	}
 	q.Broker = addr
-	res.Messages, err = decodeRecords(resp.GetRecords(), q)
+	res.Messages, err = decodeRecords(resp.GetRecords(), q, int(resp.GetRecordCount()))
 	return res, err
 }
 

@@ -54,19 +54,20 @@ func TestPullDecodesRecords(t *testing.T) {
 	for i, m := range r.Messages {
 		assert.Equal(t, sent[i].Body, m.Body)
 		assert.Equal(t, sent[i].Tags, m.Tags)
-		assert.Equal(t, sent[i].Keys, m.Keys)
-		assert.Equal(t, res[i].MsgID, m.MsgID)
+		assert.Equal(t, sent[i].Keys, m.Keys())
+		assert.Equal(t, res[i].MsgID, m.MsgID())
 		assert.Equal(t, res[i].UniqKey, m.UniqKey)
 		assert.Equal(t, int64(i), m.QueueOffset)
 		assert.Equal(t, "T", m.Topic)
 		assert.Equal(t, q, m.Queue)
-		assert.Equal(t, sent[i].Tags, m.Properties[message.PropTags])
-		assert.NotContains(t, m.Properties, message.PropCRC)
+		assert.Equal(t, sent[i].Tags, m.Properties()[message.PropTags])
+		assert.NotContains(t, m.Properties(), message.PropCRC)
 		assert.True(t, m.StoreTimestamp.After(before))
 		assert.True(t, m.BornTimestamp.After(before))
 		assert.NotNil(t, m.Message)
 	}
-	assert.Equal(t, "1", r.Messages[0].Properties["p"])
+	assert.Equal(t, "1", r.Messages[0].Property("p"))
+	assert.Equal(t, "1", r.Messages[0].Properties()["p"])
 
 	r, err = c.Pull(t.Context(), q, 0, 10, "b", 0)
 	require.NoError(t, err)
@@ -202,10 +203,29 @@ func TestMessageExtInflatesCompressedBody(t *testing.T) {
 	}
 	rec, err := message.Append(nil, m, true)
 	require.NoError(t, err)
-	msgs, err := decodeRecords(append(rec, 1, 2, 3), Queue{BrokerName: "a"})
+	msgs, err := decodeRecords(append(rec, 1, 2, 3), Queue{BrokerName: "a"}, 1)
 	require.Error(t, err, "trailing garbage is reported")
 	require.Len(t, msgs, 1, "the records before it are kept")
 	assert.Equal(t, []byte("large body"), msgs[0].Body)
 	assert.Equal(t, z.Bytes(), msgs[0].Message.Body)
-	assert.Equal(t, message.EncodeOffsetMsgID(m.StoreHost, 77), msgs[0].MsgID)
+	assert.Equal(t, message.EncodeOffsetMsgID(m.StoreHost, 77), msgs[0].MsgID())
+}
+
+// More records than the response announced still decode, each its own.
+func TestDecodeRecordsBeyondCount(t *testing.T) {
+	var b []byte
+	for i := range 5 {
+		var err error
+		b, err = message.Append(b, &message.Message{Topic: "T", QueueOffset: int64(i), Body: []byte{byte('a' + i)}}, true)
+		require.NoError(t, err)
+	}
+	for _, count := range []int{0, 1, 2, 5, 9} {
+		msgs, err := decodeRecords(b, Queue{BrokerName: "a"}, count)
+		require.NoError(t, err)
+		require.Len(t, msgs, 5)
+		for i, m := range msgs {
+			assert.Equal(t, []byte{byte('a' + i)}, m.Body, "count %d", count)
+			assert.Equal(t, int64(i), m.QueueOffset)
+		}
+	}
 }

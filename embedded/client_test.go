@@ -102,9 +102,9 @@ func TestClientEndToEnd(t *testing.T) {
 	}
 	require.NotNil(t, first)
 	assert.Equal(t, "TagA", first.Tags)
-	assert.Equal(t, []string{"k-1"}, first.Keys)
-	assert.Equal(t, "v", first.Properties["p"])
-	assert.Equal(t, res[0].MsgID, first.MsgID)
+	assert.Equal(t, []string{"k-1"}, first.Keys())
+	assert.Equal(t, "v", first.Property("p"))
+	assert.Equal(t, res[0].MsgID, first.MsgID())
 	assert.Len(t, drain(t, pc, "Orders", "TagB"), 0, "committed offsets: nothing left")
 
 	// Resume after a broker restart from the committed offsets.

@@ -182,7 +182,7 @@ names and flags: -n nameserver, -t topic, -g group, -c cluster, -b broker,
 		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "#Message ID\t#QID\t#Offset\t#Store Time")
 		for _, m := range ms {
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", m.MsgID, m.Queue.ID, m.QueueOffset, fmtTime(m.StoreTimestamp))
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", m.MsgID(), m.Queue.ID, m.QueueOffset, fmtTime(m.StoreTimestamp))
 		}
 		tw.Flush()
 		return err
@@ -291,11 +291,11 @@ func fmtTime(t time.Time) string {
 
 func printMessage(out io.Writer, m *client.MessageExt) {
 	fmt.Fprintf(out, "OffsetID:            %s\nTopic:               %s\nTags:                [%s]\nKeys:                %v\n",
-		m.MsgID, m.Topic, m.Tags, m.Keys)
+		m.MsgID(), m.Topic, m.Tags, m.Keys())
 	fmt.Fprintf(out, "Queue ID:            %d\nQueue Offset:        %d\nPhysical Offset:     %d\nUniq Key:            %s\n",
 		m.Queue.ID, m.QueueOffset, m.PhysicalOffset, m.UniqKey)
 	fmt.Fprintf(out, "Born Timestamp:      %s\nStore Timestamp:     %s\nReconsume Times:     %d\nProperties:          %v\n",
-		fmtTime(m.BornTimestamp), fmtTime(m.StoreTimestamp), m.ReconsumeTimes, m.Properties)
+		fmtTime(m.BornTimestamp), fmtTime(m.StoreTimestamp), m.ReconsumeTimes, m.Properties())
 	fmt.Fprintf(out, "Message Body:        %q\n", truncate(m.Body, 512))
 }
 
