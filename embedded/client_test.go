@@ -105,6 +105,8 @@ func TestClientEndToEnd(t *testing.T) {
 	assert.Equal(t, []string{"k-1"}, first.Keys())
 	assert.Equal(t, "v", first.Property("p"))
 	assert.Equal(t, res[0].MsgID, first.MsgID())
+	assert.NotEmpty(t, res[0].UniqKey)
+	assert.Equal(t, res[0].UniqKey, first.UniqKey, "the producer's id is the stored UNIQ_KEY")
 	assert.Len(t, drain(t, pc, "Orders", "TagB"), 0, "committed offsets: nothing left")
 
 	// Resume after a broker restart from the committed offsets.

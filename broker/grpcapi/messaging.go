@@ -55,7 +55,11 @@ func (s *Messaging) send(ctx context.Context, req *gantryv1.SendRequest) (*gantr
 		if err != nil {
 			return nil, err
 		}
-		return &gantryv1.SendResponse{Results: toResults(res), RequestId: req.GetRequestId()}, nil
+		results := toResults(res)
+		for _, r := range results {
+			r.UniqKey = "" // the producer wrote it into the record: it knows it
+		}
+		return &gantryv1.SendResponse{Results: results, RequestId: req.GetRequestId()}, nil
 	}
 	if len(req.GetMessages()) == 0 {
 		return nil, status.Error(codes.InvalidArgument, "send: no messages")

@@ -276,7 +276,9 @@ func (x *SendRequest) GetRecords() [][]byte {
 type SendResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// msg_id is the offset message id (store host and physical offset).
-	MsgId            string `protobuf:"bytes,1,opt,name=msg_id,json=msgId,proto3" json:"msg_id,omitempty"`
+	MsgId string `protobuf:"bytes,1,opt,name=msg_id,json=msgId,proto3" json:"msg_id,omitempty"`
+	// uniq_key is the message's UNIQ_KEY; empty for a request of records,
+	// whose producer wrote it.
 	UniqKey          string `protobuf:"bytes,2,opt,name=uniq_key,json=uniqKey,proto3" json:"uniq_key,omitempty"`
 	QueueId          int32  `protobuf:"varint,3,opt,name=queue_id,json=queueId,proto3" json:"queue_id,omitempty"`
 	QueueOffset      int64  `protobuf:"varint,4,opt,name=queue_offset,json=queueOffset,proto3" json:"queue_offset,omitempty"`
