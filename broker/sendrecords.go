@@ -3,8 +3,6 @@ package broker
 import (
 	"context"
 	"fmt"
-	"slices"
-	"sync"
 
 	"github.com/gantrymq/gantry/broker/metadata"
 	"github.com/gantrymq/gantry/broker/store"
@@ -15,8 +13,9 @@ import (
 // (message.AppendUnsealed: V1 layout, a UNIQ_KEY, a __CRC32# tail the log
 // seals), each chunk holding one or more records back to back. The checks
 // are Send's, made on the records in place; queue id -1 is replaced by the
-// broker's pick. The chunks are copied into one batch, so the caller may
-// reuse them once SendRecords returns.
+// broker's pick. The chunks are checked and stamped in place and copied
+// straight into the log, so the caller may reuse them once SendRecords
+// returns.
 func (b *Broker) SendRecords(ctx context.Context, topic string, chunks [][]byte) ([]store.PutResult, error) {
 	if !b.calls.enter() {
 		return nil, ErrShuttingDown
@@ -26,33 +25,20 @@ func (b *Broker) SendRecords(ctx context.Context, topic string, chunks [][]byte)
 	if err != nil {
 		return nil, err
 	}
-	size := 0
-	for _, c := range chunks {
-		size += len(c)
-	}
-	bp := recordsPool.Get().(*[]byte)
-	defer func() {
-		if cap(*bp) <= 8<<20 {
-			recordsPool.Put(bp)
-		}
-	}()
-	batch := slices.Grow((*bp)[:0], size)
-	for _, c := range chunks {
-		batch = append(batch, c...)
-	}
-	*bp = batch
 	n := 0
-	for off := 0; off < len(batch); n++ {
-		rec, err := b.checkRecord(tc, batch[off:])
-		if err != nil {
-			return nil, fmt.Errorf("record %d: %w", n, err)
+	for _, c := range chunks {
+		for off := 0; off < len(c); n++ {
+			rec, err := b.checkRecord(tc, c[off:])
+			if err != nil {
+				return nil, fmt.Errorf("record %d: %w", n, err)
+			}
+			off += len(rec)
 		}
-		off += len(rec)
 	}
 	if n == 0 {
 		return nil, fmt.Errorf("%w: no messages", ErrInvalidMessage)
 	}
-	res, err := b.store.PutRecords(ctx, topic, batch, n)
+	res, err := b.store.PutRecords(ctx, topic, chunks, n)
 	if len(res) > 0 {
 		b.msgsPut.Add(int64(len(res)))
 	}
@@ -61,8 +47,6 @@ func (b *Broker) SendRecords(ctx context.Context, topic string, chunks [][]byte)
 	}
 	return res, nil
 }
-
-var recordsPool = sync.Pool{New: func() any { b := make([]byte, 0, 256<<10); return &b }}
 
 // checkRecord checks the record at the front of b as checkMessage checks a
 // message, picks its queue if asked, and returns the record's bytes.

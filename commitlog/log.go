@@ -262,7 +262,14 @@ func (l *Log) writable() error {
 // for a SyncFlush) means nothing was appended. Append is safe for
 // concurrent use; concurrent appends are ordered by the append lock.
 func (l *Log) Append(ctx context.Context, batch []byte, stamp Stamper) (AppendResult, error) {
-	nrec, err := l.validateBatch(batch)
+	return l.AppendV(ctx, [][]byte{batch}, stamp)
+}
+
+// AppendV is Append of a batch given in pieces, each holding whole records:
+// they are copied into place one after another, so the caller need not join
+// them first. The pieces are modified only by the stamper, in the log's copy.
+func (l *Log) AppendV(ctx context.Context, chunks [][]byte, stamp Stamper) (AppendResult, error) {
+	nrec, size, err := l.validateChunks(chunks)
 	if err != nil {
 		return AppendResult{}, err
 	}
@@ -272,7 +279,7 @@ func (l *Log) Append(ctx context.Context, batch []byte, stamp Stamper) (AppendRe
 	waitFlush := l.cfg.FlushMode == SyncFlush
 	var w *waiter
 	l.mu.Lock()
-	res, err := l.appendLocked(ctx, batch, nrec, stamp)
+	res, err := l.appendLocked(ctx, chunks, size, nrec, stamp)
 	if err == nil && waitFlush {
 		w = l.addWaiter(res.End)
 	}
@@ -285,12 +292,37 @@ func (l *Log) Append(ctx context.Context, batch []byte, stamp Stamper) (AppendRe
 	}
 	l.stats.appends.Add(1)
 	l.stats.records.Add(int64(nrec))
-	l.stats.bytes.Add(int64(len(batch)))
+	l.stats.bytes.Add(int64(size))
 	if !waitFlush {
 		return res, nil
 	}
 	l.kickFlusher()
 	return res, l.wait(ctx, w)
+}
+
+// validateChunks checks every chunk's framing and the batch's size, and
+// returns the record count and the size.
+func (l *Log) validateChunks(chunks [][]byte) (nrec, size int, err error) {
+	for _, c := range chunks {
+		size += len(c)
+	}
+	if size == 0 {
+		return 0, 0, fmt.Errorf("%w: empty", ErrInvalidBatch)
+	}
+	if int64(size) > l.cfg.SegmentBytes-message.BlankSize {
+		return 0, 0, fmt.Errorf("%w: batch of %d bytes, segment holds %d", ErrRecordTooLarge, size, l.cfg.SegmentBytes-message.BlankSize)
+	}
+	for _, c := range chunks {
+		if len(c) == 0 {
+			continue
+		}
+		n, err := l.validateBatch(c)
+		if err != nil {
+			return 0, 0, err
+		}
+		nrec += n
+	}
+	return nrec, size, nil
 }
 
 type appendedKey struct{}
@@ -327,21 +359,27 @@ func (l *Log) validateBatch(batch []byte) (int, error) {
 	return n, nil
 }
 
-// appendLocked copies batch into place. l.mu is held.
-func (l *Log) appendLocked(ctx context.Context, batch []byte, nrec int, stamp Stamper) (AppendResult, error) {
-	if err := l.makeRoomLocked(ctx, len(batch)); err != nil {
+// appendLocked copies the chunks (size bytes in all) into place. l.mu is
+// held.
+func (l *Log) appendLocked(ctx context.Context, chunks [][]byte, size, nrec int, stamp Stamper) (AppendResult, error) {
+	if err := l.makeRoomLocked(ctx, size); err != nil {
 		return AppendResult{}, err
 	}
 	start := l.writeOff
 	var dst []byte
 	if l.cfg.WriteMode == WriteBuffered {
 		n := len(l.pend)
-		l.pend = append(l.pend, batch...)
+		for _, c := range chunks {
+			l.pend = append(l.pend, c...)
+		}
 		dst = l.pend[n:]
 	} else {
 		pos := start - l.active.base
-		dst = l.active.b[pos : pos+int64(len(batch))]
-		copy(dst, batch)
+		dst = l.active.b[pos : pos+int64(size)]
+		at := 0
+		for _, c := range chunks {
+			at += copy(dst[at:], c)
+		}
 	}
 	now := l.cfg.Now().UnixMilli()
 	off := start

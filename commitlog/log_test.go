@@ -1,6 +1,7 @@
 package commitlog_test
 
 import (
+	"bytes"
 	"errors"
 	"sync"
 	"sync/atomic"
@@ -254,4 +255,45 @@ func TestWithAppended(t *testing.T) {
 	_, err = l.Append(ctx, []byte("not a record"), nil)
 	require.Error(t, err)
 	assert.Equal(t, 1, calls, "called for the stored batch only")
+}
+
+// AppendV stores pieces exactly as Append stores them joined.
+func TestAppendVEqualsAppend(t *testing.T) {
+	for _, mode := range []commitlog.FlushMode{commitlog.AsyncFlush, commitlog.SyncFlush} {
+		t.Run(mode.String(), func(t *testing.T) {
+			var recs [][]byte
+			for i := range 7 {
+				recs = append(recs, record(t, i, 30+i))
+			}
+			joined := bytes.Join(recs, nil)
+			a := open(t, commitlog.Config{Dir: t.TempDir(), FlushMode: mode, SegmentBytes: 1 << 20})
+			defer a.Close()
+			b := open(t, commitlog.Config{Dir: t.TempDir(), FlushMode: mode, SegmentBytes: 1 << 20})
+			defer b.Close()
+			ra, err := a.Append(t.Context(), bytes.Clone(joined), nil)
+			require.NoError(t, err)
+			rb, err := b.AppendV(t.Context(), [][]byte{bytes.Join(recs[:2], nil), nil, recs[2], bytes.Join(recs[3:], nil)}, nil)
+			require.NoError(t, err)
+			assert.Equal(t, ra.End, rb.End)
+			assert.Equal(t, ra.Records, rb.Records)
+			require.NoError(t, a.Flush())
+			require.NoError(t, b.Flush())
+			for off := int64(0); off < ra.End; {
+				x, next, err := a.ReadRecord(off)
+				require.NoError(t, err)
+				y, _, err := b.ReadRecord(off)
+				require.NoError(t, err)
+				assert.Equal(t, len(x.B), len(y.B))
+				assert.Equal(t, message.QueueOffsetOf(x.B), message.QueueOffsetOf(y.B))
+				assert.NoError(t, message.Check(y.B, off, true))
+				x.Release()
+				y.Release()
+				off = next
+			}
+			_, err = b.AppendV(t.Context(), [][]byte{recs[0][:20]}, nil)
+			assert.ErrorIs(t, err, commitlog.ErrInvalidBatch, "a record may not span pieces")
+			_, err = b.AppendV(t.Context(), nil, nil)
+			assert.ErrorIs(t, err, commitlog.ErrInvalidBatch)
+		})
+	}
 }

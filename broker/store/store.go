@@ -293,41 +293,44 @@ func (s *Store) Put(ctx context.Context, msgs []*message.Message) ([]PutResult, 
 }
 
 // PutRecords stores records already encoded (message.AppendUnsealed or
-// Append), all of topic, back to back in batch, as one unit: like Put, each
-// gets the next offset of its queue (QUEUEID as written), its store host and
-// the log's stamps; the log seals each __CRC32# tail. Every record must
-// carry a UNIQ_KEY and a __CRC32# tail, and its STOREHOST the family of the
-// store's (callers check with message.View; the broker does). batch is
-// modified in place.
-func (s *Store) PutRecords(ctx context.Context, topic string, batch []byte, n int) ([]PutResult, error) {
+// Append), all of topic, given in pieces that each hold whole records, as
+// one unit: like Put, each gets the next offset of its queue (QUEUEID as
+// written), its store host and the log's stamps; the log seals each
+// __CRC32# tail. Every record must carry a UNIQ_KEY and a __CRC32# tail,
+// and its STOREHOST the family of the store's (callers check with
+// message.View; the broker does). The pieces are modified in place; n is
+// how many records they hold.
+func (s *Store) PutRecords(ctx context.Context, topic string, pieces [][]byte, n int) ([]PutResult, error) {
 	if n == 0 {
 		return nil, errors.New("store: put of no records")
 	}
 	results := make([]PutResult, 0, n)
-	for off := 0; off < len(batch); {
-		v, err := message.NewView(batch[off:])
-		if err != nil {
-			return nil, fmt.Errorf("store: record %d: %w", len(results), err)
+	for _, piece := range pieces {
+		for off := 0; off < len(piece); {
+			v, err := message.NewView(piece[off:])
+			if err != nil {
+				return nil, fmt.Errorf("store: record %d: %w", len(results), err)
+			}
+			rec := v.Bytes()
+			if string(v.Topic()) != topic {
+				return nil, fmt.Errorf("store: record %d is for topic %q, not %q", len(results), v.Topic(), topic)
+			}
+			if !message.SetStoreHost(rec, s.cfg.StoreHost) {
+				return nil, fmt.Errorf("store: record %d: store host %s does not fit its STOREHOST field", len(results), s.cfg.StoreHost)
+			}
+			uniq, ok := v.Property(message.PropUniqKey)
+			if !ok || len(uniq) == 0 {
+				return nil, fmt.Errorf("store: record %d has no UNIQ_KEY", len(results))
+			}
+			results = append(results, PutResult{UniqKey: string(uniq), QueueID: v.QueueID()})
+			off += len(rec)
 		}
-		rec := v.Bytes()
-		if string(v.Topic()) != topic {
-			return nil, fmt.Errorf("store: record %d is for topic %q, not %q", len(results), v.Topic(), topic)
-		}
-		if !message.SetStoreHost(rec, s.cfg.StoreHost) {
-			return nil, fmt.Errorf("store: record %d: store host %s does not fit its STOREHOST field", len(results), s.cfg.StoreHost)
-		}
-		uniq, ok := v.Property(message.PropUniqKey)
-		if !ok || len(uniq) == 0 {
-			return nil, fmt.Errorf("store: record %d has no UNIQ_KEY", len(results))
-		}
-		results = append(results, PutResult{UniqKey: string(uniq), QueueID: v.QueueID()})
-		off += len(rec)
 	}
 	if len(results) != n {
 		return nil, fmt.Errorf("store: %d records in the batch, %d announced", len(results), n)
 	}
 	i := 0
-	res, err := s.cl.Append(ctx, batch, func(rec []byte, off int64) {
+	res, err := s.cl.AppendV(ctx, pieces, func(rec []byte, off int64) {
 		var qo int64
 		if tx := message.SysFlagOf(rec) & message.TransactionMask; tx != message.TransactionPrepared && tx != message.TransactionRollback {
 			k := QueueKey{Topic: topic, QueueID: results[i].QueueID}

@@ -327,7 +327,7 @@ func TestPutRecords(t *testing.T) {
 		batch, err = message.AppendUnsealed(batch, m, fmt.Sprintf("U%d", i))
 		require.NoError(t, err)
 	}
-	res, err := s.PutRecords(t.Context(), "Orders", batch, 5)
+	res, err := s.PutRecords(t.Context(), "Orders", [][]byte{batch[:0], batch}, 5)
 	require.NoError(t, err)
 	require.Len(t, res, 5)
 	assert.Equal(t, []int64{0, 0, 1, 1, 2}, []int64{res[0].QueueOffset, res[1].QueueOffset, res[2].QueueOffset, res[3].QueueOffset, res[4].QueueOffset})
@@ -345,14 +345,14 @@ func TestPutRecords(t *testing.T) {
 	// Wrong topic, no UNIQ_KEY, a count that does not match.
 	rec, err := message.AppendUnsealed(nil, msg(1), "U")
 	require.NoError(t, err)
-	_, err = s.PutRecords(t.Context(), "Orders", rec, 1)
+	_, err = s.PutRecords(t.Context(), "Orders", [][]byte{rec}, 1)
 	assert.ErrorContains(t, err, "not \"Orders\"")
 	rec, err = message.AppendUnsealed(nil, msg(0), "")
 	require.NoError(t, err)
-	_, err = s.PutRecords(t.Context(), "Orders", rec, 1)
+	_, err = s.PutRecords(t.Context(), "Orders", [][]byte{rec}, 1)
 	assert.ErrorContains(t, err, "UNIQ_KEY")
 	rec, err = message.AppendUnsealed(nil, msg(0), "U")
 	require.NoError(t, err)
-	_, err = s.PutRecords(t.Context(), "Orders", rec, 2)
+	_, err = s.PutRecords(t.Context(), "Orders", [][]byte{rec}, 2)
 	assert.ErrorContains(t, err, "announced")
 }
