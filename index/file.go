@@ -94,7 +94,8 @@ type indexFile struct {
 	beginTS, endTS, beginPhy, endPhy atomic.Int64
 	count                            atomic.Int32 // indexCount: the next entry number
 
-	flushed int32 // writer only: indexCount at the last Flush
+	flushed     int32 // writer only: indexCount at the last Flush
+	slotsSynced bool  // writer only: the slots of this full file are durable
 }
 
 // fileName formats a creation time as yyyyMMddHHmmssSSS.
@@ -403,19 +404,27 @@ func (x *indexFile) syncAll() error {
 	return nil
 }
 
-// flush msyncs the entries written since the last flush, the slots, then
-// the header. Writer only.
+// flush msyncs the entries written since the last flush, then the header.
+// The slots are synced once, when the file is full: Open rebuilds the slots
+// of the newest files from their entries (rebuildFiles), and a file fills
+// far more slowly than Flush runs, so only a full file needs them on disk.
+// Syncing the slot table every Flush wrote most of it (Put dirties random
+// slots) under the writer lock, stalling the dispatcher. Writer only.
 func (x *indexFile) flush() error {
 	count := x.count.Load()
-	if count == x.flushed {
+	syncSlots := count >= x.entryCount && !x.slotsSynced
+	if count == x.flushed && !syncSlots {
 		return nil
 	}
 	lo := x.entryOff(x.flushed)
 	if err := x.m.Sync(lo, x.entryOff(count)-lo); err != nil {
 		return fmt.Errorf("index: msync %s: %w", x.path, err)
 	}
-	if err := x.m.Sync(headerSize, int(x.slotCount)*slotSize); err != nil {
-		return fmt.Errorf("index: msync %s: %w", x.path, err)
+	if syncSlots {
+		if err := x.m.Sync(headerSize, int(x.slotCount)*slotSize); err != nil {
+			return fmt.Errorf("index: msync %s: %w", x.path, err)
+		}
+		x.slotsSynced = true
 	}
 	if err := x.m.Sync(0, headerSize); err != nil {
 		return fmt.Errorf("index: msync %s: %w", x.path, err)
