@@ -106,15 +106,26 @@ func (b *Broker) checkMessage(tc metadata.TopicConfig, m *message.Message) error
 		return fmt.Errorf("%w: nil message", ErrInvalidMessage)
 	case m.Topic != tc.TopicName:
 		return fmt.Errorf("%w: message is for topic %q, the send is for %q", ErrInvalidMessage, m.Topic, tc.TopicName)
-	case len(m.Body) == 0:
-		return fmt.Errorf("%w: body is empty", ErrInvalidMessage)
-	case len(m.Body) > b.cfg.MaxMessageSize:
-		return fmt.Errorf("%w: body is %d bytes, at most %d", ErrInvalidMessage, len(m.Body), b.cfg.MaxMessageSize)
-	case m.QueueID != BrokerPicksQueue && (m.QueueID < 0 || m.QueueID >= tc.WriteQueueNums):
-		return fmt.Errorf("%w: queue id %d: topic %q has write queues 0..%d (or -1: broker picks)",
-			ErrInvalidMessage, m.QueueID, tc.TopicName, tc.WriteQueueNums-1)
+	}
+	if err := b.checkBodyAndQueue(tc, len(m.Body), m.QueueID); err != nil {
+		return err
 	}
 	return b.checkProperties(m)
+}
+
+// checkBodyAndQueue checks a message's body size and queue id, whether it
+// came as a message (Send) or as a record (SendRecords).
+func (b *Broker) checkBodyAndQueue(tc metadata.TopicConfig, bodyLen int, queueID int32) error {
+	switch {
+	case bodyLen == 0:
+		return fmt.Errorf("%w: body is empty", ErrInvalidMessage)
+	case bodyLen > b.cfg.MaxMessageSize:
+		return fmt.Errorf("%w: body is %d bytes, at most %d", ErrInvalidMessage, bodyLen, b.cfg.MaxMessageSize)
+	case queueID != BrokerPicksQueue && (queueID < 0 || queueID >= tc.WriteQueueNums):
+		return fmt.Errorf("%w: queue id %d: topic %q has write queues 0..%d (or -1: broker picks)",
+			ErrInvalidMessage, queueID, tc.TopicName, tc.WriteQueueNums-1)
+	}
+	return nil
 }
 
 // checkProperties checks the encoded size of m's properties against

@@ -58,24 +58,21 @@ func (b *Broker) checkRecord(tc metadata.TopicConfig, buf []byte) ([]byte, error
 	rec := v.Bytes()
 	props := v.PropertiesLen() - message.CRCTailSize
 	uniq, _ := v.Property(message.PropUniqKey)
-	switch qid := v.QueueID(); {
+	switch {
 	case string(v.Topic()) != tc.TopicName:
 		return nil, fmt.Errorf("%w: record is for topic %q, the send is for %q", ErrInvalidMessage, v.Topic(), tc.TopicName)
 	case !v.HasCRC():
 		return nil, fmt.Errorf("%w: record has no __CRC32# tail (encode it with message.AppendUnsealed)", ErrInvalidMessage)
 	case len(uniq) == 0:
 		return nil, fmt.Errorf("%w: record has no UNIQ_KEY", ErrInvalidMessage)
-	case len(v.Body()) == 0:
-		return nil, fmt.Errorf("%w: body is empty", ErrInvalidMessage)
-	case len(v.Body()) > b.cfg.MaxMessageSize:
-		return nil, fmt.Errorf("%w: body is %d bytes, at most %d", ErrInvalidMessage, len(v.Body()), b.cfg.MaxMessageSize)
 	case props > b.cfg.MaxPropertiesSize:
 		return nil, fmt.Errorf("%w: properties are %d bytes encoded, at most %d", ErrInvalidMessage, props, b.cfg.MaxPropertiesSize)
-	case qid == BrokerPicksQueue:
+	}
+	if err := b.checkBodyAndQueue(tc, len(v.Body()), v.QueueID()); err != nil {
+		return nil, err
+	}
+	if v.QueueID() == BrokerPicksQueue {
 		message.SetQueueID(rec, b.nextQueue(tc))
-	case qid < 0 || qid >= tc.WriteQueueNums:
-		return nil, fmt.Errorf("%w: queue id %d: topic %q has write queues 0..%d (or -1: broker picks)",
-			ErrInvalidMessage, qid, tc.TopicName, tc.WriteQueueNums-1)
 	}
 	return rec, nil
 }

@@ -19,7 +19,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	gantryv1 "github.com/gantrymq/gantry/api/gantry/v1"
-	"github.com/gantrymq/gantry/broker"
 	"github.com/gantrymq/gantry/embedded"
 	"github.com/gantrymq/gantry/message"
 )
@@ -243,5 +242,4 @@ func TestRouteExpiryAndHTTP(t *testing.T) {
 		return status.Code(err) == codes.NotFound
 	}, 5*time.Second, 5*time.Millisecond, "route of a dead broker expires")
 	require.NoError(t, c.StartBroker(t.Context()))
-	_ = broker.DefaultGRPCListenAddr
 }

@@ -391,8 +391,7 @@ func SetStoreHost(rec []byte, ap netip.AddrPort) bool {
 		return false
 	}
 	off := storeTimestampOff(rec) + 8
-	h := appendHost(rec[off:off], ap)
-	_ = h // written in place: rec[off:off] has the field's capacity
+	appendHost(rec[off:off], ap) // writes into rec: the field has the room
 	return true
 }
 

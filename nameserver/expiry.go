@@ -5,22 +5,15 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/gantrymq/gantry/internal/tick"
 )
 
 // Run drops silent brokers every Config.ScanInterval until ctx ends, then
 // returns. It is the registry's only goroutine: the caller starts it once
 // and joins it.
 func (r *Registry) Run(ctx context.Context) {
-	t := time.NewTicker(r.cfg.ScanInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			r.expire(r.cfg.Now())
-		}
-	}
+	tick.Every(ctx, r.cfg.ScanInterval, func() { r.expire(r.cfg.Now()) })
 }
 
 // expire drops every broker not heard from for BrokerExpiry as of now and

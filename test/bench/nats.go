@@ -68,7 +68,10 @@ func (n *natsServer) produce(ctx context.Context, name string, cfg config) (benc
 		done func(error)
 	}
 	acks := make(chan pending, cfg.inflight)
+	collected := make(chan struct{})
+	defer func() { close(acks); <-collected }()
 	go func() {
+		defer close(collected)
 		for p := range acks {
 			select {
 			case <-p.f.Ok():
@@ -78,7 +81,6 @@ func (n *natsServer) produce(ctx context.Context, name string, cfg config) (benc
 			}
 		}
 	}()
-	defer close(acks)
 	subject := name + ".bench"
 	send := func(_ context.Context, body []byte, done func(error)) {
 		f, err := n.js.PublishAsync(subject, body)
@@ -133,26 +135,19 @@ func (n *natsServer) latency(ctx context.Context, name string, cfg config) (benc
 	if _, err := n.stream(ctx, name); err != nil {
 		return benchkit.Result{}, err
 	}
-	run := benchkit.NewRunID()
-	res := benchkit.Result{Op: "produce one at a time", Latency: &histogram.Histogram{}}
 	subject := name + ".bench"
 	for range 100 { // warm-up
 		if _, err := n.js.Publish(ctx, subject, []byte("warm-up")); err != nil {
-			return res, err
+			return benchkit.Result{}, err
 		}
 	}
-	start := time.Now()
-	for i := range cfg.latencyCount {
-		body := benchkit.Body(run, int64(i), int64(cfg.latencyCount), cfg.size)
-		t0 := time.Now()
-		if _, err := n.js.Publish(ctx, subject, body); err != nil {
-			return res, err
-		}
-		res.Latency.Record(time.Since(t0))
-		res.Msgs++
-		res.Bytes += int64(len(body))
+	res, err := benchkit.OneAtATime(ctx, func(ctx context.Context, body []byte) error {
+		_, err := n.js.Publish(ctx, subject, body)
+		return err
+	}, cfg.latencyCount, cfg.size)
+	if err != nil {
+		return res, err
 	}
-	res.Elapsed = time.Since(start)
 	fmt.Println("jetstream", res)
 	return res, nil
 }

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/gantrymq/gantry/client"
-	"github.com/gantrymq/gantry/internal/histogram"
 	"github.com/gantrymq/gantry/test/benchkit"
 )
 
@@ -186,20 +185,13 @@ func gantryLatency(ctx context.Context, g *gantryProc, topic string, cfg config)
 	}
 	defer p.Close()
 	warm(ctx, p, topic)
-	run := benchkit.NewRunID()
-	res := benchkit.Result{Op: "produce one at a time", Latency: &histogram.Histogram{}}
-	start := time.Now()
-	for i := range cfg.latencyCount {
-		body := benchkit.Body(run, int64(i), int64(cfg.latencyCount), cfg.size)
-		t0 := time.Now()
-		if _, err := p.Send(ctx, &client.Message{Topic: topic, Body: body}); err != nil {
-			return res, err
-		}
-		res.Latency.Record(time.Since(t0))
-		res.Msgs++
-		res.Bytes += int64(len(body))
+	res, err := benchkit.OneAtATime(ctx, func(ctx context.Context, body []byte) error {
+		_, err := p.Send(ctx, &client.Message{Topic: topic, Body: body})
+		return err
+	}, cfg.latencyCount, cfg.size)
+	if err != nil {
+		return res, err
 	}
-	res.Elapsed = time.Since(start)
 	fmt.Println("gantry   ", res)
 	return res, nil
 }

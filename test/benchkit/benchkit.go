@@ -269,3 +269,24 @@ func (v *Verifier) Received() int64 {
 	}
 	return n
 }
+
+// OneAtATime sends count bodies of size bytes through send, each after the
+// previous one was acknowledged, and measures each send's latency.
+func OneAtATime(ctx context.Context, send func(ctx context.Context, body []byte) error, count, size int) (Result, error) {
+	run := NewRunID()
+	res := Result{Op: "produce one at a time", Latency: &histogram.Histogram{}}
+	start := time.Now()
+	for i := range count {
+		body := Body(run, int64(i), int64(count), size)
+		t0 := time.Now()
+		if err := send(ctx, body); err != nil {
+			res.Elapsed = time.Since(start)
+			return res, err
+		}
+		res.Latency.Record(time.Since(t0))
+		res.Msgs++
+		res.Bytes += int64(len(body))
+	}
+	res.Elapsed = time.Since(start)
+	return res, nil
+}
