@@ -2,6 +2,7 @@ package commitlog_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"sync"
 	"sync/atomic"
@@ -296,4 +297,20 @@ func TestAppendVEqualsAppend(t *testing.T) {
 			assert.ErrorIs(t, err, commitlog.ErrInvalidBatch)
 		})
 	}
+}
+
+// A segment Open creates is pre-faulted in the background; WaitPrefault
+// says when that is done, and returns at once for a log that had one.
+func TestWaitPrefault(t *testing.T) {
+	dir := t.TempDir()
+	l := open(t, commitlog.Config{Dir: dir, SegmentBytes: 1 << 20})
+	require.NoError(t, l.WaitPrefault(t.Context()))
+	_, err := l.Append(t.Context(), record(t, 1, 10), nil)
+	require.NoError(t, err)
+	require.NoError(t, l.Close())
+	l = open(t, commitlog.Config{Dir: dir, SegmentBytes: 1 << 20})
+	defer l.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	defer cancel()
+	require.NoError(t, l.WaitPrefault(ctx))
 }
