@@ -97,9 +97,10 @@ type queueSender struct {
 		bytes int64
 	}
 
-	mu   sync.Mutex // taken after Producer.mu
-	ops  []*sendOp
-	gone error // non-nil once the sender takes no more ops
+	mu       sync.Mutex // taken after Producer.mu
+	ops      []*sendOp
+	inflight bool  // a request of the queue is out (from run or from a direct Send)
+	gone     error // non-nil once the sender takes no more ops
 }
 
 func newQueueSender(p *Producer, q Queue, b *brokerSender) *queueSender {
@@ -154,14 +155,15 @@ func (s *queueSender) run() {
 func (s *queueSender) retireIfIdle() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.ops) > 0 || s.gone != nil {
+	if len(s.ops) > 0 || s.inflight || s.gone != nil {
 		return false
 	}
 	s.gone = errSenderIdle
 	return true
 }
 
-// flush sends batches until nothing is queued.
+// flush sends batches until nothing is queued, or until it finds a direct
+// Send's request out: that Send flushes after it (see release).
 func (s *queueSender) flush() {
 	for {
 		batch := s.take()
@@ -169,6 +171,42 @@ func (s *queueSender) flush() {
 			return
 		}
 		s.send(batch)
+		s.release()
+	}
+}
+
+// direct takes op for its caller to send at once, on the caller's own
+// goroutine, when the queue has nothing queued or out: one send at a time
+// then costs no hop through the sender's goroutine on the way out or back.
+// The caller sends with send and then calls release.
+func (s *queueSender) direct(op *sendOp) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.gone != nil || s.inflight || len(s.ops) > 0 {
+		return false
+	}
+	op.state.Store(opTaken)
+	s.inflight = true
+	return true
+}
+
+// release ends the request out. What was queued meanwhile goes next: by
+// the sender's goroutine, or, once that has stopped for Close, by the
+// caller.
+func (s *queueSender) release() {
+	s.mu.Lock()
+	s.inflight = false
+	queued, gone := len(s.ops) > 0, s.gone != nil
+	s.mu.Unlock()
+	switch {
+	case !queued:
+	case gone:
+		s.flush()
+	default:
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -183,6 +221,9 @@ func (s *queueSender) take() []*sendOp {
 	}()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.inflight {
+		return nil
+	}
 	var batch []*sendOp
 	msgs, bytes, i := 0, int64(0), 0
 	for ; i < len(s.ops); i++ {
@@ -204,6 +245,7 @@ func (s *queueSender) take() []*sendOp {
 	n := copy(s.ops, s.ops[i:])
 	clear(s.ops[n:])
 	s.ops = s.ops[:n]
+	s.inflight = len(batch) > 0
 	return batch
 }
 

@@ -111,6 +111,9 @@ type batch struct {
 	bytes int64
 	enc   []byte // the messages encoded, queue id 0
 	used  bool   // enc went into a request: later attempts copy it
+	// copied: a later attempt took a copy of enc, so enc may still be in
+	// the request of an attempt its caller gave up on.
+	copied bool
 
 	// Backing arrays for a one-message batch (SendAsync, most Sends), so
 	// that it takes one allocation instead of four.
@@ -123,7 +126,7 @@ type batch struct {
 // stores), for queue 0; the __CRC32# tail is left for the broker to seal
 // after it stamps the record.
 func (b *batch) encode() error {
-	buf := make([]byte, 0, b.bytes+int64(len(b.msgs))*256)
+	buf := encBuffer(int(b.bytes) + len(b.msgs)*256)
 	var props message.Properties
 	for i, m := range b.msgs {
 		props = props[:0]
@@ -153,6 +156,7 @@ func (b *batch) records(queueID int32) []byte {
 	out := b.enc
 	if b.used {
 		out = bytes.Clone(b.enc)
+		b.copied = true
 	}
 	b.used = true
 	for off := 0; off < len(out); {
@@ -161,6 +165,40 @@ func (b *batch) records(queueID int32) []byte {
 		off += int(size)
 	}
 	return out
+}
+
+// encPool holds encoding buffers of sends that are done, so that a
+// producer does not allocate (and collect) a buffer per message.
+var encPool sync.Pool // of *[]byte
+
+// maxPooledEnc is the largest buffer kept for reuse.
+const maxPooledEnc = 64 << 10
+
+// encBuffer returns an empty buffer of at least size bytes.
+func encBuffer(size int) []byte {
+	if size <= maxPooledEnc {
+		if p, ok := encPool.Get().(*[]byte); ok {
+			if cap(*p) >= size {
+				return (*p)[:0]
+			}
+			encPool.Put(p)
+		}
+	}
+	return make([]byte, 0, size)
+}
+
+// release returns b's encoding for reuse once its attempt is over. Only the
+// attempt that sent enc itself may release it: it is answered, so no
+// request holds enc any more (gRPC marshals a request before Send
+// returns). After a copy went out, an abandoned attempt may still hold enc,
+// and it is left to the garbage collector.
+func (b *batch) release() {
+	if b.copied || b.enc == nil || cap(b.enc) > maxPooledEnc {
+		return
+	}
+	enc := b.enc[:0]
+	b.enc = nil
+	encPool.Put(&enc)
 }
 
 // Send stores msgs, which must share one topic, as one batch in one queue,
@@ -215,6 +253,7 @@ func (p *Producer) SendAsync(ctx context.Context, msg *Message, cb func(SendResu
 				p.asyncFailed(ctx, b, q, writable, err, cb)
 				return
 			}
+			b.release()
 			cb(p.result(q, b, 0, res[0]), nil)
 			p.async.done()
 		})
@@ -335,6 +374,7 @@ func (p *Producer) sendFrom(ctx context.Context, b *batch, start int, r retrySta
 		if err == nil {
 			var res []*gantryv1.SendResult
 			if res, err = p.attempt(ctx, q, b); err == nil {
+				b.release()
 				return p.results(q, b, res), nil
 			}
 			p.c.brokerFailed(b.topic, err)
@@ -433,6 +473,11 @@ func (p *Producer) attempt(ctx context.Context, q Queue, b *batch) ([]*gantryv1.
 		s, err := p.queueSender(q)
 		if err != nil {
 			return nil, err
+		}
+		if s.direct(op) {
+			s.send([]*sendOp{op})
+			s.release()
+			break
 		}
 		err = s.enqueue(op)
 		if errors.Is(err, errSenderIdle) {

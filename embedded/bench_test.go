@@ -46,4 +46,22 @@ func BenchmarkSendOne(b *testing.B) {
 			}
 		}
 	})
+	b.Run("stream", func(b *testing.B) {
+		cc, err := grpc.NewClient(c.BrokerAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		require.NoError(b, err)
+		defer cc.Close()
+		m := gantryv1.NewMessagingClient(cc)
+		st, err := m.SendStream(b.Context())
+		require.NoError(b, err)
+		req := &gantryv1.SendRequest{Topic: "One", Messages: []*gantryv1.Message{{QueueId: 0, Body: body}}}
+		for b.Loop() {
+			if err := st.Send(req); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := st.Recv(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		_ = st.CloseSend()
+	})
 }

@@ -19,6 +19,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	gantryv1 "github.com/gantrymq/gantry/api/gantry/v1"
+	"github.com/gantrymq/gantry/broker"
+	"github.com/gantrymq/gantry/commitlog"
 	"github.com/gantrymq/gantry/embedded"
 	"github.com/gantrymq/gantry/message"
 )
@@ -242,4 +244,47 @@ func TestRouteExpiryAndHTTP(t *testing.T) {
 		return status.Code(err) == codes.NotFound
 	}, 5*time.Second, 5*time.Millisecond, "route of a dead broker expires")
 	require.NoError(t, c.StartBroker(t.Context()))
+}
+
+// SendStream pipelines requests in both flush modes: every request is
+// answered by its id, the log holds them in the order they were written
+// (under SYNC_FLUSH too, where the broker starts the next request before
+// the previous one is flushed), and closing the send side ends the stream
+// only after the last answer.
+func TestSendStreamPipelined(t *testing.T) {
+	for _, mode := range []commitlog.FlushMode{commitlog.AsyncFlush, commitlog.SyncFlush} {
+		t.Run(mode.String(), func(t *testing.T) {
+			_, cl := start(t, embedded.Options{Broker: func(c *broker.Config) { c.FlushDiskType = mode }})
+			_, err := cl.admin.CreateTopic(t.Context(), &gantryv1.CreateTopicRequest{Topic: &gantryv1.TopicConfig{Name: "Piped", ReadQueueNums: 1, WriteQueueNums: 1}})
+			require.NoError(t, err)
+			st, err := cl.msg.SendStream(t.Context())
+			require.NoError(t, err)
+			const n = 500
+			for i := range n {
+				require.NoError(t, st.Send(&gantryv1.SendRequest{Topic: "Piped", RequestId: uint64(i + 1),
+					Messages: []*gantryv1.Message{{Body: fmt.Appendf(nil, "m%03d", i)}}}))
+			}
+			require.NoError(t, st.CloseSend())
+			offsets := map[uint64]int64{}
+			for {
+				resp, err := st.Recv()
+				if err == io.EOF {
+					break
+				}
+				require.NoError(t, err)
+				require.Nil(t, resp.Error)
+				require.Len(t, resp.Results, 1)
+				offsets[resp.RequestId] = resp.Results[0].QueueOffset
+			}
+			require.Len(t, offsets, n, "one answer per request")
+			for id, off := range offsets {
+				require.Equal(t, int64(id-1), off, "request %d stored in order", id)
+			}
+			ms := pullAll(t, cl, "Piped", 0, 0, "")
+			require.Len(t, ms, n)
+			for i, m := range ms {
+				require.Equal(t, fmt.Sprintf("m%03d", i), string(m.Body))
+			}
+		})
+	}
 }

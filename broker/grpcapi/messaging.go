@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -19,7 +20,6 @@ import (
 	"github.com/gantrymq/gantry/broker"
 	"github.com/gantrymq/gantry/broker/store"
 	"github.com/gantrymq/gantry/commitlog"
-	"github.com/gantrymq/gantry/internal/streamx"
 	"github.com/gantrymq/gantry/message"
 )
 
@@ -76,63 +76,164 @@ func (s *Messaging) send(ctx context.Context, req *gantryv1.SendRequest) (*gantr
 	return &gantryv1.SendResponse{Results: toResults(res), RequestId: req.GetRequestId()}, nil
 }
 
+// maxIdleSendWorkers is how many idle workers a SendStream keeps for its
+// next requests; the others exit when their request is done.
+const maxIdleSendWorkers = 4
+
 // SendStream implements the service. Requests are stored in the order they
-// arrive, but the next one is started as soon as the previous one holds its
-// place in the log, without waiting for it to be flushed: under SYNC_FLUSH
-// the requests in flight share group commits. Responses carry the
+// arrive, but under SYNC_FLUSH the next one is started as soon as the
+// previous one holds its place in the log, without waiting for it to be
+// flushed: the requests in flight share group commits. Responses carry the
 // request_id and may overtake each other.
+//
+// The stream is read by workers, one at a time: the reading worker stores
+// the request it read and answers it, then reads the next one, so that a
+// request crosses no goroutine between gRPC's reader and writer. Under
+// SYNC_FLUSH a worker passes the reading on to another once its request is
+// placed, and waits for the flush.
 func (s *Messaging) SendStream(stream grpc.BidiStreamingServer[gantryv1.SendRequest, gantryv1.SendResponse]) error {
-	ctx := stream.Context()
-	reqs := streamx.Recv(ctx, stream.Recv)
-	var sendMu sync.Mutex // stream.Send is not safe for concurrent use
-	var sendErr error
-	var inflight sync.WaitGroup
-	defer inflight.Wait()
-	respond := func(req *gantryv1.SendRequest, resp *gantryv1.SendResponse, err error) {
-		if err != nil {
-			st := status.Convert(toStatus(err))
-			resp = &gantryv1.SendResponse{RequestId: req.GetRequestId(), Error: &gantryv1.Error{
-				Code: int32(st.Code()), Message: st.Message(), Indeterminate: broker.IsIndeterminate(err)}}
-		}
-		sendMu.Lock()
-		defer sendMu.Unlock()
-		if sendErr == nil {
-			sendErr = stream.Send(resp)
-		}
+	w := &sendStreamer{
+		m: s, stream: stream, ctx: stream.Context(),
+		pass:  s.b.Config().FlushDiskType == commitlog.SyncFlush,
+		turn:  make(chan struct{}),
+		ended: make(chan error, 1),
+		done:  make(chan struct{}),
+		fail:  make(chan struct{}),
 	}
+	defer w.close()
+	go w.work()
+	select {
+	case err := <-w.ended:
+		if errors.Is(err, io.EOF) {
+			w.close() // the answers first
+			return w.sendError()
+		}
+		return err
+	case <-w.fail:
+		return w.sendError()
+	case <-w.ctx.Done():
+		return w.ctx.Err()
+	case <-s.shutdown:
+		return status.Error(codes.Unavailable, "broker shutting down")
+	}
+}
+
+// sendStreamer is the state of one SendStream.
+type sendStreamer struct {
+	m      *Messaging
+	stream grpc.BidiStreamingServer[gantryv1.SendRequest, gantryv1.SendResponse]
+	ctx    context.Context
+	pass   bool          // SYNC_FLUSH: pass the reading on once a request is placed
+	turn   chan struct{} // unbuffered: gives the reading to an idle worker
+	ended  chan error    // the reading ended: io.EOF or why
+	done   chan struct{} // closed when the handler ends: idle workers exit
+	idle   atomic.Int32  // idle workers
+
+	mu       sync.Mutex
+	closing  bool           // the handler is ending: no more requests are started
+	inflight sync.WaitGroup // requests started and not answered
+
+	sendMu  sync.Mutex    // stream.Send is not safe for concurrent use
+	sendErr error         // why an answer could not be sent
+	fail    chan struct{} // closed with sendErr
+}
+
+// work reads and handles requests until it passes the reading on (and
+// then waits for it to come back) or the stream ends.
+func (w *sendStreamer) work() {
 	for {
-		var r streamx.Msg[*gantryv1.SendRequest]
-		select {
-		case r = <-reqs:
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-s.shutdown:
-			return status.Error(codes.Unavailable, "broker shutting down")
-		}
-		if errors.Is(r.Err, io.EOF) {
-			return nil
-		}
-		if r.Err != nil {
-			return r.Err
-		}
-		placed := make(chan struct{})
-		var once sync.Once
-		mark := func() { once.Do(func() { close(placed) }) }
-		inflight.Add(1)
-		go func() {
-			defer inflight.Done()
-			defer mark() // failed before it was placed
-			resp, err := s.send(commitlog.WithAppended(ctx, mark), r.Value)
-			respond(r.Value, resp, err)
-		}()
-		<-placed // the next request goes after this one in the log
-		sendMu.Lock()
-		err := sendErr
-		sendMu.Unlock()
+		req, err := w.stream.Recv()
 		if err != nil {
-			return err
+			w.ended <- err // one reader at a time, and none after this
+			return
+		}
+		if !w.start() {
+			return
+		}
+		passed := false
+		ctx := w.ctx
+		if w.pass {
+			ctx = commitlog.WithAppended(ctx, func() {
+				if !passed { // Append calls this on this goroutine
+					passed = true
+					w.passOn()
+				}
+			})
+		}
+		resp, err := w.m.send(ctx, req)
+		w.respond(req, resp, err)
+		w.inflight.Done()
+		if !passed {
+			continue // failed before it was placed, or ASYNC_FLUSH: still the reader
+		}
+		if w.idle.Add(1) > maxIdleSendWorkers {
+			w.idle.Add(-1)
+			return
+		}
+		select {
+		case <-w.turn:
+			w.idle.Add(-1)
+		case <-w.done:
+			return
 		}
 	}
+}
+
+// passOn gives the reading to an idle worker or a new one.
+func (w *sendStreamer) passOn() {
+	select {
+	case w.turn <- struct{}{}:
+	default:
+		go w.work()
+	}
+}
+
+// start counts a request in flight, unless the handler is ending.
+func (w *sendStreamer) start() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closing {
+		return false
+	}
+	w.inflight.Add(1)
+	return true
+}
+
+// close starts no more requests, waits for the answers of those in flight
+// and lets idle workers go. A worker still reading returns when the
+// stream's context ends, after the handler.
+func (w *sendStreamer) close() {
+	w.mu.Lock()
+	was := w.closing
+	w.closing = true
+	w.mu.Unlock()
+	if was {
+		return
+	}
+	w.inflight.Wait()
+	close(w.done)
+}
+
+func (w *sendStreamer) respond(req *gantryv1.SendRequest, resp *gantryv1.SendResponse, err error) {
+	if err != nil {
+		st := status.Convert(toStatus(err))
+		resp = &gantryv1.SendResponse{RequestId: req.GetRequestId(), Error: &gantryv1.Error{
+			Code: int32(st.Code()), Message: st.Message(), Indeterminate: broker.IsIndeterminate(err)}}
+	}
+	w.sendMu.Lock()
+	defer w.sendMu.Unlock()
+	if w.sendErr != nil {
+		return
+	}
+	if w.sendErr = w.stream.Send(resp); w.sendErr != nil {
+		close(w.fail)
+	}
+}
+
+func (w *sendStreamer) sendError() error {
+	w.sendMu.Lock()
+	defer w.sendMu.Unlock()
+	return w.sendErr
 }
 
 // toMessage converts an API message; validation is the broker's.

@@ -1,10 +1,12 @@
 // Command bench is the peer benchmark: the same workloads, in one run,
 // against Gantry (a `gantry dev` process built from this repository,
 // store on disk, the client in this process over loopback) and against NATS
-// JetStream (an embedded nats-server with file storage, the client in this
-// process over loopback), printing both and the ratio.
+// JetStream (a nats-server process built from the nats-server module this
+// benchmark requires, file storage, the client in this process over
+// loopback), printing both and the ratio. With -nats embedded the
+// nats-server runs inside the benchmark process instead, beside the clients.
 //
-//	cd test/bench && go run . [-count 1000000] [-size 1024] [-inflight 4096] [-only async,sync,latency,consume]
+//	cd test/bench && go run . [-count 1000000] [-size 1024] [-inflight 4096] [-only async,sync,latency,consume] [-nats process|embedded]
 //
 // Workloads, 1 KiB bodies:
 //   - async: produce with 4,096 in flight; Gantry ASYNC_FLUSH, JetStream's
@@ -38,10 +40,15 @@ func main() {
 	flag.IntVar(&cfg.inflight, "inflight", 4096, "messages in flight")
 	only := flag.String("only", "async,sync,latency,consume", "workloads to run")
 	flag.StringVar(&cfg.dir, "dir", "", "data directory (default: a temporary one on the disk of the current directory)")
+	flag.StringVar(&cfg.nats, "nats", "process", "how nats-server runs: process (its own, like gantry dev) or embedded (in this process)")
 	flag.Parse()
+	if cfg.nats != "process" && cfg.nats != "embedded" {
+		fmt.Fprintf(os.Stderr, "bench: -nats %q: want process or embedded\n", cfg.nats)
+		os.Exit(2)
+	}
 	if os.Getenv("GOGC") == "" {
 		// As `gantry` does for its servers and its bench tool; here it
-		// applies to the embedded nats-server and both clients alike.
+		// applies to both clients (and an embedded nats-server) alike.
 		debug.SetGCPercent(400)
 	}
 	cfg.only = map[string]bool{}
@@ -60,6 +67,7 @@ type config struct {
 	size         int
 	inflight     int
 	dir          string
+	nats         string // process or embedded
 	only         map[string]bool
 }
 
@@ -93,6 +101,7 @@ func startGantry(bin, dir, flush string) (*gantryProc, error) {
 	ns, br, ht := freeAddr(), freeAddr(), freeAddr()
 	cmd := exec.Command(bin, "dev", "--dir", dir, "--namesrv-listen", ns, "--broker-listen", br, "--http-listen", ht, "--flush", flush)
 	cmd.Stderr = os.Stderr
+	ownChild(cmd)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err

@@ -3,6 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -14,42 +17,100 @@ import (
 	"github.com/gantrymq/gantry/test/benchkit"
 )
 
-// natsServer is an embedded JetStream server with file storage.
+// natsServer is a JetStream server with file storage: a nats-server
+// process built from the module this benchmark requires (like Gantry, a
+// process of its own with its shipped settings), or, with -nats embedded,
+// a server inside the benchmark process.
 type natsServer struct {
-	s  *server.Server
-	nc *nats.Conn
-	js jetstream.JetStream
+	s   *server.Server // embedded
+	cmd *exec.Cmd      // process
+	nc  *nats.Conn
+	js  jetstream.JetStream
 }
 
-func startNATS(dir string, syncAlways bool) (*natsServer, error) {
-	opts := &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: dir, NoLog: true, NoSigs: true,
-		SyncAlways: syncAlways, MaxPayload: 8 << 20}
-	s, err := server.NewServer(opts)
+// buildNATS builds nats-server into dir.
+func buildNATS(dir string) (string, error) {
+	bin := filepath.Join(dir, "nats-server")
+	cmd := exec.Command("go", "build", "-o", bin, "github.com/nats-io/nats-server/v2")
+	out, err := cmd.CombinedOutput()
 	if err != nil {
+		return "", fmt.Errorf("build nats-server: %v\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// startNATS starts a server storing in dir; bin is the nats-server binary,
+// or "" for an embedded server.
+func startNATS(bin, dir string, syncAlways bool) (*natsServer, error) {
+	n := &natsServer{}
+	var url string
+	if bin == "" {
+		opts := &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: dir, NoLog: true, NoSigs: true,
+			SyncAlways: syncAlways, MaxPayload: 8 << 20}
+		s, err := server.NewServer(opts)
+		if err != nil {
+			return nil, err
+		}
+		go s.Start()
+		if !s.ReadyForConnections(30 * time.Second) {
+			return nil, fmt.Errorf("nats-server did not start")
+		}
+		n.s, url = s, s.ClientURL()
+	} else {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
+		addr := freeAddr()
+		conf := fmt.Sprintf("listen: %q\nmax_payload: 8MB\njetstream {\n  store_dir: %q\n", addr, dir)
+		if syncAlways {
+			conf += "  sync_interval: always\n"
+		}
+		conf += "}\n"
+		confPath := filepath.Join(dir, "nats.conf")
+		if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
+			return nil, err
+		}
+		n.cmd = exec.Command(bin, "-c", confPath)
+		ownChild(n.cmd)
+		// Its log (stderr) is not shown, as the embedded server's is not.
+		if err := n.cmd.Start(); err != nil {
+			return nil, err
+		}
+		url = "nats://" + addr
+	}
+	var nc *nats.Conn
+	var err error
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if nc, err = nats.Connect(url); err == nil || time.Now().After(deadline) {
+			break
+		}
+	}
+	if err != nil {
+		n.stop()
 		return nil, err
 	}
-	go s.Start()
-	if !s.ReadyForConnections(30 * time.Second) {
-		return nil, fmt.Errorf("nats-server did not start")
-	}
-	nc, err := nats.Connect(s.ClientURL())
-	if err != nil {
-		s.Shutdown()
-		return nil, err
-	}
+	n.nc = nc
 	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096))
 	if err != nil {
-		nc.Close()
-		s.Shutdown()
+		n.stop()
 		return nil, err
 	}
-	return &natsServer{s: s, nc: nc, js: js}, nil
+	n.js = js
+	return n, nil
 }
 
 func (n *natsServer) stop() {
-	n.nc.Close()
-	n.s.Shutdown()
-	n.s.WaitForShutdown()
+	if n.nc != nil {
+		n.nc.Close()
+	}
+	if n.s != nil {
+		n.s.Shutdown()
+		n.s.WaitForShutdown()
+	}
+	if n.cmd != nil {
+		_ = n.cmd.Process.Signal(os.Interrupt)
+		_ = n.cmd.Wait()
+	}
 }
 
 func (n *natsServer) stream(ctx context.Context, name string) (jetstream.Stream, error) {

@@ -34,7 +34,13 @@ func run(ctx context.Context, cfg config) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("peer benchmark: %d messages of %d bytes, %d in flight; data in %s\n", cfg.count, cfg.size, cfg.inflight, dir)
+	natsBin := ""
+	if cfg.nats == "process" {
+		if natsBin, err = buildNATS(dir); err != nil {
+			return err
+		}
+	}
+	fmt.Printf("peer benchmark: %d messages of %d bytes, %d in flight; nats-server %s; data in %s\n", cfg.count, cfg.size, cfg.inflight, cfg.nats, dir)
 	var rows []row
 	var rss int64
 
@@ -43,7 +49,7 @@ func run(ctx context.Context, cfg config) error {
 		if err != nil {
 			return err
 		}
-		n, err := startNATS(filepath.Join(dir, "nats-async"), false)
+		n, err := startNATS(natsBin, filepath.Join(dir, "nats-async"), false)
 		if err != nil {
 			g.stop()
 			return err
@@ -98,7 +104,7 @@ func run(ctx context.Context, cfg config) error {
 		if err != nil {
 			return err
 		}
-		n, err := startNATS(filepath.Join(dir, "nats-sync"), true)
+		n, err := startNATS(natsBin, filepath.Join(dir, "nats-sync"), true)
 		if err != nil {
 			g.stop()
 			return err

@@ -1,0 +1,11 @@
+package main
+
+import (
+	"os/exec"
+	"syscall"
+)
+
+// ownChild makes the child die with the benchmark, if it is killed.
+func ownChild(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+}

@@ -1,0 +1,8 @@
+//go:build !linux
+
+package main
+
+import "os/exec"
+
+// ownChild: only Linux can tie a child's life to its parent's.
+func ownChild(*exec.Cmd) {}
