@@ -23,6 +23,8 @@ type Broker struct {
 	meta    *metadata.Metadata
 	polls   *notifier
 	clients *consumerTable
+	locks   *lockTable
+	watches *watchTable
 	started time.Time
 
 	topicMu sync.Mutex // serializes topic check-then-put (create, update, delete)
@@ -56,6 +58,8 @@ func Open(ctx context.Context, cfg Config) (*Broker, error) {
 		closing: make(chan struct{}),
 	}
 	b.clients = newConsumerTable(cfg.Now, cfg.ChannelExpiredTimeout)
+	b.locks = newLockTable(cfg.Now, cfg.QueueLockTTL)
+	b.watches = newWatchTable()
 	sc := cfg.StoreConfig()
 	sc.OnDispatch = chainDispatch(sc.OnDispatch, b.polls.notify)
 	st, err := store.Open(ctx, sc)
@@ -87,7 +91,8 @@ func chainDispatch(first, then func(string, int32, int64)) func(string, int32, i
 }
 
 // Close shuts the broker down: later calls fail with ErrShuttingDown, held
-// pulls answer at once with no messages, calls in flight are waited for
+// pulls answer at once with no messages, group watches are told (their
+// Changed channels close), calls in flight are waited for
 // (until ctx ends: then Close returns ctx's error and may be called again),
 // and the store is closed, which flushes the log and saves the metadata.
 // Close after a completed Close returns ErrShuttingDown.
@@ -95,6 +100,7 @@ func (b *Broker) Close(ctx context.Context) error {
 	b.shutOnce.Do(func() {
 		b.calls.close()
 		close(b.closing)
+		b.watches.shutdown()
 	})
 	if err := b.calls.wait(ctx); err != nil {
 		return fmt.Errorf("broker: close: waiting for calls in flight: %w", err)

@@ -65,6 +65,7 @@ const (
 	DefaultFlushOffsetInterval   = 5 * time.Second
 	DefaultRegisterPeriod        = 30 * time.Second
 	DefaultChannelExpiredTimeout = 120 * time.Second
+	DefaultQueueLockTTL          = 60 * time.Second
 )
 
 // Config configures a Broker. Fields marked with a key are read from
@@ -139,7 +140,12 @@ type Config struct {
 
 	// Not in broker.conf.
 
-	// Now is the clock (store times, heartbeat expiry, uptime). Default time.Now.
+	// QueueLockTTL is how long a queue lock (LockQueues) lasts after it was
+	// granted or last renewed. Default 60 s (RocketMQ's
+	// rocketmq.broker.rebalance.lockMaxLiveTime); must be > 0.
+	QueueLockTTL time.Duration
+	// Now is the clock (store times, heartbeat and queue lock expiry,
+	// uptime). Default time.Now.
 	Now func() time.Time
 	// Logger receives lifecycle and anomaly logs. Default: discard.
 	Logger *slog.Logger
@@ -151,7 +157,9 @@ type Config struct {
 	// deleted, so registration can run at once. It must not block.
 	OnTopicsChanged func()
 	// OnConsumersChanged, if set, is called after a client joins or leaves a
-	// group (unregistered or expired). It must not block.
+	// group (unregistered, its last watch ended, or expired): after a change
+	// of the group's set of client ids, not after every heartbeat. It must
+	// not block.
 	OnConsumersChanged func(group string)
 }
 
@@ -174,6 +182,7 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.FlushConsumerOffsetInterval, DefaultFlushOffsetInterval)
 	setDefault(&c.RegisterNameServerPeriod, DefaultRegisterPeriod)
 	setDefault(&c.ChannelExpiredTimeout, DefaultChannelExpiredTimeout)
+	setDefault(&c.QueueLockTTL, DefaultQueueLockTTL)
 	if c.AutoCreateSubscriptionGroup == nil {
 		t := true
 		c.AutoCreateSubscriptionGroup = &t
@@ -314,6 +323,7 @@ func (c Config) validateLimits(bad badFunc) {
 		{"flushConsumerOffsetInterval", c.FlushConsumerOffsetInterval},
 		{"registerNameServerPeriod", c.RegisterNameServerPeriod},
 		{"channelExpiredTimeout", c.ChannelExpiredTimeout},
+		{"QueueLockTTL", c.QueueLockTTL},
 	} {
 		if d.v < 0 {
 			bad("%s %s: want > 0", d.key, d.v)

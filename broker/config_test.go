@@ -128,6 +128,7 @@ func TestConfigDefaults(t *testing.T) {
 	assert.Equal(t, 5*time.Second, c.FlushConsumerOffsetInterval)
 	assert.Equal(t, 30*time.Second, c.RegisterNameServerPeriod)
 	assert.Equal(t, 120*time.Second, c.ChannelExpiredTimeout)
+	assert.Equal(t, 60*time.Second, c.QueueLockTTL)
 	assert.NotNil(t, c.Now)
 	assert.NotNil(t, c.Logger)
 	assert.NoError(t, broker.Config{}.Validate())
@@ -139,7 +140,7 @@ func TestConfigValidateReportsEveryProblem(t *testing.T) {
 		ListenPort: 70000, GRPCListenAddr: "8081", HTTPListenAddr: ":99999", BrokerIP1: "my-host",
 		MappedFileSizeCommitLog: -1, DeleteWhen: "4am", DiskMaxUsedSpaceRatio: 99, DefaultTopicQueueNums: 2000,
 		MaxMessageSize: -1, MaxPropertiesSize: -1, LongPollingMaxHold: -1, FlushConsumerOffsetInterval: -1,
-		RegisterNameServerPeriod: -1, ChannelExpiredTimeout: -1, FileReservedTime: -time.Hour,
+		RegisterNameServerPeriod: -1, ChannelExpiredTimeout: -1, FileReservedTime: -time.Hour, QueueLockTTL: -1,
 	}
 	err := c.Validate()
 	require.ErrorIs(t, err, broker.ErrInvalidConfig)
@@ -147,7 +148,7 @@ func TestConfigValidateReportsEveryProblem(t *testing.T) {
 		"listenPort 70000", "grpcListenAddr", "httpListenAddr", "brokerIP1", "mappedFileSizeCommitLog", "deleteWhen",
 		"diskMaxUsedSpaceRatio 99", "defaultTopicQueueNums 2000", "maxMessageSize", "maxPropertiesSize",
 		"longPollingMaxHold", "flushConsumerOffsetInterval", "registerNameServerPeriod", "channelExpiredTimeout",
-		"fileReservedTime"} {
+		"fileReservedTime", "QueueLockTTL"} {
 		assert.ErrorContains(t, err, w)
 	}
 	assert.ErrorContains(t, broker.Config{BrokerRole: broker.Slave}.Validate(), "SLAVE is not supported yet")

@@ -1,9 +1,11 @@
 package broker
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -18,24 +20,69 @@ type Subscription struct {
 	Expression string // "", "*" or "TagA || TagB"
 }
 
+// ConsumeModel is how a group shares its topics' messages (RocketMQ's
+// MessageModel).
+type ConsumeModel int
+
+const (
+	// Clustering (the default): each queue is consumed by one member.
+	Clustering ConsumeModel = iota
+	// Broadcasting: every member consumes every queue, with offsets of its
+	// own (CommitClientOffset, QueryClientOffset).
+	Broadcasting
+)
+
+func (m ConsumeModel) String() string {
+	switch m {
+	case Clustering:
+		return "CLUSTERING"
+	case Broadcasting:
+		return "BROADCASTING"
+	}
+	return fmt.Sprintf("ConsumeModel(%d)", int(m))
+}
+
+// QueueRef names a queue of this broker: a topic and a queue id.
+type QueueRef struct {
+	Topic   string
+	QueueID int32
+}
+
+func (q QueueRef) String() string { return fmt.Sprintf("%s#%d", q.Topic, q.QueueID) }
+
 // Heartbeat is a consumer client's periodic announcement of itself.
 type Heartbeat struct {
 	ClientID      string
 	Group         string
 	Subscriptions []Subscription
+	Model         ConsumeModel
+	// Ordered: the client consumes in queue order under queue locks.
+	Ordered bool
+	// Assigned are the queues of this broker the client consumes now (for
+	// administration: ConsumerProgress shows who consumes a queue).
+	Assigned []QueueRef
+	// Addr is where the heartbeat came from (the front end fills it in).
+	Addr string
 }
 
-// Consumer is a live client of a group.
+// Consumer is a live client of a group, as its last heartbeat described it.
 type Consumer struct {
 	ClientID      string
+	Addr          string
+	Model         ConsumeModel
+	Ordered       bool
 	LastHeartbeat time.Time
 	Subscriptions []Subscription
+	Assigned      []QueueRef
 }
 
-// Heartbeat registers a client of a group or refreshes it. A client silent
-// for channelExpiredTimeout is dropped. The group is created when unknown
-// and autoCreateSubscriptionGroup is on (else ErrGroupNotFound), and so is
-// its retry topic %RETRY%<group>. A new client fires OnConsumersChanged.
+// Heartbeat registers a client of a group or refreshes it: its
+// subscriptions, model, ordering, assigned queues and address are replaced
+// by the heartbeat's. A client silent for channelExpiredTimeout is dropped.
+// The group is created when unknown and autoCreateSubscriptionGroup is on
+// (else ErrGroupNotFound), and so is its retry topic %RETRY%<group>. A new
+// client is a membership change: it fires OnConsumersChanged and wakes the
+// group's watches; a refresh is not.
 func (b *Broker) Heartbeat(hb Heartbeat) error {
 	if !b.calls.enter() {
 		return ErrShuttingDown
@@ -52,7 +99,7 @@ func (b *Broker) Heartbeat(hb Heartbeat) error {
 		return err
 	}
 	if b.clients.register(hb) {
-		b.log.Info("consumer joined", "group", hb.Group, "client", hb.ClientID)
+		b.log.Info("consumer joined", "group", hb.Group, "client", hb.ClientID, "addr", hb.Addr)
 		b.consumersChanged(hb.Group)
 	}
 	return nil
@@ -65,12 +112,25 @@ func checkHeartbeat(hb Heartbeat) error {
 	if err := checkGroupName(hb.Group); err != nil {
 		return err
 	}
+	if hb.Model != Clustering && hb.Model != Broadcasting {
+		return fmt.Errorf("%w: heartbeat of %q: consume model %d: want clustering (0) or broadcasting (1)",
+			ErrInvalidArgument, hb.ClientID, int(hb.Model))
+	}
 	for _, s := range hb.Subscriptions {
 		if err := checkTopicName(s.Topic); err != nil {
 			return err
 		}
 		if _, err := ParseFilter(s.Expression); err != nil {
 			return err
+		}
+	}
+	for _, q := range hb.Assigned {
+		if err := checkTopicName(q.Topic); err != nil {
+			return err
+		}
+		if q.QueueID < 0 {
+			return fmt.Errorf("%w: heartbeat of %q: assigned queue id %d of %q: want >= 0",
+				ErrInvalidArgument, hb.ClientID, q.QueueID, q.Topic)
 		}
 	}
 	return nil
@@ -88,25 +148,49 @@ func (b *Broker) Consumers(group string) []Consumer {
 	return b.clients.consumers(group)
 }
 
-// UnregisterClient removes a client from a group (it shut down); it fires
-// OnConsumersChanged if the client was there.
+// UnregisterClient removes a client from a group (it shut down) and
+// releases its queue locks; it fires OnConsumersChanged and wakes the
+// group's watches if the client was there.
 func (b *Broker) UnregisterClient(group, clientID string) {
-	if b.clients.unregister(group, clientID) {
-		b.log.Info("consumer left", "group", group, "client", clientID)
+	left := b.clients.unregister(group, clientID)
+	b.clientGone(group, clientID, left, "consumer left")
+}
+
+// clientGone releases a client's queue locks and, if it was a member,
+// signals the membership change.
+func (b *Broker) clientGone(group, clientID string, wasMember bool, why string) {
+	if n := b.locks.release(group, clientID); n > 0 {
+		b.log.Info("queue locks released", "group", group, "client", clientID, "locks", n)
+	}
+	if wasMember {
+		b.log.Info(why, "group", group, "client", clientID)
 		b.consumersChanged(group)
 	}
 }
 
-// expireClients drops silent clients and fires OnConsumersChanged for each
-// group that lost one.
+// expireClients drops silent clients, releases their queue locks and
+// signals a membership change for each group that lost one. It also drops
+// expired queue locks.
 func (b *Broker) expireClients() {
-	for _, g := range b.clients.expire() {
-		b.log.Info("consumer expired", "group", g)
-		b.consumersChanged(g)
+	expired := b.clients.expire()
+	for _, c := range expired {
+		if n := b.locks.release(c.group, c.clientID); n > 0 {
+			b.log.Info("queue locks released", "group", c.group, "client", c.clientID, "locks", n)
+		}
+		b.log.Info("consumer expired", "group", c.group, "client", c.clientID)
 	}
+	for i, c := range expired {
+		if i == 0 || expired[i-1].group != c.group {
+			b.consumersChanged(c.group)
+		}
+	}
+	b.locks.sweep()
 }
 
+// consumersChanged signals a change of a group's membership: the hook and
+// the group's watches.
 func (b *Broker) consumersChanged(group string) {
+	b.watches.notify(group)
 	if b.cfg.OnConsumersChanged != nil {
 		b.cfg.OnConsumersChanged(group)
 	}
@@ -127,7 +211,10 @@ func newConsumerTable(now func() time.Time, ttl time.Duration) *consumerTable {
 
 // register adds or refreshes a client and reports whether it is new.
 func (t *consumerTable) register(hb Heartbeat) (joined bool) {
-	c := Consumer{ClientID: hb.ClientID, LastHeartbeat: t.now(), Subscriptions: slices.Clone(hb.Subscriptions)}
+	c := Consumer{
+		ClientID: hb.ClientID, Addr: hb.Addr, Model: hb.Model, Ordered: hb.Ordered, LastHeartbeat: t.now(),
+		Subscriptions: slices.Clone(hb.Subscriptions), Assigned: slices.Clone(hb.Assigned),
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	g := t.byName[hb.Group]
@@ -155,25 +242,40 @@ func (t *consumerTable) unregister(group, clientID string) bool {
 	return true
 }
 
-// expire removes clients silent for ttl and returns the groups that lost
-// one, sorted.
-func (t *consumerTable) expire() []string {
+// memberKey names a client of a group.
+type memberKey struct{ group, clientID string }
+
+// expire removes clients silent for ttl and returns them, sorted by group
+// then client id.
+func (t *consumerTable) expire() []memberKey {
 	cutoff := t.now().Add(-t.ttl)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	var changed []string
+	var gone []memberKey
 	for name, g := range t.byName {
-		n := len(g)
-		maps.DeleteFunc(g, func(_ string, c Consumer) bool { return !c.LastHeartbeat.After(cutoff) })
-		if len(g) != n {
-			changed = append(changed, name)
-		}
+		maps.DeleteFunc(g, func(id string, c Consumer) bool {
+			if c.LastHeartbeat.After(cutoff) {
+				return false
+			}
+			gone = append(gone, memberKey{name, id})
+			return true
+		})
 		if len(g) == 0 {
 			delete(t.byName, name)
 		}
 	}
-	slices.Sort(changed)
-	return changed
+	slices.SortFunc(gone, func(a, b memberKey) int {
+		return cmp.Or(strings.Compare(a.group, b.group), strings.Compare(a.clientID, b.clientID))
+	})
+	return gone
+}
+
+// has reports whether a client is a live member of a group.
+func (t *consumerTable) has(group, clientID string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	_, ok := t.byName[group][clientID]
+	return ok
 }
 
 func (t *consumerTable) ids(group string) []string {
@@ -190,6 +292,7 @@ func (t *consumerTable) consumers(group string) []Consumer {
 	for _, id := range slices.Sorted(maps.Keys(g)) {
 		c := g[id]
 		c.Subscriptions = slices.Clone(c.Subscriptions)
+		c.Assigned = slices.Clone(c.Assigned)
 		out = append(out, c)
 	}
 	return out

@@ -106,6 +106,9 @@ func TestHeartbeatValidation(t *testing.T) {
 		{"bad group", broker.Heartbeat{ClientID: "c", Group: ""}, broker.ErrInvalidArgument, `group name ""`},
 		{"bad topic", broker.Heartbeat{ClientID: "c", Group: "G", Subscriptions: []broker.Subscription{{Topic: "a b"}}}, broker.ErrInvalidTopic, `"a b"`},
 		{"bad expression", broker.Heartbeat{ClientID: "c", Group: "G", Subscriptions: []broker.Subscription{{Topic: "T", Expression: "A||"}}}, broker.ErrInvalidArgument, "empty tag"},
+		{"bad model", broker.Heartbeat{ClientID: "c", Group: "G", Model: 7}, broker.ErrInvalidArgument, "consume model 7"},
+		{"bad assigned topic", broker.Heartbeat{ClientID: "c", Group: "G", Assigned: []broker.QueueRef{{Topic: "a b"}}}, broker.ErrInvalidTopic, `"a b"`},
+		{"negative assigned queue", broker.Heartbeat{ClientID: "c", Group: "G", Assigned: []broker.QueueRef{{Topic: "T", QueueID: -1}}}, broker.ErrInvalidArgument, "assigned queue id -1"},
 		{"unknown group", broker.Heartbeat{ClientID: "c", Group: "G"}, broker.ErrGroupNotFound, `"G"`},
 	}
 	for _, tt := range tests {
@@ -117,4 +120,38 @@ func TestHeartbeatValidation(t *testing.T) {
 	}
 	assert.Empty(t, b.ConsumerList("G"))
 	assert.False(t, slices.ContainsFunc(b.Topics(), func(tc metadata.TopicConfig) bool { return tc.TopicName == "%RETRY%G" }))
+}
+
+// A heartbeat replaces what the client said before; only a change of the
+// set of client ids is a membership change.
+func TestHeartbeatRefreshesFields(t *testing.T) {
+	clock := newFakeClock()
+	var changes changeLog
+	cfg := testConfig(t)
+	cfg.Now, cfg.OnConsumersChanged = clock.Now, changes.add
+	b := openBroker(t, cfg)
+	first := broker.Heartbeat{
+		ClientID: "10.0.0.1@42", Group: "G", Model: broker.Broadcasting, Ordered: true, Addr: "10.0.0.1:5000",
+		Subscriptions: []broker.Subscription{{Topic: "T", Expression: "*"}},
+		Assigned:      []broker.QueueRef{{Topic: "T", QueueID: 0}, {Topic: "T", QueueID: 3}},
+	}
+	require.NoError(t, b.Heartbeat(first))
+	t0 := clock.Now()
+	assert.Equal(t, []broker.Consumer{{
+		ClientID: "10.0.0.1@42", Addr: "10.0.0.1:5000", Model: broker.Broadcasting, Ordered: true, LastHeartbeat: t0,
+		Subscriptions: first.Subscriptions, Assigned: first.Assigned,
+	}}, b.Consumers("G"))
+
+	clock.Advance(time.Second)
+	require.NoError(t, b.Heartbeat(broker.Heartbeat{ClientID: "10.0.0.1@42", Group: "G", Addr: "10.0.0.1:5001",
+		Assigned: []broker.QueueRef{{Topic: "T", QueueID: 1}}}))
+	cs := b.Consumers("G")
+	require.Len(t, cs, 1)
+	assert.Equal(t, broker.Consumer{ClientID: "10.0.0.1@42", Addr: "10.0.0.1:5001", Model: broker.Clustering,
+		LastHeartbeat: t0.Add(time.Second), Assigned: []broker.QueueRef{{Topic: "T", QueueID: 1}}}, cs[0])
+	cs[0].Assigned[0].QueueID = 9
+	assert.Equal(t, int32(1), b.Consumers("G")[0].Assigned[0].QueueID, "callers get copies")
+	assert.Equal(t, []string{"G"}, changes.take(), "the join only")
+	assert.Equal(t, "CLUSTERING", broker.Clustering.String())
+	assert.Equal(t, "BROADCASTING", broker.Broadcasting.String())
 }

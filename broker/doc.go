@@ -1,6 +1,8 @@
 // Package broker is the broker's core, independent of any network protocol:
 // topics, sending, pulling with tag filters and long polling, consumer
-// offsets, consumer groups and their live clients, and status. The gRPC
+// offsets (a group's, and each client's for broadcast consumption), consumer
+// groups with their live clients, membership watches and queue locks, and
+// status. The gRPC
 // front end (broker/grpcapi) and the RocketMQ remoting front end call this
 // plain Go API; they translate wire requests and map its errors to wire
 // codes.
@@ -27,7 +29,20 @@
 // messages), waits for the calls in flight, then closes the store, which
 // flushes the log and saves the metadata. A Pull never holds a lock while it
 // waits. The mutexes (topic updates, the round-robin table, the long-poll
-// notifier, the consumer table, the call gate) are leaves: none is held while
-// another is taken, and none while a hook (OnTopicsChanged,
-// OnConsumersChanged) runs.
+// notifier, the consumer table, the queue lock table, the call gate) are
+// leaves: none is held while another is taken, and none while a hook
+// (OnTopicsChanged, OnConsumersChanged) runs. The one exception is the watch
+// table's mutex, taken before the consumer table's and the lock table's
+// (opening a watch checks membership, and the end of a client's last watch
+// unregisters it and releases its locks in one step).
+//
+// # Consumer groups
+//
+// Heartbeat registers a client; a change of a group's set of client ids
+// (join, UnregisterClient, expiry, the end of a client's last watch) fires
+// OnConsumersChanged and wakes the group's watches, which coalesce: a watch
+// holds at most one pending change and reads the latest membership, so the
+// broker never waits for a slow watcher. Queue locks (LockQueues) last
+// QueueLockTTL unless renewed and go with their client. Close closes every
+// watch's Changed channel.
 package broker

@@ -32,6 +32,9 @@ var (
 	// ErrGroupNotFound: the consumer group does not exist and
 	// autoCreateSubscriptionGroup is off.
 	ErrGroupNotFound = errors.New("broker: consumer group not found")
+	// ErrNotRegistered: the consumer client is not a live member of the
+	// group (WatchGroup needs a Heartbeat first).
+	ErrNotRegistered = errors.New("broker: consumer client not registered with the group")
 	// ErrShuttingDown: the broker is closing or closed.
 	ErrShuttingDown = errors.New("broker: shutting down")
 	// ErrIndeterminate: the messages were written to the log but the call

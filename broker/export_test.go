@@ -16,3 +16,6 @@ func (b *Broker) Watched(topic string, queueID int32) bool {
 	_, ok := b.polls.waits[store.QueueKey{Topic: topic, QueueID: queueID}]
 	return ok
 }
+
+// QueueLocks returns a group's unexpired queue locks: queue to holder.
+func (b *Broker) QueueLocks(group string) map[QueueRef]string { return b.locks.held(group) }

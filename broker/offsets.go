@@ -15,6 +15,38 @@ func (b *Broker) CommitOffset(group, topic string, queueID int32, offset int64) 
 		return ErrShuttingDown
 	}
 	defer b.calls.leave()
+	if err := b.checkCommit(group, topic, queueID, offset); err != nil {
+		return err
+	}
+	if err := b.meta.CommitOffset(group, topic, queueID, offset); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+	}
+	return nil
+}
+
+// CommitClientOffset records the consume offset of one client of group in
+// a queue of topic: broadcast consumption, where every client consumes
+// every queue. It checks what CommitOffset checks, and that clientID is
+// set. Client offsets are saved with the group offsets, in the same file.
+func (b *Broker) CommitClientOffset(group, clientID, topic string, queueID int32, offset int64) error {
+	if !b.calls.enter() {
+		return ErrShuttingDown
+	}
+	defer b.calls.leave()
+	if clientID == "" {
+		return fmt.Errorf("%w: client offset without a client id", ErrInvalidArgument)
+	}
+	if err := b.checkCommit(group, topic, queueID, offset); err != nil {
+		return err
+	}
+	if err := b.meta.CommitClientOffset(group, clientID, topic, queueID, offset); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+	}
+	return nil
+}
+
+// checkCommit checks an offset commit and creates its group if need be.
+func (b *Broker) checkCommit(group, topic string, queueID int32, offset int64) error {
 	tc, err := b.topic(topic)
 	if err != nil {
 		return err
@@ -25,13 +57,8 @@ func (b *Broker) CommitOffset(group, topic string, queueID int32, offset int64) 
 	if offset < 0 {
 		return fmt.Errorf("%w: offset %d: want >= 0", ErrInvalidArgument, offset)
 	}
-	if _, err := b.ensureGroup(group); err != nil {
-		return err
-	}
-	if err := b.meta.CommitOffset(group, topic, queueID, offset); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
-	}
-	return nil
+	_, err = b.ensureGroup(group)
+	return err
 }
 
 // checkQueue checks that queueID is one of tc's queues (read or write).
@@ -46,6 +73,12 @@ func checkQueue(tc metadata.TopicConfig, queueID int32) error {
 // whether there is one.
 func (b *Broker) QueryOffset(group, topic string, queueID int32) (int64, bool) {
 	return b.meta.Offset(group, topic, queueID)
+}
+
+// QueryClientOffset returns the committed offset of one client of group in
+// a queue of topic (broadcast consumption), and whether there is one.
+func (b *Broker) QueryClientOffset(group, clientID, topic string, queueID int32) (int64, bool) {
+	return b.meta.ClientOffset(group, clientID, topic, queueID)
 }
 
 // ResetOffsetByTime commits, for every read queue of topic, the offset of

@@ -140,3 +140,66 @@ func TestOffsetCallsAfterClose(t *testing.T) {
 	_, err := b.ResetOffsetByTime("G", "T", 0)
 	require.ErrorIs(t, err, broker.ErrShuttingDown)
 }
+
+// Broadcast consumption: each client has offsets of its own, beside the
+// group's, checked like them, and kept across a restart.
+func TestClientOffsets(t *testing.T) {
+	cfg := testConfig(t)
+	b := openBroker(t, cfg)
+	createTopic(t, b, "T", 2)
+	const c1, c2 = "10.0.0.1@100", "10.0.0.2@200@unit" // client ids hold '@'
+	require.NoError(t, b.CommitClientOffset("G", c1, "T", 0, 5))
+	require.NoError(t, b.CommitClientOffset("G", c2, "T", 0, 9))
+	require.NoError(t, b.CommitClientOffset("G", c1, "T", 1, 2))
+	require.NoError(t, b.CommitOffset("G", "T", 0, 1))
+	check := func(b *broker.Broker) {
+		t.Helper()
+		for _, tt := range []struct {
+			client string
+			queue  int32
+			want   int64
+			found  bool
+		}{{c1, 0, 5, true}, {c2, 0, 9, true}, {c1, 1, 2, true}, {c2, 1, 0, false}, {"other", 0, 0, false}} {
+			off, ok := b.QueryClientOffset("G", tt.client, "T", tt.queue)
+			assert.Equal(t, tt.found, ok, "%s/%d", tt.client, tt.queue)
+			assert.Equal(t, tt.want, off, "%s/%d", tt.client, tt.queue)
+		}
+		off, _ := b.QueryOffset("G", "T", 0)
+		assert.Equal(t, int64(1), off, "the group's offset is apart")
+	}
+	check(b)
+	require.NoError(t, b.Close(t.Context()))
+	assert.True(t, fileContains(t, cfg, `"T@G@10.0.0.2@200@unit"`))
+	check(openBroker(t, cfg))
+}
+
+func TestCommitClientOffsetValidation(t *testing.T) {
+	cfg := testConfig(t)
+	off := false
+	cfg.AutoCreateSubscriptionGroup = &off
+	b := openBroker(t, cfg)
+	createTopic(t, b, "T", 2)
+	tests := []struct {
+		name, group, client, topic string
+		queue                      int32
+		offset                     int64
+		wantErr                    error
+		wantMsg                    string
+	}{
+		{"no client id", "G", "", "T", 0, 1, broker.ErrInvalidArgument, "without a client id"},
+		{"unknown group", "G", "c", "T", 0, 1, broker.ErrGroupNotFound, `"G" (autoCreateSubscriptionGroup is off)`},
+		{"bad group", "a b", "c", "T", 0, 1, broker.ErrInvalidArgument, `group name "a b"`},
+		{"unknown topic", "G", "c", "Nope", 0, 1, broker.ErrTopicNotFound, `"Nope"`},
+		{"queue out of range", "G", "c", "T", 2, 1, broker.ErrInvalidArgument, "queue id 2"},
+		{"negative offset", "G", "c", "T", 0, -1, broker.ErrInvalidArgument, "offset -1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := b.CommitClientOffset(tt.group, tt.client, tt.topic, tt.queue, tt.offset)
+			require.ErrorIs(t, err, tt.wantErr)
+			assert.ErrorContains(t, err, tt.wantMsg)
+		})
+	}
+	require.NoError(t, b.Close(context.Background()))
+	require.ErrorIs(t, b.CommitClientOffset("G", "c", "T", 0, 1), broker.ErrShuttingDown)
+}

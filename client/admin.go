@@ -72,6 +72,30 @@ type QueueProgress struct {
 	ConsumerOffset int64
 	Lag            int64
 	LastTimestamp  time.Time
+	// ClientID is the client consuming the queue (as its heartbeats
+	// report), "" when none does.
+	ClientID string
+}
+
+// ConsumerConnection is a live client of a consumer group, as the brokers
+// it heartbeats to know it.
+type ConsumerConnection struct {
+	ClientID string
+	// Addr is where the client's latest heartbeat came from.
+	Addr string
+	// Broadcast: the client consumes every queue with offsets of its own
+	// (broadcasting); else the group shares the queues (clustering).
+	Broadcast bool
+	// Ordered: the client consumes in queue order under queue locks.
+	Ordered bool
+	// Subscriptions maps each topic the client consumes to its tag
+	// expression (as its latest heartbeat said).
+	Subscriptions map[string]string
+	// LastHeartbeat is the latest heartbeat any broker received from it.
+	LastHeartbeat time.Time
+	// Assigned are the queues the client consumes, on every broker, sorted
+	// by topic, broker name and id.
+	Assigned []Queue
 }
 
 // Admin administers a cluster: topics, groups, offsets and message
@@ -306,13 +330,62 @@ func (a *Admin) ConsumerProgress(ctx context.Context, group, topic string) ([]Qu
 			out = append(out, QueueProgress{
 				Queue:        Queue{Topic: qp.GetTopic(), BrokerName: r.name, Broker: r.addr, ID: qp.GetQueueId()},
 				BrokerOffset: qp.GetBrokerOffset(), ConsumerOffset: qp.GetConsumerOffset(), Lag: qp.GetLag(),
-				LastTimestamp: msTime(qp.GetLastTimestampMs()),
+				LastTimestamp: msTime(qp.GetLastTimestampMs()), ClientID: qp.GetClientId(),
 			})
 		}
 		return err
 	})
 	sort.Slice(out, func(i, j int) bool { return queueLess(out[i].Queue, out[j].Queue) })
 	return out, err
+}
+
+// ConsumerConnection returns the live clients of group on every broker of
+// the cluster, sorted by client id. A client heartbeating to several
+// brokers is listed once: its queues are gathered from every broker, the
+// rest is what its latest heartbeat said. An unknown group has none.
+func (a *Admin) ConsumerConnection(ctx context.Context, group string) ([]ConsumerConnection, error) {
+	if group == "" {
+		return nil, fmt.Errorf("client: consumer connection: the group is required: %w", ErrInvalidArgument)
+	}
+	refs, err := a.clusterBrokers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	byID := map[string]*ConsumerConnection{}
+	err = a.each(refs, "consumer connection", func(r brokerRef, ac gantryv1.AdminClient) error {
+		resp, err := ac.ConsumerConnection(ctx, &gantryv1.ConsumerConnectionRequest{Group: group})
+		for _, cc := range resp.GetConnections() {
+			mergeConnection(byID, r, cc)
+		}
+		return err
+	})
+	out := make([]ConsumerConnection, 0, len(byID))
+	for _, c := range byID {
+		sort.Slice(c.Assigned, func(i, j int) bool { return queueLess(c.Assigned[i], c.Assigned[j]) })
+		out = append(out, *c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ClientID < out[j].ClientID })
+	return out, err
+}
+
+// mergeConnection adds what broker r says of a client to byID.
+func mergeConnection(byID map[string]*ConsumerConnection, r brokerRef, cc *gantryv1.ConsumerConnection) {
+	c := byID[cc.GetClientId()]
+	if c == nil {
+		c = &ConsumerConnection{ClientID: cc.GetClientId()}
+		byID[c.ClientID] = c
+	}
+	if at := msTime(cc.GetLastHeartbeatMs()); c.LastHeartbeat.IsZero() || at.After(c.LastHeartbeat) {
+		c.LastHeartbeat, c.Addr, c.Ordered = at, cc.GetAddress(), cc.GetOrdered()
+		c.Broadcast = cc.GetModel() == gantryv1.ConsumeModel_CONSUME_MODEL_BROADCASTING
+		c.Subscriptions = make(map[string]string, len(cc.GetSubscriptions()))
+		for _, sub := range cc.GetSubscriptions() {
+			c.Subscriptions[sub.GetTopic()] = sub.GetExpression()
+		}
+	}
+	for _, q := range cc.GetAssigned() {
+		c.Assigned = append(c.Assigned, Queue{Topic: q.GetTopic(), BrokerName: r.name, Broker: r.addr, ID: q.GetQueueId()})
+	}
 }
 
 // ResetOffsetByTime moves group's offsets of topic, on every broker that

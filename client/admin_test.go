@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -8,6 +9,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+
+	gantryv1 "github.com/gantrymq/gantry/api/gantry/v1"
 )
 
 func newTestAdmin(t *testing.T, ns *fakeNameServer) *Admin {
@@ -219,4 +223,75 @@ func TestAdminCloseTwice(t *testing.T) {
 	require.ErrorIs(t, adm.Close(), ErrClosed)
 	_, err = adm.BrokerStatus(t.Context(), a.addr)
 	require.ErrorIs(t, err, ErrClosed)
+}
+
+// connAdmin is a fake broker's Admin service that also lists a group's
+// connections.
+type connAdmin struct {
+	fakeAdmin
+	conns []*gantryv1.ConsumerConnection
+}
+
+func (f *connAdmin) ConsumerConnection(_ context.Context, req *gantryv1.ConsumerConnectionRequest) (*gantryv1.ConsumerConnectionResponse, error) {
+	if req.GetGroup() != "g" {
+		return &gantryv1.ConsumerConnectionResponse{}, nil
+	}
+	return &gantryv1.ConsumerConnectionResponse{Connections: f.conns}, nil
+}
+
+// startConnBroker starts a fake broker whose only service is an Admin that
+// answers ConsumerConnection for group g with conns.
+func startConnBroker(t *testing.T, name string, conns ...*gantryv1.ConsumerConnection) *fakeBroker {
+	t.Helper()
+	b := &fakeBroker{name: name, cluster: "c1", topics: map[string]*fakeTopic{}}
+	b.srv, b.addr = serve(t, func(s *grpc.Server) {
+		gantryv1.RegisterAdminServer(s, &connAdmin{fakeAdmin: fakeAdmin{b: b}, conns: conns})
+	})
+	return b
+}
+
+func TestAdminConsumerConnectionMergesBrokers(t *testing.T) {
+	sub := func(topic, expr string) *gantryv1.Subscription {
+		return &gantryv1.Subscription{Topic: topic, Expression: expr}
+	}
+	a := startConnBroker(t, "a", &gantryv1.ConsumerConnection{
+		ClientId: "10.0.0.1@1", Address: "10.0.0.1:1000", LastHeartbeatMs: 1000,
+		Subscriptions: []*gantryv1.Subscription{sub("T", "*"), sub("Old", "*")},
+		Assigned:      []*gantryv1.QueueRef{{Topic: "T", QueueId: 2}, {Topic: "T", QueueId: 0}},
+	})
+	b := startConnBroker(t, "b",
+		&gantryv1.ConsumerConnection{
+			ClientId: "10.0.0.2@2", Address: "10.0.0.2:2000", LastHeartbeatMs: 1500, Model: gantryv1.ConsumeModel_CONSUME_MODEL_BROADCASTING,
+			Subscriptions: []*gantryv1.Subscription{sub("T", "TagA")},
+		},
+		&gantryv1.ConsumerConnection{
+			ClientId: "10.0.0.1@1", Address: "10.0.0.1:1001", LastHeartbeatMs: 2000, Ordered: true,
+			Subscriptions: []*gantryv1.Subscription{sub("T", "TagA || TagB")},
+			Assigned:      []*gantryv1.QueueRef{{Topic: "T", QueueId: 1}},
+		})
+	adm := newTestAdmin(t, startNameServer(t, a, b))
+
+	conns, err := adm.ConsumerConnection(t.Context(), "g")
+	require.NoError(t, err)
+	assert.Equal(t, []ConsumerConnection{
+		{
+			ClientID: "10.0.0.1@1", Addr: "10.0.0.1:1001", Ordered: true, LastHeartbeat: time.UnixMilli(2000),
+			Subscriptions: map[string]string{"T": "TagA || TagB"}, // the latest heartbeat's
+			Assigned: []Queue{
+				{Topic: "T", BrokerName: "a", Broker: a.addr, ID: 0},
+				{Topic: "T", BrokerName: "a", Broker: a.addr, ID: 2},
+				{Topic: "T", BrokerName: "b", Broker: b.addr, ID: 1},
+			},
+		},
+		{
+			ClientID: "10.0.0.2@2", Addr: "10.0.0.2:2000", Broadcast: true, LastHeartbeat: time.UnixMilli(1500),
+			Subscriptions: map[string]string{"T": "TagA"},
+		},
+	}, conns)
+
+	conns, err = adm.ConsumerConnection(t.Context(), "other")
+	require.NoError(t, err)
+	assert.Empty(t, conns)
+	_, err = adm.ConsumerConnection(t.Context(), "")
+	require.ErrorIs(t, err, ErrInvalidArgument)
 }

@@ -1,5 +1,6 @@
 // Package client is Gantry's Go client over its gRPC API
-// (api/gantry/v1): a Producer, a PullConsumer and an Admin. It imports
+// (api/gantry/v1): a Producer, a PushConsumer, a PullConsumer and an
+// Admin. It imports
 // only api, message and internal packages (STYLE.md §1).
 //
 // # Routes and connections
@@ -76,6 +77,44 @@
 // SeekByTime and QueueOffsets find offsets. Pulled records are decoded
 // with package message into MessageExt values.
 //
+// # PushConsumer
+//
+// A PushConsumer hands the messages of its subscriptions (topic plus tag
+// expression, filtered on the broker) to a MessageHandler. Its members
+// share a group's queues:
+//
+//   - Membership: each member heartbeats to every broker of its topics and
+//     keeps a WatchGroup stream open to each; a broker reports every join
+//     and leave on those streams, and drops a member at once when its
+//     streams end (a shutdown, or a killed process whose connection
+//     closed). Members rebalance on each report, and every 20 s as a
+//     safety net.
+//   - Allocation: AllocateAveragely (default) or AllocateAveragelyByCircle,
+//     from the sorted client ids and queues, so every member computes the
+//     same split. In broadcasting every member takes every queue.
+//   - Queue locks: in clustering a member locks a queue on its broker
+//     before consuming it, renews the lock every 20 s, and after a
+//     rebalance releases it only once the queue's batches in flight are
+//     done and its offset committed; the next owner takes the queue when
+//     the lock is free (it retries every 200 ms). A queue never has two
+//     live consumers.
+//   - Delivery: one long-polling pull loop per queue into a process queue
+//     with flow control (WithPullThreshold, WithMaxSpan: pulling pauses, a
+//     pull never asks for more than the limit leaves); concurrent handling
+//     on a pool of WithConsumeConcurrency goroutines, or with WithOrdered
+//     one goroutine per queue in offset order.
+//   - Offsets: the lowest offset not yet handled (never past a message in
+//     flight), committed every 5 s, when a queue is released and at
+//     Shutdown; broadcast members commit offsets of their own, kept on the
+//     broker under their ClientID (give a stable Config.ClientID to resume
+//     after a restart).
+//   - ConsumeRetryLater redelivers a batch after WithRetryDelay (concurrent)
+//     or pauses the queue for WithSuspendTime and redelivers it (ordered).
+//
+// Shutdown stops pulling, waits for the handlers in flight (until its
+// context ends), commits, unlocks, leaves the group and stops every
+// goroutine.
+//
 // # Admin
 //
 // An Admin creates and deletes topics and groups on every broker of the
@@ -105,6 +144,23 @@
 //   - WithMaxBatch(msgs, bytes): coalescing limits; default 256, 1 MiB.
 //   - WithUnarySend(): unary Send instead of SendStream.
 //
+// PushConsumer options (NewPushConsumer):
+//
+//   - WithConsumeModel(m): Clustering (default) or Broadcasting.
+//   - WithOrdered(): per-queue order, one batch at a time.
+//   - WithConsumeFrom(f), WithConsumeTimestamp(t): where a queue without a
+//     committed offset starts; default the queue's end (ConsumeFromLastOffset).
+//   - WithAllocateStrategy(s): default AllocateAveragely.
+//   - WithConsumeBatchSize(n): messages per handler call; default 1.
+//   - WithConsumeConcurrency(n): concurrent handler calls; default 20.
+//   - WithPullBatchSize(n): messages per pull; default 256.
+//   - WithPullThreshold(msgs, bytes): per-queue cache limit; default 1,024, 64 MiB.
+//   - WithMaxSpan(n): per-queue offset span of the cache; default 2,000.
+//   - WithPullHold(d): long-polling hold; default 15 s.
+//   - WithRebalanceInterval(d), WithCommitInterval(d), WithHeartbeatInterval(d),
+//     WithLockRenewInterval(d): defaults 20 s, 5 s, 10 s, 20 s.
+//   - WithRetryDelay(d), WithSuspendTime(d): defaults 1 s.
+//
 // PullConsumer options (NewPullConsumer):
 //
 //   - WithPullMaxBytes(n): bytes per Pull; default the broker's limit.
@@ -112,9 +168,10 @@
 //
 // # Concurrency
 //
-// Producer, PullConsumer and Admin are safe for concurrent use. Every
-// goroutine (route refresher, queue senders, stream receivers,
-// asynchronous sends) belongs to its client and is stopped by Close.
+// Producer, PushConsumer, PullConsumer and Admin are safe for concurrent
+// use. Every goroutine (route refresher, queue senders, stream receivers,
+// asynchronous sends, pull loops, workers) belongs to its client and is
+// stopped by Close (Shutdown for the PushConsumer).
 // Lock order in the Producer: Producer.mu before a queue sender's mu; a
 // stream's mutexes are taken alone.
 //

@@ -207,11 +207,29 @@ func (pc *PullConsumer) Queues(ctx context.Context, topic string) ([]Queue, erro
 // plus the hold margin, unless ctx ends earlier. When a record does not
 // decode, Pull returns the messages before it and the error.
 func (pc *PullConsumer) Pull(ctx context.Context, q Queue, offset int64, maxMessages int, filter string, hold time.Duration) (PullResult, error) {
-	if maxMessages <= 0 {
-		maxMessages = DefaultPullMaxMessages
+	return pullQueue(ctx, pc.c, pullCall{group: pc.group, q: q, offset: offset, maxMsgs: maxMessages, maxBytes: pc.opts.maxBytes,
+		filter: filter, hold: hold, holdMargin: pc.opts.holdMargin})
+}
+
+// pullCall is one Pull request.
+type pullCall struct {
+	group      string
+	q          Queue
+	offset     int64
+	maxMsgs    int
+	maxBytes   int32
+	filter     string
+	hold       time.Duration
+	holdMargin time.Duration
+}
+
+// pullQueue sends a Pull request and decodes its answer.
+func pullQueue(ctx context.Context, c *core, pc pullCall) (PullResult, error) {
+	if pc.maxMsgs <= 0 {
+		pc.maxMsgs = DefaultPullMaxMessages
 	}
-	if hold > 0 {
-		dl := time.Now().Add(hold + pc.opts.holdMargin)
+	if pc.hold > 0 {
+		dl := time.Now().Add(pc.hold + pc.holdMargin)
 		if d, ok := ctx.Deadline(); !ok || d.After(dl) {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithDeadline(ctx, dl)
@@ -219,11 +237,11 @@ func (pc *PullConsumer) Pull(ctx context.Context, q Queue, offset int64, maxMess
 		}
 	}
 	req := &gantryv1.PullRequest{
-		Group: pc.group, Topic: q.Topic, QueueId: q.ID, Offset: offset, MaxMessages: int32(min(maxMessages, 1<<30)),
-		MaxBytes: pc.opts.maxBytes, FilterExpression: filter, HoldMs: hold.Milliseconds(),
+		Group: pc.group, Topic: pc.q.Topic, QueueId: pc.q.ID, Offset: pc.offset, MaxMessages: int32(min(pc.maxMsgs, 1<<30)),
+		MaxBytes: pc.maxBytes, FilterExpression: pc.filter, HoldMs: pc.hold.Milliseconds(),
 	}
 	var resp *gantryv1.PullResponse
-	addr, err := pc.c.call(q, "pull", func(m gantryv1.MessagingClient) (err error) {
+	addr, err := c.call(pc.q, "pull", func(m gantryv1.MessagingClient) (err error) {
 		resp, err = m.Pull(ctx, req)
 		return err
 	})
@@ -234,6 +252,7 @@ func (pc *PullConsumer) Pull(ctx context.Context, q Queue, offset int64, maxMess
 		Status: PullStatus(resp.GetStatus()), NextOffset: resp.GetNextOffset(),
 		MinOffset: resp.GetMinOffset(), MaxOffset: resp.GetMaxOffset(),
 	}
+	q := pc.q
 	q.Broker = addr
 	res.Messages, err = decodeRecords(resp.GetRecords(), q, int(resp.GetRecordCount()))
 	return res, err

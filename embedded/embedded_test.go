@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -25,7 +26,12 @@ import (
 	"github.com/gantrymq/gantry/message"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(pushChildEnv) != "" { // a consumer process of TestPushMemberKilled
+		os.Exit(runPushChild())
+	}
+	goleak.VerifyTestMain(m)
+}
 
 type clients struct {
 	ns    gantryv1.NameServerClient

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -139,6 +140,7 @@ func (s *Admin) ConsumerProgress(_ context.Context, req *gantryv1.ConsumerProgre
 			}
 		}
 	}
+	consumers := consumersOf(s.b.Consumers(group))
 	resp := &gantryv1.ConsumerProgressResponse{}
 	for topic := range topics {
 		qs, err := s.b.TopicStatus(topic)
@@ -156,8 +158,45 @@ func (s *Admin) ConsumerProgress(_ context.Context, req *gantryv1.ConsumerProgre
 				p.ConsumerOffset = q.MinOffset
 			}
 			p.Lag = max(p.BrokerOffset-p.ConsumerOffset, 0)
+			p.ClientId = consumers[broker.QueueRef{Topic: topic, QueueID: q.QueueID}]
 			resp.Queues = append(resp.Queues, p)
 		}
+	}
+	return resp, nil
+}
+
+// consumersOf maps each queue to the clustering client that reported it
+// assigned in its heartbeat. While a group rebalances two may claim a
+// queue: the one that heartbeated last wins (its view is the newest).
+func consumersOf(cs []broker.Consumer) map[broker.QueueRef]string {
+	out := map[broker.QueueRef]string{}
+	seen := map[broker.QueueRef]time.Time{}
+	for _, c := range cs { // sorted by id: ties go to the smaller id
+		if c.Model != broker.Clustering {
+			continue
+		}
+		for _, q := range c.Assigned {
+			if at, ok := seen[q]; !ok || c.LastHeartbeat.After(at) {
+				out[q], seen[q] = c.ClientID, c.LastHeartbeat
+			}
+		}
+	}
+	return out
+}
+
+// ConsumerConnection implements the service: a group's live clients, by
+// client id; an unknown group has none.
+func (s *Admin) ConsumerConnection(_ context.Context, req *gantryv1.ConsumerConnectionRequest) (*gantryv1.ConsumerConnectionResponse, error) {
+	resp := &gantryv1.ConsumerConnectionResponse{}
+	for _, c := range s.b.Consumers(req.GetGroup()) {
+		cc := &gantryv1.ConsumerConnection{
+			ClientId: c.ClientID, Address: c.Addr, Model: gantryv1.ConsumeModel(c.Model), Ordered: c.Ordered,
+			LastHeartbeatMs: c.LastHeartbeat.UnixMilli(), Assigned: toQueueRefs(c.Assigned),
+		}
+		for _, sub := range c.Subscriptions {
+			cc.Subscriptions = append(cc.Subscriptions, &gantryv1.Subscription{Topic: sub.Topic, Expression: sub.Expression})
+		}
+		resp.Connections = append(resp.Connections, cc)
 	}
 	return resp, nil
 }

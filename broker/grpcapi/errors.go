@@ -30,6 +30,8 @@ func Code(err error) codes.Code {
 		return codes.PermissionDenied
 	case errors.Is(err, broker.ErrTopicNotFound), errors.Is(err, broker.ErrGroupNotFound):
 		return codes.NotFound
+	case errors.Is(err, broker.ErrNotRegistered):
+		return codes.FailedPrecondition
 	case errors.Is(err, broker.ErrShuttingDown), errors.Is(err, commitlog.ErrClosed), errors.Is(err, commitlog.ErrFlushFailed):
 		return codes.Unavailable
 	case errors.Is(err, commitlog.ErrDiskFull):

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -36,8 +37,9 @@ func NewMessaging(b *broker.Broker) *Messaging {
 	return &Messaging{b: b, shutdown: make(chan struct{})}
 }
 
-// Shutdown ends every SendStream after the request it is handling, so
-// that a graceful server stop does not wait for producers to hang up.
+// Shutdown ends every SendStream after the request it is handling, and
+// every WatchGroup stream, so that a graceful server stop does not wait for
+// producers and consumers to hang up.
 func (s *Messaging) Shutdown() { s.once.Do(func() { close(s.shutdown) }) }
 
 // Send implements the service.
@@ -321,15 +323,29 @@ func pullStatus(st store.GetStatus) gantryv1.PullStatus {
 	}
 }
 
-// QueryOffset implements the service.
+// QueryOffset implements the service; with a client_id, the offset is
+// that client's own (broadcast consumption).
 func (s *Messaging) QueryOffset(_ context.Context, req *gantryv1.QueryOffsetRequest) (*gantryv1.QueryOffsetResponse, error) {
-	off, ok := s.b.QueryOffset(req.GetGroup(), req.GetTopic(), req.GetQueueId())
+	var off int64
+	var ok bool
+	if id := req.GetClientId(); id != "" {
+		off, ok = s.b.QueryClientOffset(req.GetGroup(), id, req.GetTopic(), req.GetQueueId())
+	} else {
+		off, ok = s.b.QueryOffset(req.GetGroup(), req.GetTopic(), req.GetQueueId())
+	}
 	return &gantryv1.QueryOffsetResponse{Found: ok, Offset: off}, nil
 }
 
-// CommitOffset implements the service.
+// CommitOffset implements the service; with a client_id, the offset is
+// that client's own (broadcast consumption).
 func (s *Messaging) CommitOffset(_ context.Context, req *gantryv1.CommitOffsetRequest) (*gantryv1.CommitOffsetResponse, error) {
-	if err := s.b.CommitOffset(req.GetGroup(), req.GetTopic(), req.GetQueueId(), req.GetOffset()); err != nil {
+	var err error
+	if id := req.GetClientId(); id != "" {
+		err = s.b.CommitClientOffset(req.GetGroup(), id, req.GetTopic(), req.GetQueueId(), req.GetOffset())
+	} else {
+		err = s.b.CommitOffset(req.GetGroup(), req.GetTopic(), req.GetQueueId(), req.GetOffset())
+	}
+	if err != nil {
 		return nil, toStatus(err)
 	}
 	return &gantryv1.CommitOffsetResponse{}, nil
@@ -369,9 +385,14 @@ func (s *Messaging) checkQueue(topic string, qid int32) error {
 	return nil
 }
 
-// Heartbeat implements the service.
-func (s *Messaging) Heartbeat(_ context.Context, req *gantryv1.HeartbeatRequest) (*gantryv1.HeartbeatResponse, error) {
-	hb := broker.Heartbeat{ClientID: req.GetClientId(), Group: req.GetGroup()}
+// Heartbeat implements the service. The client's address is the call's
+// peer. broker.ConsumeModel numbers the models as the API does; the broker
+// rejects any other value.
+func (s *Messaging) Heartbeat(ctx context.Context, req *gantryv1.HeartbeatRequest) (*gantryv1.HeartbeatResponse, error) {
+	hb := broker.Heartbeat{
+		ClientID: req.GetClientId(), Group: req.GetGroup(), Model: broker.ConsumeModel(req.GetModel()),
+		Ordered: req.GetOrdered(), Assigned: fromQueueRefs(req.GetAssigned()), Addr: peerAddr(ctx),
+	}
 	for _, sub := range req.GetSubscriptions() {
 		hb.Subscriptions = append(hb.Subscriptions, broker.Subscription{Topic: sub.GetTopic(), Expression: sub.GetExpression()})
 	}
@@ -381,7 +402,85 @@ func (s *Messaging) Heartbeat(_ context.Context, req *gantryv1.HeartbeatRequest)
 	return &gantryv1.HeartbeatResponse{}, nil
 }
 
+// peerAddr is the caller's address, "" if unknown.
+func peerAddr(ctx context.Context) string {
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		return p.Addr.String()
+	}
+	return ""
+}
+
+func fromQueueRefs(qs []*gantryv1.QueueRef) []broker.QueueRef {
+	if len(qs) == 0 {
+		return nil
+	}
+	out := make([]broker.QueueRef, len(qs))
+	for i, q := range qs {
+		out[i] = broker.QueueRef{Topic: q.GetTopic(), QueueID: q.GetQueueId()}
+	}
+	return out
+}
+
+func toQueueRefs(qs []broker.QueueRef) []*gantryv1.QueueRef {
+	out := make([]*gantryv1.QueueRef, len(qs))
+	for i, q := range qs {
+		out[i] = &gantryv1.QueueRef{Topic: q.Topic, QueueId: q.QueueID}
+	}
+	return out
+}
+
 // GetConsumerList implements the service.
 func (s *Messaging) GetConsumerList(_ context.Context, req *gantryv1.GetConsumerListRequest) (*gantryv1.GetConsumerListResponse, error) {
 	return &gantryv1.GetConsumerListResponse{ClientIds: s.b.ConsumerList(req.GetGroup())}, nil
+}
+
+// LockQueues implements the service.
+func (s *Messaging) LockQueues(_ context.Context, req *gantryv1.LockQueuesRequest) (*gantryv1.LockQueuesResponse, error) {
+	held, err := s.b.LockQueues(req.GetGroup(), req.GetClientId(), fromQueueRefs(req.GetQueues()))
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &gantryv1.LockQueuesResponse{Locked: toQueueRefs(held)}, nil
+}
+
+// UnlockQueues implements the service.
+func (s *Messaging) UnlockQueues(_ context.Context, req *gantryv1.UnlockQueuesRequest) (*gantryv1.UnlockQueuesResponse, error) {
+	if err := s.b.UnlockQueues(req.GetGroup(), req.GetClientId(), fromQueueRefs(req.GetQueues())); err != nil {
+		return nil, toStatus(err)
+	}
+	return &gantryv1.UnlockQueuesResponse{}, nil
+}
+
+// WatchGroup implements the service: the current membership at once, then
+// the membership after each change, coalesced (a slow stream gets the
+// latest membership, never a backlog). When the stream ends, the broker's
+// watch is closed, which unregisters the client if it was its last. The
+// handler returns when the client cancels, the connection breaks, or the
+// broker shuts down (UNAVAILABLE); it starts no goroutine.
+func (s *Messaging) WatchGroup(req *gantryv1.WatchGroupRequest, stream grpc.ServerStreamingServer[gantryv1.GroupEvent]) error {
+	w, err := s.b.WatchGroup(req.GetGroup(), req.GetClientId())
+	if err != nil {
+		return toStatus(err)
+	}
+	defer w.Close()
+	var last []string
+	sent := false
+	for {
+		if ids := w.Members(); !sent || !slices.Equal(ids, last) {
+			if err := stream.Send(&gantryv1.GroupEvent{Group: req.GetGroup(), ClientIds: ids}); err != nil {
+				return err
+			}
+			last, sent = ids, true
+		}
+		select {
+		case _, ok := <-w.Changed():
+			if !ok {
+				return status.Error(codes.Unavailable, "broker shutting down")
+			}
+		case <-stream.Context().Done():
+			return status.FromContextError(stream.Context().Err()).Err()
+		case <-s.shutdown:
+			return status.Error(codes.Unavailable, "broker shutting down")
+		}
+	}
 }

@@ -1,9 +1,13 @@
 // Package metadata owns the broker's durable metadata: four JSON files in
-// <storeRoot>/config, with RocketMQ's names and shapes.
+// <storeRoot>/config, with RocketMQ's names and shapes. consumerOffset.json
+// adds Gantry's clientOffsetTable (broadcast consumption: each client's own
+// offsets), left out while it is empty; client ids may contain '@', so its
+// keys are split from the left.
 //
 //	topics.json             {"topicConfigTable": {"<topic>": {...}}, "dataVersion": {...}}
 //	subscriptionGroup.json  {"subscriptionGroupTable": {"<group>": {...}}, "dataVersion": {...}}
-//	consumerOffset.json     {"offsetTable": {"<topic>@<group>": {"<queueId>": <offset>}}}
+//	consumerOffset.json     {"offsetTable": {"<topic>@<group>": {"<queueId>": <offset>}},
+//	                         "clientOffsetTable": {"<topic>@<group>@<clientId>": {"<queueId>": <offset>}}}
 //	delayOffset.json        {"offsetTable": {"<delayLevel>": <offset>}}
 //
 // # Save protocol

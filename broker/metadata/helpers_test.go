@@ -59,6 +59,9 @@ func fillTables(t *testing.T, m *metadata.Metadata, v versions) {
 	for qid, off := range wantOffsets(v[2]) {
 		require.NoError(t, m.CommitOffset("GroupA", "TopicA", qid, off))
 	}
+	for qid, off := range wantClientOffsets(v[2]) {
+		require.NoError(t, m.CommitClientOffset("GroupA", clientA, "TopicA", qid, off))
+	}
 	for level, off := range wantDelays(v[3]) {
 		require.NoError(t, m.SetDelayOffset(level, off))
 	}
@@ -85,22 +88,31 @@ func wantOffsets(v int) map[int32]int64 {
 	return map[int32]int64{0: int64(v), 1: int64(2 * v), 7: 100}
 }
 
+// clientA is a broadcast consumer of GroupA; its id holds '@' as RocketMQ's do.
+const clientA = "10.0.0.1@4242"
+
+func wantClientOffsets(v int) map[int32]int64 {
+	return map[int32]int64{0: int64(3 * v), 5: int64(v + 2)}
+}
+
 func wantDelays(v int) map[int]int64 { return map[int]int64{1: int64(v), 3: 7, 18: int64(v + 1)} }
 
 // state is everything a test reads back from Metadata.
 type state struct {
-	Topics  []metadata.TopicConfig
-	Groups  []metadata.SubscriptionGroup
-	Offsets map[int32]int64
-	Delays  map[int]int64
+	Topics        []metadata.TopicConfig
+	Groups        []metadata.SubscriptionGroup
+	Offsets       map[int32]int64
+	ClientOffsets map[int32]int64 // clientA's
+	Delays        map[int]int64
 }
 
 func want(v versions) state {
-	return state{wantTopics(v[0]), wantGroups(v[1]), wantOffsets(v[2]), wantDelays(v[3])}
+	return state{wantTopics(v[0]), wantGroups(v[1]), wantOffsets(v[2]), wantClientOffsets(v[2]), wantDelays(v[3])}
 }
 
 func stateOf(m *metadata.Metadata) state {
-	s := state{Topics: m.Topics(), Groups: m.Groups(), Offsets: m.Offsets("GroupA", "TopicA"), Delays: map[int]int64{}}
+	s := state{Topics: m.Topics(), Groups: m.Groups(), Offsets: m.Offsets("GroupA", "TopicA"),
+		ClientOffsets: m.ClientOffsets("GroupA", clientA, "TopicA"), Delays: map[int]int64{}}
 	for level := 1; level <= 18; level++ {
 		if off, ok := m.DelayOffset(level); ok {
 			s.Delays[level] = off

@@ -106,7 +106,7 @@ func Open(cfg Config) (*Metadata, error) {
 		groups: newTable(cfg.Dir, GroupsFile,
 			groupsDoc{SubscriptionGroupTable: map[string]SubscriptionGroup{}}, validateGroups),
 		offsets: newTable(cfg.Dir, OffsetsFile,
-			offsetsDoc{OffsetTable: map[string]map[int32]int64{}}, validateOffsets),
+			offsetsDoc{OffsetTable: map[string]map[int32]int64{}, ClientOffsetTable: map[string]map[int32]int64{}}, validateOffsets),
 		delays: newTable(cfg.Dir, DelayOffsetsFile,
 			delaysDoc{OffsetTable: map[int]int64{}}, validateDelays),
 	}

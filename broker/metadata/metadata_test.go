@@ -63,9 +63,14 @@ func TestJSONShape(t *testing.T) {
 	}, group)
 	assert.Contains(t, read(metadata.GroupsFile), "dataVersion")
 
-	assert.Equal(t, map[string]any{"offsetTable": map[string]any{
-		"TopicA@GroupA": map[string]any{"0": 3.0, "1": 6.0, "7": 100.0},
-	}}, read(metadata.OffsetsFile))
+	assert.Equal(t, map[string]any{
+		"offsetTable": map[string]any{
+			"TopicA@GroupA": map[string]any{"0": 3.0, "1": 6.0, "7": 100.0},
+		},
+		"clientOffsetTable": map[string]any{
+			"TopicA@GroupA@10.0.0.1@4242": map[string]any{"0": 9.0, "5": 5.0},
+		},
+	}, read(metadata.OffsetsFile))
 	assert.Equal(t, map[string]any{"offsetTable": map[string]any{"1": 3.0, "3": 7.0, "18": 4.0}},
 		read(metadata.DelayOffsetsFile))
 }
@@ -287,6 +292,12 @@ func TestValidation(t *testing.T) {
 			`invalid group name "G G"`},
 		{"offset of a bad topic", func(m *metadata.Metadata) error { return m.CommitOffset("G", "T@x", 0, 0) },
 			`invalid topic name "T@x"`},
+		{"client offset without a client", func(m *metadata.Metadata) error { return m.CommitClientOffset("G", "", "T", 0, 0) },
+			`client id of T@G: empty`},
+		{"negative client offset", func(m *metadata.Metadata) error { return m.CommitClientOffset("G", "c@1", "T", 0, -1) },
+			`offset -1 of T@G queue 0`},
+		{"client offset of a bad group", func(m *metadata.Metadata) error { return m.CommitClientOffset("G@x", "c", "T", 0, 0) },
+			`invalid group name "G@x"`},
 		{"delay level 0", func(m *metadata.Metadata) error { return m.SetDelayOffset(0, 1) }, `delay level 0`},
 		{"negative delay offset", func(m *metadata.Metadata) error { return m.SetDelayOffset(2, -5) },
 			`offset -5 of delay level 2`},
@@ -349,4 +360,49 @@ func TestOffsetKeys(t *testing.T) {
 	assert.Equal(t, [][2]string{{"g1", "T1"}, {"g1", "T2"}}, m.OffsetKeys("g1", ""))
 	assert.Equal(t, [][2]string{{"g1", "T1"}, {"g2", "T1"}}, m.OffsetKeys("", "T1"))
 	assert.Empty(t, m.OffsetKeys("nope", ""))
+}
+
+// Broadcast consumers' offsets: one set per client, keyed by a client id
+// that may hold '@', deleted with their group's, and left out of the file
+// while there are none (RocketMQ's shape).
+func TestClientOffsets(t *testing.T) {
+	dir := t.TempDir()
+	m := open(t, testConfig(t, dir, nil))
+	require.NoError(t, m.CommitOffset("G1", "T1", 0, 1))
+	require.NoError(t, m.Save())
+	b, err := os.ReadFile(filepath.Join(dir, metadata.OffsetsFile))
+	require.NoError(t, err)
+	assert.NotContains(t, string(b), "clientOffsetTable", "absent while empty")
+
+	const c1, c2 = "10.0.0.1@100", "10.0.0.2@200@unit"
+	require.NoError(t, m.CommitClientOffset("G1", c1, "T1", 0, 10))
+	require.NoError(t, m.CommitClientOffset("G1", c1, "T1", 2, 12))
+	require.NoError(t, m.CommitClientOffset("G1", c2, "T1", 0, 20))
+	require.NoError(t, m.CommitClientOffset("G1", c1, "T2", 0, 30))
+	require.NoError(t, m.CommitClientOffset("G2", c1, "T1", 0, 40))
+	off, ok := m.ClientOffset("G1", c2, "T1", 0)
+	assert.True(t, ok)
+	assert.Equal(t, int64(20), off)
+	_, ok = m.ClientOffset("G1", c2, "T1", 2)
+	assert.False(t, ok)
+	_, ok = m.ClientOffset("G1", "10.0.0.2@200", "T1", 0)
+	assert.False(t, ok, "a prefix of a client id is another client")
+	assert.Equal(t, map[int32]int64{0: 1}, m.Offsets("G1", "T1"), "the group's offsets are apart")
+	require.NoError(t, m.Close())
+
+	m = open(t, testConfig(t, dir, nil))
+	assert.Equal(t, map[int32]int64{0: 10, 2: 12}, m.ClientOffsets("G1", c1, "T1"), "reloaded")
+	assert.Equal(t, map[int32]int64{0: 20}, m.ClientOffsets("G1", c2, "T1"))
+
+	m.DeleteOffsets("G1", "T1")
+	assert.Empty(t, m.ClientOffsets("G1", c1, "T1"))
+	assert.Empty(t, m.ClientOffsets("G1", c2, "T1"))
+	assert.Equal(t, map[int32]int64{0: 30}, m.ClientOffsets("G1", c1, "T2"), "other topics keep theirs")
+	m.DeleteOffsets("G1", "")
+	assert.Empty(t, m.ClientOffsets("G1", c1, "T2"))
+	assert.Equal(t, map[int32]int64{0: 40}, m.ClientOffsets("G2", c1, "T1"), "other groups keep theirs")
+	require.NoError(t, m.Close())
+	m = open(t, testConfig(t, dir, nil))
+	assert.Empty(t, m.ClientOffsets("G1", c1, "T2"), "the deletion was saved")
+	assert.Equal(t, map[int32]int64{0: 40}, m.ClientOffsets("G2", c1, "T1"))
 }

@@ -6,13 +6,29 @@ import (
 	"strings"
 )
 
-// offsetsDoc is consumerOffset.json. Keys are "<topic>@<group>"; neither
-// name may contain '@'.
+// offsetsDoc is consumerOffset.json. OffsetTable's keys are
+// "<topic>@<group>"; neither name may contain '@'. ClientOffsetTable holds
+// the offsets of broadcast consumption, one set per client, keyed
+// "<topic>@<group>@<clientID>": the client id may contain '@' (RocketMQ's
+// are ip@pid), so a key is split from the left. It is omitted while empty,
+// so the file keeps RocketMQ's shape.
 type offsetsDoc struct {
-	OffsetTable map[string]map[int32]int64 `json:"offsetTable"`
+	OffsetTable       map[string]map[int32]int64 `json:"offsetTable"`
+	ClientOffsetTable map[string]map[int32]int64 `json:"clientOffsetTable,omitempty"`
 }
 
 func offsetKey(group, topic string) string { return topic + "@" + group }
+
+func clientOffsetKey(group, clientID, topic string) string {
+	return topic + "@" + group + "@" + clientID
+}
+
+// splitClientOffsetKey splits "<topic>@<group>@<clientID>".
+func splitClientOffsetKey(key string) (group, clientID, topic string, ok bool) {
+	topic, rest, ok1 := strings.Cut(key, "@")
+	group, clientID, ok2 := strings.Cut(rest, "@")
+	return group, clientID, topic, ok1 && ok2
+}
 
 func validateOffsets(d *offsetsDoc) error {
 	if d.OffsetTable == nil {
@@ -29,7 +45,28 @@ func validateOffsets(d *offsetsDoc) error {
 			}
 		}
 	}
+	if d.ClientOffsetTable == nil {
+		d.ClientOffsetTable = map[string]map[int32]int64{} // a file without broadcast offsets
+	}
+	for key, queues := range d.ClientOffsetTable {
+		group, clientID, topic, ok := splitClientOffsetKey(key)
+		if !ok {
+			return invalidf("client offset key %q: want <topic>@<group>@<clientID>", key)
+		}
+		for qid, off := range queues {
+			if err := validClientOffset(group, clientID, topic, qid, off); err != nil {
+				return err
+			}
+		}
+	}
 	return nil
+}
+
+func validClientOffset(group, clientID, topic string, queueID int32, offset int64) error {
+	if clientID == "" {
+		return invalidf("client id of %s@%s: empty", topic, group)
+	}
+	return validOffset(group, topic, queueID, offset)
 }
 
 func validOffset(group, topic string, queueID int32, offset int64) error {
@@ -54,19 +91,42 @@ func (m *Metadata) CommitOffset(group, topic string, queueID int32, offset int64
 		return err
 	}
 	m.offsets.update(func(d *offsetsDoc) bool {
-		key := offsetKey(group, topic)
-		q := d.OffsetTable[key]
-		if q == nil {
-			q = map[int32]int64{}
-			d.OffsetTable[key] = q
-		}
-		if old, ok := q[queueID]; ok && old == offset {
-			return false // consumers re-commit unchanged offsets every few seconds
-		}
-		q[queueID] = offset
-		return true
+		return setOffset(d.OffsetTable, offsetKey(group, topic), queueID, offset)
 	})
 	return nil
+}
+
+// CommitClientOffset records the consume offset of one client of group in
+// a queue of topic (broadcast consumption).
+func (m *Metadata) CommitClientOffset(group, clientID, topic string, queueID int32, offset int64) error {
+	if err := validClientOffset(group, clientID, topic, queueID, offset); err != nil {
+		return err
+	}
+	m.offsets.update(func(d *offsetsDoc) bool {
+		return setOffset(d.ClientOffsetTable, clientOffsetKey(group, clientID, topic), queueID, offset)
+	})
+	return nil
+}
+
+// setOffset sets table[key][queueID] and reports whether it changed.
+func setOffset(table map[string]map[int32]int64, key string, queueID int32, offset int64) bool {
+	q := table[key]
+	if q == nil {
+		q = map[int32]int64{}
+		table[key] = q
+	}
+	if old, ok := q[queueID]; ok && old == offset {
+		return false // consumers re-commit unchanged offsets every few seconds
+	}
+	q[queueID] = offset
+	return true
+}
+
+// ClientOffset returns the committed offset of one client of group in a
+// queue of topic.
+func (m *Metadata) ClientOffset(group, clientID, topic string, queueID int32) (off int64, ok bool) {
+	m.offsets.read(func(d *offsetsDoc) { off, ok = d.ClientOffsetTable[clientOffsetKey(group, clientID, topic)][queueID] })
+	return off, ok
 }
 
 // Offset returns group's committed offset in a queue of topic.
@@ -102,11 +162,22 @@ func (m *Metadata) OffsetKeys(group, topic string) [][2]string {
 	return out
 }
 
+// ClientOffsets returns the committed offsets of one client of group in
+// topic by queue id; the map is the caller's.
+func (m *Metadata) ClientOffsets(group, clientID, topic string) map[int32]int64 {
+	var out map[int32]int64
+	m.offsets.read(func(d *offsetsDoc) { out = maps.Clone(d.ClientOffsetTable[clientOffsetKey(group, clientID, topic)]) })
+	if out == nil {
+		out = map[int32]int64{}
+	}
+	return out
+}
+
 // DeleteOffsets forgets group's offsets in topic, or in every topic when
-// topic is "".
+// topic is "", and those of the group's clients (broadcast consumption).
 func (m *Metadata) DeleteOffsets(group, topic string) {
 	m.offsets.update(func(d *offsetsDoc) bool {
-		n := len(d.OffsetTable)
+		n, nc := len(d.OffsetTable), len(d.ClientOffsetTable)
 		if topic != "" {
 			delete(d.OffsetTable, offsetKey(group, topic))
 		} else {
@@ -114,7 +185,11 @@ func (m *Metadata) DeleteOffsets(group, topic string) {
 				return strings.HasSuffix(key, "@"+group)
 			})
 		}
-		return len(d.OffsetTable) != n
+		maps.DeleteFunc(d.ClientOffsetTable, func(key string, _ map[int32]int64) bool {
+			g, _, t, _ := splitClientOffsetKey(key)
+			return g == group && (topic == "" || t == topic)
+		})
+		return len(d.OffsetTable) != n || len(d.ClientOffsetTable) != nc
 	})
 }
 

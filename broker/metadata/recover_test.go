@@ -59,6 +59,9 @@ var invalid = map[string][]damage{
 		{"negative offset", put(`{"offsetTable": {"T@G": {"0": -5}}}`)},
 		{"bad key", put(`{"offsetTable": {"TG": {"0": 5}}}`)},
 		{"bad queue id", put(`{"offsetTable": {"T@G": {"x": 5}}}`)},
+		{"client offset key without a client", put(`{"offsetTable": {}, "clientOffsetTable": {"T@G": {"0": 5}}}`)},
+		{"client offset key with an empty client", put(`{"offsetTable": {}, "clientOffsetTable": {"T@G@": {"0": 5}}}`)},
+		{"negative client offset", put(`{"offsetTable": {}, "clientOffsetTable": {"T@G@10.0.0.1@7": {"0": -1}}}`)},
 	},
 	metadata.DelayOffsetsFile: {
 		{"level 0", put(`{"offsetTable": {"0": 5}}`)},
@@ -173,7 +176,7 @@ func TestOpenEmpty(t *testing.T) {
 		assert.Empty(t, r.Reason)
 	}
 	assert.Equal(t, state{Topics: []metadata.TopicConfig{}, Groups: []metadata.SubscriptionGroup{},
-		Offsets: map[int32]int64{}, Delays: map[int]int64{}}, stateOf(m))
+		Offsets: map[int32]int64{}, ClientOffsets: map[int32]int64{}, Delays: map[int]int64{}}, stateOf(m))
 	require.NoError(t, m.Close())
 	for _, f := range files {
 		assert.NoFileExists(t, filepath.Join(dir, f), "nothing changed, nothing written")

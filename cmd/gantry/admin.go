@@ -198,11 +198,11 @@ names and flags: -n nameserver, -t topic, -g group, -c cluster, -b broker,
 	c = verb("consumerProgress", "Show a group's offsets and lag", func(ctx context.Context, a *client.Admin, out io.Writer) error {
 		ps, err := a.ConsumerProgress(ctx, group, topic)
 		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "#Topic\t#Broker Name\t#QID\t#Broker Offset\t#Consumer Offset\t#Diff\t#LastTime")
+		fmt.Fprintln(tw, "#Topic\t#Broker Name\t#QID\t#Broker Offset\t#Consumer Offset\t#Client\t#Diff\t#LastTime")
 		var total int64
 		for _, p := range ps {
 			total += p.Lag
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%s\n", p.Queue.Topic, p.Queue.BrokerName, p.Queue.ID, p.BrokerOffset, p.ConsumerOffset, p.Lag, fmtTime(p.LastTimestamp))
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%d\t%s\n", p.Queue.Topic, p.Queue.BrokerName, p.Queue.ID, p.BrokerOffset, p.ConsumerOffset, p.ClientID, p.Lag, fmtTime(p.LastTimestamp))
 		}
 		tw.Flush()
 		fmt.Fprintf(out, "\nDiff Total: %d\n", total)
@@ -211,6 +211,14 @@ names and flags: -n nameserver, -t topic, -g group, -c cluster, -b broker,
 	c.Flags().StringVarP(&group, "groupName", "g", "", "consumer group (required)")
 	c.Flags().StringVarP(&topic, "topic", "t", "", "only this topic")
 	_ = c.MarkFlagRequired("groupName")
+
+	c = verb("consumerConnection", "Show a group's live clients, subscriptions and queues", func(ctx context.Context, a *client.Admin, out io.Writer) error {
+		conns, err := a.ConsumerConnection(ctx, group)
+		printConnections(out, conns)
+		return err
+	})
+	c.Flags().StringVarP(&group, "consumerGroup", "g", "", "consumer group (required)")
+	_ = c.MarkFlagRequired("consumerGroup")
 
 	c = verb("resetOffsetByTime", "Move a group's offsets to a time", func(ctx context.Context, a *client.Admin, out io.Writer) error {
 		at, err := parseTime(ts, time.Time{})
@@ -234,6 +242,51 @@ names and flags: -n nameserver, -t topic, -g group, -c cluster, -b broker,
 		_ = c.MarkFlagRequired(f)
 	}
 	return cmd
+}
+
+// printConnections prints consumerConnection's three tables: the clients,
+// the subscriptions (each distinct one once) and each client's queues.
+func printConnections(out io.Writer, conns []client.ConsumerConnection) {
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "#ClientId\t#ClientAddr\t#Model\t#Ordered\t#LastHeartbeat")
+	subs := map[[2]string]bool{}
+	for _, c := range conns {
+		model := "CLUSTERING"
+		if c.Broadcast {
+			model = "BROADCASTING"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%t\t%s\n", c.ClientID, c.Addr, model, c.Ordered, fmtTime(c.LastHeartbeat))
+		for topic, expr := range c.Subscriptions {
+			subs[[2]string{topic, expr}] = true
+		}
+	}
+	tw.Flush()
+	fmt.Fprintln(out)
+	tw = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "#Topic\t#SubExpression")
+	for _, s := range slices.SortedFunc(maps.Keys(subs), func(a, b [2]string) int {
+		return strings.Compare(a[0]+"\x00"+a[1], b[0]+"\x00"+b[1])
+	}) {
+		fmt.Fprintf(tw, "%s\t%s\n", s[0], orStar(s[1]))
+	}
+	tw.Flush()
+	fmt.Fprintln(out)
+	tw = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "#ClientId\t#Topic\t#Broker Name\t#QID")
+	for _, c := range conns {
+		for _, q := range c.Assigned {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", c.ClientID, q.Topic, q.BrokerName, q.ID)
+		}
+	}
+	tw.Flush()
+}
+
+// orStar shows an empty tag expression as "*", which it means.
+func orStar(expr string) string {
+	if expr == "" {
+		return "*"
+	}
+	return expr
 }
 
 // pickBrokers returns the gRPC addresses -b or -c name (nil: every master).

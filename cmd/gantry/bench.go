@@ -23,7 +23,8 @@ func newBenchCmd() *cobra.Command {
 		count                 int64
 		duration              time.Duration
 		size, inflight        int
-		fromMin               bool
+		pullBatch             int
+		fromMin, push         bool
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -95,16 +96,24 @@ p999) from a histogram. Produced bodies carry a run id and sequence number, so
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			pc, err := client.NewPullConsumer(ctx, client.Config{NameServers: strings.Split(namesrv, ";")}, group)
-			if err != nil {
-				return &exitError{code: exitUsage, err: err}
-			}
-			defer pc.Close()
+			ccfg := client.Config{NameServers: strings.Split(namesrv, ";")}
 			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "consuming %s as group %s: %s\n", topic, group, amount(count, duration))
 			var v benchkit.Verifier
-			res, err := benchkit.ConsumeGantry(ctx, pc, topic, benchkit.ConsumeConfig{
-				Count: count, Duration: duration, FromMin: fromMin, Progress: func(s string) { fmt.Fprintln(out, s) }}, &v)
+			var res benchkit.Result
+			var err error
+			cc := benchkit.ConsumeConfig{Count: count, Duration: duration, FromMin: fromMin, Progress: func(s string) { fmt.Fprintln(out, s) }}
+			if push {
+				fmt.Fprintf(out, "consuming %s with a push consumer of group %s: %s\n", topic, group, amount(count, duration))
+				res, err = benchkit.ConsumePush(ctx, ccfg, group, topic, benchkit.PushConfig{ConsumeConfig: cc, PullBatch: pullBatch}, &v)
+			} else {
+				pc, perr := client.NewPullConsumer(ctx, ccfg, group)
+				if perr != nil {
+					return &exitError{code: exitUsage, err: perr}
+				}
+				defer pc.Close()
+				fmt.Fprintf(out, "consuming %s as group %s: %s\n", topic, group, amount(count, duration))
+				res, err = benchkit.ConsumeGantry(ctx, pc, topic, cc, &v)
+			}
 			fmt.Fprintln(out, res)
 			lines, ok := v.Report()
 			for _, l := range lines {
@@ -122,7 +131,9 @@ p999) from a histogram. Produced bodies carry a run id and sequence number, so
 		},
 	}
 	consume.Flags().StringVarP(&group, "group", "g", "gantry_bench_consumer", "consumer group (its committed offsets are the start)")
-	consume.Flags().BoolVar(&fromMin, "from-min", false, "start at each queue's first message, not the committed offset")
+	consume.Flags().BoolVar(&fromMin, "from-min", false, "start at each queue's first message, not the committed offset (pull only)")
+	consume.Flags().BoolVar(&push, "push", false, "consume with a push consumer (one member of the group; a new group starts at the first message)")
+	consume.Flags().IntVar(&pullBatch, "pull-batch", 0, "push: messages per pull (default: the client's, 256)")
 	cmd.AddCommand(produce, consume)
 	return cmd
 }

@@ -43,6 +43,7 @@ func run(ctx context.Context, cfg config) error {
 	fmt.Printf("peer benchmark: %d messages of %d bytes, %d in flight; nats-server %s; data in %s\n", cfg.count, cfg.size, cfg.inflight, cfg.nats, dir)
 	var rows []row
 	var rss int64
+	var push, pull benchkit.Result
 
 	if cfg.only["async"] || cfg.only["consume"] || cfg.only["latency"] {
 		g, err := startGantry(bin, filepath.Join(dir, "gantry-async"), "ASYNC_FLUSH")
@@ -74,6 +75,11 @@ func run(ctx context.Context, cfg config) error {
 				if r.gantry, err = gantryConsume(ctx, g, "Async", cfg); err != nil {
 					return err
 				}
+				fmt.Println("== push consume (Gantry's push consumer, one member, no-op handler)")
+				if push, err = gantryPush(ctx, g, "Async", cfg); err != nil {
+					return err
+				}
+				pull = r.gantry
 				if r.nats, err = n.consume(ctx, "async", cfg); err != nil {
 					return err
 				}
@@ -125,6 +131,10 @@ func run(ctx context.Context, cfg config) error {
 	printRows(rows)
 	if rss > 0 {
 		fmt.Printf("gantry broker RssAnon after %d produced and consumed: %.1f MiB\n", cfg.count, float64(rss)/(1<<20))
+	}
+	if push.Msgs > 0 && pull.Msgs > 0 {
+		fmt.Printf("gantry push consumer: %.0f msgs/s, %.0f%% of its pull consumer's %.0f msgs/s in this run\n",
+			push.MsgsPerSec(), 100*push.MsgsPerSec()/pull.MsgsPerSec(), pull.MsgsPerSec())
 	}
 	return nil
 }
@@ -178,6 +188,15 @@ func gantryConsume(ctx context.Context, g *gantryProc, topic string, cfg config)
 	defer pc.Close()
 	var v benchkit.Verifier
 	res, err := benchkit.ConsumeGantry(ctx, pc, topic, benchkit.ConsumeConfig{Count: cfg.count, FromMin: true}, &v)
+	fmt.Println("gantry   ", res)
+	lines, _ := v.Report()
+	fmt.Println("         ", strings.Join(lines, "; "))
+	return res, err
+}
+
+func gantryPush(ctx context.Context, g *gantryProc, topic string, cfg config) (benchkit.Result, error) {
+	var v benchkit.Verifier
+	res, err := benchkit.ConsumePush(ctx, gantryConfig(g), "bench_push", topic, benchkit.PushConfig{ConsumeConfig: benchkit.ConsumeConfig{Count: cfg.count}}, &v)
 	fmt.Println("gantry   ", res)
 	lines, _ := v.Report()
 	fmt.Println("         ", strings.Join(lines, "; "))

@@ -139,3 +139,92 @@ func ConsumeGantry(ctx context.Context, pc *client.PullConsumer, topic string, c
 	res.Msgs, res.Bytes, res.Errors = got.Load(), bytes.Load(), failed.Load()
 	return res, errors.Join(errs...)
 }
+
+// PushConfig configures a push-consumer run.
+type PushConfig struct {
+	ConsumeConfig
+	// PullBatch is the push consumer's pull batch size (default: the
+	// client's, 256).
+	PullBatch int
+}
+
+// ConsumePush reads topic from each queue's first message with a push
+// consumer of group (one member, concurrent consumption, a handler that
+// only feeds v) until it has cfg.Count messages, cfg.Duration passed or
+// nothing arrived for cfg.Idle. The group's offsets are committed at the
+// end like any push consumer's.
+func ConsumePush(ctx context.Context, ccfg client.Config, group, topic string, cfg PushConfig, v *Verifier) (Result, error) {
+	if cfg.Idle <= 0 {
+		cfg.Idle = 3 * time.Second
+	}
+	res := Result{Op: "push consume", Latency: &histogram.Histogram{}}
+	var got, bytes atomic.Int64
+	var lastMsg atomic.Int64
+	full := make(chan struct{})
+	var once sync.Once
+	h := func(_ context.Context, msgs []*client.MessageExt) client.ConsumeResult {
+		now := time.Now()
+		for _, m := range msgs {
+			v.Add(m.Body)
+			res.Latency.Record(now.Sub(m.BornTimestamp))
+			bytes.Add(int64(len(m.Body)))
+		}
+		lastMsg.Store(now.UnixNano())
+		if n := got.Add(int64(len(msgs))); cfg.Count > 0 && n >= cfg.Count {
+			once.Do(func() { close(full) })
+		}
+		return client.ConsumeSuccess
+	}
+	opts := []client.PushConsumerOption{client.WithConsumeFrom(client.ConsumeFromFirstOffset), client.WithPullHold(time.Second)}
+	if cfg.PullBatch > 0 {
+		opts = append(opts, client.WithPullBatchSize(cfg.PullBatch))
+	}
+	pc, err := client.NewPushConsumer(ctx, ccfg, group, h, opts...)
+	if err != nil {
+		return res, err
+	}
+	if err := pc.Subscribe(topic, "*"); err != nil {
+		return res, err
+	}
+	start := time.Now()
+	lastMsg.Store(start.UnixNano())
+	if err := pc.Start(ctx); err != nil {
+		return res, err
+	}
+	var deadline <-chan time.Time
+	if cfg.Duration > 0 {
+		deadline = time.After(cfg.Duration)
+	}
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	last := int64(0)
+wait:
+	for {
+		select {
+		case <-full:
+			break wait
+		case <-deadline:
+			break wait
+		case <-ctx.Done():
+			break wait
+		case <-t.C:
+			n := got.Load()
+			if cfg.Progress != nil {
+				cfg.Progress(fmt.Sprintf("%5.0fs  received %d  %.0f msgs/s", time.Since(start).Seconds(), n, float64(n-last)))
+			}
+			last = n
+			if time.Since(time.Unix(0, lastMsg.Load())) > cfg.Idle {
+				break wait
+			}
+		}
+	}
+	res.Elapsed = time.Since(start)
+	if idle := time.Since(time.Unix(0, lastMsg.Load())); cfg.Count == 0 || got.Load() < cfg.Count {
+		res.Elapsed -= min(idle, res.Elapsed)
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	err = pc.Shutdown(sctx)
+	res.Msgs, res.Bytes = got.Load(), bytes.Load()
+	return res, err
+}

@@ -878,8 +878,11 @@ type QueueProgress struct {
 	ConsumerOffset  int64                  `protobuf:"varint,4,opt,name=consumer_offset,json=consumerOffset,proto3" json:"consumer_offset,omitempty"`
 	Lag             int64                  `protobuf:"varint,5,opt,name=lag,proto3" json:"lag,omitempty"`
 	LastTimestampMs int64                  `protobuf:"varint,6,opt,name=last_timestamp_ms,json=lastTimestampMs,proto3" json:"last_timestamp_ms,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// client_id: the client consuming the queue (from the clients'
+	// heartbeats), empty when none does.
+	ClientId      string `protobuf:"bytes,7,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *QueueProgress) Reset() {
@@ -952,6 +955,13 @@ func (x *QueueProgress) GetLastTimestampMs() int64 {
 		return x.LastTimestampMs
 	}
 	return 0
+}
+
+func (x *QueueProgress) GetClientId() string {
+	if x != nil {
+		return x.ClientId
+	}
+	return ""
 }
 
 type ConsumerProgressResponse struct {
@@ -1347,11 +1357,192 @@ func (x *BrokerStatusResponse) GetStatus() map[string]string {
 	return nil
 }
 
+type ConsumerConnectionRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConsumerConnectionRequest) Reset() {
+	*x = ConsumerConnectionRequest{}
+	mi := &file_admin_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConsumerConnectionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConsumerConnectionRequest) ProtoMessage() {}
+
+func (x *ConsumerConnectionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConsumerConnectionRequest.ProtoReflect.Descriptor instead.
+func (*ConsumerConnectionRequest) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *ConsumerConnectionRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+type ConsumerConnection struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	ClientId string                 `protobuf:"bytes,1,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	// address: where the client's last heartbeat came from.
+	Address         string          `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	Model           ConsumeModel    `protobuf:"varint,3,opt,name=model,proto3,enum=gantry.v1.ConsumeModel" json:"model,omitempty"`
+	Ordered         bool            `protobuf:"varint,4,opt,name=ordered,proto3" json:"ordered,omitempty"`
+	Subscriptions   []*Subscription `protobuf:"bytes,5,rep,name=subscriptions,proto3" json:"subscriptions,omitempty"`
+	LastHeartbeatMs int64           `protobuf:"varint,6,opt,name=last_heartbeat_ms,json=lastHeartbeatMs,proto3" json:"last_heartbeat_ms,omitempty"`
+	Assigned        []*QueueRef     `protobuf:"bytes,7,rep,name=assigned,proto3" json:"assigned,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *ConsumerConnection) Reset() {
+	*x = ConsumerConnection{}
+	mi := &file_admin_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConsumerConnection) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConsumerConnection) ProtoMessage() {}
+
+func (x *ConsumerConnection) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConsumerConnection.ProtoReflect.Descriptor instead.
+func (*ConsumerConnection) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *ConsumerConnection) GetClientId() string {
+	if x != nil {
+		return x.ClientId
+	}
+	return ""
+}
+
+func (x *ConsumerConnection) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *ConsumerConnection) GetModel() ConsumeModel {
+	if x != nil {
+		return x.Model
+	}
+	return ConsumeModel_CONSUME_MODEL_CLUSTERING
+}
+
+func (x *ConsumerConnection) GetOrdered() bool {
+	if x != nil {
+		return x.Ordered
+	}
+	return false
+}
+
+func (x *ConsumerConnection) GetSubscriptions() []*Subscription {
+	if x != nil {
+		return x.Subscriptions
+	}
+	return nil
+}
+
+func (x *ConsumerConnection) GetLastHeartbeatMs() int64 {
+	if x != nil {
+		return x.LastHeartbeatMs
+	}
+	return 0
+}
+
+func (x *ConsumerConnection) GetAssigned() []*QueueRef {
+	if x != nil {
+		return x.Assigned
+	}
+	return nil
+}
+
+type ConsumerConnectionResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Connections   []*ConsumerConnection  `protobuf:"bytes,1,rep,name=connections,proto3" json:"connections,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConsumerConnectionResponse) Reset() {
+	*x = ConsumerConnectionResponse{}
+	mi := &file_admin_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConsumerConnectionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConsumerConnectionResponse) ProtoMessage() {}
+
+func (x *ConsumerConnectionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConsumerConnectionResponse.ProtoReflect.Descriptor instead.
+func (*ConsumerConnectionResponse) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *ConsumerConnectionResponse) GetConnections() []*ConsumerConnection {
+	if x != nil {
+		return x.Connections
+	}
+	return nil
+}
+
 var File_admin_proto protoreflect.FileDescriptor
 
 const file_admin_proto_rawDesc = "" +
 	"\n" +
-	"\vadmin.proto\x12\tgantry.v1\"\xa4\x02\n" +
+	"\vadmin.proto\x12\tgantry.v1\x1a\x0fmessaging.proto\"\xa4\x02\n" +
 	"\vTopicConfig\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12&\n" +
 	"\x0fread_queue_nums\x18\x02 \x01(\x05R\rreadQueueNums\x12(\n" +
@@ -1401,14 +1592,15 @@ const file_admin_proto_rawDesc = "" +
 	"\x06groups\x18\x01 \x03(\v2\x16.gantry.v1.GroupConfigR\x06groups\"E\n" +
 	"\x17ConsumerProgressRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
-	"\x05topic\x18\x02 \x01(\tR\x05topic\"\xcc\x01\n" +
+	"\x05topic\x18\x02 \x01(\tR\x05topic\"\xe9\x01\n" +
 	"\rQueueProgress\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x19\n" +
 	"\bqueue_id\x18\x02 \x01(\x05R\aqueueId\x12#\n" +
 	"\rbroker_offset\x18\x03 \x01(\x03R\fbrokerOffset\x12'\n" +
 	"\x0fconsumer_offset\x18\x04 \x01(\x03R\x0econsumerOffset\x12\x10\n" +
 	"\x03lag\x18\x05 \x01(\x03R\x03lag\x12*\n" +
-	"\x11last_timestamp_ms\x18\x06 \x01(\x03R\x0flastTimestampMs\"L\n" +
+	"\x11last_timestamp_ms\x18\x06 \x01(\x03R\x0flastTimestampMs\x12\x1b\n" +
+	"\tclient_id\x18\a \x01(\tR\bclientId\"L\n" +
 	"\x18ConsumerProgressResponse\x120\n" +
 	"\x06queues\x18\x01 \x03(\v2\x18.gantry.v1.QueueProgressR\x06queues\"i\n" +
 	"\x18ResetOffsetByTimeRequest\x12\x14\n" +
@@ -1435,7 +1627,19 @@ const file_admin_proto_rawDesc = "" +
 	"\x06status\x18\x01 \x03(\v2+.gantry.v1.BrokerStatusResponse.StatusEntryR\x06status\x1a9\n" +
 	"\vStatusEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x012\xef\a\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"1\n" +
+	"\x19ConsumerConnectionRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\"\xb0\x02\n" +
+	"\x12ConsumerConnection\x12\x1b\n" +
+	"\tclient_id\x18\x01 \x01(\tR\bclientId\x12\x18\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\x12-\n" +
+	"\x05model\x18\x03 \x01(\x0e2\x17.gantry.v1.ConsumeModelR\x05model\x12\x18\n" +
+	"\aordered\x18\x04 \x01(\bR\aordered\x12=\n" +
+	"\rsubscriptions\x18\x05 \x03(\v2\x17.gantry.v1.SubscriptionR\rsubscriptions\x12*\n" +
+	"\x11last_heartbeat_ms\x18\x06 \x01(\x03R\x0flastHeartbeatMs\x12/\n" +
+	"\bassigned\x18\a \x03(\v2\x13.gantry.v1.QueueRefR\bassigned\"]\n" +
+	"\x1aConsumerConnectionResponse\x12?\n" +
+	"\vconnections\x18\x01 \x03(\v2\x1d.gantry.v1.ConsumerConnectionR\vconnections2\xd2\b\n" +
 	"\x05Admin\x12L\n" +
 	"\vCreateTopic\x12\x1d.gantry.v1.CreateTopicRequest\x1a\x1e.gantry.v1.CreateTopicResponse\x12L\n" +
 	"\vDeleteTopic\x12\x1d.gantry.v1.DeleteTopicRequest\x1a\x1e.gantry.v1.DeleteTopicResponse\x12S\n" +
@@ -1446,7 +1650,8 @@ const file_admin_proto_rawDesc = "" +
 	"\vDeleteGroup\x12\x1d.gantry.v1.DeleteGroupRequest\x1a\x1e.gantry.v1.DeleteGroupResponse\x12I\n" +
 	"\n" +
 	"ListGroups\x12\x1c.gantry.v1.ListGroupsRequest\x1a\x1d.gantry.v1.ListGroupsResponse\x12[\n" +
-	"\x10ConsumerProgress\x12\".gantry.v1.ConsumerProgressRequest\x1a#.gantry.v1.ConsumerProgressResponse\x12^\n" +
+	"\x10ConsumerProgress\x12\".gantry.v1.ConsumerProgressRequest\x1a#.gantry.v1.ConsumerProgressResponse\x12a\n" +
+	"\x12ConsumerConnection\x12$.gantry.v1.ConsumerConnectionRequest\x1a%.gantry.v1.ConsumerConnectionResponse\x12^\n" +
 	"\x11ResetOffsetByTime\x12#.gantry.v1.ResetOffsetByTimeRequest\x1a$.gantry.v1.ResetOffsetByTimeResponse\x12W\n" +
 	"\x10QueryMessageById\x12\".gantry.v1.QueryMessageByIdRequest\x1a\x1f.gantry.v1.QueryMessageResponse\x12Y\n" +
 	"\x11QueryMessageByKey\x12#.gantry.v1.QueryMessageByKeyRequest\x1a\x1f.gantry.v1.QueryMessageResponse\x12O\n" +
@@ -1464,78 +1669,90 @@ func file_admin_proto_rawDescGZIP() []byte {
 	return file_admin_proto_rawDescData
 }
 
-var file_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_admin_proto_goTypes = []any{
-	(*TopicConfig)(nil),               // 0: gantry.v1.TopicConfig
-	(*CreateTopicRequest)(nil),        // 1: gantry.v1.CreateTopicRequest
-	(*CreateTopicResponse)(nil),       // 2: gantry.v1.CreateTopicResponse
-	(*DeleteTopicRequest)(nil),        // 3: gantry.v1.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),       // 4: gantry.v1.DeleteTopicResponse
-	(*AdminListTopicsRequest)(nil),    // 5: gantry.v1.AdminListTopicsRequest
-	(*AdminListTopicsResponse)(nil),   // 6: gantry.v1.AdminListTopicsResponse
-	(*TopicStatusRequest)(nil),        // 7: gantry.v1.TopicStatusRequest
-	(*QueueStatus)(nil),               // 8: gantry.v1.QueueStatus
-	(*TopicStatusResponse)(nil),       // 9: gantry.v1.TopicStatusResponse
-	(*GroupConfig)(nil),               // 10: gantry.v1.GroupConfig
-	(*CreateGroupRequest)(nil),        // 11: gantry.v1.CreateGroupRequest
-	(*CreateGroupResponse)(nil),       // 12: gantry.v1.CreateGroupResponse
-	(*DeleteGroupRequest)(nil),        // 13: gantry.v1.DeleteGroupRequest
-	(*DeleteGroupResponse)(nil),       // 14: gantry.v1.DeleteGroupResponse
-	(*ListGroupsRequest)(nil),         // 15: gantry.v1.ListGroupsRequest
-	(*ListGroupsResponse)(nil),        // 16: gantry.v1.ListGroupsResponse
-	(*ConsumerProgressRequest)(nil),   // 17: gantry.v1.ConsumerProgressRequest
-	(*QueueProgress)(nil),             // 18: gantry.v1.QueueProgress
-	(*ConsumerProgressResponse)(nil),  // 19: gantry.v1.ConsumerProgressResponse
-	(*ResetOffsetByTimeRequest)(nil),  // 20: gantry.v1.ResetOffsetByTimeRequest
-	(*ResetOffsetByTimeResponse)(nil), // 21: gantry.v1.ResetOffsetByTimeResponse
-	(*QueryMessageByIdRequest)(nil),   // 22: gantry.v1.QueryMessageByIdRequest
-	(*QueryMessageByKeyRequest)(nil),  // 23: gantry.v1.QueryMessageByKeyRequest
-	(*QueryMessageResponse)(nil),      // 24: gantry.v1.QueryMessageResponse
-	(*BrokerStatusRequest)(nil),       // 25: gantry.v1.BrokerStatusRequest
-	(*BrokerStatusResponse)(nil),      // 26: gantry.v1.BrokerStatusResponse
-	nil,                               // 27: gantry.v1.TopicConfig.AttributesEntry
-	nil,                               // 28: gantry.v1.ResetOffsetByTimeResponse.OffsetsEntry
-	nil,                               // 29: gantry.v1.BrokerStatusResponse.StatusEntry
+	(*TopicConfig)(nil),                // 0: gantry.v1.TopicConfig
+	(*CreateTopicRequest)(nil),         // 1: gantry.v1.CreateTopicRequest
+	(*CreateTopicResponse)(nil),        // 2: gantry.v1.CreateTopicResponse
+	(*DeleteTopicRequest)(nil),         // 3: gantry.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),        // 4: gantry.v1.DeleteTopicResponse
+	(*AdminListTopicsRequest)(nil),     // 5: gantry.v1.AdminListTopicsRequest
+	(*AdminListTopicsResponse)(nil),    // 6: gantry.v1.AdminListTopicsResponse
+	(*TopicStatusRequest)(nil),         // 7: gantry.v1.TopicStatusRequest
+	(*QueueStatus)(nil),                // 8: gantry.v1.QueueStatus
+	(*TopicStatusResponse)(nil),        // 9: gantry.v1.TopicStatusResponse
+	(*GroupConfig)(nil),                // 10: gantry.v1.GroupConfig
+	(*CreateGroupRequest)(nil),         // 11: gantry.v1.CreateGroupRequest
+	(*CreateGroupResponse)(nil),        // 12: gantry.v1.CreateGroupResponse
+	(*DeleteGroupRequest)(nil),         // 13: gantry.v1.DeleteGroupRequest
+	(*DeleteGroupResponse)(nil),        // 14: gantry.v1.DeleteGroupResponse
+	(*ListGroupsRequest)(nil),          // 15: gantry.v1.ListGroupsRequest
+	(*ListGroupsResponse)(nil),         // 16: gantry.v1.ListGroupsResponse
+	(*ConsumerProgressRequest)(nil),    // 17: gantry.v1.ConsumerProgressRequest
+	(*QueueProgress)(nil),              // 18: gantry.v1.QueueProgress
+	(*ConsumerProgressResponse)(nil),   // 19: gantry.v1.ConsumerProgressResponse
+	(*ResetOffsetByTimeRequest)(nil),   // 20: gantry.v1.ResetOffsetByTimeRequest
+	(*ResetOffsetByTimeResponse)(nil),  // 21: gantry.v1.ResetOffsetByTimeResponse
+	(*QueryMessageByIdRequest)(nil),    // 22: gantry.v1.QueryMessageByIdRequest
+	(*QueryMessageByKeyRequest)(nil),   // 23: gantry.v1.QueryMessageByKeyRequest
+	(*QueryMessageResponse)(nil),       // 24: gantry.v1.QueryMessageResponse
+	(*BrokerStatusRequest)(nil),        // 25: gantry.v1.BrokerStatusRequest
+	(*BrokerStatusResponse)(nil),       // 26: gantry.v1.BrokerStatusResponse
+	(*ConsumerConnectionRequest)(nil),  // 27: gantry.v1.ConsumerConnectionRequest
+	(*ConsumerConnection)(nil),         // 28: gantry.v1.ConsumerConnection
+	(*ConsumerConnectionResponse)(nil), // 29: gantry.v1.ConsumerConnectionResponse
+	nil,                                // 30: gantry.v1.TopicConfig.AttributesEntry
+	nil,                                // 31: gantry.v1.ResetOffsetByTimeResponse.OffsetsEntry
+	nil,                                // 32: gantry.v1.BrokerStatusResponse.StatusEntry
+	(ConsumeModel)(0),                  // 33: gantry.v1.ConsumeModel
+	(*Subscription)(nil),               // 34: gantry.v1.Subscription
+	(*QueueRef)(nil),                   // 35: gantry.v1.QueueRef
 }
 var file_admin_proto_depIdxs = []int32{
-	27, // 0: gantry.v1.TopicConfig.attributes:type_name -> gantry.v1.TopicConfig.AttributesEntry
+	30, // 0: gantry.v1.TopicConfig.attributes:type_name -> gantry.v1.TopicConfig.AttributesEntry
 	0,  // 1: gantry.v1.CreateTopicRequest.topic:type_name -> gantry.v1.TopicConfig
 	0,  // 2: gantry.v1.AdminListTopicsResponse.topics:type_name -> gantry.v1.TopicConfig
 	8,  // 3: gantry.v1.TopicStatusResponse.queues:type_name -> gantry.v1.QueueStatus
 	10, // 4: gantry.v1.CreateGroupRequest.group:type_name -> gantry.v1.GroupConfig
 	10, // 5: gantry.v1.ListGroupsResponse.groups:type_name -> gantry.v1.GroupConfig
 	18, // 6: gantry.v1.ConsumerProgressResponse.queues:type_name -> gantry.v1.QueueProgress
-	28, // 7: gantry.v1.ResetOffsetByTimeResponse.offsets:type_name -> gantry.v1.ResetOffsetByTimeResponse.OffsetsEntry
-	29, // 8: gantry.v1.BrokerStatusResponse.status:type_name -> gantry.v1.BrokerStatusResponse.StatusEntry
-	1,  // 9: gantry.v1.Admin.CreateTopic:input_type -> gantry.v1.CreateTopicRequest
-	3,  // 10: gantry.v1.Admin.DeleteTopic:input_type -> gantry.v1.DeleteTopicRequest
-	5,  // 11: gantry.v1.Admin.ListTopics:input_type -> gantry.v1.AdminListTopicsRequest
-	7,  // 12: gantry.v1.Admin.TopicStatus:input_type -> gantry.v1.TopicStatusRequest
-	11, // 13: gantry.v1.Admin.CreateGroup:input_type -> gantry.v1.CreateGroupRequest
-	13, // 14: gantry.v1.Admin.DeleteGroup:input_type -> gantry.v1.DeleteGroupRequest
-	15, // 15: gantry.v1.Admin.ListGroups:input_type -> gantry.v1.ListGroupsRequest
-	17, // 16: gantry.v1.Admin.ConsumerProgress:input_type -> gantry.v1.ConsumerProgressRequest
-	20, // 17: gantry.v1.Admin.ResetOffsetByTime:input_type -> gantry.v1.ResetOffsetByTimeRequest
-	22, // 18: gantry.v1.Admin.QueryMessageById:input_type -> gantry.v1.QueryMessageByIdRequest
-	23, // 19: gantry.v1.Admin.QueryMessageByKey:input_type -> gantry.v1.QueryMessageByKeyRequest
-	25, // 20: gantry.v1.Admin.BrokerStatus:input_type -> gantry.v1.BrokerStatusRequest
-	2,  // 21: gantry.v1.Admin.CreateTopic:output_type -> gantry.v1.CreateTopicResponse
-	4,  // 22: gantry.v1.Admin.DeleteTopic:output_type -> gantry.v1.DeleteTopicResponse
-	6,  // 23: gantry.v1.Admin.ListTopics:output_type -> gantry.v1.AdminListTopicsResponse
-	9,  // 24: gantry.v1.Admin.TopicStatus:output_type -> gantry.v1.TopicStatusResponse
-	12, // 25: gantry.v1.Admin.CreateGroup:output_type -> gantry.v1.CreateGroupResponse
-	14, // 26: gantry.v1.Admin.DeleteGroup:output_type -> gantry.v1.DeleteGroupResponse
-	16, // 27: gantry.v1.Admin.ListGroups:output_type -> gantry.v1.ListGroupsResponse
-	19, // 28: gantry.v1.Admin.ConsumerProgress:output_type -> gantry.v1.ConsumerProgressResponse
-	21, // 29: gantry.v1.Admin.ResetOffsetByTime:output_type -> gantry.v1.ResetOffsetByTimeResponse
-	24, // 30: gantry.v1.Admin.QueryMessageById:output_type -> gantry.v1.QueryMessageResponse
-	24, // 31: gantry.v1.Admin.QueryMessageByKey:output_type -> gantry.v1.QueryMessageResponse
-	26, // 32: gantry.v1.Admin.BrokerStatus:output_type -> gantry.v1.BrokerStatusResponse
-	21, // [21:33] is the sub-list for method output_type
-	9,  // [9:21] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	31, // 7: gantry.v1.ResetOffsetByTimeResponse.offsets:type_name -> gantry.v1.ResetOffsetByTimeResponse.OffsetsEntry
+	32, // 8: gantry.v1.BrokerStatusResponse.status:type_name -> gantry.v1.BrokerStatusResponse.StatusEntry
+	33, // 9: gantry.v1.ConsumerConnection.model:type_name -> gantry.v1.ConsumeModel
+	34, // 10: gantry.v1.ConsumerConnection.subscriptions:type_name -> gantry.v1.Subscription
+	35, // 11: gantry.v1.ConsumerConnection.assigned:type_name -> gantry.v1.QueueRef
+	28, // 12: gantry.v1.ConsumerConnectionResponse.connections:type_name -> gantry.v1.ConsumerConnection
+	1,  // 13: gantry.v1.Admin.CreateTopic:input_type -> gantry.v1.CreateTopicRequest
+	3,  // 14: gantry.v1.Admin.DeleteTopic:input_type -> gantry.v1.DeleteTopicRequest
+	5,  // 15: gantry.v1.Admin.ListTopics:input_type -> gantry.v1.AdminListTopicsRequest
+	7,  // 16: gantry.v1.Admin.TopicStatus:input_type -> gantry.v1.TopicStatusRequest
+	11, // 17: gantry.v1.Admin.CreateGroup:input_type -> gantry.v1.CreateGroupRequest
+	13, // 18: gantry.v1.Admin.DeleteGroup:input_type -> gantry.v1.DeleteGroupRequest
+	15, // 19: gantry.v1.Admin.ListGroups:input_type -> gantry.v1.ListGroupsRequest
+	17, // 20: gantry.v1.Admin.ConsumerProgress:input_type -> gantry.v1.ConsumerProgressRequest
+	27, // 21: gantry.v1.Admin.ConsumerConnection:input_type -> gantry.v1.ConsumerConnectionRequest
+	20, // 22: gantry.v1.Admin.ResetOffsetByTime:input_type -> gantry.v1.ResetOffsetByTimeRequest
+	22, // 23: gantry.v1.Admin.QueryMessageById:input_type -> gantry.v1.QueryMessageByIdRequest
+	23, // 24: gantry.v1.Admin.QueryMessageByKey:input_type -> gantry.v1.QueryMessageByKeyRequest
+	25, // 25: gantry.v1.Admin.BrokerStatus:input_type -> gantry.v1.BrokerStatusRequest
+	2,  // 26: gantry.v1.Admin.CreateTopic:output_type -> gantry.v1.CreateTopicResponse
+	4,  // 27: gantry.v1.Admin.DeleteTopic:output_type -> gantry.v1.DeleteTopicResponse
+	6,  // 28: gantry.v1.Admin.ListTopics:output_type -> gantry.v1.AdminListTopicsResponse
+	9,  // 29: gantry.v1.Admin.TopicStatus:output_type -> gantry.v1.TopicStatusResponse
+	12, // 30: gantry.v1.Admin.CreateGroup:output_type -> gantry.v1.CreateGroupResponse
+	14, // 31: gantry.v1.Admin.DeleteGroup:output_type -> gantry.v1.DeleteGroupResponse
+	16, // 32: gantry.v1.Admin.ListGroups:output_type -> gantry.v1.ListGroupsResponse
+	19, // 33: gantry.v1.Admin.ConsumerProgress:output_type -> gantry.v1.ConsumerProgressResponse
+	29, // 34: gantry.v1.Admin.ConsumerConnection:output_type -> gantry.v1.ConsumerConnectionResponse
+	21, // 35: gantry.v1.Admin.ResetOffsetByTime:output_type -> gantry.v1.ResetOffsetByTimeResponse
+	24, // 36: gantry.v1.Admin.QueryMessageById:output_type -> gantry.v1.QueryMessageResponse
+	24, // 37: gantry.v1.Admin.QueryMessageByKey:output_type -> gantry.v1.QueryMessageResponse
+	26, // 38: gantry.v1.Admin.BrokerStatus:output_type -> gantry.v1.BrokerStatusResponse
+	26, // [26:39] is the sub-list for method output_type
+	13, // [13:26] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_admin_proto_init() }
@@ -1543,13 +1760,14 @@ func file_admin_proto_init() {
 	if File_admin_proto != nil {
 		return
 	}
+	file_messaging_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_admin_proto_rawDesc), len(file_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   30,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

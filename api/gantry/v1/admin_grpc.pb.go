@@ -19,18 +19,19 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Admin_CreateTopic_FullMethodName       = "/gantry.v1.Admin/CreateTopic"
-	Admin_DeleteTopic_FullMethodName       = "/gantry.v1.Admin/DeleteTopic"
-	Admin_ListTopics_FullMethodName        = "/gantry.v1.Admin/ListTopics"
-	Admin_TopicStatus_FullMethodName       = "/gantry.v1.Admin/TopicStatus"
-	Admin_CreateGroup_FullMethodName       = "/gantry.v1.Admin/CreateGroup"
-	Admin_DeleteGroup_FullMethodName       = "/gantry.v1.Admin/DeleteGroup"
-	Admin_ListGroups_FullMethodName        = "/gantry.v1.Admin/ListGroups"
-	Admin_ConsumerProgress_FullMethodName  = "/gantry.v1.Admin/ConsumerProgress"
-	Admin_ResetOffsetByTime_FullMethodName = "/gantry.v1.Admin/ResetOffsetByTime"
-	Admin_QueryMessageById_FullMethodName  = "/gantry.v1.Admin/QueryMessageById"
-	Admin_QueryMessageByKey_FullMethodName = "/gantry.v1.Admin/QueryMessageByKey"
-	Admin_BrokerStatus_FullMethodName      = "/gantry.v1.Admin/BrokerStatus"
+	Admin_CreateTopic_FullMethodName        = "/gantry.v1.Admin/CreateTopic"
+	Admin_DeleteTopic_FullMethodName        = "/gantry.v1.Admin/DeleteTopic"
+	Admin_ListTopics_FullMethodName         = "/gantry.v1.Admin/ListTopics"
+	Admin_TopicStatus_FullMethodName        = "/gantry.v1.Admin/TopicStatus"
+	Admin_CreateGroup_FullMethodName        = "/gantry.v1.Admin/CreateGroup"
+	Admin_DeleteGroup_FullMethodName        = "/gantry.v1.Admin/DeleteGroup"
+	Admin_ListGroups_FullMethodName         = "/gantry.v1.Admin/ListGroups"
+	Admin_ConsumerProgress_FullMethodName   = "/gantry.v1.Admin/ConsumerProgress"
+	Admin_ConsumerConnection_FullMethodName = "/gantry.v1.Admin/ConsumerConnection"
+	Admin_ResetOffsetByTime_FullMethodName  = "/gantry.v1.Admin/ResetOffsetByTime"
+	Admin_QueryMessageById_FullMethodName   = "/gantry.v1.Admin/QueryMessageById"
+	Admin_QueryMessageByKey_FullMethodName  = "/gantry.v1.Admin/QueryMessageByKey"
+	Admin_BrokerStatus_FullMethodName       = "/gantry.v1.Admin/BrokerStatus"
 )
 
 // AdminClient is the client API for Admin service.
@@ -50,6 +51,9 @@ type AdminClient interface {
 	ListGroups(ctx context.Context, in *ListGroupsRequest, opts ...grpc.CallOption) (*ListGroupsResponse, error)
 	// ConsumerProgress returns a group's offsets and lag per queue.
 	ConsumerProgress(ctx context.Context, in *ConsumerProgressRequest, opts ...grpc.CallOption) (*ConsumerProgressResponse, error)
+	// ConsumerConnection lists a group's live clients: their subscriptions,
+	// model, last heartbeat and the queues each consumes.
+	ConsumerConnection(ctx context.Context, in *ConsumerConnectionRequest, opts ...grpc.CallOption) (*ConsumerConnectionResponse, error)
 	// ResetOffsetByTime moves a group's offsets of a topic to the first
 	// messages stored at or after a time.
 	ResetOffsetByTime(ctx context.Context, in *ResetOffsetByTimeRequest, opts ...grpc.CallOption) (*ResetOffsetByTimeResponse, error)
@@ -146,6 +150,16 @@ func (c *adminClient) ConsumerProgress(ctx context.Context, in *ConsumerProgress
 	return out, nil
 }
 
+func (c *adminClient) ConsumerConnection(ctx context.Context, in *ConsumerConnectionRequest, opts ...grpc.CallOption) (*ConsumerConnectionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ConsumerConnectionResponse)
+	err := c.cc.Invoke(ctx, Admin_ConsumerConnection_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *adminClient) ResetOffsetByTime(ctx context.Context, in *ResetOffsetByTimeRequest, opts ...grpc.CallOption) (*ResetOffsetByTimeResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ResetOffsetByTimeResponse)
@@ -203,6 +217,9 @@ type AdminServer interface {
 	ListGroups(context.Context, *ListGroupsRequest) (*ListGroupsResponse, error)
 	// ConsumerProgress returns a group's offsets and lag per queue.
 	ConsumerProgress(context.Context, *ConsumerProgressRequest) (*ConsumerProgressResponse, error)
+	// ConsumerConnection lists a group's live clients: their subscriptions,
+	// model, last heartbeat and the queues each consumes.
+	ConsumerConnection(context.Context, *ConsumerConnectionRequest) (*ConsumerConnectionResponse, error)
 	// ResetOffsetByTime moves a group's offsets of a topic to the first
 	// messages stored at or after a time.
 	ResetOffsetByTime(context.Context, *ResetOffsetByTimeRequest) (*ResetOffsetByTimeResponse, error)
@@ -242,6 +259,9 @@ func (UnimplementedAdminServer) ListGroups(context.Context, *ListGroupsRequest) 
 }
 func (UnimplementedAdminServer) ConsumerProgress(context.Context, *ConsumerProgressRequest) (*ConsumerProgressResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ConsumerProgress not implemented")
+}
+func (UnimplementedAdminServer) ConsumerConnection(context.Context, *ConsumerConnectionRequest) (*ConsumerConnectionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ConsumerConnection not implemented")
 }
 func (UnimplementedAdminServer) ResetOffsetByTime(context.Context, *ResetOffsetByTimeRequest) (*ResetOffsetByTimeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ResetOffsetByTime not implemented")
@@ -420,6 +440,24 @@ func _Admin_ConsumerProgress_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_ConsumerConnection_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ConsumerConnectionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ConsumerConnection(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_ConsumerConnection_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ConsumerConnection(ctx, req.(*ConsumerConnectionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Admin_ResetOffsetByTime_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ResetOffsetByTimeRequest)
 	if err := dec(in); err != nil {
@@ -530,6 +568,10 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ConsumerProgress",
 			Handler:    _Admin_ConsumerProgress_Handler,
+		},
+		{
+			MethodName: "ConsumerConnection",
+			Handler:    _Admin_ConsumerConnection_Handler,
 		},
 		{
 			MethodName: "ResetOffsetByTime",

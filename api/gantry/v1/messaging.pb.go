@@ -84,6 +84,57 @@ func (PullStatus) EnumDescriptor() ([]byte, []int) {
 	return file_messaging_proto_rawDescGZIP(), []int{0}
 }
 
+// ConsumeModel is how a group shares its topics' messages.
+type ConsumeModel int32
+
+const (
+	// CONSUME_MODEL_CLUSTERING (the default): each queue is consumed by one
+	// member of the group.
+	ConsumeModel_CONSUME_MODEL_CLUSTERING ConsumeModel = 0
+	// CONSUME_MODEL_BROADCASTING: every member consumes every queue, with
+	// offsets of its own (commit and query them with client_id).
+	ConsumeModel_CONSUME_MODEL_BROADCASTING ConsumeModel = 1
+)
+
+// Enum value maps for ConsumeModel.
+var (
+	ConsumeModel_name = map[int32]string{
+		0: "CONSUME_MODEL_CLUSTERING",
+		1: "CONSUME_MODEL_BROADCASTING",
+	}
+	ConsumeModel_value = map[string]int32{
+		"CONSUME_MODEL_CLUSTERING":   0,
+		"CONSUME_MODEL_BROADCASTING": 1,
+	}
+)
+
+func (x ConsumeModel) Enum() *ConsumeModel {
+	p := new(ConsumeModel)
+	*p = x
+	return p
+}
+
+func (x ConsumeModel) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ConsumeModel) Descriptor() protoreflect.EnumDescriptor {
+	return file_messaging_proto_enumTypes[1].Descriptor()
+}
+
+func (ConsumeModel) Type() protoreflect.EnumType {
+	return &file_messaging_proto_enumTypes[1]
+}
+
+func (x ConsumeModel) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ConsumeModel.Descriptor instead.
+func (ConsumeModel) EnumDescriptor() ([]byte, []int) {
+	return file_messaging_proto_rawDescGZIP(), []int{1}
+}
+
 // Message is a message to send.
 type Message struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -674,10 +725,12 @@ func (x *PullResponse) GetMaxOffset() int64 {
 }
 
 type QueryOffsetRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
-	Topic         string                 `protobuf:"bytes,2,opt,name=topic,proto3" json:"topic,omitempty"`
-	QueueId       int32                  `protobuf:"varint,3,opt,name=queue_id,json=queueId,proto3" json:"queue_id,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Group   string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Topic   string                 `protobuf:"bytes,2,opt,name=topic,proto3" json:"topic,omitempty"`
+	QueueId int32                  `protobuf:"varint,3,opt,name=queue_id,json=queueId,proto3" json:"queue_id,omitempty"`
+	// client_id, for broadcast consumption: the offset is this client's own.
+	ClientId      string `protobuf:"bytes,4,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -731,6 +784,13 @@ func (x *QueryOffsetRequest) GetQueueId() int32 {
 		return x.QueueId
 	}
 	return 0
+}
+
+func (x *QueryOffsetRequest) GetClientId() string {
+	if x != nil {
+		return x.ClientId
+	}
+	return ""
 }
 
 type QueryOffsetResponse struct {
@@ -787,11 +847,13 @@ func (x *QueryOffsetResponse) GetOffset() int64 {
 }
 
 type CommitOffsetRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
-	Topic         string                 `protobuf:"bytes,2,opt,name=topic,proto3" json:"topic,omitempty"`
-	QueueId       int32                  `protobuf:"varint,3,opt,name=queue_id,json=queueId,proto3" json:"queue_id,omitempty"`
-	Offset        int64                  `protobuf:"varint,4,opt,name=offset,proto3" json:"offset,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Group   string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Topic   string                 `protobuf:"bytes,2,opt,name=topic,proto3" json:"topic,omitempty"`
+	QueueId int32                  `protobuf:"varint,3,opt,name=queue_id,json=queueId,proto3" json:"queue_id,omitempty"`
+	Offset  int64                  `protobuf:"varint,4,opt,name=offset,proto3" json:"offset,omitempty"`
+	// client_id, for broadcast consumption: the offset is this client's own.
+	ClientId      string `protobuf:"bytes,5,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -852,6 +914,13 @@ func (x *CommitOffsetRequest) GetOffset() int64 {
 		return x.Offset
 	}
 	return 0
+}
+
+func (x *CommitOffsetRequest) GetClientId() string {
+	if x != nil {
+		return x.ClientId
+	}
+	return ""
 }
 
 type CommitOffsetResponse struct {
@@ -1155,6 +1224,11 @@ type HeartbeatRequest struct {
 	ClientId      string                 `protobuf:"bytes,1,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
 	Group         string                 `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
 	Subscriptions []*Subscription        `protobuf:"bytes,3,rep,name=subscriptions,proto3" json:"subscriptions,omitempty"`
+	Model         ConsumeModel           `protobuf:"varint,4,opt,name=model,proto3,enum=gantry.v1.ConsumeModel" json:"model,omitempty"`
+	// assigned: the queues the client consumes now (for administration).
+	Assigned []*QueueRef `protobuf:"bytes,5,rep,name=assigned,proto3" json:"assigned,omitempty"`
+	// ordered: the client consumes in queue order under queue locks.
+	Ordered       bool `protobuf:"varint,6,opt,name=ordered,proto3" json:"ordered,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1208,6 +1282,27 @@ func (x *HeartbeatRequest) GetSubscriptions() []*Subscription {
 		return x.Subscriptions
 	}
 	return nil
+}
+
+func (x *HeartbeatRequest) GetModel() ConsumeModel {
+	if x != nil {
+		return x.Model
+	}
+	return ConsumeModel_CONSUME_MODEL_CLUSTERING
+}
+
+func (x *HeartbeatRequest) GetAssigned() []*QueueRef {
+	if x != nil {
+		return x.Assigned
+	}
+	return nil
+}
+
+func (x *HeartbeatRequest) GetOrdered() bool {
+	if x != nil {
+		return x.Ordered
+	}
+	return false
 }
 
 type HeartbeatResponse struct {
@@ -1706,6 +1801,112 @@ func (*UnlockQueuesResponse) Descriptor() ([]byte, []int) {
 	return file_messaging_proto_rawDescGZIP(), []int{26}
 }
 
+type WatchGroupRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	ClientId      string                 `protobuf:"bytes,2,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchGroupRequest) Reset() {
+	*x = WatchGroupRequest{}
+	mi := &file_messaging_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchGroupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchGroupRequest) ProtoMessage() {}
+
+func (x *WatchGroupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_messaging_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchGroupRequest.ProtoReflect.Descriptor instead.
+func (*WatchGroupRequest) Descriptor() ([]byte, []int) {
+	return file_messaging_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *WatchGroupRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *WatchGroupRequest) GetClientId() string {
+	if x != nil {
+		return x.ClientId
+	}
+	return ""
+}
+
+// GroupEvent is a group's membership.
+type GroupEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Group string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	// client_ids: the live clients of the group, sorted.
+	ClientIds     []string `protobuf:"bytes,2,rep,name=client_ids,json=clientIds,proto3" json:"client_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupEvent) Reset() {
+	*x = GroupEvent{}
+	mi := &file_messaging_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupEvent) ProtoMessage() {}
+
+func (x *GroupEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_messaging_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupEvent.ProtoReflect.Descriptor instead.
+func (*GroupEvent) Descriptor() ([]byte, []int) {
+	return file_messaging_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *GroupEvent) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *GroupEvent) GetClientIds() []string {
+	if x != nil {
+		return x.ClientIds
+	}
+	return nil
+}
+
 var File_messaging_proto protoreflect.FileDescriptor
 
 const file_messaging_proto_rawDesc = "" +
@@ -1767,19 +1968,21 @@ const file_messaging_proto_rawDesc = "" +
 	"\n" +
 	"min_offset\x18\x05 \x01(\x03R\tminOffset\x12\x1d\n" +
 	"\n" +
-	"max_offset\x18\x06 \x01(\x03R\tmaxOffset\"[\n" +
+	"max_offset\x18\x06 \x01(\x03R\tmaxOffset\"x\n" +
 	"\x12QueryOffsetRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
 	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x19\n" +
-	"\bqueue_id\x18\x03 \x01(\x05R\aqueueId\"C\n" +
+	"\bqueue_id\x18\x03 \x01(\x05R\aqueueId\x12\x1b\n" +
+	"\tclient_id\x18\x04 \x01(\tR\bclientId\"C\n" +
 	"\x13QueryOffsetResponse\x12\x14\n" +
 	"\x05found\x18\x01 \x01(\bR\x05found\x12\x16\n" +
-	"\x06offset\x18\x02 \x01(\x03R\x06offset\"t\n" +
+	"\x06offset\x18\x02 \x01(\x03R\x06offset\"\x91\x01\n" +
 	"\x13CommitOffsetRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
 	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x19\n" +
 	"\bqueue_id\x18\x03 \x01(\x05R\aqueueId\x12\x16\n" +
-	"\x06offset\x18\x04 \x01(\x03R\x06offset\"\x16\n" +
+	"\x06offset\x18\x04 \x01(\x03R\x06offset\x12\x1b\n" +
+	"\tclient_id\x18\x05 \x01(\tR\bclientId\"\x16\n" +
 	"\x14CommitOffsetResponse\"I\n" +
 	"\x16GetQueueOffsetsRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x19\n" +
@@ -1799,11 +2002,14 @@ const file_messaging_proto_rawDesc = "" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1e\n" +
 	"\n" +
 	"expression\x18\x02 \x01(\tR\n" +
-	"expression\"\x84\x01\n" +
+	"expression\"\xfe\x01\n" +
 	"\x10HeartbeatRequest\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\tR\bclientId\x12\x14\n" +
 	"\x05group\x18\x02 \x01(\tR\x05group\x12=\n" +
-	"\rsubscriptions\x18\x03 \x03(\v2\x17.gantry.v1.SubscriptionR\rsubscriptions\"\x13\n" +
+	"\rsubscriptions\x18\x03 \x03(\v2\x17.gantry.v1.SubscriptionR\rsubscriptions\x12-\n" +
+	"\x05model\x18\x04 \x01(\x0e2\x17.gantry.v1.ConsumeModelR\x05model\x12/\n" +
+	"\bassigned\x18\x05 \x03(\v2\x13.gantry.v1.QueueRefR\bassigned\x12\x18\n" +
+	"\aordered\x18\x06 \x01(\bR\aordered\"\x13\n" +
 	"\x11HeartbeatResponse\".\n" +
 	"\x16GetConsumerListRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\"8\n" +
@@ -1832,14 +2038,25 @@ const file_messaging_proto_rawDesc = "" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x1b\n" +
 	"\tclient_id\x18\x02 \x01(\tR\bclientId\x12+\n" +
 	"\x06queues\x18\x03 \x03(\v2\x13.gantry.v1.QueueRefR\x06queues\"\x16\n" +
-	"\x14UnlockQueuesResponse*\xa4\x01\n" +
+	"\x14UnlockQueuesResponse\"F\n" +
+	"\x11WatchGroupRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x1b\n" +
+	"\tclient_id\x18\x02 \x01(\tR\bclientId\"A\n" +
+	"\n" +
+	"GroupEvent\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x1d\n" +
+	"\n" +
+	"client_ids\x18\x02 \x03(\tR\tclientIds*\xa4\x01\n" +
 	"\n" +
 	"PullStatus\x12\x1b\n" +
 	"\x17PULL_STATUS_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11PULL_STATUS_FOUND\x10\x01\x12\x1e\n" +
 	"\x1aPULL_STATUS_NO_NEW_MESSAGE\x10\x02\x12\"\n" +
 	"\x1ePULL_STATUS_NO_MATCHED_MESSAGE\x10\x03\x12\x1e\n" +
-	"\x1aPULL_STATUS_OFFSET_ILLEGAL\x10\x042\x8d\a\n" +
+	"\x1aPULL_STATUS_OFFSET_ILLEGAL\x10\x04*L\n" +
+	"\fConsumeModel\x12\x1c\n" +
+	"\x18CONSUME_MODEL_CLUSTERING\x10\x00\x12\x1e\n" +
+	"\x1aCONSUME_MODEL_BROADCASTING\x10\x012\xd2\a\n" +
 	"\tMessaging\x127\n" +
 	"\x04Send\x12\x16.gantry.v1.SendRequest\x1a\x17.gantry.v1.SendResponse\x12A\n" +
 	"\n" +
@@ -1854,7 +2071,9 @@ const file_messaging_proto_rawDesc = "" +
 	"\bSendBack\x12\x1a.gantry.v1.SendBackRequest\x1a\x1b.gantry.v1.SendBackResponse\x12I\n" +
 	"\n" +
 	"LockQueues\x12\x1c.gantry.v1.LockQueuesRequest\x1a\x1d.gantry.v1.LockQueuesResponse\x12O\n" +
-	"\fUnlockQueues\x12\x1e.gantry.v1.UnlockQueuesRequest\x1a\x1f.gantry.v1.UnlockQueuesResponseB3Z1github.com/gantrymq/gantry/api/gantry/v1;gantryv1b\x06proto3"
+	"\fUnlockQueues\x12\x1e.gantry.v1.UnlockQueuesRequest\x1a\x1f.gantry.v1.UnlockQueuesResponse\x12C\n" +
+	"\n" +
+	"WatchGroup\x12\x1c.gantry.v1.WatchGroupRequest\x1a\x15.gantry.v1.GroupEvent0\x01B3Z1github.com/gantrymq/gantry/api/gantry/v1;gantryv1b\x06proto3"
 
 var (
 	file_messaging_proto_rawDescOnce sync.Once
@@ -1868,78 +2087,85 @@ func file_messaging_proto_rawDescGZIP() []byte {
 	return file_messaging_proto_rawDescData
 }
 
-var file_messaging_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_messaging_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_messaging_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_messaging_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_messaging_proto_goTypes = []any{
 	(PullStatus)(0),                 // 0: gantry.v1.PullStatus
-	(*Message)(nil),                 // 1: gantry.v1.Message
-	(*SendRequest)(nil),             // 2: gantry.v1.SendRequest
-	(*SendResult)(nil),              // 3: gantry.v1.SendResult
-	(*SendResponse)(nil),            // 4: gantry.v1.SendResponse
-	(*Error)(nil),                   // 5: gantry.v1.Error
-	(*PullRequest)(nil),             // 6: gantry.v1.PullRequest
-	(*PullResponse)(nil),            // 7: gantry.v1.PullResponse
-	(*QueryOffsetRequest)(nil),      // 8: gantry.v1.QueryOffsetRequest
-	(*QueryOffsetResponse)(nil),     // 9: gantry.v1.QueryOffsetResponse
-	(*CommitOffsetRequest)(nil),     // 10: gantry.v1.CommitOffsetRequest
-	(*CommitOffsetResponse)(nil),    // 11: gantry.v1.CommitOffsetResponse
-	(*GetQueueOffsetsRequest)(nil),  // 12: gantry.v1.GetQueueOffsetsRequest
-	(*GetQueueOffsetsResponse)(nil), // 13: gantry.v1.GetQueueOffsetsResponse
-	(*SearchOffsetRequest)(nil),     // 14: gantry.v1.SearchOffsetRequest
-	(*SearchOffsetResponse)(nil),    // 15: gantry.v1.SearchOffsetResponse
-	(*Subscription)(nil),            // 16: gantry.v1.Subscription
-	(*HeartbeatRequest)(nil),        // 17: gantry.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),       // 18: gantry.v1.HeartbeatResponse
-	(*GetConsumerListRequest)(nil),  // 19: gantry.v1.GetConsumerListRequest
-	(*GetConsumerListResponse)(nil), // 20: gantry.v1.GetConsumerListResponse
-	(*SendBackRequest)(nil),         // 21: gantry.v1.SendBackRequest
-	(*SendBackResponse)(nil),        // 22: gantry.v1.SendBackResponse
-	(*QueueRef)(nil),                // 23: gantry.v1.QueueRef
-	(*LockQueuesRequest)(nil),       // 24: gantry.v1.LockQueuesRequest
-	(*LockQueuesResponse)(nil),      // 25: gantry.v1.LockQueuesResponse
-	(*UnlockQueuesRequest)(nil),     // 26: gantry.v1.UnlockQueuesRequest
-	(*UnlockQueuesResponse)(nil),    // 27: gantry.v1.UnlockQueuesResponse
-	nil,                             // 28: gantry.v1.Message.PropertiesEntry
+	(ConsumeModel)(0),               // 1: gantry.v1.ConsumeModel
+	(*Message)(nil),                 // 2: gantry.v1.Message
+	(*SendRequest)(nil),             // 3: gantry.v1.SendRequest
+	(*SendResult)(nil),              // 4: gantry.v1.SendResult
+	(*SendResponse)(nil),            // 5: gantry.v1.SendResponse
+	(*Error)(nil),                   // 6: gantry.v1.Error
+	(*PullRequest)(nil),             // 7: gantry.v1.PullRequest
+	(*PullResponse)(nil),            // 8: gantry.v1.PullResponse
+	(*QueryOffsetRequest)(nil),      // 9: gantry.v1.QueryOffsetRequest
+	(*QueryOffsetResponse)(nil),     // 10: gantry.v1.QueryOffsetResponse
+	(*CommitOffsetRequest)(nil),     // 11: gantry.v1.CommitOffsetRequest
+	(*CommitOffsetResponse)(nil),    // 12: gantry.v1.CommitOffsetResponse
+	(*GetQueueOffsetsRequest)(nil),  // 13: gantry.v1.GetQueueOffsetsRequest
+	(*GetQueueOffsetsResponse)(nil), // 14: gantry.v1.GetQueueOffsetsResponse
+	(*SearchOffsetRequest)(nil),     // 15: gantry.v1.SearchOffsetRequest
+	(*SearchOffsetResponse)(nil),    // 16: gantry.v1.SearchOffsetResponse
+	(*Subscription)(nil),            // 17: gantry.v1.Subscription
+	(*HeartbeatRequest)(nil),        // 18: gantry.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),       // 19: gantry.v1.HeartbeatResponse
+	(*GetConsumerListRequest)(nil),  // 20: gantry.v1.GetConsumerListRequest
+	(*GetConsumerListResponse)(nil), // 21: gantry.v1.GetConsumerListResponse
+	(*SendBackRequest)(nil),         // 22: gantry.v1.SendBackRequest
+	(*SendBackResponse)(nil),        // 23: gantry.v1.SendBackResponse
+	(*QueueRef)(nil),                // 24: gantry.v1.QueueRef
+	(*LockQueuesRequest)(nil),       // 25: gantry.v1.LockQueuesRequest
+	(*LockQueuesResponse)(nil),      // 26: gantry.v1.LockQueuesResponse
+	(*UnlockQueuesRequest)(nil),     // 27: gantry.v1.UnlockQueuesRequest
+	(*UnlockQueuesResponse)(nil),    // 28: gantry.v1.UnlockQueuesResponse
+	(*WatchGroupRequest)(nil),       // 29: gantry.v1.WatchGroupRequest
+	(*GroupEvent)(nil),              // 30: gantry.v1.GroupEvent
+	nil,                             // 31: gantry.v1.Message.PropertiesEntry
 }
 var file_messaging_proto_depIdxs = []int32{
-	28, // 0: gantry.v1.Message.properties:type_name -> gantry.v1.Message.PropertiesEntry
-	1,  // 1: gantry.v1.SendRequest.messages:type_name -> gantry.v1.Message
-	3,  // 2: gantry.v1.SendResponse.results:type_name -> gantry.v1.SendResult
-	5,  // 3: gantry.v1.SendResponse.error:type_name -> gantry.v1.Error
+	31, // 0: gantry.v1.Message.properties:type_name -> gantry.v1.Message.PropertiesEntry
+	2,  // 1: gantry.v1.SendRequest.messages:type_name -> gantry.v1.Message
+	4,  // 2: gantry.v1.SendResponse.results:type_name -> gantry.v1.SendResult
+	6,  // 3: gantry.v1.SendResponse.error:type_name -> gantry.v1.Error
 	0,  // 4: gantry.v1.PullResponse.status:type_name -> gantry.v1.PullStatus
-	16, // 5: gantry.v1.HeartbeatRequest.subscriptions:type_name -> gantry.v1.Subscription
-	23, // 6: gantry.v1.LockQueuesRequest.queues:type_name -> gantry.v1.QueueRef
-	23, // 7: gantry.v1.LockQueuesResponse.locked:type_name -> gantry.v1.QueueRef
-	23, // 8: gantry.v1.UnlockQueuesRequest.queues:type_name -> gantry.v1.QueueRef
-	2,  // 9: gantry.v1.Messaging.Send:input_type -> gantry.v1.SendRequest
-	2,  // 10: gantry.v1.Messaging.SendStream:input_type -> gantry.v1.SendRequest
-	6,  // 11: gantry.v1.Messaging.Pull:input_type -> gantry.v1.PullRequest
-	8,  // 12: gantry.v1.Messaging.QueryOffset:input_type -> gantry.v1.QueryOffsetRequest
-	10, // 13: gantry.v1.Messaging.CommitOffset:input_type -> gantry.v1.CommitOffsetRequest
-	12, // 14: gantry.v1.Messaging.GetQueueOffsets:input_type -> gantry.v1.GetQueueOffsetsRequest
-	14, // 15: gantry.v1.Messaging.SearchOffset:input_type -> gantry.v1.SearchOffsetRequest
-	17, // 16: gantry.v1.Messaging.Heartbeat:input_type -> gantry.v1.HeartbeatRequest
-	19, // 17: gantry.v1.Messaging.GetConsumerList:input_type -> gantry.v1.GetConsumerListRequest
-	21, // 18: gantry.v1.Messaging.SendBack:input_type -> gantry.v1.SendBackRequest
-	24, // 19: gantry.v1.Messaging.LockQueues:input_type -> gantry.v1.LockQueuesRequest
-	26, // 20: gantry.v1.Messaging.UnlockQueues:input_type -> gantry.v1.UnlockQueuesRequest
-	4,  // 21: gantry.v1.Messaging.Send:output_type -> gantry.v1.SendResponse
-	4,  // 22: gantry.v1.Messaging.SendStream:output_type -> gantry.v1.SendResponse
-	7,  // 23: gantry.v1.Messaging.Pull:output_type -> gantry.v1.PullResponse
-	9,  // 24: gantry.v1.Messaging.QueryOffset:output_type -> gantry.v1.QueryOffsetResponse
-	11, // 25: gantry.v1.Messaging.CommitOffset:output_type -> gantry.v1.CommitOffsetResponse
-	13, // 26: gantry.v1.Messaging.GetQueueOffsets:output_type -> gantry.v1.GetQueueOffsetsResponse
-	15, // 27: gantry.v1.Messaging.SearchOffset:output_type -> gantry.v1.SearchOffsetResponse
-	18, // 28: gantry.v1.Messaging.Heartbeat:output_type -> gantry.v1.HeartbeatResponse
-	20, // 29: gantry.v1.Messaging.GetConsumerList:output_type -> gantry.v1.GetConsumerListResponse
-	22, // 30: gantry.v1.Messaging.SendBack:output_type -> gantry.v1.SendBackResponse
-	25, // 31: gantry.v1.Messaging.LockQueues:output_type -> gantry.v1.LockQueuesResponse
-	27, // 32: gantry.v1.Messaging.UnlockQueues:output_type -> gantry.v1.UnlockQueuesResponse
-	21, // [21:33] is the sub-list for method output_type
-	9,  // [9:21] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	17, // 5: gantry.v1.HeartbeatRequest.subscriptions:type_name -> gantry.v1.Subscription
+	1,  // 6: gantry.v1.HeartbeatRequest.model:type_name -> gantry.v1.ConsumeModel
+	24, // 7: gantry.v1.HeartbeatRequest.assigned:type_name -> gantry.v1.QueueRef
+	24, // 8: gantry.v1.LockQueuesRequest.queues:type_name -> gantry.v1.QueueRef
+	24, // 9: gantry.v1.LockQueuesResponse.locked:type_name -> gantry.v1.QueueRef
+	24, // 10: gantry.v1.UnlockQueuesRequest.queues:type_name -> gantry.v1.QueueRef
+	3,  // 11: gantry.v1.Messaging.Send:input_type -> gantry.v1.SendRequest
+	3,  // 12: gantry.v1.Messaging.SendStream:input_type -> gantry.v1.SendRequest
+	7,  // 13: gantry.v1.Messaging.Pull:input_type -> gantry.v1.PullRequest
+	9,  // 14: gantry.v1.Messaging.QueryOffset:input_type -> gantry.v1.QueryOffsetRequest
+	11, // 15: gantry.v1.Messaging.CommitOffset:input_type -> gantry.v1.CommitOffsetRequest
+	13, // 16: gantry.v1.Messaging.GetQueueOffsets:input_type -> gantry.v1.GetQueueOffsetsRequest
+	15, // 17: gantry.v1.Messaging.SearchOffset:input_type -> gantry.v1.SearchOffsetRequest
+	18, // 18: gantry.v1.Messaging.Heartbeat:input_type -> gantry.v1.HeartbeatRequest
+	20, // 19: gantry.v1.Messaging.GetConsumerList:input_type -> gantry.v1.GetConsumerListRequest
+	22, // 20: gantry.v1.Messaging.SendBack:input_type -> gantry.v1.SendBackRequest
+	25, // 21: gantry.v1.Messaging.LockQueues:input_type -> gantry.v1.LockQueuesRequest
+	27, // 22: gantry.v1.Messaging.UnlockQueues:input_type -> gantry.v1.UnlockQueuesRequest
+	29, // 23: gantry.v1.Messaging.WatchGroup:input_type -> gantry.v1.WatchGroupRequest
+	5,  // 24: gantry.v1.Messaging.Send:output_type -> gantry.v1.SendResponse
+	5,  // 25: gantry.v1.Messaging.SendStream:output_type -> gantry.v1.SendResponse
+	8,  // 26: gantry.v1.Messaging.Pull:output_type -> gantry.v1.PullResponse
+	10, // 27: gantry.v1.Messaging.QueryOffset:output_type -> gantry.v1.QueryOffsetResponse
+	12, // 28: gantry.v1.Messaging.CommitOffset:output_type -> gantry.v1.CommitOffsetResponse
+	14, // 29: gantry.v1.Messaging.GetQueueOffsets:output_type -> gantry.v1.GetQueueOffsetsResponse
+	16, // 30: gantry.v1.Messaging.SearchOffset:output_type -> gantry.v1.SearchOffsetResponse
+	19, // 31: gantry.v1.Messaging.Heartbeat:output_type -> gantry.v1.HeartbeatResponse
+	21, // 32: gantry.v1.Messaging.GetConsumerList:output_type -> gantry.v1.GetConsumerListResponse
+	23, // 33: gantry.v1.Messaging.SendBack:output_type -> gantry.v1.SendBackResponse
+	26, // 34: gantry.v1.Messaging.LockQueues:output_type -> gantry.v1.LockQueuesResponse
+	28, // 35: gantry.v1.Messaging.UnlockQueues:output_type -> gantry.v1.UnlockQueuesResponse
+	30, // 36: gantry.v1.Messaging.WatchGroup:output_type -> gantry.v1.GroupEvent
+	24, // [24:37] is the sub-list for method output_type
+	11, // [11:24] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_messaging_proto_init() }
@@ -1952,8 +2178,8 @@ func file_messaging_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_messaging_proto_rawDesc), len(file_messaging_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   28,
+			NumEnums:      2,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

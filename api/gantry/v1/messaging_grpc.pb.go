@@ -34,6 +34,7 @@ const (
 	Messaging_SendBack_FullMethodName        = "/gantry.v1.Messaging/SendBack"
 	Messaging_LockQueues_FullMethodName      = "/gantry.v1.Messaging/LockQueues"
 	Messaging_UnlockQueues_FullMethodName    = "/gantry.v1.Messaging/UnlockQueues"
+	Messaging_WatchGroup_FullMethodName      = "/gantry.v1.Messaging/WatchGroup"
 )
 
 // MessagingClient is the client API for Messaging service.
@@ -74,11 +75,21 @@ type MessagingClient interface {
 	// SendBack returns a message a consumer failed to process for retry
 	// (or dead-lettering). Declared; implemented with retries.
 	SendBack(ctx context.Context, in *SendBackRequest, opts ...grpc.CallOption) (*SendBackResponse, error)
-	// LockQueues grants a client exclusive use of queues for ordered
-	// consumption. Declared; implemented with ordered consumption.
+	// LockQueues grants a client exclusive use of queues of a group for
+	// ordered consumption: a queue is granted when it is unlocked, its lock
+	// expired (60 s after it was granted or last renewed) or the client
+	// already holds it (which renews it). The answer lists the queues the
+	// client now holds.
 	LockQueues(ctx context.Context, in *LockQueuesRequest, opts ...grpc.CallOption) (*LockQueuesResponse, error)
-	// UnlockQueues releases queue locks.
+	// UnlockQueues releases queue locks the client holds.
 	UnlockQueues(ctx context.Context, in *UnlockQueuesRequest, opts ...grpc.CallOption) (*UnlockQueuesResponse, error)
+	// WatchGroup keeps a consumer client registered with its group while the
+	// stream is open and tells it of every change of the group's members:
+	// the first event is the current membership, and each join, leave or
+	// expiry sends another. When the stream ends (the client shut down or its
+	// connection closed) the client is unregistered at once and its queue
+	// locks are released. Heartbeat must have registered the client first.
+	WatchGroup(ctx context.Context, in *WatchGroupRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[GroupEvent], error)
 }
 
 type messagingClient struct {
@@ -212,6 +223,25 @@ func (c *messagingClient) UnlockQueues(ctx context.Context, in *UnlockQueuesRequ
 	return out, nil
 }
 
+func (c *messagingClient) WatchGroup(ctx context.Context, in *WatchGroupRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[GroupEvent], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Messaging_ServiceDesc.Streams[1], Messaging_WatchGroup_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchGroupRequest, GroupEvent]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Messaging_WatchGroupClient = grpc.ServerStreamingClient[GroupEvent]
+
 // MessagingServer is the server API for Messaging service.
 // All implementations must embed UnimplementedMessagingServer
 // for forward compatibility.
@@ -250,11 +280,21 @@ type MessagingServer interface {
 	// SendBack returns a message a consumer failed to process for retry
 	// (or dead-lettering). Declared; implemented with retries.
 	SendBack(context.Context, *SendBackRequest) (*SendBackResponse, error)
-	// LockQueues grants a client exclusive use of queues for ordered
-	// consumption. Declared; implemented with ordered consumption.
+	// LockQueues grants a client exclusive use of queues of a group for
+	// ordered consumption: a queue is granted when it is unlocked, its lock
+	// expired (60 s after it was granted or last renewed) or the client
+	// already holds it (which renews it). The answer lists the queues the
+	// client now holds.
 	LockQueues(context.Context, *LockQueuesRequest) (*LockQueuesResponse, error)
-	// UnlockQueues releases queue locks.
+	// UnlockQueues releases queue locks the client holds.
 	UnlockQueues(context.Context, *UnlockQueuesRequest) (*UnlockQueuesResponse, error)
+	// WatchGroup keeps a consumer client registered with its group while the
+	// stream is open and tells it of every change of the group's members:
+	// the first event is the current membership, and each join, leave or
+	// expiry sends another. When the stream ends (the client shut down or its
+	// connection closed) the client is unregistered at once and its queue
+	// locks are released. Heartbeat must have registered the client first.
+	WatchGroup(*WatchGroupRequest, grpc.ServerStreamingServer[GroupEvent]) error
 	mustEmbedUnimplementedMessagingServer()
 }
 
@@ -300,6 +340,9 @@ func (UnimplementedMessagingServer) LockQueues(context.Context, *LockQueuesReque
 }
 func (UnimplementedMessagingServer) UnlockQueues(context.Context, *UnlockQueuesRequest) (*UnlockQueuesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method UnlockQueues not implemented")
+}
+func (UnimplementedMessagingServer) WatchGroup(*WatchGroupRequest, grpc.ServerStreamingServer[GroupEvent]) error {
+	return status.Error(codes.Unimplemented, "method WatchGroup not implemented")
 }
 func (UnimplementedMessagingServer) mustEmbedUnimplementedMessagingServer() {}
 func (UnimplementedMessagingServer) testEmbeddedByValue()                   {}
@@ -527,6 +570,17 @@ func _Messaging_UnlockQueues_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Messaging_WatchGroup_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchGroupRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(MessagingServer).WatchGroup(m, &grpc.GenericServerStream[WatchGroupRequest, GroupEvent]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Messaging_WatchGroupServer = grpc.ServerStreamingServer[GroupEvent]
+
 // Messaging_ServiceDesc is the grpc.ServiceDesc for Messaging service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -585,6 +639,11 @@ var Messaging_ServiceDesc = grpc.ServiceDesc{
 			Handler:       _Messaging_SendStream_Handler,
 			ServerStreams: true,
 			ClientStreams: true,
+		},
+		{
+			StreamName:    "WatchGroup",
+			Handler:       _Messaging_WatchGroup_Handler,
+			ServerStreams: true,
 		},
 	},
 	Metadata: "messaging.proto",

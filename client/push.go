@@ -1,0 +1,575 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"sync"
+	"time"
+
+	gantryv1 "github.com/gantrymq/gantry/api/gantry/v1"
+)
+
+// ConsumeResult is what a push consumer's handler says about a batch.
+type ConsumeResult int
+
+const (
+	// ConsumeSuccess: the batch is handled; its offsets may be committed.
+	ConsumeSuccess ConsumeResult = iota
+	// ConsumeRetryLater: handle the batch again later. A concurrent
+	// consumer hands it to the handler again after the retry delay (its
+	// ReconsumeTimes counts the attempts), without holding up the rest of
+	// the queue; an ordered one behaves as for ConsumeSuspend.
+	ConsumeRetryLater
+	// ConsumeSuspend (ordered consumption): pause the queue for the suspend
+	// time, then hand the same batch again; later messages of the queue
+	// wait.
+	ConsumeSuspend
+)
+
+// String returns the result's name.
+func (r ConsumeResult) String() string {
+	switch r {
+	case ConsumeSuccess:
+		return "SUCCESS"
+	case ConsumeRetryLater:
+		return "RETRY_LATER"
+	case ConsumeSuspend:
+		return "SUSPEND"
+	}
+	return fmt.Sprintf("ConsumeResult(%d)", int(r))
+}
+
+// MessageHandler handles a batch of messages of one queue (at most the
+// consume batch size, 1 by default). ctx ends when Shutdown's context does.
+// A panic counts as ConsumeRetryLater.
+type MessageHandler func(ctx context.Context, msgs []*MessageExt) ConsumeResult
+
+// ConsumeModel is how the members of a group share the messages.
+type ConsumeModel int
+
+const (
+	// Clustering (the default): each queue is consumed by one member, and
+	// the group's offsets are kept on the brokers.
+	Clustering ConsumeModel = iota
+	// Broadcasting: every member consumes every queue; each member's
+	// offsets are kept on the brokers under its Config.ClientID, so a
+	// member restarted with the same ClientID resumes where it stopped.
+	Broadcasting
+)
+
+// String returns the model's RocketMQ name.
+func (m ConsumeModel) String() string {
+	if m == Broadcasting {
+		return "BROADCASTING"
+	}
+	return "CLUSTERING"
+}
+
+// ConsumeFrom is where a group that has no committed offset for a queue
+// starts.
+type ConsumeFrom int
+
+const (
+	// ConsumeFromLastOffset (the default) starts at the end of the queue:
+	// only messages stored from then on.
+	ConsumeFromLastOffset ConsumeFrom = iota
+	// ConsumeFromFirstOffset starts at the oldest message kept.
+	ConsumeFromFirstOffset
+	// ConsumeFromTimestamp starts at the first message stored at or after
+	// the time given by WithConsumeTimestamp (default: 30 minutes before
+	// Start).
+	ConsumeFromTimestamp
+)
+
+// Defaults of the push consumer's options (RocketMQ's, unless said).
+const (
+	DefaultConsumeConcurrency   = 20
+	DefaultPushPullBatch        = 256              // messages per pull (RocketMQ: 32, which pulls 2-3x slower here)
+	DefaultPullThresholdMsgs    = 1024             // cached messages per queue
+	DefaultPullThresholdBytes   = 64 << 20         // cached body bytes per queue (RocketMQ: 512 MiB)
+	DefaultMaxSpan              = 2000             // offset span of cached messages per queue
+	DefaultRebalanceInterval    = 20 * time.Second //
+	DefaultCommitInterval       = 5 * time.Second
+	DefaultHeartbeatInterval    = 10 * time.Second
+	DefaultPushPullHold         = 15 * time.Second // long polling
+	DefaultRetryDelay           = time.Second      // ConsumeRetryLater, concurrent
+	DefaultSuspendTime          = time.Second      // ConsumeSuspend, ordered
+	DefaultLockRenewInterval    = 20 * time.Second // ordered: locks live 60 s on the broker
+	lockLocalExpiry             = 30 * time.Second // ordered: a lock not renewed for this long is not trusted
+	flowControlPause            = 50 * time.Millisecond
+	retryRebalanceAfterLockFail = 200 * time.Millisecond
+)
+
+// PushConsumerOption sets an option of a PushConsumer.
+type PushConsumerOption func(*pushOptions)
+
+type pushOptions struct {
+	model          ConsumeModel
+	ordered        bool
+	from           ConsumeFrom
+	fromTime       time.Time
+	strategy       AllocateStrategy
+	batchSize      int
+	concurrency    int
+	pullBatch      int
+	threshMsgs     int
+	threshBytes    int64
+	maxSpan        int64
+	rebalanceEvery time.Duration
+	commitEvery    time.Duration
+	heartbeatEvery time.Duration
+	hold           time.Duration
+	holdMargin     time.Duration
+	retryDelay     time.Duration
+	suspendTime    time.Duration
+	lockRenewEvery time.Duration
+}
+
+func defaultPushOptions() pushOptions {
+	return pushOptions{
+		strategy: AllocateAveragely, batchSize: 1, concurrency: DefaultConsumeConcurrency,
+		pullBatch: DefaultPushPullBatch, threshMsgs: DefaultPullThresholdMsgs, threshBytes: DefaultPullThresholdBytes,
+		maxSpan: DefaultMaxSpan, rebalanceEvery: DefaultRebalanceInterval, commitEvery: DefaultCommitInterval,
+		heartbeatEvery: DefaultHeartbeatInterval, hold: DefaultPushPullHold, holdMargin: DefaultHoldMargin,
+		retryDelay: DefaultRetryDelay, suspendTime: DefaultSuspendTime, lockRenewEvery: DefaultLockRenewInterval,
+	}
+}
+
+func (o pushOptions) validate() error {
+	var errs []error
+	positive := func(name string, v int64) {
+		if v <= 0 {
+			errs = append(errs, fmt.Errorf("client: push consumer option %s must be positive, got %d", name, v))
+		}
+	}
+	positive("consume batch size", int64(o.batchSize))
+	positive("consume concurrency", int64(o.concurrency))
+	positive("pull batch size", int64(o.pullBatch))
+	positive("pull threshold messages", int64(o.threshMsgs))
+	positive("pull threshold bytes", o.threshBytes)
+	positive("max span", o.maxSpan)
+	for name, d := range map[string]time.Duration{
+		"rebalance interval": o.rebalanceEvery, "commit interval": o.commitEvery, "heartbeat interval": o.heartbeatEvery,
+		"pull hold": o.hold, "retry delay": o.retryDelay, "suspend time": o.suspendTime, "lock renew interval": o.lockRenewEvery,
+	} {
+		if d <= 0 {
+			errs = append(errs, fmt.Errorf("client: push consumer option %s must be positive, got %s", name, d))
+		}
+	}
+	if o.lockRenewEvery >= lockLocalExpiry {
+		errs = append(errs, fmt.Errorf("client: lock renew interval %s must be below %s", o.lockRenewEvery, lockLocalExpiry))
+	}
+	if o.strategy == nil {
+		errs = append(errs, errors.New("client: allocate strategy is nil"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+	}
+	return nil
+}
+
+// WithConsumeModel sets clustering (the default) or broadcasting.
+func WithConsumeModel(m ConsumeModel) PushConsumerOption {
+	return func(o *pushOptions) { o.model = m }
+}
+
+// WithOrdered makes the consumer handle each queue strictly in offset
+// order, one batch at a time, on one goroutine per queue.
+func WithOrdered() PushConsumerOption { return func(o *pushOptions) { o.ordered = true } }
+
+// WithConsumeFrom sets where a queue without a committed offset starts.
+func WithConsumeFrom(f ConsumeFrom) PushConsumerOption {
+	return func(o *pushOptions) { o.from = f }
+}
+
+// WithConsumeTimestamp sets the time for ConsumeFromTimestamp.
+func WithConsumeTimestamp(t time.Time) PushConsumerOption {
+	return func(o *pushOptions) { o.fromTime = t }
+}
+
+// WithAllocateStrategy sets how queues are shared (AllocateAveragely by
+// default).
+func WithAllocateStrategy(s AllocateStrategy) PushConsumerOption {
+	return func(o *pushOptions) { o.strategy = s }
+}
+
+// WithConsumeBatchSize sets the most messages the handler gets at once
+// (default 1).
+func WithConsumeBatchSize(n int) PushConsumerOption {
+	return func(o *pushOptions) { o.batchSize = n }
+}
+
+// WithConsumeConcurrency sets how many handler calls run at once in
+// concurrent consumption (default 20). Ordered consumption runs one per
+// queue.
+func WithConsumeConcurrency(n int) PushConsumerOption {
+	return func(o *pushOptions) { o.concurrency = n }
+}
+
+// WithPullBatchSize sets the most messages one pull asks for (default 256).
+func WithPullBatchSize(n int) PushConsumerOption {
+	return func(o *pushOptions) { o.pullBatch = n }
+}
+
+// WithPullThreshold sets the flow control of each queue: pulling pauses
+// while the queue holds this many messages or body bytes (defaults 1,024
+// and 64 MiB); a pull never asks for more than the message limit leaves.
+func WithPullThreshold(messages int, bytes int64) PushConsumerOption {
+	return func(o *pushOptions) { o.threshMsgs, o.threshBytes = messages, bytes }
+}
+
+// WithMaxSpan pauses pulling a queue while the offsets it holds span more
+// than n (default 2,000): one slow message does not let the rest run ahead
+// without bound. Concurrent consumption only.
+func WithMaxSpan(n int64) PushConsumerOption { return func(o *pushOptions) { o.maxSpan = n } }
+
+// WithRebalanceInterval sets the safety-net rebalance period (default
+// 20 s); membership changes rebalance at once.
+func WithRebalanceInterval(d time.Duration) PushConsumerOption {
+	return func(o *pushOptions) { o.rebalanceEvery = d }
+}
+
+// WithCommitInterval sets how often offsets are committed (default 5 s);
+// they are also committed when a queue is released and at Shutdown.
+func WithCommitInterval(d time.Duration) PushConsumerOption {
+	return func(o *pushOptions) { o.commitEvery = d }
+}
+
+// WithHeartbeatInterval sets how often the consumer heartbeats to its
+// brokers (default 10 s).
+func WithHeartbeatInterval(d time.Duration) PushConsumerOption {
+	return func(o *pushOptions) { o.heartbeatEvery = d }
+}
+
+// WithPullHold sets how long a pull waits on the broker for new messages
+// (default 15 s, long polling).
+func WithPullHold(d time.Duration) PushConsumerOption { return func(o *pushOptions) { o.hold = d } }
+
+// WithRetryDelay sets how long a concurrent consumer waits before handing
+// a batch that asked for ConsumeRetryLater to the handler again (default
+// 1 s).
+func WithRetryDelay(d time.Duration) PushConsumerOption {
+	return func(o *pushOptions) { o.retryDelay = d }
+}
+
+// WithSuspendTime sets how long an ordered queue pauses after a failed
+// batch (default 1 s).
+func WithSuspendTime(d time.Duration) PushConsumerOption {
+	return func(o *pushOptions) { o.suspendTime = d }
+}
+
+// WithLockRenewInterval sets how often an ordered consumer renews its queue
+// locks (default 20 s, below 30 s).
+func WithLockRenewInterval(d time.Duration) PushConsumerOption {
+	return func(o *pushOptions) { o.lockRenewEvery = d }
+}
+
+// groupNamePattern is RocketMQ's consumer group rule.
+var groupNamePattern = regexp.MustCompile(`^[%|a-zA-Z0-9_-]{1,255}$`)
+
+// PushConsumer delivers the messages of its subscriptions to a handler:
+// it joins its group on the brokers, shares the topics' queues with the
+// other members (rebalancing at once when one joins or leaves), pulls each
+// of its queues with long polling, keeps what it pulled within the flow
+// control limits and commits offsets as the lowest offset not yet handled,
+// so a message is never skipped.
+//
+// In clustering a member consumes a queue only while it holds the queue's
+// lock on the broker: it takes the lock before it starts, renews it every
+// 20 s (the broker frees it 60 s after the last renewal, or at once when
+// the member's connection closes) and releases it only after its batches
+// in flight finished and its offset was committed. A queue that moves
+// between live members is therefore never handled by both, and no message
+// is handled twice; after a member dies, the messages it handled but had
+// not committed yet (at most a commit interval's worth) are handled again.
+//
+// Create it with NewPushConsumer, Subscribe, then Start; Shutdown stops it
+// and every goroutine it started.
+type PushConsumer struct {
+	c       *core
+	group   string
+	handler MessageHandler
+	opts    pushOptions
+
+	lockMu sync.Mutex // serializes lock renewals and unlocks
+
+	mu      sync.Mutex
+	subs    map[string]string // topic -> expression
+	state   int               // pushNew, pushStarted, pushShut
+	queues  map[queueKey]*assignedQueue
+	brokers map[string]*brokerLink // by address
+	tasks   group                  // loops, pullers, workers, watchers
+
+	life       context.Context // ends when Shutdown begins: pulling and rebalancing stop
+	stopLife   context.CancelFunc
+	handlerCtx context.Context // ends when Shutdown's context does
+	stopHandle context.CancelFunc
+	work       chan consumeTask // concurrent consumption
+	kick       chan struct{}    // rebalance now
+	hbKick     chan struct{}    // heartbeat now
+}
+
+// queueKey identifies a queue whatever its broker's address.
+type queueKey struct {
+	topic, broker string
+	id            int32
+}
+
+func keyOf(q Queue) queueKey { return queueKey{q.Topic, q.BrokerName, q.ID} }
+
+const (
+	pushNew = iota
+	pushStarted
+	pushShut
+)
+
+// NewPushConsumer returns a consumer of group that hands messages to
+// handler. ctx is not used after it returns.
+func NewPushConsumer(ctx context.Context, cfg Config, group string, handler MessageHandler, opts ...PushConsumerOption) (*PushConsumer, error) {
+	if !groupNamePattern.MatchString(group) || group == "DEFAULT_CONSUMER" {
+		return nil, fmt.Errorf("client: consumer group %q: want 1 to 255 of [a-zA-Z0-9_%%|-], not DEFAULT_CONSUMER: %w", group, ErrInvalidArgument)
+	}
+	if handler == nil {
+		return nil, fmt.Errorf("client: push consumer needs a handler: %w", ErrInvalidArgument)
+	}
+	o := defaultPushOptions()
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	if o.from == ConsumeFromTimestamp && o.fromTime.IsZero() {
+		o.fromTime = time.Now().Add(-30 * time.Minute)
+	}
+	c, err := newCore(ctx, cfg, "push-consumer")
+	if err != nil {
+		return nil, err
+	}
+	c.log = c.log.With("group", group)
+	return &PushConsumer{
+		c: c, group: group, handler: handler, opts: o, subs: map[string]string{},
+		queues: map[queueKey]*assignedQueue{}, brokers: map[string]*brokerLink{},
+		work: make(chan consumeTask), kick: make(chan struct{}, 1), hbKick: make(chan struct{}, 1),
+	}, nil
+}
+
+// Subscribe adds topic with a tag expression ("" or "*" for every message,
+// else "TagA || TagB"); call it before Start. Filtering happens on the
+// broker.
+func (p *PushConsumer) Subscribe(topic, expression string) error {
+	if err := validTopic(topic); err != nil {
+		return fmt.Errorf("client: subscribe: %w", err)
+	}
+	if err := checkExpression(expression); err != nil {
+		return fmt.Errorf("client: subscribe to %q: %w", topic, err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.state != pushNew {
+		return fmt.Errorf("client: subscribe to %q after Start: %w", topic, ErrInvalidArgument)
+	}
+	p.subs[topic] = expression
+	return nil
+}
+
+// checkExpression checks a tag expression the way the broker parses it.
+func checkExpression(expr string) error {
+	if expr == "" || expr == "*" {
+		return nil
+	}
+	for _, part := range splitTags(expr) {
+		if part == "" || part == "*" {
+			return fmt.Errorf("tag expression %q: want * or TagA || TagB: %w", expr, ErrInvalidArgument)
+		}
+	}
+	return nil
+}
+
+// Start checks that every subscribed topic exists, joins the group on the
+// topics' brokers, takes this member's share of the queues and starts
+// delivering. ctx bounds Start only.
+func (p *PushConsumer) Start(ctx context.Context) error {
+	p.mu.Lock()
+	if p.state != pushNew {
+		p.mu.Unlock()
+		return fmt.Errorf("client: push consumer started twice or after Shutdown: %w", ErrInvalidArgument)
+	}
+	if len(p.subs) == 0 {
+		p.mu.Unlock()
+		return fmt.Errorf("client: push consumer of %s has no subscription: %w", p.group, ErrInvalidArgument)
+	}
+	p.state = pushStarted
+	p.life, p.stopLife = context.WithCancel(p.c.life)
+	p.handlerCtx, p.stopHandle = context.WithCancel(context.WithoutCancel(p.c.life))
+	p.mu.Unlock()
+
+	for _, topic := range p.topics() {
+		rt, err := p.c.routes.refresh(ctx, topic)
+		if err == nil && len(rt.read) == 0 {
+			err = fmt.Errorf("client: topic %q has no readable queue: %w", topic, ErrNoQueue)
+		}
+		if err != nil {
+			p.abortStart()
+			return fmt.Errorf("client: push consumer of %s: topic %q: %w", p.group, topic, err)
+		}
+	}
+	if err := p.heartbeat(ctx); err != nil {
+		p.abortStart()
+		return fmt.Errorf("client: push consumer of %s: join the group: %w", p.group, err)
+	}
+	p.rebalance(ctx)
+	if !p.opts.ordered {
+		for range p.opts.concurrency {
+			p.tasks.goFunc(p.worker)
+		}
+	}
+	p.tasks.goFunc(p.rebalanceLoop)
+	p.tasks.goFunc(p.heartbeatLoop)
+	p.tasks.goFunc(p.commitLoop)
+	if p.opts.model == Clustering {
+		p.tasks.goFunc(p.lockLoop)
+	}
+	p.c.log.Info("push consumer started", "topics", p.topics(), "model", p.opts.model, "ordered", p.opts.ordered)
+	return nil
+}
+
+// abortStart undoes a failed Start.
+func (p *PushConsumer) abortStart() {
+	p.mu.Lock()
+	p.state = pushShut
+	p.mu.Unlock()
+	p.stopLife()
+	p.stopHandle()
+	_ = p.c.close()
+}
+
+// topics returns the subscribed topics, sorted.
+func (p *PushConsumer) topics() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Sorted(maps.Keys(p.subs))
+}
+
+// Shutdown stops pulling and rebalancing, waits for the handlers in
+// flight until ctx ends (then cancels their context), commits every
+// queue's offset, releases ordered queue locks, leaves the group and
+// closes the connections. No goroutine of the consumer outlives it (a
+// handler that ignores its context delays it). It returns ctx's error if
+// handlers were still running when ctx ended.
+func (p *PushConsumer) Shutdown(ctx context.Context) error {
+	p.mu.Lock()
+	if p.state != pushStarted {
+		p.mu.Unlock()
+		return ErrClosed
+	}
+	p.state = pushShut
+	p.mu.Unlock()
+	p.stopLife()
+	stop := context.AfterFunc(ctx, p.stopHandle)
+	defer stop()
+
+	p.mu.Lock()
+	qs := slices.Collect(maps.Values(p.queues))
+	clear(p.queues)
+	p.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, aq := range qs {
+		wg.Go(func() { p.release(aq) })
+	}
+	wg.Wait()
+	err := ctx.Err()
+	p.stopHandle()
+	// Leave: a final heartbeat with nothing assigned, then the watch
+	// streams end, which unregisters the client at once.
+	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	_ = p.heartbeat(hctx)
+	cancel()
+	p.mu.Lock()
+	links := slices.Collect(maps.Values(p.brokers))
+	clear(p.brokers)
+	p.mu.Unlock()
+	for _, l := range links {
+		l.stop()
+	}
+	p.tasks.wait()
+	if cerr := p.c.close(); err == nil {
+		err = cerr
+	}
+	p.c.log.Info("push consumer shut down")
+	return err
+}
+
+// Assigned returns the queues the consumer holds now, sorted.
+func (p *PushConsumer) Assigned() []Queue {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]Queue, 0, len(p.queues))
+	for _, aq := range p.queues {
+		out = append(out, aq.q)
+	}
+	sortQueues(out)
+	return out
+}
+
+// QueueStats is the state of one assigned queue.
+type QueueStats struct {
+	Queue Queue
+	// CachedMessages and CachedBytes are held now (pulled, not yet
+	// handled); PeakCachedMessages is the most ever held at once.
+	CachedMessages     int
+	CachedBytes        int64
+	PeakCachedMessages int
+	// CommitOffset is the offset the consumer commits next.
+	CommitOffset int64
+	// Locked (clustering) says whether the consumer holds the
+	// queue's lock now.
+	Locked bool
+}
+
+// Stats returns the state of every assigned queue, sorted by queue.
+func (p *PushConsumer) Stats() []QueueStats {
+	p.mu.Lock()
+	qs := slices.Collect(maps.Values(p.queues))
+	p.mu.Unlock()
+	out := make([]QueueStats, 0, len(qs))
+	for _, aq := range qs {
+		n, b, _ := aq.pq.load()
+		out = append(out, QueueStats{Queue: aq.q, CachedMessages: n, CachedBytes: b, PeakCachedMessages: aq.pq.peakCount(),
+			CommitOffset: aq.pq.commitOffset(), Locked: aq.lockValid()})
+	}
+	slices.SortFunc(out, func(a, b QueueStats) int { return compareQueues(a.Queue, b.Queue) })
+	return out
+}
+
+// protoModel returns the API's consume model.
+func (p *PushConsumer) protoModel() gantryv1.ConsumeModel {
+	if p.opts.model == Broadcasting {
+		return gantryv1.ConsumeModel_CONSUME_MODEL_BROADCASTING
+	}
+	return gantryv1.ConsumeModel_CONSUME_MODEL_CLUSTERING
+}
+
+// trigger sends a non-blocking signal.
+func trigger(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// sleepCtx waits d or until ctx ends, and reports whether d passed.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

@@ -1,0 +1,263 @@
+package client
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	gantryv1 "github.com/gantrymq/gantry/api/gantry/v1"
+	"github.com/gantrymq/gantry/internal/tick"
+)
+
+// assignedQueue is a queue the consumer holds: its process queue, its pull
+// loop and (ordered) its consume loop.
+type assignedQueue struct {
+	q        Queue
+	filter   string
+	pq       *processQueue
+	ctx      context.Context // ends when the queue is released
+	cancel   context.CancelFunc
+	loops    sync.WaitGroup // the pull loop and the ordered consume loop
+	inflight sync.WaitGroup // concurrent batches handed out and not finished
+	wake     chan struct{}  // ordered: messages were added
+	needLock bool           // clustering
+	lockedAt atomic.Int64   // unix nanoseconds of the last grant or renewal; 0: not held
+
+	commitMu  sync.Mutex
+	committed int64 // -1: nothing committed by this consumer yet
+}
+
+// lockValid reports whether the consumer may consume the queue: always,
+// unless it needs the queue's lock and its lock was not granted or renewed
+// within the local expiry.
+func (aq *assignedQueue) lockValid() bool {
+	if !aq.needLock {
+		return true
+	}
+	t := aq.lockedAt.Load()
+	return t != 0 && time.Since(time.Unix(0, t)) < lockLocalExpiry
+}
+
+// consumeTask is a batch for the concurrent workers.
+type consumeTask struct {
+	aq   *assignedQueue
+	msgs []*MessageExt
+}
+
+// pullLoop pulls aq until it is released, within the flow control limits.
+func (p *PushConsumer) pullLoop(aq *assignedQueue) {
+	defer aq.loops.Done()
+	var backoff time.Duration
+	for aq.ctx.Err() == nil {
+		if !aq.lockValid() { // pull only what it may consume
+			sleepCtx(aq.ctx, 100*time.Millisecond)
+			continue
+		}
+		n, bytes, span := aq.pq.load()
+		if n >= p.opts.threshMsgs || bytes >= p.opts.threshBytes || (!p.opts.ordered && span > p.opts.maxSpan) {
+			t := time.NewTimer(flowControlPause)
+			select {
+			case <-aq.pq.space:
+			case <-t.C:
+			case <-aq.ctx.Done():
+			}
+			t.Stop()
+			continue
+		}
+		res, err := p.pull(aq, min(p.opts.pullBatch, p.opts.threshMsgs-n))
+		if err != nil {
+			if aq.ctx.Err() != nil {
+				return
+			}
+			backoff = min(max(2*backoff, 100*time.Millisecond), 3*time.Second)
+			p.c.log.Warn("pull failed", "queue", aq.q, "offset", aq.pq.nextOffset(), "retry_in", backoff, "err", err)
+			sleepCtx(aq.ctx, backoff)
+			continue
+		}
+		backoff = 0
+		switch res.Status {
+		case PullFound:
+			aq.pq.put(res.Messages, res.NextOffset)
+			if p.opts.ordered {
+				trigger(aq.wake)
+			} else if !p.submit(aq, res.Messages) {
+				return
+			}
+		case PullOffsetIllegal:
+			p.c.log.Warn("offset out of the queue's range; moving", "queue", aq.q, "offset", aq.pq.nextOffset(), "to", res.NextOffset,
+				"min", res.MinOffset, "max", res.MaxOffset)
+			aq.pq.setNext(res.NextOffset)
+		default:
+			aq.pq.setNext(res.NextOffset)
+		}
+	}
+}
+
+// pull reads the next messages of aq (long polling).
+func (p *PushConsumer) pull(aq *assignedQueue, maxMsgs int) (PullResult, error) {
+	return pullQueue(aq.ctx, p.c, pullCall{
+		group: p.group, q: aq.q, offset: aq.pq.nextOffset(), maxMsgs: maxMsgs, maxBytes: int32(min(p.opts.threshBytes, 1<<30)),
+		filter: aq.filter, hold: p.opts.hold, holdMargin: p.opts.holdMargin,
+	})
+}
+
+// submit hands msgs to the workers in batches; false when aq was released
+// meanwhile.
+func (p *PushConsumer) submit(aq *assignedQueue, msgs []*MessageExt) bool {
+	for i := 0; i < len(msgs); i += p.opts.batchSize {
+		t := consumeTask{aq: aq, msgs: msgs[i:min(i+p.opts.batchSize, len(msgs))]}
+		aq.inflight.Add(1)
+		select {
+		case p.work <- t:
+		case <-aq.ctx.Done():
+			aq.inflight.Done()
+			return false
+		}
+	}
+	return true
+}
+
+// worker runs concurrent batches until Shutdown.
+func (p *PushConsumer) worker() {
+	for {
+		select {
+		case t := <-p.work:
+			p.consume(t)
+		case <-p.life.Done():
+			return
+		}
+	}
+}
+
+// consume handles one concurrent batch. It does so even when the queue is
+// being released: the batches handed out are an offset-ordered prefix of
+// what was pulled, so handling them all (the queue's lock is held until
+// they are done) leaves nothing handled above the committed offset.
+func (p *PushConsumer) consume(t consumeTask) {
+	if p.call(t.msgs) == ConsumeSuccess {
+		t.aq.pq.done(t.msgs)
+		t.aq.inflight.Done()
+		return
+	}
+	for _, m := range t.msgs {
+		m.ReconsumeTimes++
+	}
+	again := func() { // the batch stays counted in flight until a worker finishes it
+		if !sleepCtx(t.aq.ctx, p.opts.retryDelay) {
+			t.aq.inflight.Done()
+			return
+		}
+		select {
+		case p.work <- t:
+		case <-t.aq.ctx.Done():
+			t.aq.inflight.Done()
+		}
+	}
+	if !p.tasks.goFunc(again) {
+		t.aq.inflight.Done()
+	}
+}
+
+// call runs the handler; a panic counts as ConsumeRetryLater.
+func (p *PushConsumer) call(msgs []*MessageExt) (res ConsumeResult) {
+	defer func() {
+		if r := recover(); r != nil {
+			p.c.log.Error("message handler panicked; the batch will be retried", "queue", msgs[0].Queue, "offset", msgs[0].QueueOffset, "panic", r)
+			res = ConsumeRetryLater
+		}
+	}()
+	return p.handler(p.handlerCtx, msgs)
+}
+
+// orderedLoop handles aq's messages strictly in offset order, one batch at
+// a time, only while the consumer holds the queue.
+func (p *PushConsumer) orderedLoop(aq *assignedQueue) {
+	defer aq.loops.Done()
+	for aq.ctx.Err() == nil {
+		if !aq.pq.pending() {
+			select {
+			case <-aq.wake:
+			case <-aq.ctx.Done():
+			}
+			continue
+		}
+		if !aq.lockValid() {
+			sleepCtx(aq.ctx, 100*time.Millisecond)
+			continue
+		}
+		msgs := aq.pq.take(p.opts.batchSize)
+		if p.call(msgs) == ConsumeSuccess {
+			aq.pq.done(msgs)
+			continue
+		}
+		aq.pq.untake(len(msgs))
+		for _, m := range msgs {
+			m.ReconsumeTimes++
+		}
+		sleepCtx(aq.ctx, p.opts.suspendTime)
+	}
+}
+
+// release stops consuming aq: pulling stops, the batches in flight finish,
+// the offset is committed and (ordered) the lock is released.
+func (p *PushConsumer) release(aq *assignedQueue) {
+	aq.cancel()
+	aq.loops.Wait()
+	aq.inflight.Wait()
+	ctx, cancel := context.WithTimeout(p.c.life, nameServerCallTimeout)
+	defer cancel()
+	if err := p.commit(ctx, aq); err != nil {
+		p.c.log.Warn("commit offset on release failed", "queue", aq.q, "err", err)
+	}
+	if aq.needLock && aq.lockedAt.Load() != 0 {
+		p.unlock(ctx, aq.q)
+	}
+	p.c.log.Debug("queue released", "queue", aq.q, "offset", aq.pq.commitOffset())
+}
+
+// commit records aq's offset on the broker if it moved.
+func (p *PushConsumer) commit(ctx context.Context, aq *assignedQueue) error {
+	aq.commitMu.Lock()
+	defer aq.commitMu.Unlock()
+	off := aq.pq.commitOffset()
+	if off == aq.committed {
+		return nil
+	}
+	req := &gantryv1.CommitOffsetRequest{Group: p.group, Topic: aq.q.Topic, QueueId: aq.q.ID, Offset: off}
+	if p.opts.model == Broadcasting {
+		req.ClientId = p.c.cfg.ClientID
+	}
+	_, err := p.c.call(aq.q, "commit offset", func(m gantryv1.MessagingClient) error {
+		_, err := m.CommitOffset(ctx, req)
+		return err
+	})
+	if err == nil {
+		aq.committed = off
+	}
+	return err
+}
+
+// commitLoop commits every queue's offset every commit interval.
+func (p *PushConsumer) commitLoop() {
+	tick.Every(p.life, p.opts.commitEvery, func() {
+		for _, aq := range p.assignedQueues() {
+			ctx, cancel := context.WithTimeout(p.life, nameServerCallTimeout)
+			if err := p.commit(ctx, aq); err != nil && p.life.Err() == nil {
+				p.c.log.Warn("commit offset failed", "queue", aq.q, "err", err)
+			}
+			cancel()
+		}
+	})
+}
+
+// assignedQueues returns the queues held now.
+func (p *PushConsumer) assignedQueues() []*assignedQueue {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]*assignedQueue, 0, len(p.queues))
+	for _, aq := range p.queues {
+		out = append(out, aq)
+	}
+	return out
+}

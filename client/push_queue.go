@@ -1,0 +1,153 @@
+package client
+
+import (
+	"slices"
+	"sync"
+)
+
+// processQueue holds the messages of one assigned queue from their pull to
+// the end of their handling, in offset order. Its commit offset is the
+// lowest offset still held (pulled and not yet handled), or the next offset
+// to pull when it holds nothing: never past a message that was not handled.
+type processQueue struct {
+	mu      sync.Mutex
+	entries []pqEntry // ascending offsets; handled ones leave from the front
+	bytes   int64
+	next    int64 // the offset to pull next
+	taken   int   // ordered: entries[:taken] are handed to the handler
+	peak    int   // most messages ever held at once
+	space   chan struct{}
+}
+
+type pqEntry struct {
+	msg  *MessageExt
+	done bool
+}
+
+func newProcessQueue(next int64) *processQueue {
+	return &processQueue{next: next, space: make(chan struct{}, 1)}
+}
+
+// put adds pulled messages (ascending offsets, after those held) and sets
+// the next offset to pull.
+func (pq *processQueue) put(msgs []*MessageExt, next int64) {
+	pq.mu.Lock()
+	defer pq.mu.Unlock()
+	for _, m := range msgs {
+		pq.entries = append(pq.entries, pqEntry{msg: m})
+		pq.bytes += int64(len(m.Body))
+	}
+	pq.peak = max(pq.peak, len(pq.entries))
+	pq.next = next
+}
+
+// setNext moves the next offset to pull (the broker corrected it).
+func (pq *processQueue) setNext(next int64) {
+	pq.mu.Lock()
+	defer pq.mu.Unlock()
+	pq.next = next
+}
+
+// nextOffset returns the offset to pull next.
+func (pq *processQueue) nextOffset() int64 {
+	pq.mu.Lock()
+	defer pq.mu.Unlock()
+	return pq.next
+}
+
+// done marks messages handled and drops the handled prefix.
+func (pq *processQueue) done(msgs []*MessageExt) {
+	pq.mu.Lock()
+	defer pq.mu.Unlock()
+	for _, m := range msgs {
+		i, ok := slices.BinarySearchFunc(pq.entries, m.QueueOffset, func(e pqEntry, off int64) int {
+			return cmpInt64(e.msg.QueueOffset, off)
+		})
+		if ok {
+			pq.entries[i].done = true
+		}
+	}
+	n := 0
+	for n < len(pq.entries) && pq.entries[n].done {
+		pq.bytes -= int64(len(pq.entries[n].msg.Body))
+		n++
+	}
+	if n == 0 {
+		return
+	}
+	clear(pq.entries[:n])
+	pq.entries = pq.entries[n:]
+	pq.taken = max(pq.taken-n, 0)
+	select {
+	case pq.space <- struct{}{}:
+	default:
+	}
+}
+
+// take hands out up to n messages not handed out yet, in offset order
+// (ordered consumption).
+func (pq *processQueue) take(n int) []*MessageExt {
+	pq.mu.Lock()
+	defer pq.mu.Unlock()
+	end := min(pq.taken+n, len(pq.entries))
+	out := make([]*MessageExt, 0, end-pq.taken)
+	for _, e := range pq.entries[pq.taken:end] {
+		out = append(out, e.msg)
+	}
+	pq.taken = end
+	return out
+}
+
+// untake gives back the last n messages handed out, to be handed out
+// again (ordered consumption that asked for a retry).
+func (pq *processQueue) untake(n int) {
+	pq.mu.Lock()
+	defer pq.mu.Unlock()
+	pq.taken = max(pq.taken-n, 0)
+}
+
+// pending reports whether messages wait to be handed out (ordered).
+func (pq *processQueue) pending() bool {
+	pq.mu.Lock()
+	defer pq.mu.Unlock()
+	return pq.taken < len(pq.entries)
+}
+
+// commitOffset is the offset to commit: the lowest held, or the next to
+// pull.
+func (pq *processQueue) commitOffset() int64 {
+	pq.mu.Lock()
+	defer pq.mu.Unlock()
+	if len(pq.entries) > 0 {
+		return pq.entries[0].msg.QueueOffset
+	}
+	return pq.next
+}
+
+// load returns how many messages and body bytes are held and the offset
+// span between the first and the last.
+func (pq *processQueue) load() (count int, bytes int64, span int64) {
+	pq.mu.Lock()
+	defer pq.mu.Unlock()
+	if n := len(pq.entries); n > 0 {
+		span = pq.entries[n-1].msg.QueueOffset - pq.entries[0].msg.QueueOffset
+	}
+	return len(pq.entries), pq.bytes, span
+}
+
+// peakCount returns the most messages ever held at once.
+func (pq *processQueue) peakCount() int {
+	pq.mu.Lock()
+	defer pq.mu.Unlock()
+	return pq.peak
+}
+
+func cmpInt64(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
