@@ -309,6 +309,7 @@ type PushConsumer struct {
 	handlerCtx context.Context // ends when Shutdown's context does
 	stopHandle context.CancelFunc
 	work       chan consumeTask // concurrent consumption
+	stopWork   chan struct{}    // closed by Shutdown once every queue is released: the workers exit
 	kick       chan struct{}    // rebalance now
 	hbKick     chan struct{}    // heartbeat now
 }
@@ -354,7 +355,7 @@ func NewPushConsumer(ctx context.Context, cfg Config, group string, handler Mess
 	return &PushConsumer{
 		c: c, group: group, handler: handler, opts: o, subs: map[string]string{},
 		queues: map[queueKey]*assignedQueue{}, brokers: map[string]*brokerLink{},
-		work: make(chan consumeTask), kick: make(chan struct{}, 1), hbKick: make(chan struct{}, 1),
+		work: make(chan consumeTask, o.concurrency), stopWork: make(chan struct{}), kick: make(chan struct{}, 1), hbKick: make(chan struct{}, 1),
 	}, nil
 }
 
@@ -442,9 +443,15 @@ func (p *PushConsumer) Start(ctx context.Context) error {
 func (p *PushConsumer) abortStart() {
 	p.mu.Lock()
 	p.state = pushShut
+	links := slices.Collect(maps.Values(p.brokers))
+	clear(p.brokers)
 	p.mu.Unlock()
 	p.stopLife()
 	p.stopHandle()
+	for _, l := range links {
+		l.stop()
+	}
+	p.tasks.wait()
 	_ = p.c.close()
 }
 
@@ -482,6 +489,7 @@ func (p *PushConsumer) Shutdown(ctx context.Context) error {
 		wg.Go(func() { p.release(aq) })
 	}
 	wg.Wait()
+	close(p.stopWork)
 	err := ctx.Err()
 	p.stopHandle()
 	// Leave: a final heartbeat with nothing assigned, then the watch

@@ -118,22 +118,24 @@ func (p *PushConsumer) submit(aq *assignedQueue, msgs []*MessageExt) bool {
 	return true
 }
 
-// worker runs concurrent batches until Shutdown.
+// worker runs concurrent batches until Shutdown has released every queue
+// (so that no batch handed out is left behind).
 func (p *PushConsumer) worker() {
 	for {
 		select {
 		case t := <-p.work:
 			p.consume(t)
-		case <-p.life.Done():
+		case <-p.stopWork:
 			return
 		}
 	}
 }
 
 // consume handles one concurrent batch. It does so even when the queue is
-// being released: the batches handed out are an offset-ordered prefix of
-// what was pulled, so handling them all (the queue's lock is held until
-// they are done) leaves nothing handled above the committed offset.
+// being released: the batches handed out (to a worker or to the work
+// channel's buffer) are an offset-ordered prefix of what was pulled, so
+// handling them all (the queue's lock is held until they are done) leaves
+// nothing handled above the committed offset.
 func (p *PushConsumer) consume(t consumeTask) {
 	if p.call(t.msgs) == ConsumeSuccess {
 		t.aq.pq.done(t.msgs)
