@@ -308,9 +308,10 @@ type PushConsumer struct {
 	stopLife   context.CancelFunc
 	handlerCtx context.Context // ends when Shutdown's context does
 	stopHandle context.CancelFunc
-	work       chan consumeTask // concurrent consumption
-	stopWork   chan struct{}    // closed by Shutdown once every queue is released: the workers exit
+	work       chan consumeTask // concurrent consumption; Shutdown closes it once every queue is released
 	kick       chan struct{}    // rebalance now
+	rebalanced chan struct{}    // closed when the rebalance loop has exited
+	releases   sync.WaitGroup   // releases started by rebalances
 	hbKick     chan struct{}    // heartbeat now
 }
 
@@ -355,7 +356,7 @@ func NewPushConsumer(ctx context.Context, cfg Config, group string, handler Mess
 	return &PushConsumer{
 		c: c, group: group, handler: handler, opts: o, subs: map[string]string{},
 		queues: map[queueKey]*assignedQueue{}, brokers: map[string]*brokerLink{},
-		work: make(chan consumeTask, o.concurrency), stopWork: make(chan struct{}), kick: make(chan struct{}, 1), hbKick: make(chan struct{}, 1),
+		work: make(chan consumeTask, o.concurrency), kick: make(chan struct{}, 1), hbKick: make(chan struct{}, 1),
 	}, nil
 }
 
@@ -429,7 +430,10 @@ func (p *PushConsumer) Start(ctx context.Context) error {
 			p.tasks.goFunc(p.worker)
 		}
 	}
-	p.tasks.goFunc(p.rebalanceLoop)
+	p.rebalanced = make(chan struct{})
+	if !p.tasks.goFunc(func() { defer close(p.rebalanced); p.rebalanceLoop() }) {
+		close(p.rebalanced)
+	}
 	p.tasks.goFunc(p.heartbeatLoop)
 	p.tasks.goFunc(p.commitLoop)
 	if p.opts.model == Clustering {
@@ -480,16 +484,16 @@ func (p *PushConsumer) Shutdown(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, p.stopHandle)
 	defer stop()
 
+	<-p.rebalanced // no rebalance takes or releases queues any more
 	p.mu.Lock()
 	qs := slices.Collect(maps.Values(p.queues))
 	clear(p.queues)
 	p.mu.Unlock()
-	var wg sync.WaitGroup
 	for _, aq := range qs {
-		wg.Go(func() { p.release(aq) })
+		p.releases.Go(func() { p.release(aq) })
 	}
-	wg.Wait()
-	close(p.stopWork)
+	p.releases.Wait()
+	close(p.work) // every queue is released: nobody sends on it
 	err := ctx.Err()
 	p.stopHandle()
 	// Leave: a final heartbeat with nothing assigned, then the watch

@@ -109,6 +109,11 @@ func (p *PushConsumer) submit(aq *assignedQueue, msgs []*MessageExt) bool {
 		t := consumeTask{aq: aq, msgs: msgs[i:min(i+p.opts.batchSize, len(msgs))]}
 		aq.inflight.Add(1)
 		select {
+		case p.work <- t: // room in the buffer: the common case, without a select
+			continue
+		default:
+		}
+		select {
 		case p.work <- t:
 		case <-aq.ctx.Done():
 			aq.inflight.Done()
@@ -118,16 +123,12 @@ func (p *PushConsumer) submit(aq *assignedQueue, msgs []*MessageExt) bool {
 	return true
 }
 
-// worker runs concurrent batches until Shutdown has released every queue
-// (so that no batch handed out is left behind).
+// worker runs concurrent batches until Shutdown closes the work channel,
+// once every queue is released: then nothing is left in it and nobody
+// sends (pull loops and retries end before their queue's release does).
 func (p *PushConsumer) worker() {
-	for {
-		select {
-		case t := <-p.work:
-			p.consume(t)
-		case <-p.stopWork:
-			return
-		}
+	for t := range p.work {
+		p.consume(t)
 	}
 }
 

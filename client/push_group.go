@@ -256,9 +256,7 @@ func (p *PushConsumer) rebalance(ctx context.Context) bool {
 	for _, aq := range released {
 		aq.cancel() // stop at once; release waits for what runs
 		p.c.log.Info("rebalance: releasing queue", "queue", aq.q)
-		if !p.tasks.goFunc(func() { p.release(aq) }) {
-			p.release(aq)
-		}
+		p.releases.Go(func() { p.release(aq) })
 	}
 	complete := true
 	for _, q := range added {
