@@ -15,7 +15,9 @@
 //     SYNC_FLUSH, JetStream with sync_interval always;
 //   - latency: one send at a time (async flush), latency percentiles;
 //   - consume: read back the messages the async run stored (Gantry pull
-//     consumer, JetStream pull consumer without acks);
+//     consumer, JetStream pull consumer without acks), and once more with
+//     Gantry's push consumer (one member), printed against its pull
+//     consumer's rate;
 //   - after consume, the Gantry broker's anonymous RSS (RssAnon).
 package main
 
