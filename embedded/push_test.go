@@ -281,6 +281,7 @@ func TestPushOrdered(t *testing.T) {
 	}
 	mu.Unlock()
 	assert.Equal(t, int64(total), handled.Load(), "no message handled twice")
+	fmt.Printf("push consumer ordered: %d keys x %d messages handled once each in per-key order while members joined and left\n", keys, perKey)
 	for _, x := range []*client.PushConsumer{b, c, d} {
 		require.NoError(t, x.Shutdown(t.Context()))
 	}
