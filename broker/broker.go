@@ -2,14 +2,17 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/gantrymq/gantry/broker/metadata"
 	"github.com/gantrymq/gantry/broker/store"
+	"github.com/gantrymq/gantry/internal/fsx"
 	"github.com/gantrymq/gantry/internal/tick"
 )
 
@@ -25,6 +28,8 @@ type Broker struct {
 	clients *consumerTable
 	locks   *lockTable
 	watches *watchTable
+	sched   *scheduler // delivers messages parked with a delay level
+	timer   *timer     // delivers messages parked with a delivery time
 	started time.Time
 
 	topicMu sync.Mutex // serializes topic check-then-put (create, update, delete)
@@ -67,16 +72,43 @@ func Open(ctx context.Context, cfg Config) (*Broker, error) {
 		return nil, fmt.Errorf("broker: open store: %w", err)
 	}
 	b.store, b.meta = st, st.Metadata()
-	if err := b.syncTemplateTopic(); err != nil {
+	if err := b.openParking(sc); err != nil {
 		_ = st.Close()
 		return nil, err
 	}
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	b.stop = stop
 	b.wg.Go(func() { tick.Every(runCtx, expireInterval, b.expireClients) })
+	b.wg.Go(func() { b.sched.run(runCtx) })
+	b.wg.Go(func() { b.timer.run(runCtx) })
 	b.log.Info("broker open", "name", cfg.BrokerName, "cluster", cfg.BrokerClusterName,
-		"root", cfg.StorePathRootDir, "topics", len(b.meta.Topics()))
+		"root", cfg.StorePathRootDir, "topics", len(b.Topics()))
 	return b, nil
+}
+
+// openParking creates the template and parking topics and sets up the
+// delivery of parked messages (their loops start with the others), once
+// the store is recovered.
+func (b *Broker) openParking(sc store.Config) error {
+	if err := b.syncTemplateTopic(); err != nil {
+		return err
+	}
+	if err := b.ensureParkingTopics(); err != nil {
+		return err
+	}
+	longest := max(b.cfg.TimerMaxDelay, slices.Max(b.cfg.MessageDelayLevel))
+	if b.cfg.FileReservedTime < longest {
+		b.log.Warn("messages may wait longer than the log keeps them: parked messages older than fileReservedTime can be deleted before their delivery",
+			"fileReservedTime", b.cfg.FileReservedTime, "longestDelay", longest)
+	}
+	fs := sc.FS
+	if fs == nil {
+		fs = fsx.OS
+	}
+	b.sched = newScheduler(b)
+	var err error
+	b.timer, err = openTimer(b, fs)
+	return err
 }
 
 // chainDispatch calls first (if set), then then.
@@ -94,7 +126,8 @@ func chainDispatch(first, then func(string, int32, int64)) func(string, int32, i
 // pulls answer at once with no messages, group watches are told (their
 // Changed channels close), calls in flight are waited for
 // (until ctx ends: then Close returns ctx's error and may be called again),
-// and the store is closed, which flushes the log and saves the metadata.
+// the delivery of parked messages stops and records its progress, and the
+// store is closed, which flushes the log and saves the metadata.
 // Close after a completed Close returns ErrShuttingDown.
 func (b *Broker) Close(ctx context.Context) error {
 	b.shutOnce.Do(func() {
@@ -109,7 +142,7 @@ func (b *Broker) Close(ctx context.Context) error {
 	b.closeOnce.Do(func() {
 		b.stop()
 		b.wg.Wait()
-		b.closeErr = b.store.Close()
+		b.closeErr = errors.Join(b.sched.finish(), b.timer.finish(), b.store.Close())
 		err = b.closeErr
 		b.log.Info("broker closed", "err", err)
 	})

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -66,7 +68,23 @@ const (
 	DefaultRegisterPeriod        = 30 * time.Second
 	DefaultChannelExpiredTimeout = 120 * time.Second
 	DefaultQueueLockTTL          = 60 * time.Second
+	DefaultTimerMaxDelay         = 72 * time.Hour
+
+	// DefaultMessageDelayLevel is RocketMQ's messageDelayLevel: levels 1..18.
+	DefaultMessageDelayLevel = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 )
+
+// defaultScheduleTick is Config.scheduleTick's default.
+const defaultScheduleTick = 100 * time.Millisecond
+
+// defaultDelayLevels is DefaultMessageDelayLevel parsed.
+var defaultDelayLevels = func() []time.Duration {
+	d, err := ParseDelayLevels(DefaultMessageDelayLevel)
+	if err != nil {
+		panic(err) // a broken constant
+	}
+	return d
+}()
 
 // Config configures a Broker. Fields marked with a key are read from
 // broker.conf by ParseConfig (RocketMQ's key names where RocketMQ has the
@@ -137,6 +155,17 @@ type Config struct {
 	// ChannelExpiredTimeout (channelExpiredTimeout, ms): a consumer client
 	// silent this long is dropped from its group. Default 120 s.
 	ChannelExpiredTimeout time.Duration
+	// MessageDelayLevel (messageDelayLevel, "1s 5s 10s ..." in the file:
+	// a count and a unit s, m, h or d per level, space-separated): the delay
+	// of each level of the DELAY property, level L being element L-1; a
+	// DELAY above the last level means the last. 1..1024 levels, each > 0.
+	// Default RocketMQ's 18 levels, DefaultMessageDelayLevel (1s to 2h).
+	MessageDelayLevel []time.Duration
+	// TimerMaxDelay (timerMaxDelay, Gantry's key; RocketMQ's
+	// timerMaxDelaySec; seconds or a Go duration like 72h in the file): how
+	// far ahead of now a TIMER_DELIVER_MS or TIMER_DELAY_SEC may ask for
+	// delivery; a send asking for later is refused. Default 72 h.
+	TimerMaxDelay time.Duration
 
 	// Not in broker.conf.
 
@@ -161,6 +190,11 @@ type Config struct {
 	// of the group's set of client ids, not after every heartbeat. It must
 	// not block.
 	OnConsumersChanged func(group string)
+
+	// scheduleTick is how often (in real time) the delay-level scheduler
+	// and the timer look for due messages; they decide with Now. Default
+	// 100 ms; tests shorten it through export_test.go.
+	scheduleTick time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -183,6 +217,11 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.RegisterNameServerPeriod, DefaultRegisterPeriod)
 	setDefault(&c.ChannelExpiredTimeout, DefaultChannelExpiredTimeout)
 	setDefault(&c.QueueLockTTL, DefaultQueueLockTTL)
+	setDefault(&c.TimerMaxDelay, DefaultTimerMaxDelay)
+	setDefault(&c.scheduleTick, defaultScheduleTick)
+	if len(c.MessageDelayLevel) == 0 {
+		c.MessageDelayLevel = slices.Clone(defaultDelayLevels)
+	}
 	if c.AutoCreateSubscriptionGroup == nil {
 		t := true
 		c.AutoCreateSubscriptionGroup = &t
@@ -214,6 +253,7 @@ func (c Config) Validate() error {
 	c.validateAddrs(bad)
 	c.validateStore(bad)
 	c.validateLimits(bad)
+	c.validateDelays(bad)
 	return errors.Join(errs...)
 }
 
@@ -331,6 +371,21 @@ func (c Config) validateLimits(bad badFunc) {
 	}
 }
 
+func (c Config) validateDelays(bad badFunc) {
+	if c.TimerMaxDelay < 0 {
+		bad("timerMaxDelay %s: want > 0", c.TimerMaxDelay)
+	}
+	if n := len(c.MessageDelayLevel); n > metadata.MaxQueueNums {
+		bad("messageDelayLevel: %d levels, want 1..%d", n, metadata.MaxQueueNums)
+		return
+	}
+	for i, d := range c.MessageDelayLevel {
+		if d <= 0 {
+			bad("messageDelayLevel: level %d is %s, want > 0", i+1, d)
+		}
+	}
+}
+
 // StoreAddr returns the address stored in records and offset message ids:
 // brokerIP1:listenPort.
 func (c Config) StoreAddr() netip.AddrPort {
@@ -374,6 +429,7 @@ var ConfigKeys = []string{
 	"brokerRole", "fileReservedTime", "deleteWhen", "diskMaxUsedSpaceRatio", "autoCreateTopicEnable",
 	"defaultTopicQueueNums", "autoCreateSubscriptionGroup", "maxMessageSize", "maxPropertiesSize",
 	"longPollingMaxHold", "flushConsumerOffsetInterval", "registerNameServerPeriod", "channelExpiredTimeout",
+	"messageDelayLevel", "timerMaxDelay",
 }
 
 // setters maps each key to the function that parses its value into a Config.
@@ -408,6 +464,11 @@ var setters = map[string]func(c *Config, v string) error{
 	"channelExpiredTimeout": func(c *Config, v string) error {
 		return parseDuration(v, time.Millisecond, &c.ChannelExpiredTimeout)
 	},
+	"messageDelayLevel": func(c *Config, v string) (err error) {
+		c.MessageDelayLevel, err = ParseDelayLevels(v)
+		return err
+	},
+	"timerMaxDelay": func(c *Config, v string) error { return parseDuration(v, time.Second, &c.TimerMaxDelay) },
 }
 
 // ParseConfig reads a RocketMQ-style broker.conf into into, overriding the
@@ -492,10 +553,39 @@ func parseDuration(v string, unit time.Duration, into *time.Duration) error {
 }
 
 func unitName(u time.Duration) string {
-	if u == time.Hour {
+	switch u {
+	case time.Hour:
 		return "hours"
+	case time.Second:
+		return "seconds"
 	}
 	return "milliseconds"
+}
+
+// delayUnits are the units of messageDelayLevel, as in RocketMQ.
+var delayUnits = map[byte]time.Duration{'s': time.Second, 'm': time.Minute, 'h': time.Hour, 'd': 24 * time.Hour}
+
+// ParseDelayLevels parses a messageDelayLevel value: space-separated
+// delays, each a positive count and a unit s, m, h or d ("1s 5s 10s 30s
+// 1m"), level 1 first.
+func ParseDelayLevels(v string) ([]time.Duration, error) {
+	fields := strings.Fields(v)
+	if len(fields) == 0 {
+		return nil, errors.New("want at least one level, like 1s 5s 10s")
+	}
+	if len(fields) > metadata.MaxQueueNums {
+		return nil, fmt.Errorf("%d levels, at most %d", len(fields), metadata.MaxQueueNums)
+	}
+	out := make([]time.Duration, len(fields))
+	for i, f := range fields {
+		unit, ok := delayUnits[f[len(f)-1]]
+		n, err := strconv.ParseInt(f[:len(f)-1], 10, 64)
+		if !ok || err != nil || n <= 0 || n > int64(math.MaxInt64/unit) {
+			return nil, fmt.Errorf("level %d %q: want a positive count and a unit s, m, h or d (like 10s)", i+1, f)
+		}
+		out[i] = time.Duration(n) * unit
+	}
+	return out, nil
 }
 
 func parseFlushDiskType(c *Config, v string) error {

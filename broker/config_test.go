@@ -40,6 +40,8 @@ longPollingMaxHold=20000
 flushConsumerOffsetInterval=2500
 registerNameServerPeriod=10s
 	channelExpiredTimeout = 60000   
+messageDelayLevel=1s 30s  2m 1h 1d
+timerMaxDelay=3600
 `
 
 func TestParseConfigEveryKey(t *testing.T) {
@@ -59,6 +61,8 @@ func TestParseConfigEveryKey(t *testing.T) {
 		AutoCreateSubscriptionGroup: &f, MaxMessageSize: 1 << 20, MaxPropertiesSize: 16 << 10,
 		LongPollingMaxHold: 20 * time.Second, FlushConsumerOffsetInterval: 2500 * time.Millisecond,
 		RegisterNameServerPeriod: 10 * time.Second, ChannelExpiredTimeout: time.Minute,
+		MessageDelayLevel: []time.Duration{time.Second, 30 * time.Second, 2 * time.Minute, time.Hour, 24 * time.Hour},
+		TimerMaxDelay:     time.Hour,
 	}
 	assert.Equal(t, want, c)
 	assert.NoError(t, c.Validate())
@@ -88,6 +92,14 @@ func TestParseConfigErrors(t *testing.T) {
 		{"bad hours", "fileReservedTime=3d\n", []string{`fileReservedTime: bad value "3d": want an integer (hours)`}},
 		{"bad deleteWhen", "deleteWhen=25\n", []string{`deleteWhen: bad value "25"`}},
 		{"every bad line", "listenPort=x\nbrokerId=y\nnope=1\n", []string{"line 1: listenPort", "line 2: brokerId", `line 3: unknown key "nope"`}},
+		{"empty delay levels", "messageDelayLevel=\n", []string{`messageDelayLevel: bad value "": want at least one level`}},
+		{"delay level without unit", "messageDelayLevel=1s 5\n", []string{`messageDelayLevel: bad value "1s 5": level 2 "5": want a positive count and a unit s, m, h or d`}},
+		{"delay level bad unit", "messageDelayLevel=1s 5ms\n", []string{`level 2 "5ms"`}},
+		{"delay level zero", "messageDelayLevel=0s\n", []string{`level 1 "0s"`}},
+		{"delay level negative", "messageDelayLevel=1s -5m\n", []string{`level 2 "-5m"`}},
+		{"delay level overflow", "messageDelayLevel=99999999999999d\n", []string{`level 1 "99999999999999d"`}},
+		{"too many delay levels", "messageDelayLevel=" + strings.Repeat("1s ", 1025) + "\n", []string{"1025 levels, at most 1024"}},
+		{"bad timerMaxDelay", "timerMaxDelay=3days\n", []string{`timerMaxDelay: bad value "3days": want an integer (seconds) or a duration like 15s`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -129,6 +141,11 @@ func TestConfigDefaults(t *testing.T) {
 	assert.Equal(t, 30*time.Second, c.RegisterNameServerPeriod)
 	assert.Equal(t, 120*time.Second, c.ChannelExpiredTimeout)
 	assert.Equal(t, 60*time.Second, c.QueueLockTTL)
+	assert.Equal(t, []time.Duration{time.Second, 5 * time.Second, 10 * time.Second, 30 * time.Second,
+		time.Minute, 2 * time.Minute, 3 * time.Minute, 4 * time.Minute, 5 * time.Minute, 6 * time.Minute,
+		7 * time.Minute, 8 * time.Minute, 9 * time.Minute, 10 * time.Minute, 20 * time.Minute, 30 * time.Minute,
+		time.Hour, 2 * time.Hour}, c.MessageDelayLevel)
+	assert.Equal(t, 72*time.Hour, c.TimerMaxDelay)
 	assert.NotNil(t, c.Now)
 	assert.NotNil(t, c.Logger)
 	assert.NoError(t, broker.Config{}.Validate())
@@ -141,6 +158,7 @@ func TestConfigValidateReportsEveryProblem(t *testing.T) {
 		MappedFileSizeCommitLog: -1, DeleteWhen: "4am", DiskMaxUsedSpaceRatio: 99, DefaultTopicQueueNums: 2000,
 		MaxMessageSize: -1, MaxPropertiesSize: -1, LongPollingMaxHold: -1, FlushConsumerOffsetInterval: -1,
 		RegisterNameServerPeriod: -1, ChannelExpiredTimeout: -1, FileReservedTime: -time.Hour, QueueLockTTL: -1,
+		MessageDelayLevel: []time.Duration{time.Second, 0, -time.Minute}, TimerMaxDelay: -1,
 	}
 	err := c.Validate()
 	require.ErrorIs(t, err, broker.ErrInvalidConfig)
@@ -148,10 +166,12 @@ func TestConfigValidateReportsEveryProblem(t *testing.T) {
 		"listenPort 70000", "grpcListenAddr", "httpListenAddr", "brokerIP1", "mappedFileSizeCommitLog", "deleteWhen",
 		"diskMaxUsedSpaceRatio 99", "defaultTopicQueueNums 2000", "maxMessageSize", "maxPropertiesSize",
 		"longPollingMaxHold", "flushConsumerOffsetInterval", "registerNameServerPeriod", "channelExpiredTimeout",
-		"fileReservedTime", "QueueLockTTL"} {
+		"fileReservedTime", "QueueLockTTL", "messageDelayLevel: level 2 is 0s", "messageDelayLevel: level 3 is -1m0s",
+		"timerMaxDelay -1ns"} {
 		assert.ErrorContains(t, err, w)
 	}
 	assert.ErrorContains(t, broker.Config{BrokerRole: broker.Slave}.Validate(), "SLAVE is not supported yet")
+	assert.ErrorContains(t, broker.Config{MessageDelayLevel: make([]time.Duration, 1025)}.Validate(), "messageDelayLevel: 1025 levels, want 1..1024")
 }
 
 func TestStoreConfig(t *testing.T) {
@@ -172,4 +192,18 @@ func TestStoreConfig(t *testing.T) {
 
 	c.StoreOverride = smallStore
 	assert.Equal(t, int64(64<<10), c.StoreConfig().Log.SegmentBytes, "StoreOverride applies last")
+}
+
+func TestParseDelayLevels(t *testing.T) {
+	got, err := broker.ParseDelayLevels(broker.DefaultMessageDelayLevel)
+	require.NoError(t, err)
+	assert.Len(t, got, 18)
+	assert.Equal(t, broker.Config{}.WithDefaults().MessageDelayLevel, got)
+	got, err = broker.ParseDelayLevels("  7d\t90s ")
+	require.NoError(t, err)
+	assert.Equal(t, []time.Duration{7 * 24 * time.Hour, 90 * time.Second}, got, "any count of levels, any order")
+
+	var c broker.Config
+	require.NoError(t, broker.ParseConfig(strings.NewReader("timerMaxDelay=90m\n"), &c))
+	assert.Equal(t, 90*time.Minute, c.TimerMaxDelay, "a Go duration")
 }

@@ -1,6 +1,12 @@
 package broker
 
-import "github.com/gantrymq/gantry/broker/store"
+import (
+	"context"
+	"time"
+
+	"github.com/gantrymq/gantry/broker/store"
+	"github.com/gantrymq/gantry/message"
+)
 
 // WithDefaults exposes withDefaults to tests.
 func (c Config) WithDefaults() Config { return c.withDefaults() }
@@ -19,3 +25,11 @@ func (b *Broker) Watched(topic string, queueID int32) bool {
 
 // QueueLocks returns a group's unexpired queue locks: queue to holder.
 func (b *Broker) QueueLocks(group string) map[QueueRef]string { return b.locks.held(group) }
+
+// WithScheduleTick returns c with the scheduler's and the timer's tick set.
+func (c Config) WithScheduleTick(d time.Duration) Config { c.scheduleTick = d; return c }
+
+// PutInternal exposes putInternal, which the broker's own senders (send-back) use.
+func (b *Broker) PutInternal(ctx context.Context, msgs []*message.Message) ([]store.PutResult, error) {
+	return b.putInternal(ctx, msgs)
+}

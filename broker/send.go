@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/gantrymq/gantry/broker/metadata"
 	"github.com/gantrymq/gantry/broker/store"
@@ -19,12 +20,17 @@ const BrokerPicksQueue = -1
 // went. Under SYNC_FLUSH it returns once they are durable. The messages are
 // not modified.
 //
+// A message with a DELAY level or a TIMER_DELIVER_MS / TIMER_DELAY_SEC in
+// the future is parked (ScheduleTopic, TimerTopic) and delivered to its
+// topic when due; its result is the parked record's. See the package doc.
+//
 // A Send is validated whole before anything is written: an invalid topic
 // name (ErrInvalidTopic), a reserved topic (ErrReservedTopic), an unknown
 // topic when autoCreateTopicEnable is off (ErrTopicNotFound), a topic
 // without write permission (ErrNoPermission), and an empty or oversized
-// body, oversized properties, a message for another topic or a queue id
-// out of range (ErrInvalidMessage) store nothing. An error for which
+// body, oversized properties, a message for another topic, a queue id out
+// of range, an unparsable DELAY or timer property or a delivery time beyond
+// timerMaxDelay (ErrInvalidMessage) store nothing. An error for which
 // IsIndeterminate is true comes with the results filled in: the messages
 // are in the log but not known durable.
 func (b *Broker) Send(ctx context.Context, topic string, msgs []*message.Message) ([]store.PutResult, error) {
@@ -40,14 +46,7 @@ func (b *Broker) Send(ctx context.Context, topic string, msgs []*message.Message
 	if err != nil {
 		return nil, err
 	}
-	res, err := b.store.Put(ctx, batch)
-	if len(res) > 0 {
-		b.msgsPut.Add(int64(len(res)))
-	}
-	if err != nil {
-		return res, putError(topic, res, err)
-	}
-	return res, nil
+	return b.put(ctx, topic, batch)
 }
 
 // sendTopic returns the topic a Send may write to, auto-creating it when
@@ -76,27 +75,38 @@ func (b *Broker) sendTopic(name string) (metadata.TopicConfig, error) {
 }
 
 // prepare checks every message and returns the batch to store: the same
-// messages, copied where the broker picks the queue.
+// messages, copied where the broker picks the queue or parks the message
+// (park.go).
 func (b *Broker) prepare(tc metadata.TopicConfig, msgs []*message.Message) ([]*message.Message, error) {
 	if len(msgs) == 0 {
 		return nil, fmt.Errorf("%w: no messages", ErrInvalidMessage)
 	}
+	now := b.cfg.Now()
 	batch := make([]*message.Message, len(msgs))
 	for i, m := range msgs {
-		if err := b.checkMessage(tc, m); err != nil {
+		mm, err := b.prepareOne(tc, m, now)
+		if err != nil {
 			if len(msgs) == 1 {
 				return nil, err
 			}
 			return nil, fmt.Errorf("message %d: %w", i, err)
 		}
-		if m.QueueID == BrokerPicksQueue {
-			mm := *m
-			mm.QueueID = b.nextQueue(tc)
-			m = &mm
-		}
-		batch[i] = m
+		batch[i] = mm
 	}
 	return batch, nil
+}
+
+// prepareOne checks one message of a Send and returns what to store for it.
+func (b *Broker) prepareOne(tc metadata.TopicConfig, m *message.Message, now time.Time) (*message.Message, error) {
+	if err := b.checkMessage(tc, m); err != nil {
+		return nil, err
+	}
+	if m.QueueID == BrokerPicksQueue {
+		mm := *m
+		mm.QueueID = b.nextQueue(tc)
+		m = &mm
+	}
+	return b.park(m, now)
 }
 
 // checkMessage checks one message of a Send to tc.

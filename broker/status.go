@@ -29,6 +29,12 @@ type BrokerStatus struct {
 	MessagesGot int64 // messages returned by Pull since Open
 	StartedAt   time.Time
 	Uptime      time.Duration
+
+	// DelayPending holds, per delay level (index L-1), the messages parked
+	// with that level and not yet delivered; TimerPending the messages
+	// parked with a delivery time. Zero once Close has started.
+	DelayPending []int64
+	TimerPending int64
 }
 
 // QueueStatus is one queue of a topic.
@@ -51,7 +57,7 @@ func (b *Broker) Status() BrokerStatus {
 		GRPCListenAddr: c.GRPCListenAddr,
 		HTTPListenAddr: c.HTTPListenAddr,
 		NamesrvAddr:    slices.Clone(c.NamesrvAddr),
-		Topics:         len(b.meta.Topics()),
+		Topics:         len(b.Topics()),
 		MessagesPut:    b.msgsPut.Load(),
 		MessagesGot:    b.msgsGot.Load(),
 		StartedAt:      b.started,
@@ -62,6 +68,7 @@ func (b *Broker) Status() BrokerStatus {
 		s.Ready = true
 		cl := b.store.CommitLog()
 		s.MinLogOffset, s.MaxLogOffset, s.FlushedOffset = cl.MinOffset(), cl.MaxOffset(), cl.FlushedOffset()
+		s.DelayPending, s.TimerPending = b.sched.pending(), b.timer.pendingCount()
 	}
 	return s
 }

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 
@@ -11,8 +12,12 @@ import (
 
 // System topic names.
 const (
-	// ScheduleTopic holds delayed messages until their delivery time.
+	// ScheduleTopic holds messages with a delay level (DELAY) until their
+	// delivery time: queue L-1 holds level L.
 	ScheduleTopic = store.ScheduleTopic
+	// TimerTopic holds messages with a delivery time (TIMER_DELIVER_MS,
+	// TIMER_DELAY_SEC) until it comes, in one queue.
+	TimerTopic = "rmq_sys_wheel_timer"
 	// AutoCreateTopicTemplate is RocketMQ's TBW102, the topic whose route
 	// tells clients a broker auto-creates topics.
 	AutoCreateTopicTemplate = "TBW102"
@@ -25,7 +30,8 @@ const (
 )
 
 // IsReservedTopic reports whether name is a system topic users cannot
-// create, delete or send to.
+// create, delete or send to: TBW102, SCHEDULE_TOPIC_XXXX and every rmq_sys_
+// topic (TimerTopic among them).
 func IsReservedTopic(name string) bool {
 	return strings.HasPrefix(name, SystemTopicPrefix) || name == ScheduleTopic || name == AutoCreateTopicTemplate
 }
@@ -143,8 +149,17 @@ func (b *Broker) offsetGroups() []string {
 // Topic returns a topic's configuration.
 func (b *Broker) Topic(name string) (metadata.TopicConfig, bool) { return b.meta.Topic(name) }
 
-// Topics returns every topic's configuration, sorted by name.
-func (b *Broker) Topics() []metadata.TopicConfig { return b.meta.Topics() }
+// Topics returns every topic's configuration, sorted by name, except the
+// broker's parking topics (ScheduleTopic, TimerTopic): they are not
+// registered with the nameservers nor listed, though Topic, Pull and
+// TopicStatus find them (read-only).
+func (b *Broker) Topics() []metadata.TopicConfig {
+	return slices.DeleteFunc(b.meta.Topics(), func(tc metadata.TopicConfig) bool { return isParkingTopic(tc.TopicName) })
+}
+
+// isParkingTopic reports whether name is one of the topics delayed
+// messages wait in.
+func isParkingTopic(name string) bool { return name == ScheduleTopic || name == TimerTopic }
 
 // topic returns an existing topic, or ErrInvalidTopic or ErrTopicNotFound.
 func (b *Broker) topic(name string) (metadata.TopicConfig, error) {
@@ -198,6 +213,50 @@ func (b *Broker) syncTemplateTopic() error {
 		b.meta.DeleteTopic(AutoCreateTopicTemplate)
 	}
 	return nil
+}
+
+// ensureParkingTopics puts the parking topics in the topic table, read-only
+// (the broker writes them itself): ScheduleTopic with a queue per delay
+// level (more if an earlier configuration had more levels: their messages
+// still get delivered), TimerTopic with one queue.
+func (b *Broker) ensureParkingTopics() error {
+	levels := int32(len(b.cfg.MessageDelayLevel))
+	if tc, ok := b.meta.Topic(ScheduleTopic); ok {
+		levels = max(levels, tc.ReadQueueNums, tc.WriteQueueNums)
+	}
+	for _, tc := range []metadata.TopicConfig{
+		{TopicName: ScheduleTopic, ReadQueueNums: levels, WriteQueueNums: levels, Perm: metadata.PermRead},
+		{TopicName: TimerTopic, ReadQueueNums: 1, WriteQueueNums: 1, Perm: metadata.PermRead},
+	} {
+		if old, ok := b.meta.Topic(tc.TopicName); ok && old.ReadQueueNums == tc.ReadQueueNums &&
+			old.WriteQueueNums == tc.WriteQueueNums && old.Perm == tc.Perm {
+			continue
+		}
+		if err := b.meta.PutTopic(tc); err != nil {
+			return fmt.Errorf("broker: create %s: %w", tc.TopicName, err)
+		}
+	}
+	return nil
+}
+
+// internalTopic returns the topic putInternal may write a message for:
+// any existing topic, reserved or not, except the parking topics; a
+// group's retry or dead-letter topic is created on first use (one queue,
+// read and write).
+func (b *Broker) internalTopic(name string) (metadata.TopicConfig, error) {
+	if err := checkTopicName(name); err != nil {
+		return metadata.TopicConfig{}, err
+	}
+	if isParkingTopic(name) {
+		return metadata.TopicConfig{}, fmt.Errorf("%w: %q takes no messages but those the broker parks", ErrReservedTopic, name)
+	}
+	if tc, ok := b.meta.Topic(name); ok {
+		return tc, nil
+	}
+	if isGroupTopic(name) {
+		return b.ensureTopic(name, 1)
+	}
+	return metadata.TopicConfig{}, fmt.Errorf("%w: %q", ErrTopicNotFound, name)
 }
 
 // autoCreateQueues is how many queues an auto-created topic gets: one for a

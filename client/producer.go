@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -38,6 +39,15 @@ type Message struct {
 	// Properties are user properties; system property names are refused by
 	// the broker.
 	Properties map[string]string
+	// DelayLevel, 1 to 18 (the broker's messageDelayLevel: 1s 5s 10s 30s
+	// 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h by default), makes the
+	// broker deliver the message that long after storing it. 0: at once.
+	DelayLevel int
+	// DeliverAt, when set, makes the broker deliver the message at that
+	// time (within about 100 ms), up to the broker's timerMaxDelay ahead
+	// (72 h by default). A time already past delivers at once. It
+	// overrides DelayLevel.
+	DeliverAt time.Time
 	// ShardingKey, when set, makes a queue selector such as ByShardingKey
 	// send every message with the same key to the same queue (per-key
 	// order). It stays on the client: it is not sent.
@@ -138,6 +148,12 @@ func (b *batch) encode() error {
 		}
 		for k, v := range b.props[i] {
 			props = append(props, message.Property{Key: k, Value: v})
+		}
+		switch {
+		case !m.DeliverAt.IsZero():
+			props = append(props, message.Property{Key: message.PropTimerDeliverMS, Value: strconv.FormatInt(m.DeliverAt.UnixMilli(), 10)})
+		case m.DelayLevel > 0:
+			props = append(props, message.Property{Key: message.PropDelay, Value: strconv.Itoa(m.DelayLevel)})
 		}
 		rec := message.Message{Topic: b.topic, Body: m.Body, BornTimestamp: b.born, Properties: props}
 		var err error
@@ -636,6 +652,9 @@ func validateMessage(m *Message) (int64, error) {
 	}
 	if strings.ContainsAny(m.Tags, "\x01\x02") {
 		return 0, fmt.Errorf("tags %q contain a separator byte: %w", m.Tags, ErrInvalidArgument)
+	}
+	if m.DelayLevel < 0 {
+		return 0, fmt.Errorf("delay level %d: want 0 (none) or a level from 1: %w", m.DelayLevel, ErrInvalidArgument)
 	}
 	props := len(m.Tags)
 	for _, k := range m.Keys {

@@ -19,15 +19,24 @@ type ConsumeResult int
 const (
 	// ConsumeSuccess: the batch is handled; its offsets may be committed.
 	ConsumeSuccess ConsumeResult = iota
-	// ConsumeRetryLater: handle the batch again later. A concurrent
-	// consumer hands it to the handler again after the retry delay (its
-	// ReconsumeTimes counts the attempts), without holding up the rest of
-	// the queue; an ordered one behaves as for ConsumeSuspend.
+	// ConsumeRetryLater: handle the batch again later. In clustering a
+	// concurrent consumer sends each message back to the broker, which
+	// delivers it again through the group's retry topic after the retry
+	// ladder's next delay (10 s, 30 s, 1 m, ... 2 h) and, after
+	// MaxReconsumeTimes failures (16 by default), moves it to the group's
+	// dead-letter topic; the rest of the queue goes on meanwhile. Where the
+	// broker cannot take it back (and in broadcasting) the batch is handed
+	// to the handler again after the retry delay. An ordered consumer
+	// behaves as for ConsumeSuspend.
 	ConsumeRetryLater
 	// ConsumeSuspend (ordered consumption): pause the queue for the suspend
 	// time, then hand the same batch again; later messages of the queue
-	// wait.
+	// wait. After MaxReconsumeTimes attempts (unlimited by default) the
+	// batch is dead-lettered and the queue goes on.
 	ConsumeSuspend
+	// ConsumeDeadLetter: move the batch to the group's dead-letter topic at
+	// once, without retries (clustering).
+	ConsumeDeadLetter
 )
 
 // String returns the result's name.
@@ -39,6 +48,8 @@ func (r ConsumeResult) String() string {
 		return "RETRY_LATER"
 	case ConsumeSuspend:
 		return "SUSPEND"
+	case ConsumeDeadLetter:
+		return "DEAD_LETTER"
 	}
 	return fmt.Sprintf("ConsumeResult(%d)", int(r))
 }
@@ -127,6 +138,7 @@ type pushOptions struct {
 	retryDelay     time.Duration
 	suspendTime    time.Duration
 	lockRenewEvery time.Duration
+	maxReconsume   int // <= 0: the group's (concurrent) or unlimited (ordered)
 }
 
 func defaultPushOptions() pushOptions {
@@ -260,6 +272,13 @@ func WithRetryDelay(d time.Duration) PushConsumerOption {
 // batch (default 1 s).
 func WithSuspendTime(d time.Duration) PushConsumerOption {
 	return func(o *pushOptions) { o.suspendTime = d }
+}
+
+// WithMaxReconsumeTimes sets how many times a failed message is retried
+// before it is dead-lettered. Default: the group's retryMaxTimes on the
+// broker (16) for concurrent consumption, unlimited for ordered.
+func WithMaxReconsumeTimes(n int) PushConsumerOption {
+	return func(o *pushOptions) { o.maxReconsume = n }
 }
 
 // WithLockRenewInterval sets how often an ordered consumer renews its queue
@@ -406,11 +425,18 @@ func (p *PushConsumer) Start(ctx context.Context) error {
 		return fmt.Errorf("client: push consumer of %s has no subscription: %w", p.group, ErrInvalidArgument)
 	}
 	p.state = pushStarted
+	if p.opts.model == Clustering {
+		// Messages sent back for retry come through the group's retry topic.
+		p.subs[retryTopic(p.group)] = "*"
+	}
 	p.life, p.stopLife = context.WithCancel(p.c.life)
 	p.handlerCtx, p.stopHandle = context.WithCancel(context.WithoutCancel(p.c.life))
 	p.mu.Unlock()
 
 	for _, topic := range p.topics() {
+		if p.isRetryTopic(topic) {
+			continue // the broker creates it at the first heartbeat
+		}
 		rt, err := p.c.routes.refresh(ctx, topic)
 		if err == nil && len(rt.read) == 0 {
 			err = fmt.Errorf("client: topic %q has no readable queue: %w", topic, ErrNoQueue)
@@ -565,6 +591,11 @@ func (p *PushConsumer) protoModel() gantryv1.ConsumeModel {
 	}
 	return gantryv1.ConsumeModel_CONSUME_MODEL_CLUSTERING
 }
+
+// retryTopic is a group's retry topic.
+func retryTopic(group string) string { return "%RETRY%" + group }
+
+func (p *PushConsumer) isRetryTopic(topic string) bool { return topic == retryTopic(p.group) }
 
 // trigger sends a non-blocking signal.
 func trigger(ch chan struct{}) {

@@ -2,12 +2,14 @@ package client
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	gantryv1 "github.com/gantrymq/gantry/api/gantry/v1"
 	"github.com/gantrymq/gantry/internal/tick"
+	"github.com/gantrymq/gantry/message"
 )
 
 // assignedQueue is a queue the consumer holds: its process queue, its pull
@@ -78,6 +80,13 @@ func (p *PushConsumer) pullLoop(aq *assignedQueue) {
 		backoff = 0
 		switch res.Status {
 		case PullFound:
+			if p.isRetryTopic(aq.q.Topic) {
+				for _, m := range res.Messages { // handlers see the topic it was first sent to
+					if t := m.Property(message.PropRetryTopic); t != "" {
+						m.Topic = t
+					}
+				}
+			}
 			aq.pq.put(res.Messages, res.NextOffset)
 			if p.opts.ordered {
 				trigger(aq.wake)
@@ -138,10 +147,29 @@ func (p *PushConsumer) worker() {
 // handling them all (the queue's lock is held until they are done) leaves
 // nothing handled above the committed offset.
 func (p *PushConsumer) consume(t consumeTask) {
-	if p.call(t.msgs) == ConsumeSuccess {
+	res, reason := p.call(t.msgs)
+	if res == ConsumeSuccess {
 		t.aq.pq.done(t.msgs)
 		t.aq.inflight.Done()
 		return
+	}
+	if p.opts.model == Clustering {
+		// Back to the broker: it retries through the group's retry topic
+		// (or dead-letters). What it could not take is retried here.
+		var failed []*MessageExt
+		for _, m := range t.msgs {
+			if err := p.sendBack(t.aq, m, res == ConsumeDeadLetter, reason); err != nil {
+				p.c.log.Warn("send back failed; retrying the message here", "queue", t.aq.q, "offset", m.QueueOffset, "err", err)
+				failed = append(failed, m)
+				continue
+			}
+			t.aq.pq.done([]*MessageExt{m})
+		}
+		if len(failed) == 0 {
+			t.aq.inflight.Done()
+			return
+		}
+		t.msgs = failed
 	}
 	for _, m := range t.msgs {
 		m.ReconsumeTimes++
@@ -162,15 +190,38 @@ func (p *PushConsumer) consume(t consumeTask) {
 	}
 }
 
-// call runs the handler; a panic counts as ConsumeRetryLater.
-func (p *PushConsumer) call(msgs []*MessageExt) (res ConsumeResult) {
+// call runs the handler and says why it failed, if it did; a panic
+// counts as ConsumeRetryLater.
+func (p *PushConsumer) call(msgs []*MessageExt) (res ConsumeResult, reason string) {
 	defer func() {
 		if r := recover(); r != nil {
 			p.c.log.Error("message handler panicked; the batch will be retried", "queue", msgs[0].Queue, "offset", msgs[0].QueueOffset, "panic", r)
-			res = ConsumeRetryLater
+			res, reason = ConsumeRetryLater, fmt.Sprintf("handler panicked: %v", r)
 		}
 	}()
-	return p.handler(p.handlerCtx, msgs)
+	res = p.handler(p.handlerCtx, msgs)
+	if res != ConsumeSuccess {
+		reason = "handler returned " + res.String()
+	}
+	return res, reason
+}
+
+// sendBack hands a failed message back to its broker for retry through
+// the group's retry topic, or for the dead-letter topic (deadLetter, or
+// once it failed MaxReconsumeTimes times).
+func (p *PushConsumer) sendBack(aq *assignedQueue, m *MessageExt, deadLetter bool, reason string) error {
+	req := &gantryv1.SendBackRequest{Group: p.group, MsgId: m.MsgID(), PhysicalOffset: m.PhysicalOffset,
+		MaxReconsumeTimes: int32(max(p.opts.maxReconsume, 0)), Reason: reason}
+	if deadLetter {
+		req.DelayLevel = -1
+	}
+	ctx, cancel := context.WithTimeout(p.c.life, nameServerCallTimeout)
+	defer cancel()
+	_, err := p.c.call(aq.q, "send back", func(c gantryv1.MessagingClient) error {
+		_, err := c.SendBack(ctx, req)
+		return err
+	})
+	return err
 }
 
 // orderedLoop handles aq's messages strictly in offset order, one batch at
@@ -190,9 +241,16 @@ func (p *PushConsumer) orderedLoop(aq *assignedQueue) {
 			continue
 		}
 		msgs := aq.pq.take(p.opts.batchSize)
-		if p.call(msgs) == ConsumeSuccess {
+		res, reason := p.call(msgs)
+		if res == ConsumeSuccess {
 			aq.pq.done(msgs)
 			continue
+		}
+		if p.opts.model == Clustering && (res == ConsumeDeadLetter || (p.opts.maxReconsume > 0 && int(msgs[0].ReconsumeTimes) >= p.opts.maxReconsume)) {
+			if p.deadLetter(aq, msgs, reason) {
+				aq.pq.done(msgs)
+				continue
+			}
 		}
 		aq.pq.untake(len(msgs))
 		for _, m := range msgs {
@@ -200,6 +258,18 @@ func (p *PushConsumer) orderedLoop(aq *assignedQueue) {
 		}
 		sleepCtx(aq.ctx, p.opts.suspendTime)
 	}
+}
+
+// deadLetter moves an ordered batch to the dead-letter topic; false if
+// the broker did not take every message (the batch is then retried).
+func (p *PushConsumer) deadLetter(aq *assignedQueue, msgs []*MessageExt, reason string) bool {
+	for _, m := range msgs {
+		if err := p.sendBack(aq, m, true, reason); err != nil {
+			p.c.log.Warn("dead-lettering failed; retrying the batch", "queue", aq.q, "offset", m.QueueOffset, "err", err)
+			return false
+		}
+	}
+	return true
 }
 
 // release stops consuming aq: pulling stops, the batches in flight finish,

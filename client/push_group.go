@@ -193,11 +193,12 @@ func (p *PushConsumer) watchOnce(ctx context.Context, addr string) error {
 
 // rebalanceLoop rebalances when a membership change is reported, every
 // rebalance interval, and soon after a round that could not take every
-// queue it was given.
+// queue it was given (200 ms, doubling while rounds stay incomplete).
 func (p *PushConsumer) rebalanceLoop() {
 	t := time.NewTicker(p.opts.rebalanceEvery)
 	defer t.Stop()
 	var soon <-chan time.Time
+	delay := retryRebalanceAfterLockFail
 	for {
 		select {
 		case <-p.life.Done():
@@ -207,9 +208,12 @@ func (p *PushConsumer) rebalanceLoop() {
 		case <-soon:
 		}
 		soon = nil
-		if !p.rebalance(p.life) {
-			soon = time.After(retryRebalanceAfterLockFail)
+		if p.rebalance(p.life) {
+			delay = retryRebalanceAfterLockFail
+			continue
 		}
+		soon = time.After(delay)
+		delay = min(2*delay, p.opts.rebalanceEvery)
 	}
 }
 
@@ -219,10 +223,14 @@ func (p *PushConsumer) rebalanceLoop() {
 func (p *PushConsumer) rebalance(ctx context.Context) bool {
 	want := map[queueKey]Queue{}
 	keep := map[string]bool{} // topics whose share could not be computed: keep what is held
+	complete := true
 	for _, topic := range p.topics() {
 		mine, err := p.share(ctx, topic)
 		if err != nil {
-			if ctx.Err() == nil {
+			// The retry topic's route appears shortly after the first
+			// heartbeat created the topic: try again soon.
+			complete = false
+			if ctx.Err() == nil && !(p.isRetryTopic(topic) && errors.Is(err, ErrTopicNotFound)) {
 				p.c.log.Warn("rebalance: keeping the current queues", "topic", topic, "err", err)
 			}
 			keep[topic] = true
@@ -258,7 +266,6 @@ func (p *PushConsumer) rebalance(ctx context.Context) bool {
 		p.c.log.Info("rebalance: releasing queue", "queue", aq.q)
 		p.releases.Go(func() { p.release(aq) })
 	}
-	complete := true
 	for _, q := range added {
 		if err := p.take(ctx, q); err != nil {
 			complete = false

@@ -120,9 +120,13 @@ func (l *Log) createSegment(ctx context.Context, base int64, populate bool) (*se
 	return seg, nil
 }
 
-// populate pre-faults seg in chunks, stopping early when ctx ends.
+// populate pre-faults seg in chunks, stopping early when ctx ends. The
+// chunks are small because the kernel holds the process's mmap lock for a
+// whole madvise call: with 64 MiB chunks, mmap calls elsewhere (a new
+// consume-queue file) waited behind it long enough to delay dispatch by
+// more than 50 ms after start-up; 4 MiB takes about a millisecond.
 func (l *Log) populate(ctx context.Context, seg *segment) {
-	const chunk = 64 << 20
+	const chunk = 4 << 20
 	for off := int64(0); off < seg.size && ctx.Err() == nil; off += chunk {
 		if err := seg.m.Populate(int(off), int(min(chunk, seg.size-off))); err != nil {
 			l.log.Warn("pre-fault of new segment failed; appends will take page faults", "segment", seg.path, "err", err)

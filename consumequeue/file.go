@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"github.com/gantrymq/gantry/internal/fsx"
 )
@@ -16,6 +17,43 @@ type qfile struct {
 	file fsx.File
 	m    fsx.Mapping
 	b    []byte // m.Bytes(), len == file size
+
+	// fresh: the file's directory entry is not durable yet; settle makes it
+	// so before any of its bytes are.
+	settleMu sync.Mutex
+	fresh    bool
+	fsys     fsx.FS
+	dir      string
+}
+
+// settle makes the file's directory entry durable if it is not yet. Every
+// msync of the file's bytes is preceded by it, so a crash never leaves
+// durable entries in a file that is gone; the msync itself makes the size
+// up to those entries durable (a short last file is extended again by
+// recovery). It does not fsync the file: that would also write back the
+// mapping's bytes while the dispatcher writes them.
+func (f *qfile) settle() error {
+	f.settleMu.Lock()
+	defer f.settleMu.Unlock()
+	if !f.fresh {
+		return nil
+	}
+	if err := f.fsys.SyncDir(f.dir); err != nil {
+		return fmt.Errorf("consumequeue: sync dir of %s: %w", f.path, err)
+	}
+	f.fresh = false
+	return nil
+}
+
+// sync makes f's bytes [off, off+n) durable, and its creation first.
+func (f *qfile) sync(off, n int) error {
+	if err := f.settle(); err != nil {
+		return err
+	}
+	if err := f.m.Sync(off, n); err != nil {
+		return fmt.Errorf("consumequeue: msync %s: %w", f.path, err)
+	}
+	return nil
 }
 
 func (f *qfile) end() int64 { return f.base + int64(len(f.b)) }
@@ -53,9 +91,11 @@ func mapFile(fsys fsx.FS, dir string, base int64, size int) (*qfile, error) {
 	return &qfile{base: base, path: path, file: f, m: m, b: m.Bytes()}, nil
 }
 
-// createFile creates, preallocates and maps a new zeroed file, and makes it
-// and its size durable before anything is written to it, so that a crash
-// never leaves a short file behind a full one.
+// createFile creates, preallocates and maps a new zeroed file. Making it
+// durable is left to the file's first sync (settle), so that the
+// dispatcher creating a queue's file does not wait for two fsyncs; a crash
+// before then leaves no durable entry in it, and recovery treats a missing
+// or short last file as the queue's end.
 func createFile(fsys fsx.FS, dir string, base int64, size int) (*qfile, error) {
 	path := filepath.Join(dir, fileName(base))
 	f, err := fsys.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
@@ -70,17 +110,11 @@ func createFile(fsys fsx.FS, dir string, base int64, size int) (*qfile, error) {
 	if err := f.Allocate(0, int64(size)); err != nil {
 		return fail("allocate", err)
 	}
-	if err := f.Sync(); err != nil {
-		return fail("sync", err)
-	}
-	if err := fsys.SyncDir(dir); err != nil {
-		return fail("sync dir of", err)
-	}
 	m, err := f.Map(size)
 	if err != nil {
 		return fail("map", err)
 	}
-	return &qfile{base: base, path: path, file: f, m: m, b: m.Bytes()}, nil
+	return &qfile{base: base, path: path, file: f, m: m, b: m.Bytes(), fresh: true, fsys: fsys, dir: dir}, nil
 }
 
 // fileList is an immutable, ordered, contiguous list of files; the Queue

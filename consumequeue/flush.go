@@ -27,8 +27,8 @@ func (q *Queue) Flush() error {
 			return fmt.Errorf("consumequeue: flush: no file holds byte %d", pos) // broken invariant
 		}
 		hi := min(end, f.end())
-		if err := f.m.Sync(int(pos-f.base), int(hi-pos)); err != nil {
-			return fmt.Errorf("consumequeue: msync %s: %w", f.path, err)
+		if err := f.sync(int(pos-f.base), int(hi-pos)); err != nil {
+			return err
 		}
 		pos = hi
 		q.flushed = pos

@@ -157,8 +157,8 @@ func (q *Queue) roll(l *fileList, pos int64) (*qfile, error) {
 	} else if last != nil {
 		// The full file becomes durable before any entry lands in the next
 		// one, so a crash never tears an earlier file behind a later one.
-		if err := last.m.Sync(0, len(last.b)); err != nil {
-			return nil, fmt.Errorf("consumequeue: msync %s: %w", last.path, err)
+		if err := last.sync(0, len(last.b)); err != nil {
+			return nil, err
 		}
 	}
 	f, err := createFile(q.cfg.FS, q.cfg.Dir, base, q.fileBytes)
@@ -198,8 +198,8 @@ func (q *Queue) restartAt(queueOffset int64) error {
 		putEntry(f.b[i:], placeholder)
 	}
 	if n > 0 {
-		if err := f.m.Sync(0, n); err != nil {
-			return fmt.Errorf("consumequeue: sync placeholders of %s: %w", f.path, err)
+		if err := f.sync(0, n); err != nil {
+			return fmt.Errorf("consumequeue: sync placeholders: %w", err)
 		}
 	}
 	q.fmu.Lock()

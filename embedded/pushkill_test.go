@@ -70,7 +70,9 @@ func runPushChild() int {
 	for {
 		var ids []string
 		for _, q := range c.Assigned() {
-			ids = append(ids, strconv.Itoa(int(q.ID)))
+			if q.Topic == os.Getenv("GANTRY_CHILD_TOPIC") {
+				ids = append(ids, strconv.Itoa(int(q.ID)))
+			}
 		}
 		if s := strings.Join(ids, ","); s != last {
 			out("A %s", s)

@@ -40,6 +40,8 @@ const (
 	PropShardingKey              = "__SHARDINGKEY" // Java's key; the Go client's SHARDING_KEY stays client side
 	PropDLQOriginTopic           = "DLQ_ORIGIN_TOPIC"
 	PropDLQOriginMessageID       = "DLQ_ORIGIN_MESSAGE_ID"
+	PropDLQReason                = "DLQ_REASON"  // Gantry: why the consumer gave up, on a dead letter
+	PropDLQResendTimes           = "DLQ_RESENDS" // Gantry: how many times a dead letter was resent
 	// PropCRC is the key of the whole-record CRC tail (§4.2). It is reserved:
 	// Append never writes a pair with this key from Message.Properties.
 	PropCRC = "__CRC32#"

@@ -434,6 +434,18 @@ func (s *Messaging) GetConsumerList(_ context.Context, req *gantryv1.GetConsumer
 	return &gantryv1.GetConsumerListResponse{ClientIds: s.b.ConsumerList(req.GetGroup())}, nil
 }
 
+// SendBack implements the service.
+func (s *Messaging) SendBack(ctx context.Context, req *gantryv1.SendBackRequest) (*gantryv1.SendBackResponse, error) {
+	res, err := s.b.SendBack(ctx, broker.SendBackRequest{
+		Group: req.GetGroup(), PhysicalOffset: req.GetPhysicalOffset(), MsgID: req.GetMsgId(),
+		DelayLevel: req.GetDelayLevel(), MaxReconsumeTimes: req.GetMaxReconsumeTimes(), Reason: req.GetReason(),
+	})
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &gantryv1.SendBackResponse{DeadLettered: res.DeadLettered, ReconsumeTimes: res.ReconsumeTimes}, nil
+}
+
 // LockQueues implements the service.
 func (s *Messaging) LockQueues(_ context.Context, req *gantryv1.LockQueuesRequest) (*gantryv1.LockQueuesResponse, error) {
 	held, err := s.b.LockQueues(req.GetGroup(), req.GetClientId(), fromQueueRefs(req.GetQueues()))

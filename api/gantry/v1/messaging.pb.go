@@ -1430,15 +1430,23 @@ func (x *GetConsumerListResponse) GetClientIds() []string {
 }
 
 type SendBackRequest struct {
-	state             protoimpl.MessageState `protogen:"open.v1"`
-	Group             string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
-	MsgId             string                 `protobuf:"bytes,2,opt,name=msg_id,json=msgId,proto3" json:"msg_id,omitempty"`
-	PhysicalOffset    int64                  `protobuf:"varint,3,opt,name=physical_offset,json=physicalOffset,proto3" json:"physical_offset,omitempty"`
-	DelayLevel        int32                  `protobuf:"varint,4,opt,name=delay_level,json=delayLevel,proto3" json:"delay_level,omitempty"`
-	MaxReconsumeTimes int32                  `protobuf:"varint,5,opt,name=max_reconsume_times,json=maxReconsumeTimes,proto3" json:"max_reconsume_times,omitempty"`
-	Reason            string                 `protobuf:"bytes,6,opt,name=reason,proto3" json:"reason,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Group string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	// msg_id: the offset message id of the record at physical_offset (a
+	// check; may be empty).
+	MsgId string `protobuf:"bytes,2,opt,name=msg_id,json=msgId,proto3" json:"msg_id,omitempty"`
+	// physical_offset: the commit-log offset of the message as consumed.
+	PhysicalOffset int64 `protobuf:"varint,3,opt,name=physical_offset,json=physicalOffset,proto3" json:"physical_offset,omitempty"`
+	// delay_level: 0 for the retry ladder, > 0 for that level, < 0 to
+	// dead-letter the message at once.
+	DelayLevel int32 `protobuf:"varint,4,opt,name=delay_level,json=delayLevel,proto3" json:"delay_level,omitempty"`
+	// max_reconsume_times: retries before dead-lettering; 0 for the
+	// group's retryMaxTimes.
+	MaxReconsumeTimes int32 `protobuf:"varint,5,opt,name=max_reconsume_times,json=maxReconsumeTimes,proto3" json:"max_reconsume_times,omitempty"`
+	// reason: why the consumer failed, kept on a dead letter.
+	Reason        string `protobuf:"bytes,6,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SendBackRequest) Reset() {
@@ -1514,9 +1522,14 @@ func (x *SendBackRequest) GetReason() string {
 }
 
 type SendBackResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// dead_lettered: the message went to %DLQ%<group>; else to
+	// %RETRY%<group>, after the delay of its retry.
+	DeadLettered bool `protobuf:"varint,1,opt,name=dead_lettered,json=deadLettered,proto3" json:"dead_lettered,omitempty"`
+	// reconsume_times: the failures counted with it so far.
+	ReconsumeTimes int32 `protobuf:"varint,2,opt,name=reconsume_times,json=reconsumeTimes,proto3" json:"reconsume_times,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *SendBackResponse) Reset() {
@@ -1547,6 +1560,20 @@ func (x *SendBackResponse) ProtoReflect() protoreflect.Message {
 // Deprecated: Use SendBackResponse.ProtoReflect.Descriptor instead.
 func (*SendBackResponse) Descriptor() ([]byte, []int) {
 	return file_messaging_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *SendBackResponse) GetDeadLettered() bool {
+	if x != nil {
+		return x.DeadLettered
+	}
+	return false
+}
+
+func (x *SendBackResponse) GetReconsumeTimes() int32 {
+	if x != nil {
+		return x.ReconsumeTimes
+	}
+	return 0
 }
 
 type QueueRef struct {
@@ -2023,8 +2050,10 @@ const file_messaging_proto_rawDesc = "" +
 	"\vdelay_level\x18\x04 \x01(\x05R\n" +
 	"delayLevel\x12.\n" +
 	"\x13max_reconsume_times\x18\x05 \x01(\x05R\x11maxReconsumeTimes\x12\x16\n" +
-	"\x06reason\x18\x06 \x01(\tR\x06reason\"\x12\n" +
-	"\x10SendBackResponse\";\n" +
+	"\x06reason\x18\x06 \x01(\tR\x06reason\"`\n" +
+	"\x10SendBackResponse\x12#\n" +
+	"\rdead_lettered\x18\x01 \x01(\bR\fdeadLettered\x12'\n" +
+	"\x0freconsume_times\x18\x02 \x01(\x05R\x0ereconsumeTimes\";\n" +
 	"\bQueueRef\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x19\n" +
 	"\bqueue_id\x18\x02 \x01(\x05R\aqueueId\"s\n" +

@@ -72,8 +72,12 @@ type MessagingClient interface {
 	Heartbeat(ctx context.Context, in *HeartbeatRequest, opts ...grpc.CallOption) (*HeartbeatResponse, error)
 	// GetConsumerList lists the live clients of a group.
 	GetConsumerList(ctx context.Context, in *GetConsumerListRequest, opts ...grpc.CallOption) (*GetConsumerListResponse, error)
-	// SendBack returns a message a consumer failed to process for retry
-	// (or dead-lettering). Declared; implemented with retries.
+	// SendBack hands back a message a consumer failed to process: the
+	// broker re-publishes it to the group's retry topic %RETRY%<group> after
+	// the retry ladder's delay (delay level 3 + its reconsume times: 10 s,
+	// 30 s, 1 m ... 2 h), or, after max_reconsume_times retries (the
+	// group's retryMaxTimes, 16, when 0) or with delay_level < 0, to the
+	// group's dead-letter topic %DLQ%<group>.
 	SendBack(ctx context.Context, in *SendBackRequest, opts ...grpc.CallOption) (*SendBackResponse, error)
 	// LockQueues grants a client exclusive use of queues of a group for
 	// ordered consumption: a queue is granted when it is unlocked, its lock
@@ -277,8 +281,12 @@ type MessagingServer interface {
 	Heartbeat(context.Context, *HeartbeatRequest) (*HeartbeatResponse, error)
 	// GetConsumerList lists the live clients of a group.
 	GetConsumerList(context.Context, *GetConsumerListRequest) (*GetConsumerListResponse, error)
-	// SendBack returns a message a consumer failed to process for retry
-	// (or dead-lettering). Declared; implemented with retries.
+	// SendBack hands back a message a consumer failed to process: the
+	// broker re-publishes it to the group's retry topic %RETRY%<group> after
+	// the retry ladder's delay (delay level 3 + its reconsume times: 10 s,
+	// 30 s, 1 m ... 2 h), or, after max_reconsume_times retries (the
+	// group's retryMaxTimes, 16, when 0) or with delay_level < 0, to the
+	// group's dead-letter topic %DLQ%<group>.
 	SendBack(context.Context, *SendBackRequest) (*SendBackResponse, error)
 	// LockQueues grants a client exclusive use of queues of a group for
 	// ordered consumption: a queue is granted when it is unlocked, its lock

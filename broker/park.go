@@ -1,0 +1,333 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/gantrymq/gantry/broker/store"
+	"github.com/gantrymq/gantry/message"
+)
+
+// Parking: a delayed message is not stored in its topic but in a parking
+// topic, with its topic and queue saved in REAL_TOPIC and REAL_QID, until
+// the scheduler (delay levels, schedule.go) or the timer (delivery times,
+// timer.go) re-publishes it there (ROCKETMQ-PROTOCOL.md §7.5).
+
+// delayProps are the delay properties of one message, as found (each value
+// is meaningful only when its has flag is set).
+type delayProps struct {
+	level, deliverMS, delaySec          string
+	hasLevel, hasDeliverMS, hasDelaySec bool
+}
+
+// see records the property k=v if it is a delay property.
+func (d *delayProps) see(k string, v []byte) {
+	switch k {
+	case message.PropDelay:
+		d.level, d.hasLevel = string(v), true
+	case message.PropTimerDeliverMS:
+		d.deliverMS, d.hasDeliverMS = string(v), true
+	case message.PropTimerDelaySec:
+		d.delaySec, d.hasDelaySec = string(v), true
+	}
+}
+
+// delayed reports whether the message may need parking: it has a DELAY
+// other than "0" or a timer property. A record that is not stays on
+// SendRecords' fast path.
+func (d *delayProps) delayed() bool {
+	return (d.hasLevel && d.level != "0") || d.hasDeliverMS || d.hasDelaySec
+}
+
+// messageDelayProps finds the delay properties of p (the last of a repeated
+// key wins, as in Properties.Get).
+func messageDelayProps(p message.Properties) delayProps {
+	var d delayProps
+	for _, kv := range p {
+		switch kv.Key {
+		case message.PropDelay:
+			d.level, d.hasLevel = kv.Value, true
+		case message.PropTimerDeliverMS:
+			d.deliverMS, d.hasDeliverMS = kv.Value, true
+		case message.PropTimerDelaySec:
+			d.delaySec, d.hasDelaySec = kv.Value, true
+		}
+	}
+	return d
+}
+
+// parkKind is what becomes of a message on its way to the store.
+type parkKind int
+
+const (
+	parkNone  parkKind = iota // stored as it is
+	parkLevel                 // parked in ScheduleTopic, queue level-1
+	parkTimer                 // parked in TimerTopic
+	parkStrip                 // a delivery time already past: stored in its topic without the timer properties
+)
+
+// parkPlan says how a message is stored.
+type parkPlan struct {
+	kind  parkKind
+	level int   // parkLevel: 1..len(MessageDelayLevel)
+	at    int64 // parkTimer: delivery time, unix ms
+}
+
+// planPark decides how a message with delay properties d and SYSFLAG
+// sysFlag is stored at now. A DELAY level above 0 wins over the timer
+// properties, which the parked copy drops (as RocketMQ 5 does); a DELAY
+// above the last level means the last. TIMER_DELAY_SEC wins over
+// TIMER_DELIVER_MS. Half (prepared) and rolled-back transactional messages
+// are never parked: the commit is. Unparsable values and delivery times
+// beyond TimerMaxDelay are ErrInvalidMessage naming the property.
+func (b *Broker) planPark(d *delayProps, sysFlag int32, now time.Time) (parkPlan, error) {
+	if tx := sysFlag & message.TransactionMask; tx == message.TransactionPrepared || tx == message.TransactionRollback {
+		return parkPlan{}, nil
+	}
+	levels := len(b.cfg.MessageDelayLevel)
+	if d.hasLevel {
+		n, err := strconv.Atoi(d.level)
+		if err != nil || n < 0 {
+			return parkPlan{}, fmt.Errorf("%w: %s %q: want a delay level 0..%d (0: not delayed; larger: %d)",
+				ErrInvalidMessage, message.PropDelay, d.level, levels, levels)
+		}
+		if n > 0 {
+			return parkPlan{kind: parkLevel, level: min(n, levels)}, nil
+		}
+	}
+	return b.planTimer(d, now)
+}
+
+// planTimer is planPark for the timer properties.
+func (b *Broker) planTimer(d *delayProps, now time.Time) (parkPlan, error) {
+	nowMS, maxDelay := now.UnixMilli(), b.cfg.TimerMaxDelay
+	var at int64
+	switch {
+	case d.hasDelaySec:
+		sec, err := strconv.ParseInt(d.delaySec, 10, 64)
+		if err != nil {
+			return parkPlan{}, fmt.Errorf("%w: %s %q: want whole seconds", ErrInvalidMessage, message.PropTimerDelaySec, d.delaySec)
+		}
+		if sec <= 0 {
+			return parkPlan{kind: parkStrip}, nil
+		}
+		if sec > int64(maxDelay/time.Second) {
+			return parkPlan{}, fmt.Errorf("%w: %s %d: beyond timerMaxDelay (%s)", ErrInvalidMessage, message.PropTimerDelaySec, sec, maxDelay)
+		}
+		at = nowMS + sec*1000
+	case d.hasDeliverMS:
+		ms, err := strconv.ParseInt(d.deliverMS, 10, 64)
+		if err != nil {
+			return parkPlan{}, fmt.Errorf("%w: %s %q: want a unix time in milliseconds", ErrInvalidMessage, message.PropTimerDeliverMS, d.deliverMS)
+		}
+		at = ms
+	default:
+		return parkPlan{}, nil
+	}
+	switch {
+	case at <= nowMS:
+		return parkPlan{kind: parkStrip}, nil
+	case at-nowMS > maxDelay.Milliseconds():
+		return parkPlan{}, fmt.Errorf("%w: %s %d is %s from now, beyond timerMaxDelay (%s)", ErrInvalidMessage,
+			message.PropTimerDeliverMS, at, time.Duration(at-nowMS)*time.Millisecond, maxDelay)
+	}
+	return parkPlan{kind: parkTimer, at: at}, nil
+}
+
+// parked returns the message to store for m under plan p: m itself when
+// the plan changes nothing, else a copy (m is not modified). A parked copy
+// carries REAL_TOPIC and REAL_QID (m's topic and queue, which must be
+// picked already) and the clamped DELAY or the absolute TIMER_DELIVER_MS.
+func parked(m *message.Message, p parkPlan) *message.Message {
+	if p.kind == parkNone {
+		return m
+	}
+	mm := *m
+	props := make(message.Properties, 0, len(m.Properties)+3)
+	for _, kv := range m.Properties {
+		if !isParkingProperty(kv.Key) {
+			props = append(props, kv)
+		}
+	}
+	origin := []message.Property{{Key: message.PropRealTopic, Value: m.Topic},
+		{Key: message.PropRealQueueID, Value: strconv.Itoa(int(m.QueueID))}}
+	switch p.kind {
+	case parkLevel:
+		props = append(append(props, origin...), message.Property{Key: message.PropDelay, Value: strconv.Itoa(p.level)})
+		mm.Topic, mm.QueueID = ScheduleTopic, int32(p.level-1)
+	case parkTimer:
+		props = append(append(props, origin...), message.Property{Key: message.PropTimerDeliverMS, Value: strconv.FormatInt(p.at, 10)})
+		mm.Topic, mm.QueueID = TimerTopic, 0
+	case parkStrip:
+		props = props[:0]
+		for _, kv := range m.Properties {
+			if kv.Key != message.PropTimerDeliverMS && kv.Key != message.PropTimerDelaySec {
+				props = append(props, kv)
+			}
+		}
+	}
+	mm.Properties = props
+	return &mm
+}
+
+// isParkingProperty reports whether key is one of the properties parking
+// sets and delivery removes.
+func isParkingProperty(key string) bool {
+	switch key {
+	case message.PropDelay, message.PropTimerDeliverMS, message.PropTimerDelaySec,
+		message.PropRealTopic, message.PropRealQueueID:
+		return true
+	}
+	return false
+}
+
+// park applies planPark and parked to m, whose queue is picked.
+func (b *Broker) park(m *message.Message, now time.Time) (*message.Message, error) {
+	d := messageDelayProps(m.Properties)
+	if !d.hasLevel && !d.hasDeliverMS && !d.hasDelaySec {
+		return m, nil
+	}
+	p, err := b.planPark(&d, m.SysFlag, now)
+	if err != nil {
+		return nil, err
+	}
+	return parked(m, p), nil
+}
+
+// unparked decodes a parked record and returns the message to deliver: a
+// new message for REAL_TOPIC and REAL_QID with the parked one's body,
+// flag, SYSFLAG, born time and host, reconsume times and properties but
+// the parking ones (DELAY, REAL_TOPIC, REAL_QID, TIMER_DELIVER_MS,
+// TIMER_DELAY_SEC). A group's retry or dead-letter topic deleted meanwhile
+// is created again; another missing topic is an error (the message is
+// dropped). A REAL_QID no longer among the topic's write queues is replaced
+// by the broker's pick.
+func (b *Broker) unparked(rec []byte) (*message.Message, error) {
+	m, _, err := message.Decode(rec)
+	if err != nil {
+		return nil, err
+	}
+	topic, _ := m.Properties.Get(message.PropRealTopic)
+	qs, _ := m.Properties.Get(message.PropRealQueueID)
+	qid, err := strconv.ParseInt(qs, 10, 32)
+	if topic == "" || err != nil {
+		return nil, fmt.Errorf("broker: parked message %s has REAL_TOPIC %q, REAL_QID %q", m.UniqKey(), topic, qs)
+	}
+	tc, ok := b.meta.Topic(topic)
+	switch {
+	case !ok && isGroupTopic(topic):
+		if tc, err = b.ensureTopic(topic, 1); err != nil {
+			return nil, err
+		}
+	case !ok:
+		return nil, fmt.Errorf("%w: %q, the topic of parked message %s", ErrTopicNotFound, topic, m.UniqKey())
+	}
+	if qid < 0 || qid >= int64(tc.WriteQueueNums) {
+		qid = int64(b.nextQueue(tc))
+	}
+	props := m.Properties[:0]
+	for _, kv := range m.Properties {
+		if !isParkingProperty(kv.Key) && kv.Key != message.PropCRC {
+			props = append(props, kv)
+		}
+	}
+	return &message.Message{Topic: topic, QueueID: int32(qid), Flag: m.Flag, SysFlag: m.SysFlag,
+		BornTimestamp: m.BornTimestamp, BornHost: m.BornHost, ReconsumeTimes: m.ReconsumeTimes,
+		Body: m.Body, Properties: props}, nil
+}
+
+// putInternal stores messages the broker itself generates (a consumer's
+// send-back to %RETRY%<group> or %DLQ%<group>) as one unit, parking those
+// with DELAY or timer properties like Send does. Unlike Send it accepts
+// any existing topic, reserved ones included, and messages of several
+// topics; a group's retry or dead-letter topic is created on first use
+// (one queue, read and write); topic permissions are not checked. The
+// parking topics themselves are refused (ErrReservedTopic). Queue id -1
+// asks the broker to pick. The body, queue id and properties are checked
+// as Send checks them (ErrInvalidMessage); the messages are not modified.
+//
+// putInternal does not pass the call gate: call it from a method that
+// did (Close closes the store only after those return).
+func (b *Broker) putInternal(ctx context.Context, msgs []*message.Message) ([]store.PutResult, error) {
+	if len(msgs) == 0 {
+		return nil, fmt.Errorf("%w: no messages", ErrInvalidMessage)
+	}
+	now := b.cfg.Now()
+	batch := make([]*message.Message, len(msgs))
+	for i, m := range msgs {
+		mm, err := b.prepareInternal(m, now)
+		if err != nil {
+			if len(msgs) == 1 {
+				return nil, err
+			}
+			return nil, fmt.Errorf("message %d: %w", i, err)
+		}
+		batch[i] = mm
+	}
+	return b.put(ctx, batch[0].Topic, batch)
+}
+
+// prepareInternal checks one message of putInternal and returns what to
+// store for it.
+func (b *Broker) prepareInternal(m *message.Message, now time.Time) (*message.Message, error) {
+	if m == nil {
+		return nil, fmt.Errorf("%w: nil message", ErrInvalidMessage)
+	}
+	tc, err := b.internalTopic(m.Topic)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.checkBodyAndQueue(tc, len(m.Body), m.QueueID); err != nil {
+		return nil, err
+	}
+	if err := b.checkProperties(m); err != nil {
+		return nil, err
+	}
+	if m.QueueID == BrokerPicksQueue {
+		mm := *m
+		mm.QueueID = b.nextQueue(tc)
+		m = &mm
+	}
+	return b.park(m, now)
+}
+
+// put stores a prepared batch and counts it; topic names the send in
+// errors.
+func (b *Broker) put(ctx context.Context, topic string, batch []*message.Message) ([]store.PutResult, error) {
+	res, err := b.store.Put(ctx, batch)
+	if len(res) > 0 {
+		b.msgsPut.Add(int64(len(res)))
+	}
+	if err != nil {
+		return res, putError(topic, res, err)
+	}
+	return res, nil
+}
+
+// sendDecoded is SendRecords' path for records of which some are delayed:
+// it decodes the checked records (queues already picked) and stores them
+// as messages, parked where they ask to be.
+func (b *Broker) sendDecoded(ctx context.Context, topic string, chunks [][]byte, n int) ([]store.PutResult, error) {
+	now := b.cfg.Now()
+	batch := make([]*message.Message, 0, n)
+	for _, c := range chunks {
+		msgs, err := message.DecodeAll(c)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidMessage, err)
+		}
+		for _, m := range msgs {
+			mm, err := b.park(m, now)
+			if err != nil {
+				return nil, fmt.Errorf("record %d: %w", len(batch), err)
+			}
+			batch = append(batch, mm)
+		}
+	}
+	if len(batch) != n {
+		return nil, errors.New("broker: records changed while being sent") // a broken invariant: the caller reused the chunks
+	}
+	return b.put(ctx, topic, batch)
+}
