@@ -28,9 +28,14 @@ type Broker struct {
 	clients *consumerTable
 	locks   *lockTable
 	watches *watchTable
-	sched   *scheduler // delivers messages parked with a delay level
-	timer   *timer     // delivers messages parked with a delivery time
-	started time.Time
+	sched   *scheduler  // delivers messages parked with a delay level
+	timer   *timer      // delivers messages parked with a delivery time
+	dedup   *dedupTable // keys of recent user sends; nil when DuplicationWindow is off
+	dlq     *dlqState   // dead letters resent and purged; DLQ counters
+
+	dlqReady atomic.Bool // dlq is loaded: the log's pin may be computed
+	dlqOpMu  sync.Mutex  // one DLQ resend or purge at a time; taken before dlq's lock
+	started  time.Time
 
 	topicMu sync.Mutex // serializes topic check-then-put (create, update, delete)
 	rr      sync.Map   // topic -> *atomic.Uint32: the broker-picked queue round robin
@@ -67,6 +72,7 @@ func Open(ctx context.Context, cfg Config) (*Broker, error) {
 	b.watches = newWatchTable()
 	sc := cfg.StoreConfig()
 	sc.OnDispatch = chainDispatch(sc.OnDispatch, b.polls.notify)
+	sc.KeepFrom = b.dlqKeepFrom
 	st, err := store.Open(ctx, sc)
 	if err != nil {
 		return nil, fmt.Errorf("broker: open store: %w", err)
@@ -76,11 +82,20 @@ func Open(ctx context.Context, cfg Config) (*Broker, error) {
 		_ = st.Close()
 		return nil, err
 	}
+	if err := b.openDedup(ctx); err != nil {
+		_ = st.Close()
+		return nil, err
+	}
+	if err := b.openDLQ(storeFS(sc)); err != nil {
+		_ = st.Close()
+		return nil, err
+	}
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	b.stop = stop
 	b.wg.Go(func() { tick.Every(runCtx, expireInterval, b.expireClients) })
 	b.wg.Go(func() { b.sched.run(runCtx) })
 	b.wg.Go(func() { b.timer.run(runCtx) })
+	b.wg.Go(func() { tick.Every(runCtx, cfg.dlqSweepInterval, b.sweepDLQ) })
 	b.log.Info("broker open", "name", cfg.BrokerName, "cluster", cfg.BrokerClusterName,
 		"root", cfg.StorePathRootDir, "topics", len(b.Topics()))
 	return b, nil
@@ -101,14 +116,18 @@ func (b *Broker) openParking(sc store.Config) error {
 		b.log.Warn("messages may wait longer than the log keeps them: parked messages older than fileReservedTime can be deleted before their delivery",
 			"fileReservedTime", b.cfg.FileReservedTime, "longestDelay", longest)
 	}
-	fs := sc.FS
-	if fs == nil {
-		fs = fsx.OS
-	}
 	b.sched = newScheduler(b)
 	var err error
-	b.timer, err = openTimer(b, fs)
+	b.timer, err = openTimer(b, storeFS(sc))
 	return err
+}
+
+// storeFS is the store's filesystem.
+func storeFS(sc store.Config) fsx.FS {
+	if sc.FS == nil {
+		return fsx.OS
+	}
+	return sc.FS
 }
 
 // chainDispatch calls first (if set), then then.
@@ -142,7 +161,7 @@ func (b *Broker) Close(ctx context.Context) error {
 	b.closeOnce.Do(func() {
 		b.stop()
 		b.wg.Wait()
-		b.closeErr = errors.Join(b.sched.finish(), b.timer.finish(), b.store.Close())
+		b.closeErr = errors.Join(b.sched.finish(), b.timer.finish(), b.dlq.save(), b.store.Close())
 		err = b.closeErr
 		b.log.Info("broker closed", "err", err)
 	})

@@ -69,6 +69,13 @@ const (
 	DefaultChannelExpiredTimeout = 120 * time.Second
 	DefaultQueueLockTTL          = 60 * time.Second
 	DefaultTimerMaxDelay         = 72 * time.Hour
+	DefaultDLQRetention          = 72 * time.Hour
+	DefaultDuplicationWindow     = 5 * time.Minute
+
+	// DuplicationOff as Config.DuplicationWindow (any negative value does)
+	// turns the de-duplication of sends off; duplicationWindow=0 in
+	// broker.conf sets it.
+	DuplicationOff time.Duration = -1
 
 	// DefaultMessageDelayLevel is RocketMQ's messageDelayLevel: levels 1..18.
 	DefaultMessageDelayLevel = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
@@ -76,6 +83,9 @@ const (
 
 // defaultScheduleTick is Config.scheduleTick's default.
 const defaultScheduleTick = 100 * time.Millisecond
+
+// defaultDLQSweepInterval is Config.dlqSweepInterval's default.
+const defaultDLQSweepInterval = time.Minute
 
 // defaultDelayLevels is DefaultMessageDelayLevel parsed.
 var defaultDelayLevels = func() []time.Duration {
@@ -166,6 +176,21 @@ type Config struct {
 	// far ahead of now a TIMER_DELIVER_MS or TIMER_DELAY_SEC may ask for
 	// delivery; a send asking for later is refused. Default 72 h.
 	TimerMaxDelay time.Duration
+	// DLQRetention (dlqRetentionHours, Gantry's key, hours or a Go duration
+	// in the file): how long a dead letter lives from the time it was
+	// dead-lettered (its store time), whatever fileReservedTime says: the
+	// log keeps the segments holding unexpired dead letters, and expired
+	// ones are never pulled nor listed and are swept from their queue.
+	// Default 72 h.
+	DLQRetention time.Duration
+	// DuplicationWindow (duplicationWindow, Gantry's key; ms or a Go
+	// duration like 5m in the file, 0 for off): how long after storing a
+	// message of a user send the broker answers a repeat of its key (its
+	// IDEMPOTENCY_KEY, else its UNIQ_KEY, within its topic) with the
+	// original's result, marked duplicate, storing nothing. The keys are
+	// rebuilt from the log at Open. Default 5 min; DuplicationOff (or any
+	// negative value) turns it off. See docs/BROKER.md.
+	DuplicationWindow time.Duration
 
 	// Not in broker.conf.
 
@@ -195,6 +220,10 @@ type Config struct {
 	// and the timer look for due messages; they decide with Now. Default
 	// 100 ms; tests shorten it through export_test.go.
 	scheduleTick time.Duration
+	// dlqSweepInterval is how often (in real time) expired and purged dead
+	// letters are swept from their queues; expiry itself is decided with
+	// Now at every read. Default 1 min; tests shorten it.
+	dlqSweepInterval time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -218,7 +247,10 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.ChannelExpiredTimeout, DefaultChannelExpiredTimeout)
 	setDefault(&c.QueueLockTTL, DefaultQueueLockTTL)
 	setDefault(&c.TimerMaxDelay, DefaultTimerMaxDelay)
+	setDefault(&c.DLQRetention, DefaultDLQRetention)
+	setDefault(&c.DuplicationWindow, DefaultDuplicationWindow)
 	setDefault(&c.scheduleTick, defaultScheduleTick)
+	setDefault(&c.dlqSweepInterval, defaultDLQSweepInterval)
 	if len(c.MessageDelayLevel) == 0 {
 		c.MessageDelayLevel = slices.Clone(defaultDelayLevels)
 	}
@@ -254,6 +286,9 @@ func (c Config) Validate() error {
 	c.validateStore(bad)
 	c.validateLimits(bad)
 	c.validateDelays(bad)
+	if c.DuplicationWindow > 0 && c.DuplicationWindow < time.Millisecond {
+		bad("duplicationWindow %s: want at least 1ms (or 0: off)", c.DuplicationWindow)
+	}
 	return errors.Join(errs...)
 }
 
@@ -375,6 +410,9 @@ func (c Config) validateDelays(bad badFunc) {
 	if c.TimerMaxDelay < 0 {
 		bad("timerMaxDelay %s: want > 0", c.TimerMaxDelay)
 	}
+	if c.DLQRetention < 0 {
+		bad("dlqRetentionHours %s: want > 0", c.DLQRetention)
+	}
 	if n := len(c.MessageDelayLevel); n > metadata.MaxQueueNums {
 		bad("messageDelayLevel: %d levels, want 1..%d", n, metadata.MaxQueueNums)
 		return
@@ -429,7 +467,8 @@ var ConfigKeys = []string{
 	"brokerRole", "fileReservedTime", "deleteWhen", "diskMaxUsedSpaceRatio", "autoCreateTopicEnable",
 	"defaultTopicQueueNums", "autoCreateSubscriptionGroup", "maxMessageSize", "maxPropertiesSize",
 	"longPollingMaxHold", "flushConsumerOffsetInterval", "registerNameServerPeriod", "channelExpiredTimeout",
-	"messageDelayLevel", "timerMaxDelay",
+	"messageDelayLevel", "timerMaxDelay", "dlqRetentionHours",
+	"duplicationWindow",
 }
 
 // setters maps each key to the function that parses its value into a Config.
@@ -468,7 +507,9 @@ var setters = map[string]func(c *Config, v string) error{
 		c.MessageDelayLevel, err = ParseDelayLevels(v)
 		return err
 	},
-	"timerMaxDelay": func(c *Config, v string) error { return parseDuration(v, time.Second, &c.TimerMaxDelay) },
+	"timerMaxDelay":     func(c *Config, v string) error { return parseDuration(v, time.Second, &c.TimerMaxDelay) },
+	"dlqRetentionHours": func(c *Config, v string) error { return parseDuration(v, time.Hour, &c.DLQRetention) },
+	"duplicationWindow": parseDuplicationWindow,
 }
 
 // ParseConfig reads a RocketMQ-style broker.conf into into, overriding the
@@ -586,6 +627,22 @@ func ParseDelayLevels(v string) ([]time.Duration, error) {
 		out[i] = time.Duration(n) * unit
 	}
 	return out, nil
+}
+
+// parseDuplicationWindow reads duplicationWindow: 0 turns it off.
+func parseDuplicationWindow(c *Config, v string) error {
+	var d time.Duration
+	if err := parseDuration(v, time.Millisecond, &d); err != nil {
+		return err
+	}
+	switch {
+	case d < 0:
+		return errors.New("want 0 (off) or a positive duration like 5m")
+	case d == 0:
+		d = DuplicationOff
+	}
+	c.DuplicationWindow = d
+	return nil
 }
 
 func parseFlushDiskType(c *Config, v string) error {

@@ -42,6 +42,8 @@ registerNameServerPeriod=10s
 	channelExpiredTimeout = 60000   
 messageDelayLevel=1s 30s  2m 1h 1d
 timerMaxDelay=3600
+dlqRetentionHours=24
+duplicationWindow=2m
 `
 
 func TestParseConfigEveryKey(t *testing.T) {
@@ -62,7 +64,8 @@ func TestParseConfigEveryKey(t *testing.T) {
 		LongPollingMaxHold: 20 * time.Second, FlushConsumerOffsetInterval: 2500 * time.Millisecond,
 		RegisterNameServerPeriod: 10 * time.Second, ChannelExpiredTimeout: time.Minute,
 		MessageDelayLevel: []time.Duration{time.Second, 30 * time.Second, 2 * time.Minute, time.Hour, 24 * time.Hour},
-		TimerMaxDelay:     time.Hour,
+		TimerMaxDelay:     time.Hour, DLQRetention: 24 * time.Hour,
+		DuplicationWindow: 2 * time.Minute,
 	}
 	assert.Equal(t, want, c)
 	assert.NoError(t, c.Validate())
@@ -100,6 +103,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{"delay level overflow", "messageDelayLevel=99999999999999d\n", []string{`level 1 "99999999999999d"`}},
 		{"too many delay levels", "messageDelayLevel=" + strings.Repeat("1s ", 1025) + "\n", []string{"1025 levels, at most 1024"}},
 		{"bad timerMaxDelay", "timerMaxDelay=3days\n", []string{`timerMaxDelay: bad value "3days": want an integer (seconds) or a duration like 15s`}},
+		{"bad dlqRetentionHours", "dlqRetentionHours=3d\n", []string{`dlqRetentionHours: bad value "3d": want an integer (hours)`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -146,6 +150,8 @@ func TestConfigDefaults(t *testing.T) {
 		7 * time.Minute, 8 * time.Minute, 9 * time.Minute, 10 * time.Minute, 20 * time.Minute, 30 * time.Minute,
 		time.Hour, 2 * time.Hour}, c.MessageDelayLevel)
 	assert.Equal(t, 72*time.Hour, c.TimerMaxDelay)
+	assert.Equal(t, 72*time.Hour, c.DLQRetention)
+	assert.Equal(t, 5*time.Minute, c.DuplicationWindow)
 	assert.NotNil(t, c.Now)
 	assert.NotNil(t, c.Logger)
 	assert.NoError(t, broker.Config{}.Validate())
@@ -159,6 +165,7 @@ func TestConfigValidateReportsEveryProblem(t *testing.T) {
 		MaxMessageSize: -1, MaxPropertiesSize: -1, LongPollingMaxHold: -1, FlushConsumerOffsetInterval: -1,
 		RegisterNameServerPeriod: -1, ChannelExpiredTimeout: -1, FileReservedTime: -time.Hour, QueueLockTTL: -1,
 		MessageDelayLevel: []time.Duration{time.Second, 0, -time.Minute}, TimerMaxDelay: -1,
+		DLQRetention: -time.Hour,
 	}
 	err := c.Validate()
 	require.ErrorIs(t, err, broker.ErrInvalidConfig)
@@ -167,7 +174,7 @@ func TestConfigValidateReportsEveryProblem(t *testing.T) {
 		"diskMaxUsedSpaceRatio 99", "defaultTopicQueueNums 2000", "maxMessageSize", "maxPropertiesSize",
 		"longPollingMaxHold", "flushConsumerOffsetInterval", "registerNameServerPeriod", "channelExpiredTimeout",
 		"fileReservedTime", "QueueLockTTL", "messageDelayLevel: level 2 is 0s", "messageDelayLevel: level 3 is -1m0s",
-		"timerMaxDelay -1ns"} {
+		"timerMaxDelay -1ns", "dlqRetentionHours -1h0m0s"} {
 		assert.ErrorContains(t, err, w)
 	}
 	assert.ErrorContains(t, broker.Config{BrokerRole: broker.Slave}.Validate(), "SLAVE is not supported yet")

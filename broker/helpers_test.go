@@ -68,7 +68,7 @@ func newMsg(topic string, queueID int32, body, tag string) *message.Message {
 	return m
 }
 
-func send(t *testing.T, b *broker.Broker, msgs ...*message.Message) []store.PutResult {
+func send(t *testing.T, b *broker.Broker, msgs ...*message.Message) []broker.SendResult {
 	t.Helper()
 	res, err := b.Send(t.Context(), msgs[0].Topic, msgs)
 	require.NoError(t, err)

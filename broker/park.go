@@ -307,10 +307,10 @@ func (b *Broker) put(ctx context.Context, topic string, batch []*message.Message
 	return res, nil
 }
 
-// sendDecoded is SendRecords' path for records of which some are delayed:
-// it decodes the checked records (queues already picked) and stores them
-// as messages, parked where they ask to be.
-func (b *Broker) sendDecoded(ctx context.Context, topic string, chunks [][]byte, n int) ([]store.PutResult, error) {
+// decodeDelayed is SendRecords' path for records of which some are
+// delayed: it decodes the checked records (queues already picked) and
+// returns them as messages to store, parked where they ask to be.
+func (b *Broker) decodeDelayed(chunks [][]byte, n int) ([]*message.Message, error) {
 	now := b.cfg.Now()
 	batch := make([]*message.Message, 0, n)
 	for _, c := range chunks {
@@ -329,5 +329,5 @@ func (b *Broker) sendDecoded(ctx context.Context, topic string, chunks [][]byte,
 	if len(batch) != n {
 		return nil, errors.New("broker: records changed while being sent") // a broken invariant: the caller reused the chunks
 	}
-	return b.put(ctx, topic, batch)
+	return batch, nil
 }

@@ -139,19 +139,29 @@ func nothingNew(res PullResult) bool {
 }
 
 // get reads once from the store and drops the records whose tags code
-// matched f but whose tag does not.
+// matched f but whose tag does not. Of a dead-letter queue it returns
+// only live dead letters: it starts past the expired and purged prefix and
+// drops the expired and purged records read.
 func (b *Broker) get(req PullRequest, f Filter) (PullResult, error) {
+	var dlq dlqView
+	isDLQ := isDLQTopic(req.Topic) && req.QueueID == dlqQueue
+	if isDLQ {
+		req.Offset, dlq = b.dlqPullFrom(req.Topic, req.Offset)
+	}
 	gr, err := b.store.Get(req.Topic, req.QueueID, req.Offset, req.MaxMsgs, req.MaxBytes, f.storeFilter())
 	if err != nil {
 		return PullResult{}, fmt.Errorf("broker: pull %s/%d at %d: %w", req.Topic, req.QueueID, req.Offset, err)
 	}
 	res := PullResult{Status: gr.Status, Records: gr.Records, NextOffset: gr.NextOffset,
 		MinOffset: gr.MinOffset, MaxOffset: gr.MaxOffset}
+	if isDLQ {
+		res.Records = b.dropGoneDeadLetters(res.Records, dlq)
+	}
 	if !f.MatchesAll() {
 		res.Records = keepMatching(res.Records, f)
-		if res.Status == store.Found && len(res.Records) == 0 {
-			res.Status = store.NoMatchedMessage
-		}
+	}
+	if res.Status == store.Found && len(res.Records) == 0 {
+		res.Status = store.NoMatchedMessage
 	}
 	b.msgsGot.Add(int64(len(res.Records)))
 	return res, nil

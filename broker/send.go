@@ -33,7 +33,15 @@ const BrokerPicksQueue = -1
 // timerMaxDelay (ErrInvalidMessage) store nothing. An error for which
 // IsIndeterminate is true comes with the results filled in: the messages
 // are in the log but not known durable.
-func (b *Broker) Send(ctx context.Context, topic string, msgs []*message.Message) ([]store.PutResult, error) {
+//
+// With DuplicationWindow on, a message whose key (its IDEMPOTENCY_KEY, else
+// its UNIQ_KEY; a message without either never is) was stored for topic
+// within the window is not stored again: its result is the original's,
+// marked Duplicate. The other messages of the Send are stored as one unit,
+// in order. A Send whose key another Send still in flight holds waits for
+// that one's outcome (until ctx ends). Sends to a group's retry and
+// dead-letter topics are never de-duplicated. See docs/BROKER.md.
+func (b *Broker) Send(ctx context.Context, topic string, msgs []*message.Message) ([]SendResult, error) {
 	if !b.calls.enter() {
 		return nil, ErrShuttingDown
 	}
@@ -46,7 +54,17 @@ func (b *Broker) Send(ctx context.Context, topic string, msgs []*message.Message
 	if err != nil {
 		return nil, err
 	}
-	return b.put(ctx, topic, batch)
+	if b.dedup == nil || !dedupTopic(topic) {
+		res, err := b.put(ctx, topic, batch)
+		return sendResults(res), err
+	}
+	keys := make([]string, len(msgs))
+	for i, m := range msgs {
+		keys[i] = messageKey(m)
+	}
+	return dedupSend(ctx, b, topic, keys, func(fl *dedupFlight) ([]store.PutResult, error) {
+		return b.put(ctx, topic, fl.keep(batch))
+	})
 }
 
 // sendTopic returns the topic a Send may write to, auto-creating it when

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strconv"
+	"time"
 
+	"github.com/gantrymq/gantry/broker/metadata"
 	"github.com/gantrymq/gantry/broker/store"
 	"github.com/gantrymq/gantry/message"
 )
@@ -61,26 +64,76 @@ const retryFirstLevel = 3
 // DLQ_ORIGIN_MESSAGE_ID). A dead letter also keeps the reason and is
 // stamped with the time it was dead-lettered (its store timestamp).
 func (b *Broker) SendBack(ctx context.Context, req SendBackRequest) (SendBackResult, error) {
+	res, errs := b.SendBackBatch(ctx, []SendBackRequest{req})
+	return res[0], errs[0]
+}
+
+// SendBackBatch is SendBack of several messages, stored in one append:
+// each request gets its result and its error (nil when it was taken).
+func (b *Broker) SendBackBatch(ctx context.Context, reqs []SendBackRequest) ([]SendBackResult, []error) {
+	res := make([]SendBackResult, len(reqs))
+	errs := make([]error, len(reqs))
 	if !b.calls.enter() {
-		return SendBackResult{}, ErrShuttingDown
+		for i := range errs {
+			errs[i] = ErrShuttingDown
+		}
+		return res, errs
 	}
 	defer b.calls.leave()
+	var out []*message.Message
+	var idx []int
+	for i, req := range reqs {
+		m, r, err := b.prepareSendBack(req)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		res[i] = r
+		out = append(out, m)
+		idx = append(idx, i)
+	}
+	if len(out) == 0 {
+		return res, errs
+	}
+	put, err := b.putInternal(ctx, out)
+	for j, i := range idx {
+		if j < len(put) {
+			res[i].Put = put[j]
+		}
+		switch {
+		case err != nil && errors.Is(err, ErrInvalidMessage):
+			errs[i] = fmt.Errorf("send back to %s: %w", out[j].Topic, err)
+		case err != nil:
+			errs[i] = err
+		case res[i].DeadLettered:
+			b.deadLettered(reqs[i].Group)
+			topic, _ := out[j].Properties.Get(message.PropDLQOriginTopic)
+			id, _ := out[j].Properties.Get(message.PropDLQOriginMessageID)
+			b.log.Info("message dead-lettered", "group", reqs[i].Group, "topic", topic, "id", id,
+				"reconsume_times", res[i].ReconsumeTimes, "reason", reqs[i].Reason)
+		}
+	}
+	return res, errs
+}
+
+// prepareSendBack checks a send-back and builds the message to store.
+func (b *Broker) prepareSendBack(req SendBackRequest) (*message.Message, SendBackResult, error) {
 	if err := checkGroupName(req.Group); err != nil {
-		return SendBackResult{}, err
+		return nil, SendBackResult{}, err
 	}
 	if hasSeparator(req.Reason) {
-		return SendBackResult{}, fmt.Errorf("%w: send back: the reason contains byte 0x01 or 0x02", ErrInvalidArgument)
+		return nil, SendBackResult{}, fmt.Errorf("%w: send back: the reason contains byte 0x01 or 0x02", ErrInvalidArgument)
 	}
 	g, err := b.ensureGroup(req.Group)
 	if err != nil {
-		return SendBackResult{}, err
+		return nil, SendBackResult{}, err
 	}
 	m, err := b.store.MessageAt(req.PhysicalOffset)
 	if err != nil {
-		return SendBackResult{}, fmt.Errorf("%w: send back: no message at commit-log offset %d: %w", ErrInvalidArgument, req.PhysicalOffset, err)
+		return nil, SendBackResult{}, fmt.Errorf("%w: send back: no message at commit-log offset %d: %w", ErrInvalidArgument, req.PhysicalOffset, err)
 	}
 	if req.MsgID != "" && m.OffsetMsgID() != req.MsgID {
-		return SendBackResult{}, fmt.Errorf("%w: send back: the message at offset %d is %s, not %s", ErrInvalidArgument, req.PhysicalOffset, m.OffsetMsgID(), req.MsgID)
+		return nil, SendBackResult{}, fmt.Errorf("%w: send back: the message at offset %d is %s, not %s", ErrInvalidArgument, req.PhysicalOffset, m.OffsetMsgID(), req.MsgID)
 	}
 	maxTimes := req.MaxReconsumeTimes
 	if maxTimes <= 0 {
@@ -123,31 +176,39 @@ func (b *Broker) SendBack(ctx context.Context, req SendBackRequest) (SendBackRes
 		if req.Reason != "" {
 			out.Properties.Set(message.PropDLQReason, req.Reason)
 		}
-	} else {
-		level := req.DelayLevel
-		if level == 0 {
-			level = retryFirstLevel + m.ReconsumeTimes
+		return out, res, nil
+	}
+	out.Topic = RetryTopic(req.Group)
+	out.ReconsumeTimes = m.ReconsumeTimes + 1
+	res.ReconsumeTimes = out.ReconsumeTimes
+	out.Properties.Set(message.PropMaxReconsumeTimes, strconv.Itoa(int(maxTimes)))
+	if pol := g.GroupRetryPolicy; req.DelayLevel == 0 && pol != nil && pol.Type == metadata.RetryExponential {
+		d := min(exponentialDelay(pol.Exponential, m.ReconsumeTimes, rand.Float64()), b.cfg.TimerMaxDelay)
+		out.Properties.Set(message.PropTimerDeliverMS, strconv.FormatInt(b.cfg.Now().Add(d).UnixMilli(), 10))
+		return out, res, nil
+	}
+	level := req.DelayLevel
+	if level == 0 {
+		level = retryFirstLevel + m.ReconsumeTimes
+	}
+	level = min(level, int32(len(b.cfg.MessageDelayLevel)))
+	out.Properties.Set(message.PropDelay, strconv.Itoa(int(level)))
+	return out, res, nil
+}
+
+// exponentialDelay is the wait before retry n+1 of a message that failed
+// n+1 times (times = n): Initial * Multiplier^n, capped at Max, spread by
+// Jitter using r (uniform in [0, 1)).
+func exponentialDelay(e *metadata.ExponentialRetryPolicy, times int32, r float64) time.Duration {
+	d := e.Initial
+	for range times {
+		if d >= e.Max/max(e.Multiplier, 1) {
+			d = e.Max
+			break
 		}
-		level = min(level, int32(len(b.cfg.MessageDelayLevel)))
-		out.Topic = RetryTopic(req.Group)
-		out.ReconsumeTimes = m.ReconsumeTimes + 1
-		res.ReconsumeTimes = out.ReconsumeTimes
-		out.Properties.Set(message.PropDelay, strconv.Itoa(int(level)))
-		out.Properties.Set(message.PropMaxReconsumeTimes, strconv.Itoa(int(maxTimes)))
+		d *= e.Multiplier
 	}
-	put, err := b.putInternal(ctx, []*message.Message{out})
-	if len(put) > 0 {
-		res.Put = put[0]
-	}
-	if err != nil {
-		if errors.Is(err, ErrInvalidMessage) {
-			return res, fmt.Errorf("send back to %s: %w", out.Topic, err)
-		}
-		return res, err
-	}
-	if res.DeadLettered {
-		b.log.Info("message dead-lettered", "group", req.Group, "topic", origTopic, "id", origID,
-			"reconsume_times", m.ReconsumeTimes, "reason", req.Reason)
-	}
-	return res, nil
+	d = min(d, e.Max)
+	f := float64(d) * (1 + e.Jitter*(2*r-1))
+	return time.Duration(f * float64(time.Millisecond))
 }

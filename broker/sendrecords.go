@@ -17,8 +17,9 @@ import (
 // straight into the log, so the caller may reuse them once SendRecords
 // returns. If a record is delayed (a DELAY other than 0, a timer
 // property), the records are decoded and stored as Send stores messages,
-// parked where they ask to be.
-func (b *Broker) SendRecords(ctx context.Context, topic string, chunks [][]byte) ([]store.PutResult, error) {
+// parked where they ask to be. Duplicates are answered as Send answers
+// them; the other records go to the log as they came, in order.
+func (b *Broker) SendRecords(ctx context.Context, topic string, chunks [][]byte) ([]SendResult, error) {
 	if !b.calls.enter() {
 		return nil, ErrShuttingDown
 	}
@@ -27,14 +28,19 @@ func (b *Broker) SendRecords(ctx context.Context, topic string, chunks [][]byte)
 	if err != nil {
 		return nil, err
 	}
+	dedup := b.dedup != nil && dedupTopic(topic)
+	var keys [][]byte // per record, when de-duplicating
 	n, delayed := 0, false
 	for _, c := range chunks {
 		for off := 0; off < len(c); n++ {
-			rec, d, err := b.checkRecord(tc, c[off:])
+			rec, d, key, err := b.checkRecord(tc, c[off:])
 			if err != nil {
 				return nil, fmt.Errorf("record %d: %w", n, err)
 			}
 			delayed = delayed || d
+			if dedup {
+				keys = append(keys, key)
+			}
 			off += len(rec)
 		}
 	}
@@ -42,8 +48,30 @@ func (b *Broker) SendRecords(ctx context.Context, topic string, chunks [][]byte)
 		return nil, fmt.Errorf("%w: no messages", ErrInvalidMessage)
 	}
 	if delayed {
-		return b.sendDecoded(ctx, topic, chunks, n)
+		batch, err := b.decodeDelayed(chunks, n)
+		if err != nil {
+			return nil, err
+		}
+		if !dedup {
+			res, err := b.put(ctx, topic, batch)
+			return sendResults(res), err
+		}
+		return dedupSend(ctx, b, topic, keys, func(fl *dedupFlight) ([]store.PutResult, error) {
+			return b.put(ctx, topic, fl.keep(batch))
+		})
 	}
+	if !dedup {
+		res, err := b.putRecords(ctx, topic, chunks, n)
+		return sendResults(res), err
+	}
+	return dedupSend(ctx, b, topic, keys, func(fl *dedupFlight) ([]store.PutResult, error) {
+		return b.putRecords(ctx, topic, fl.keepRecords(chunks), fl.stores)
+	})
+}
+
+// putRecords stores n checked records and counts them; topic names the
+// send in errors.
+func (b *Broker) putRecords(ctx context.Context, topic string, chunks [][]byte, n int) ([]store.PutResult, error) {
 	res, err := b.store.PutRecords(ctx, topic, chunks, n)
 	if len(res) > 0 {
 		b.msgsPut.Add(int64(len(res)))
@@ -55,32 +83,39 @@ func (b *Broker) SendRecords(ctx context.Context, topic string, chunks [][]byte)
 }
 
 // checkRecord checks the record at the front of b as checkMessage checks a
-// message, picks its queue if asked, and returns the record's bytes and
-// whether it may need parking (a DELAY other than 0, a timer property).
-func (b *Broker) checkRecord(tc metadata.TopicConfig, buf []byte) (rec []byte, delayed bool, err error) {
+// message, picks its queue if asked, and returns the record's bytes,
+// whether it may need parking (a DELAY other than 0, a timer property) and
+// its de-duplication key (its IDEMPOTENCY_KEY, else its UNIQ_KEY), a view
+// of the record.
+func (b *Broker) checkRecord(tc metadata.TopicConfig, buf []byte) (rec []byte, delayed bool, key []byte, err error) {
 	v, err := message.NewView(buf)
 	if err != nil {
-		return nil, false, fmt.Errorf("%w: %w", ErrInvalidMessage, err)
+		return nil, false, nil, fmt.Errorf("%w: %w", ErrInvalidMessage, err)
 	}
 	rec = v.Bytes()
 	props := v.PropertiesLen() - message.CRCTailSize
-	var uniq []byte
+	var uniq, idem []byte
 	var d delayProps
 	for k, val := range v.All() { // one pass; the last of a repeated key wins
 		switch string(k) {
 		case message.PropUniqKey:
 			uniq = val
+		case message.PropIdempotencyKey:
+			idem = val
 		case message.PropDelay, message.PropTimerDeliverMS, message.PropTimerDelaySec:
 			d.see(string(k), val)
 		}
 	}
 	if err := b.checkRecordFields(tc, v, uniq, props); err != nil {
-		return nil, false, err
+		return nil, false, nil, err
 	}
 	if v.QueueID() == BrokerPicksQueue {
 		message.SetQueueID(rec, b.nextQueue(tc))
 	}
-	return rec, d.delayed(), nil
+	if len(idem) == 0 {
+		idem = uniq
+	}
+	return rec, d.delayed(), idem, nil
 }
 
 // checkRecordFields makes checkRecord's checks of one record.

@@ -30,6 +30,13 @@ type BrokerStatus struct {
 	StartedAt   time.Time
 	Uptime      time.Duration
 
+	// Duplicates counts the messages of sends answered as duplicates since
+	// Open (nothing stored); DedupKeys is how many keys the duplication
+	// window holds, expired ones not yet dropped included. Both 0 when
+	// DuplicationWindow is off.
+	Duplicates int64
+	DedupKeys  int
+
 	// DelayPending holds, per delay level (index L-1), the messages parked
 	// with that level and not yet delivered; TimerPending the messages
 	// parked with a delivery time. Zero once Close has started.
@@ -62,6 +69,9 @@ func (b *Broker) Status() BrokerStatus {
 		MessagesGot:    b.msgsGot.Load(),
 		StartedAt:      b.started,
 		Uptime:         c.Now().Sub(b.started),
+	}
+	if b.dedup != nil {
+		s.Duplicates, s.DedupKeys = b.dedup.dups.Load(), b.dedup.size()
 	}
 	if b.calls.enter() {
 		defer b.calls.leave()

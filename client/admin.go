@@ -47,6 +47,18 @@ type GroupConfig struct {
 	// RetryMaxTimes is how often a message is retried before it is
 	// dead-lettered; 0 means the broker's default (16).
 	RetryMaxTimes int32
+	// RetryPolicy, if set, makes retries wait exponentially growing delays
+	// instead of the delay-level ladder (10 s, 30 s, 1 m ... 2 h).
+	RetryPolicy *RetryPolicy
+}
+
+// RetryPolicy is an exponential retry policy: retry n waits
+// Initial * Multiplier^(n-1), at most Max, spread by Jitter (0 to 1, a
+// fraction either way). Delays are kept to the millisecond.
+type RetryPolicy struct {
+	Initial, Max time.Duration
+	Multiplier   int64
+	Jitter       float64
 }
 
 // ClusterInfo lists the clusters and their brokers.
@@ -536,6 +548,9 @@ func (a *Admin) CreateGroup(ctx context.Context, g GroupConfig, brokers ...strin
 		Name: g.Name, ConsumeEnable: !g.Disabled, ConsumeBroadcastEnable: g.Broadcast,
 		ConsumeMessageOrderly: g.Orderly, RetryMaxTimes: g.RetryMaxTimes,
 	}
+	if p := g.RetryPolicy; p != nil {
+		cfg.RetryPolicy = &gantryv1.RetryPolicy{InitialMs: p.Initial.Milliseconds(), MaxMs: p.Max.Milliseconds(), Multiplier: p.Multiplier, Jitter: p.Jitter}
+	}
 	return a.each(refs, "create group", func(_ brokerRef, ac gantryv1.AdminClient) error {
 		_, err := ac.CreateGroup(ctx, &gantryv1.CreateGroupRequest{Group: cfg})
 		return err
@@ -573,10 +588,15 @@ func (a *Admin) Groups(ctx context.Context, brokers ...string) ([]GroupConfig, e
 		for _, g := range resp.GetGroups() {
 			if !seen[g.GetName()] {
 				seen[g.GetName()] = true
-				out = append(out, GroupConfig{
+				gc := GroupConfig{
 					Name: g.GetName(), Disabled: !g.GetConsumeEnable(), Broadcast: g.GetConsumeBroadcastEnable(),
 					Orderly: g.GetConsumeMessageOrderly(), RetryMaxTimes: g.GetRetryMaxTimes(),
-				})
+				}
+				if p := g.GetRetryPolicy(); p != nil {
+					gc.RetryPolicy = &RetryPolicy{Initial: time.Duration(p.GetInitialMs()) * time.Millisecond,
+						Max: time.Duration(p.GetMaxMs()) * time.Millisecond, Multiplier: p.GetMultiplier(), Jitter: p.GetJitter()}
+				}
+				out = append(out, gc)
 			}
 		}
 		return err

@@ -40,13 +40,24 @@
 // the request was sent, disk full (on another broker only) and an unknown
 // topic (once, after refreshing the route). Invalid input and missing
 // permissions are never retried. Indeterminate errors are not retried
-// either unless WithRetryIndeterminate(true): the broker does not
-// deduplicate yet, so such a retry could store the messages twice. Between
-// attempts the producer sleeps an exponential backoff with full jitter,
-// never past the context's deadline (it gives up with the last error
-// instead), and the next attempt avoids, for 30 s, a broker that just
-// failed when the topic has queues elsewhere (not for messages with a
-// ShardingKey, whose queue must not change).
+// either unless WithRetryIndeterminate(true); such a retry goes to the same
+// queue, and carries the same client message ids (UNIQ_KEY), so that a
+// broker de-duplicating sends (its duplicationWindow, 5 min by default)
+// answers it with the stored message's result, marked Duplicate, instead
+// of storing the messages twice. Between attempts the producer sleeps an
+// exponential backoff with full jitter, never past the context's deadline
+// (it gives up with the last error instead), and after a definite failure
+// the next attempt avoids, for 30 s, a broker that just failed when the
+// topic has queues elsewhere (not for messages with a ShardingKey, whose
+// queue must not change).
+//
+// Results: each message's SendResult says where it was stored, whether the
+// broker found it already stored (Duplicate: a retry whose earlier attempt
+// had in fact succeeded, or another send with the same IdempotencyKey;
+// nothing was stored this time) and how many attempts the send took
+// (Attempts, 1 when the first succeeded). Message.IdempotencyKey replaces
+// the UNIQ_KEY as the broker's de-duplication key, so that separate sends
+// of one business event (say, by two processes) store it once.
 //
 // Coalescing: each queue has a sender goroutine. A send is written at once
 // when nothing is in flight to its queue; sends that arrive while a
@@ -67,6 +78,21 @@
 // SendAsync runs a Send in the background and reports to a callback;
 // SendOneway writes a message without waiting for the answer. Close waits
 // for asynchronous and queued sends, then stops the goroutines.
+//
+// # Idempotent consumers
+//
+// Delivery is at least once: a consumer may see a message again after a
+// retry, a rebalance, a dead-letter resend or a producer retry the broker
+// did not recognise. Idempotent wraps a MessageHandler so that it handles
+// each message at most once among its successful calls, by key: the
+// IDEMPOTENCY_KEY property (Message.IdempotencyKey) if set, else the
+// UNIQ_KEY, which retries and resends keep (IdempotencyKeyOf;
+// WithIdempotencyKeyFunc chooses another). Keys recorded Done in an
+// IdempotencyStore are skipped as handled; the others go to the handler,
+// and are recorded once it returns ConsumeSuccess. NewMemoryIdempotencyStore
+// keeps them in memory for a TTL, up to a bound (WithMaxKeys), with no
+// goroutine; a store shared by the members of a group (a database table,
+// a cache) implements the two methods of IdempotencyStore.
 //
 // # PullConsumer
 //
@@ -108,8 +134,16 @@
 //     Shutdown; broadcast members commit offsets of their own, kept on the
 //     broker under their ClientID (give a stable Config.ClientID to resume
 //     after a restart).
-//   - ConsumeRetryLater redelivers a batch after WithRetryDelay (concurrent)
-//     or pauses the queue for WithSuspendTime and redelivers it (ordered).
+//   - Retries: in clustering, ConsumeRetryLater (or a panic, or a call past
+//     the consume timeout) sends each message back to the broker, which
+//     delivers it again through the group's retry topic %RETRY%<group>
+//     (every member subscribes to it; handlers see the original topic)
+//     after the retry ladder's delay (10 s, 30 s, 1 m ... 2 h), and after
+//     16 failures moves it to %DLQ%<group>; ConsumeDeadLetter does that at
+//     once. Ordered consumers retry in place after WithSuspendTime, so
+//     nothing later in the queue overtakes. Broadcast members (and any
+//     member whose broker cannot take a message back) redeliver locally
+//     after WithRetryDelay.
 //
 // Shutdown stops pulling, waits for the handlers in flight (until its
 // context ends), commits, unlocks, leaves the group and stops every
@@ -160,6 +194,9 @@
 //   - WithRebalanceInterval(d), WithCommitInterval(d), WithHeartbeatInterval(d),
 //     WithLockRenewInterval(d): defaults 20 s, 5 s, 10 s, 20 s.
 //   - WithRetryDelay(d), WithSuspendTime(d): defaults 1 s.
+//   - WithMaxReconsumeTimes(n): retries before dead-lettering; default the
+//     group's (16) for concurrent, unlimited for ordered.
+//   - WithConsumeTimeout(d): bound of a handler call; default 15 min.
 //
 // PullConsumer options (NewPullConsumer):
 //

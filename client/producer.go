@@ -52,6 +52,13 @@ type Message struct {
 	// send every message with the same key to the same queue (per-key
 	// order). It stays on the client: it is not sent.
 	ShardingKey string
+	// IdempotencyKey, when set, is sent as the IDEMPOTENCY_KEY property:
+	// the broker de-duplicates sends to the topic by it instead of by the
+	// message id the producer gives every message (UNIQ_KEY), so that
+	// sends of one business event by different calls or processes store
+	// it once within the broker's duplication window, and Idempotent
+	// consumers handle it once. No spaces or separator bytes.
+	IdempotencyKey string
 	// QueueID is internal: the producer sets it to the queue the message was
 	// stored in. It is not read.
 	QueueID int32
@@ -68,6 +75,16 @@ type SendResult struct {
 	QueueOffset int64
 	// Broker is the name of the broker that stored the message.
 	Broker string
+	// Duplicate reports that the broker had already stored the message
+	// (same IdempotencyKey, else same UNIQ_KEY, in the topic, within its
+	// duplicationWindow) and stored nothing this time: the fields above
+	// are the stored message's. It is how a retry after an indeterminate
+	// failure (WithRetryIndeterminate) learns the first attempt had
+	// succeeded.
+	Duplicate bool
+	// Attempts is how many attempts the send took: 1 when the first
+	// succeeded. Every message of a Send has the same count.
+	Attempts int
 }
 
 // Producer sends messages. It is safe for concurrent use. See the package
@@ -148,6 +165,9 @@ func (b *batch) encode() error {
 		}
 		for k, v := range b.props[i] {
 			props = append(props, message.Property{Key: k, Value: v})
+		}
+		if m.IdempotencyKey != "" {
+			props = append(props, message.Property{Key: message.PropIdempotencyKey, Value: m.IdempotencyKey})
 		}
 		switch {
 		case !m.DeliverAt.IsZero():
@@ -270,7 +290,7 @@ func (p *Producer) SendAsync(ctx context.Context, msg *Message, cb func(SendResu
 				return
 			}
 			b.release()
-			cb(p.result(q, b, 0, res[0]), nil)
+			cb(p.result(q, b, 0, res[0], 1), nil)
 			p.async.done()
 		})
 		err = s.enqueue(op)
@@ -387,11 +407,14 @@ func (p *Producer) sendFrom(ctx context.Context, b *batch, start int, r retrySta
 			}
 		}
 		q, writable, err := p.pick(ctx, b.topic, b.msgs[0])
+		if r.stick.Broker != "" { // after an indeterminate failure: see retryable
+			q, err, r.stick = r.stick, nil, Queue{}
+		}
 		if err == nil {
 			var res []*gantryv1.SendResult
 			if res, err = p.attempt(ctx, q, b); err == nil {
 				b.release()
-				return p.results(q, b, res), nil
+				return p.results(q, b, res, attempt+1), nil
 			}
 			p.c.brokerFailed(b.topic, err)
 		}
@@ -406,7 +429,8 @@ func (p *Producer) sendFrom(ctx context.Context, b *batch, start int, r retrySta
 // retryState is what the retry loop remembers between attempts.
 type retryState struct {
 	last      error
-	refreshed bool // the route was refreshed after NOT_FOUND
+	refreshed bool  // the route was refreshed after NOT_FOUND
+	stick     Queue // set after an indeterminate failure: the queue to try again
 }
 
 // retryable decides whether to try again after err from queue q (the zero
@@ -419,7 +443,9 @@ func (p *Producer) retryable(ctx context.Context, r *retryState, err error, q Qu
 	var ind *IndeterminateError
 	if errors.As(err, &ind) {
 		if p.opts.retryIndeterminate && !errors.Is(err, context.Canceled) {
-			p.failed.add(q.Broker)
+			// The same queue again: the broker that may have stored the
+			// messages is the one that can answer the retry as a duplicate.
+			r.stick = q
 			return true
 		}
 		return false
@@ -516,24 +542,26 @@ func (p *Producer) attempt(ctx context.Context, q Queue, b *batch) ([]*gantryv1.
 	return res, err
 }
 
-// results converts the broker's results and records the queue in msgs.
-func (p *Producer) results(q Queue, b *batch, rs []*gantryv1.SendResult) []SendResult {
+// results converts the broker's results of the send's attempts-th attempt
+// and records the queue in msgs.
+func (p *Producer) results(q Queue, b *batch, rs []*gantryv1.SendResult, attempts int) []SendResult {
 	out := make([]SendResult, len(rs))
 	for i, r := range rs {
-		out[i] = p.result(q, b, i, r)
+		out[i] = p.result(q, b, i, r, attempts)
 	}
 	return out
 }
 
-// result converts the broker's result for message i of b and records its
-// queue in the message.
-func (p *Producer) result(q Queue, b *batch, i int, r *gantryv1.SendResult) SendResult {
+// result converts the broker's result for message i of b, answered to the
+// send's attempts-th attempt, and records its queue in the message.
+func (p *Producer) result(q Queue, b *batch, i int, r *gantryv1.SendResult, attempts int) SendResult {
 	uniq := r.GetUniqKey()
 	if uniq == "" {
 		uniq = b.uniq[i]
 	}
 	b.msgs[i].QueueID = r.GetQueueId()
-	return SendResult{MsgID: r.GetMsgId(), UniqKey: uniq, QueueID: r.GetQueueId(), QueueOffset: r.GetQueueOffset(), Broker: q.BrokerName}
+	return SendResult{MsgID: r.GetMsgId(), UniqKey: uniq, QueueID: r.GetQueueId(), QueueOffset: r.GetQueueOffset(),
+		Broker: q.BrokerName, Duplicate: r.GetDuplicate(), Attempts: attempts}
 }
 
 // queueSender returns the sender of q, starting one if needed.
@@ -657,6 +685,12 @@ func validateMessage(m *Message) (int64, error) {
 		return 0, fmt.Errorf("delay level %d: want 0 (none) or a level from 1: %w", m.DelayLevel, ErrInvalidArgument)
 	}
 	props := len(m.Tags)
+	if m.IdempotencyKey != "" {
+		if strings.ContainsAny(m.IdempotencyKey, " \x01\x02") {
+			return 0, fmt.Errorf("idempotency key %q contains a space or separator byte: %w", m.IdempotencyKey, ErrInvalidArgument)
+		}
+		props += len(message.PropIdempotencyKey) + len(m.IdempotencyKey) + 2
+	}
 	for _, k := range m.Keys {
 		if k == "" || strings.ContainsAny(k, " \x01\x02") {
 			return 0, fmt.Errorf("key %q is empty or contains a space or separator byte: %w", k, ErrInvalidArgument)

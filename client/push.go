@@ -55,8 +55,9 @@ func (r ConsumeResult) String() string {
 }
 
 // MessageHandler handles a batch of messages of one queue (at most the
-// consume batch size, 1 by default). ctx ends when Shutdown's context does.
-// A panic counts as ConsumeRetryLater.
+// consume batch size, 1 by default). ctx ends at the consume timeout
+// (WithConsumeTimeout) or when Shutdown's context does. A panic, or a call
+// that outlasts the consume timeout, counts as ConsumeRetryLater.
 type MessageHandler func(ctx context.Context, msgs []*MessageExt) ConsumeResult
 
 // ConsumeModel is how the members of a group share the messages.
@@ -109,6 +110,7 @@ const (
 	DefaultPushPullHold         = 15 * time.Second // long polling
 	DefaultRetryDelay           = time.Second      // ConsumeRetryLater, concurrent
 	DefaultSuspendTime          = time.Second      // ConsumeSuspend, ordered
+	DefaultConsumeTimeout       = 15 * time.Minute // a handler call taking longer counts as failed
 	DefaultLockRenewInterval    = 20 * time.Second // ordered: locks live 60 s on the broker
 	lockLocalExpiry             = 30 * time.Second // ordered: a lock not renewed for this long is not trusted
 	flowControlPause            = 50 * time.Millisecond
@@ -139,6 +141,7 @@ type pushOptions struct {
 	suspendTime    time.Duration
 	lockRenewEvery time.Duration
 	maxReconsume   int // <= 0: the group's (concurrent) or unlimited (ordered)
+	consumeTimeout time.Duration
 }
 
 func defaultPushOptions() pushOptions {
@@ -148,6 +151,7 @@ func defaultPushOptions() pushOptions {
 		maxSpan: DefaultMaxSpan, rebalanceEvery: DefaultRebalanceInterval, commitEvery: DefaultCommitInterval,
 		heartbeatEvery: DefaultHeartbeatInterval, hold: DefaultPushPullHold, holdMargin: DefaultHoldMargin,
 		retryDelay: DefaultRetryDelay, suspendTime: DefaultSuspendTime, lockRenewEvery: DefaultLockRenewInterval,
+		consumeTimeout: DefaultConsumeTimeout,
 	}
 }
 
@@ -167,6 +171,7 @@ func (o pushOptions) validate() error {
 	for name, d := range map[string]time.Duration{
 		"rebalance interval": o.rebalanceEvery, "commit interval": o.commitEvery, "heartbeat interval": o.heartbeatEvery,
 		"pull hold": o.hold, "retry delay": o.retryDelay, "suspend time": o.suspendTime, "lock renew interval": o.lockRenewEvery,
+		"consume timeout": o.consumeTimeout,
 	} {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("client: push consumer option %s must be positive, got %s", name, d))
@@ -274,6 +279,13 @@ func WithSuspendTime(d time.Duration) PushConsumerOption {
 	return func(o *pushOptions) { o.suspendTime = d }
 }
 
+// WithConsumeTimeout bounds a handler call (default 15 min): its context
+// ends then, and a call that returns later counts as ConsumeRetryLater
+// whatever it returned.
+func WithConsumeTimeout(d time.Duration) PushConsumerOption {
+	return func(o *pushOptions) { o.consumeTimeout = d }
+}
+
 // WithMaxReconsumeTimes sets how many times a failed message is retried
 // before it is dead-lettered. Default: the group's retryMaxTimes on the
 // broker (16) for concurrent consumption, unlimited for ordered.
@@ -321,6 +333,7 @@ type PushConsumer struct {
 	state   int               // pushNew, pushStarted, pushShut
 	queues  map[queueKey]*assignedQueue
 	brokers map[string]*brokerLink // by address
+	backs   map[string]*backSender // by broker address
 	tasks   group                  // loops, pullers, workers, watchers
 
 	life       context.Context // ends when Shutdown begins: pulling and rebalancing stop
@@ -374,7 +387,7 @@ func NewPushConsumer(ctx context.Context, cfg Config, group string, handler Mess
 	c.log = c.log.With("group", group)
 	return &PushConsumer{
 		c: c, group: group, handler: handler, opts: o, subs: map[string]string{},
-		queues: map[queueKey]*assignedQueue{}, brokers: map[string]*brokerLink{},
+		queues: map[queueKey]*assignedQueue{}, brokers: map[string]*brokerLink{}, backs: map[string]*backSender{},
 		work: make(chan consumeTask, o.concurrency), kick: make(chan struct{}, 1), hbKick: make(chan struct{}, 1),
 	}, nil
 }
@@ -520,6 +533,7 @@ func (p *PushConsumer) Shutdown(ctx context.Context) error {
 	}
 	p.releases.Wait()
 	close(p.work) // every queue is released: nobody sends on it
+	p.closeBackSenders()
 	err := ctx.Err()
 	p.stopHandle()
 	// Leave: a final heartbeat with nothing assigned, then the watch

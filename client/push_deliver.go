@@ -154,27 +154,27 @@ func (p *PushConsumer) consume(t consumeTask) {
 		return
 	}
 	if p.opts.model == Clustering {
-		// Back to the broker: it retries through the group's retry topic
-		// (or dead-letters). What it could not take is retried here.
-		var failed []*MessageExt
-		for _, m := range t.msgs {
-			if err := p.sendBack(t.aq, m, res == ConsumeDeadLetter, reason); err != nil {
-				p.c.log.Warn("send back failed; retrying the message here", "queue", t.aq.q, "offset", m.QueueOffset, "err", err)
-				failed = append(failed, m)
-				continue
-			}
-			t.aq.pq.done([]*MessageExt{m})
-		}
-		if len(failed) == 0 {
-			t.aq.inflight.Done()
-			return
-		}
-		t.msgs = failed
+		// Back to the broker, which retries through the group's retry
+		// topic (or dead-letters); each message is in flight until then.
+		t.aq.inflight.Add(len(t.msgs))
+		p.sendBackAsync(t.aq, t.msgs, res == ConsumeDeadLetter, reason)
+		t.aq.inflight.Done()
+		return
 	}
-	for _, m := range t.msgs {
+	p.retryLocally(t.aq, t.msgs)
+	t.aq.inflight.Done()
+}
+
+// retryLocally hands msgs to the handler again after the retry delay,
+// counting one more attempt. It holds one count of aq.inflight until a
+// worker finishes the batch.
+func (p *PushConsumer) retryLocally(aq *assignedQueue, msgs []*MessageExt) {
+	for _, m := range msgs {
 		m.ReconsumeTimes++
 	}
-	again := func() { // the batch stays counted in flight until a worker finishes it
+	t := consumeTask{aq: aq, msgs: msgs}
+	aq.inflight.Add(1)
+	again := func() {
 		if !sleepCtx(t.aq.ctx, p.opts.retryDelay) {
 			t.aq.inflight.Done()
 			return
@@ -190,8 +190,9 @@ func (p *PushConsumer) consume(t consumeTask) {
 	}
 }
 
-// call runs the handler and says why it failed, if it did; a panic
-// counts as ConsumeRetryLater.
+// call runs the handler and says why it failed, if it did. Its context
+// ends at the consume timeout; a panic, or a call that took longer than
+// the timeout, counts as ConsumeRetryLater.
 func (p *PushConsumer) call(msgs []*MessageExt) (res ConsumeResult, reason string) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -199,8 +200,19 @@ func (p *PushConsumer) call(msgs []*MessageExt) (res ConsumeResult, reason strin
 			res, reason = ConsumeRetryLater, fmt.Sprintf("handler panicked: %v", r)
 		}
 	}()
-	res = p.handler(p.handlerCtx, msgs)
-	if res != ConsumeSuccess {
+	ctx, cancel := context.WithTimeout(p.handlerCtx, p.opts.consumeTimeout)
+	defer cancel()
+	start := time.Now()
+	res = p.handler(ctx, msgs)
+	switch took := time.Since(start); {
+	case took > p.opts.consumeTimeout:
+		// Too late, whatever it says: the broker may have given up on the
+		// attempt's context, and it is what RocketMQ does with a message
+		// consuming past ConsumeTimeout.
+		p.c.log.Warn("message handler took longer than the consume timeout; the batch will be retried",
+			"queue", msgs[0].Queue, "offset", msgs[0].QueueOffset, "took", took, "timeout", p.opts.consumeTimeout)
+		return ConsumeRetryLater, fmt.Sprintf("handler took %s, longer than the consume timeout %s", took.Round(time.Millisecond), p.opts.consumeTimeout)
+	case res != ConsumeSuccess:
 		reason = "handler returned " + res.String()
 	}
 	return res, reason
@@ -210,11 +222,7 @@ func (p *PushConsumer) call(msgs []*MessageExt) (res ConsumeResult, reason strin
 // the group's retry topic, or for the dead-letter topic (deadLetter, or
 // once it failed MaxReconsumeTimes times).
 func (p *PushConsumer) sendBack(aq *assignedQueue, m *MessageExt, deadLetter bool, reason string) error {
-	req := &gantryv1.SendBackRequest{Group: p.group, MsgId: m.MsgID(), PhysicalOffset: m.PhysicalOffset,
-		MaxReconsumeTimes: int32(max(p.opts.maxReconsume, 0)), Reason: reason}
-	if deadLetter {
-		req.DelayLevel = -1
-	}
+	req := p.sendBackRequest(m, deadLetter, reason)
 	ctx, cancel := context.WithTimeout(p.c.life, nameServerCallTimeout)
 	defer cancel()
 	_, err := p.c.call(aq.q, "send back", func(c gantryv1.MessagingClient) error {

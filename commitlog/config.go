@@ -138,6 +138,13 @@ type Config struct {
 	CleanInterval time.Duration
 	// DeleteFilesBatchMax bounds deletions per pass. Default 10.
 	DeleteFilesBatchMax int
+	// KeepFrom, if set, returns the lowest log offset retention must keep:
+	// a segment holding any offset at or above it is not deleted for its
+	// age (math.MaxInt64 pins nothing). Deletion forced by disk use above
+	// DiskForceCleanRatio ignores it. Clean calls it at most once a pass,
+	// only when an expired segment is due, under its own lock: it must not
+	// call Clean.
+	KeepFrom func() int64
 
 	// OnCommit, if set, is called each time MaxOffset grows, with the new
 	// value, from the goroutine that made it grow (an appender holding the

@@ -12,6 +12,9 @@ type CleanResult struct {
 	UsedRatio float64  // disk use seen at the start of the pass
 	DiskFull  bool     // appends are refused after this pass
 	Deleted   []string // segment files removed, oldest first
+	// Pinned is the expired segment kept because it holds an offset at or
+	// above Config.KeepFrom, "" if none was.
+	Pinned string
 }
 
 // Clean runs one retention pass (RocketMQ's cleanup, run every
@@ -20,7 +23,8 @@ type CleanResult struct {
 //     are accepted again;
 //   - sealed segments whose newest record is older than FileReservedTime are
 //     deleted, oldest first, at a DeleteWhen hour or when disk use is above
-//     DiskMaxUsedRatio;
+//     DiskMaxUsedRatio, stopping at the first that holds an offset at or
+//     above KeepFrom;
 //   - above DiskForceCleanRatio the oldest sealed segments are deleted even
 //     if not expired, until use drops below it.
 //
@@ -40,6 +44,7 @@ func (l *Log) Clean() (CleanResult, error) {
 	res := CleanResult{UsedRatio: usage.UsedRatio()}
 	now := l.cfg.Now()
 	timeUp := l.hours[now.Hour()]
+	keep := keepFrom{f: l.cfg.KeepFrom}
 	for len(res.Deleted) < l.cfg.DeleteFilesBatchMax {
 		seg, newest := l.oldestSealed()
 		if seg == nil {
@@ -48,6 +53,10 @@ func (l *Log) Clean() (CleanResult, error) {
 		expired := now.Sub(time.UnixMilli(newest)) > l.cfg.FileReservedTime
 		force := res.UsedRatio > l.cfg.DiskForceCleanRatio
 		if !force && !(expired && (timeUp || res.UsedRatio > l.cfg.DiskMaxUsedRatio)) {
+			break
+		}
+		if !force && keep.pins(seg) {
+			res.Pinned = seg.path
 			break
 		}
 		if err := l.deleteOldest(seg); err != nil {
@@ -70,6 +79,24 @@ func (l *Log) Clean() (CleanResult, error) {
 		}
 	}
 	return res, nil
+}
+
+// keepFrom asks Config.KeepFrom once, when first needed.
+type keepFrom struct {
+	f     func() int64
+	off   int64
+	asked bool
+}
+
+// pins reports whether seg holds an offset retention must keep.
+func (k *keepFrom) pins(seg *segment) bool {
+	if k.f == nil {
+		return false
+	}
+	if !k.asked {
+		k.off, k.asked = k.f(), true
+	}
+	return k.off < seg.base+seg.size
 }
 
 // oldestSealed returns the oldest segment other than the active one and

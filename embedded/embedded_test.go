@@ -205,7 +205,11 @@ func TestRestartKeepsOffsetsAndMessages(t *testing.T) {
 	<-done
 	require.Positive(t, acked)
 
-	off, err := cl.msg.QueryOffset(t.Context(), &gantryv1.QueryOffsetRequest{Group: "g", Topic: "Stream", QueueId: 0})
+	// The failed sends during the restart put the connection in gRPC's
+	// reconnect backoff: wait for it to be ready again.
+	qctx, qcancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer qcancel()
+	off, err := cl.msg.QueryOffset(qctx, &gantryv1.QueryOffsetRequest{Group: "g", Topic: "Stream", QueueId: 0}, grpc.WaitForReady(true))
 	require.NoError(t, err)
 	assert.True(t, off.Found)
 	assert.Equal(t, int64(7), off.Offset)

@@ -2,6 +2,7 @@ package embedded_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/gantrymq/gantry/broker"
 	"github.com/gantrymq/gantry/client"
 	"github.com/gantrymq/gantry/embedded"
+	"github.com/gantrymq/gantry/internal/testutil"
 	"github.com/gantrymq/gantry/message"
 )
 
@@ -175,4 +177,159 @@ func TestRetryThenSuccess(t *testing.T) {
 	defer pull.Close()
 	_, err = pull.Queues(t.Context(), "%DLQ%ship")
 	assert.ErrorIs(t, err, client.ErrTopicNotFound, "no dead-letter topic: nothing was dead-lettered")
+}
+
+// retryCounts is the size of the counts run: 100,000 messages, fewer under
+// the race detector (GANTRY_RETRY_MESSAGES overrides).
+func retryCounts(t *testing.T) int {
+	n := 100_000
+	if raceEnabled {
+		n = 20_000
+	}
+	return testutil.EnvInt(t, "GANTRY_RETRY_MESSAGES", n)
+}
+
+// Of n messages, those with i%10 == 0 always fail and those with
+// i%10 == 1 fail once: the run ends with exactly n/10 dead letters, every
+// other message handled successfully exactly once, and the fail-once ones
+// delivered twice.
+func TestRetryCounts(t *testing.T) {
+	clk := newFakeClock()
+	pc := retryCluster(t, clk, "Jobs")
+	n := retryCounts(t)
+	var mu sync.Mutex
+	deliveries := make([]int, n)
+	successes := make([]int, n)
+	var events atomic.Int64
+	h := func(_ context.Context, msgs []*client.MessageExt) client.ConsumeResult {
+		events.Add(1)
+		m := msgs[0]
+		var i int
+		if _, err := fmt.Sscanf(string(m.Body), "job-%d", &i); err != nil || i < 0 || i >= n {
+			t.Errorf("foreign body %q", m.Body)
+			return client.ConsumeSuccess
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		deliveries[i]++
+		switch {
+		case i%10 == 0, i%10 == 1 && deliveries[i] == 1:
+			return client.ConsumeRetryLater
+		}
+		successes[i]++
+		return client.ConsumeSuccess
+	}
+	c := pc.consumer(t, "jobs-1", "jobs", "Jobs", "*", h)
+	defer c.Shutdown(context.Background())
+	pc.send(t, "Jobs", "job", 0, n, nil, nil)
+
+	quiet := func() { // no handler call for 300 ms
+		for last := int64(-1); ; {
+			now := events.Load()
+			if now == last {
+				return
+			}
+			last = now
+			time.Sleep(300 * time.Millisecond)
+		}
+	}
+	levels, err := broker.ParseDelayLevels(broker.DefaultMessageDelayLevel)
+	require.NoError(t, err)
+	quiet()
+	for k := range 16 { // each retry round: move the clock to the next rung
+		clk.Advance(levels[3+k-1])
+		quiet()
+	}
+	clk.Advance(3 * time.Hour)
+	quiet()
+
+	mu.Lock()
+	handled, dead := 0, 0
+	for i := range n {
+		switch i % 10 {
+		case 0:
+			require.Equal(t, 17, deliveries[i], "message %d: 1 + 16 deliveries", i)
+			require.Zero(t, successes[i])
+			dead++
+		case 1:
+			require.Equal(t, 2, deliveries[i], "message %d", i)
+			require.Equal(t, 1, successes[i], "message %d", i)
+		default:
+			require.Equal(t, 1, deliveries[i], "message %d", i)
+			require.Equal(t, 1, successes[i], "message %d", i)
+		}
+		handled += successes[i]
+	}
+	mu.Unlock()
+
+	pull, err := client.NewPullConsumer(t.Context(), pc.cfg, "inspect")
+	require.NoError(t, err)
+	defer pull.Close()
+	qs, err := pull.Queues(t.Context(), "%DLQ%jobs")
+	require.NoError(t, err)
+	seen := map[string]bool{}
+	for off := int64(0); ; {
+		r, err := pull.Pull(t.Context(), qs[0], off, 256, "", 0)
+		require.NoError(t, err)
+		for _, m := range r.Messages {
+			require.Equal(t, int32(16), m.ReconsumeTimes)
+			require.Equal(t, "Jobs", m.Property(message.PropDLQOriginTopic))
+			seen[string(m.Body)] = true
+		}
+		if r.Status != client.PullFound {
+			break
+		}
+		off = r.NextOffset
+	}
+	require.Len(t, seen, n/10, "exactly the always-failing messages are dead letters, once each")
+	fmt.Printf("retry counts: %d messages: %d handled successfully, %d dead letters, %d handler calls\n", n, handled, len(seen), events.Load())
+}
+
+// A group with an exponential retry policy retries after 1 s, 2 s, 4 s,
+// 4 s (capped), on the broker's clock, instead of the ladder.
+func TestRetryExponentialPolicy(t *testing.T) {
+	clk := newFakeClock()
+	pc := retryCluster(t, clk, "Mail")
+	require.NoError(t, pc.admin.CreateGroup(t.Context(), client.GroupConfig{Name: "mail",
+		RetryPolicy: &client.RetryPolicy{Initial: time.Second, Max: 4 * time.Second, Multiplier: 2}}))
+	groups, err := pc.admin.Groups(t.Context())
+	require.NoError(t, err)
+	require.Len(t, groups, 1)
+	require.NotNil(t, groups[0].RetryPolicy)
+	assert.Equal(t, 4*time.Second, groups[0].RetryPolicy.Max)
+
+	var mu sync.Mutex
+	var at []time.Time
+	c := pc.consumer(t, "mail-1", "mail", "Mail", "*", func(_ context.Context, msgs []*client.MessageExt) client.ConsumeResult {
+		mu.Lock()
+		defer mu.Unlock()
+		at = append(at, clk.Now())
+		if len(at) <= 4 {
+			return client.ConsumeRetryLater
+		}
+		return client.ConsumeSuccess
+	})
+	defer c.Shutdown(context.Background())
+	_, err = pc.p.Send(t.Context(), &client.Message{Topic: "Mail", Body: []byte("hello")})
+	require.NoError(t, err)
+	want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 4 * time.Second}
+	count := func() int { mu.Lock(); defer mu.Unlock(); return len(at) }
+	for k := 0; k < 5; k++ {
+		require.Eventually(t, func() bool { return count() == k+1 }, 10*time.Second, time.Millisecond, "delivery %d", k+1)
+		require.Eventually(t, func() bool { return handledSoFar(c) == int64(k+1) }, 10*time.Second, time.Millisecond)
+		if k < 4 {
+			// Move in small steps: the retry must not come before its time.
+			for step := time.Duration(0); step < want[k]-250*time.Millisecond; step += 250 * time.Millisecond {
+				clk.Advance(250 * time.Millisecond)
+				time.Sleep(20 * time.Millisecond)
+				require.Equal(t, k+1, count(), "retry %d came early", k+1)
+			}
+			clk.Advance(250 * time.Millisecond)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for k := 1; k < len(at); k++ {
+		assert.InDelta(t, want[k-1].Seconds(), at[k].Sub(at[k-1]).Seconds(), 0.5, "retry %d", k)
+	}
 }

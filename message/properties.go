@@ -42,6 +42,10 @@ const (
 	PropDLQOriginMessageID       = "DLQ_ORIGIN_MESSAGE_ID"
 	PropDLQReason                = "DLQ_REASON"  // Gantry: why the consumer gave up, on a dead letter
 	PropDLQResendTimes           = "DLQ_RESENDS" // Gantry: how many times a dead letter was resent
+	// PropIdempotencyKey (Gantry) is a producer-chosen de-duplication key:
+	// the broker de-duplicates sends by it instead of UNIQ_KEY, and
+	// client.Idempotent consumers handle it once.
+	PropIdempotencyKey = "IDEMPOTENCY_KEY"
 	// PropCRC is the key of the whole-record CRC tail (§4.2). It is reserved:
 	// Append never writes a pair with this key from Message.Properties.
 	PropCRC = "__CRC32#"

@@ -95,6 +95,10 @@ func (s *Admin) CreateGroup(_ context.Context, req *gantryv1.CreateGroupRequest)
 	if g.GetRetryMaxTimes() != 0 {
 		sg.RetryMaxTimes = g.GetRetryMaxTimes()
 	}
+	if p := g.GetRetryPolicy(); p != nil {
+		sg.GroupRetryPolicy = &metadata.RetryPolicy{Type: metadata.RetryExponential, Exponential: &metadata.ExponentialRetryPolicy{
+			Initial: p.GetInitialMs(), Max: p.GetMaxMs(), Multiplier: p.GetMultiplier(), Jitter: p.GetJitter()}}
+	}
 	if err := s.b.Store().Metadata().PutGroup(sg); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
@@ -113,8 +117,13 @@ func (s *Admin) DeleteGroup(_ context.Context, req *gantryv1.DeleteGroupRequest)
 func (s *Admin) ListGroups(context.Context, *gantryv1.ListGroupsRequest) (*gantryv1.ListGroupsResponse, error) {
 	resp := &gantryv1.ListGroupsResponse{}
 	for _, g := range s.b.Store().Metadata().Groups() {
-		resp.Groups = append(resp.Groups, &gantryv1.GroupConfig{Name: g.GroupName, ConsumeEnable: g.ConsumeEnable,
-			ConsumeBroadcastEnable: g.ConsumeBroadcastEnable, ConsumeMessageOrderly: g.ConsumeMessageOrderly, RetryMaxTimes: g.RetryMaxTimes})
+		gc := &gantryv1.GroupConfig{Name: g.GroupName, ConsumeEnable: g.ConsumeEnable,
+			ConsumeBroadcastEnable: g.ConsumeBroadcastEnable, ConsumeMessageOrderly: g.ConsumeMessageOrderly, RetryMaxTimes: g.RetryMaxTimes}
+		if p := g.GroupRetryPolicy; p != nil && p.Type == metadata.RetryExponential && p.Exponential != nil {
+			e := p.Exponential
+			gc.RetryPolicy = &gantryv1.RetryPolicy{InitialMs: e.Initial, MaxMs: e.Max, Multiplier: e.Multiplier, Jitter: e.Jitter}
+		}
+		resp.Groups = append(resp.Groups, gc)
 	}
 	return resp, nil
 }
@@ -269,4 +278,117 @@ func (s *Admin) BrokerStatus(context.Context, *gantryv1.BrokerStatusRequest) (*g
 		"messagesGot": i(st.MessagesGot), "uptime": st.Uptime.Round(1e9).String(),
 		"flushDiskType": s.b.Config().FlushDiskType.String(),
 	}}, nil
+}
+
+func dlqFilter(f *gantryv1.DLQFilter) broker.DLQFilter {
+	return broker.DLQFilter{Group: f.GetGroup(), Begin: msTime(f.GetBeginMs()), End: msTime(f.GetEndMs()),
+		OriginTopic: f.GetOriginTopic(), Key: f.GetKey(), MsgID: f.GetMsgId()}
+}
+
+func dlqSelect(s *gantryv1.DLQSelection) broker.DLQSelect {
+	return broker.DLQSelect{DLQFilter: dlqFilter(s.GetFilter()), Offsets: s.GetOffsets(), All: s.GetAll()}
+}
+
+// msTime converts unix ms, 0 being the zero time.
+func msTime(ms int64) time.Time {
+	if ms == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms)
+}
+
+// unixMs converts a time to unix ms, the zero time being 0.
+func unixMs(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+func toDLQEntry(e broker.DLQEntry) *gantryv1.DLQEntry {
+	return &gantryv1.DLQEntry{
+		Offset: e.Offset, MsgId: e.MsgID, OriginTopic: e.OriginTopic, OriginMsgId: e.OriginMsgID, UniqKey: e.UniqKey,
+		Keys: e.Keys, Tags: e.Tags, ReconsumeTimes: e.ReconsumeTimes, BornTimeMs: unixMs(e.BornTime),
+		DeadLetterTimeMs: unixMs(e.DeadLetterTime), Reason: e.Reason, Resends: e.Resends,
+		LastResendMs: unixMs(e.LastResend), EarlierResends: e.EarlierResends, BodySize: int32(min(e.BodySize, 1<<31-1)),
+	}
+}
+
+// DLQList implements the service.
+func (s *Admin) DLQList(ctx context.Context, req *gantryv1.DLQListRequest) (*gantryv1.DLQListResponse, error) {
+	page, err := s.b.ListDLQ(ctx, broker.DLQListRequest{DLQFilter: dlqFilter(req.GetFilter()), Cursor: req.GetCursor(), Limit: int(req.GetLimit())})
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	resp := &gantryv1.DLQListResponse{NextCursor: page.NextCursor, More: page.More}
+	for _, e := range page.Entries {
+		resp.Entries = append(resp.Entries, toDLQEntry(e))
+	}
+	return resp, nil
+}
+
+// DLQShow implements the service.
+func (s *Admin) DLQShow(ctx context.Context, req *gantryv1.DLQShowRequest) (*gantryv1.DLQShowResponse, error) {
+	m, err := s.b.ShowDLQ(ctx, broker.DLQRef{Group: req.GetGroup(), Offset: req.GetOffset(), MsgID: req.GetMsgId()})
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	resp := &gantryv1.DLQShowResponse{Entry: toDLQEntry(m.DLQEntry), Body: m.Body, SysFlag: m.SysFlag, ExpiresMs: unixMs(m.Expires)}
+	for _, p := range m.Properties {
+		resp.Properties = append(resp.Properties, &gantryv1.DLQProperty{Key: p.Key, Value: p.Value})
+	}
+	for _, h := range m.History {
+		resp.History = append(resp.History, &gantryv1.DLQEvent{TimeMs: unixMs(h.Time), What: h.What})
+	}
+	return resp, nil
+}
+
+// DLQResend implements the service. A call that stopped part way (the
+// broker shutting down, the disk full) answers its error: what it resent
+// before is recorded (DLQList shows the resend counts).
+func (s *Admin) DLQResend(ctx context.Context, req *gantryv1.DLQResendRequest) (*gantryv1.DLQResendResponse, error) {
+	res, err := s.b.ResendDLQ(ctx, broker.DLQResendRequest{DLQSelect: dlqSelect(req.GetSelection()), ToRetry: req.GetToRetry()})
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	resp := &gantryv1.DLQResendResponse{}
+	for _, r := range res.Resent {
+		resp.Resent = append(resp.Resent, &gantryv1.DLQResent{Offset: r.Offset, UniqKey: r.UniqKey, Topic: r.Topic, MsgId: r.MsgID, Resends: r.Resends})
+	}
+	for _, f := range res.Failed {
+		resp.Failed = append(resp.Failed, &gantryv1.DLQResendFailure{Offset: f.Offset, UniqKey: f.UniqKey, Error: f.Err.Error()})
+	}
+	return resp, nil
+}
+
+// exportChunkBytes is the most a DLQExport chunk carries.
+const exportChunkBytes = 256 << 10
+
+// chunkWriter sends what is written to it as DLQExport chunks.
+type chunkWriter struct {
+	stream gantryv1.Admin_DLQExportServer
+}
+
+func (w chunkWriter) Write(p []byte) (int, error) {
+	for off := 0; off < len(p); off += exportChunkBytes {
+		if err := w.stream.Send(&gantryv1.DLQExportChunk{Data: p[off:min(off+exportChunkBytes, len(p))]}); err != nil {
+			return off, err
+		}
+	}
+	return len(p), nil
+}
+
+// DLQExport implements the service.
+func (s *Admin) DLQExport(req *gantryv1.DLQExportRequest, stream gantryv1.Admin_DLQExportServer) error {
+	_, err := s.b.ExportDLQ(stream.Context(), dlqFilter(req.GetFilter()), chunkWriter{stream: stream})
+	return toStatus(err)
+}
+
+// DLQPurge implements the service.
+func (s *Admin) DLQPurge(ctx context.Context, req *gantryv1.DLQPurgeRequest) (*gantryv1.DLQPurgeResponse, error) {
+	n, err := s.b.PurgeDLQ(ctx, dlqSelect(req.GetSelection()))
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &gantryv1.DLQPurgeResponse{Purged: int64(n)}, nil
 }

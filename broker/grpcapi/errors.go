@@ -28,7 +28,7 @@ func Code(err error) codes.Code {
 		return codes.InvalidArgument
 	case errors.Is(err, broker.ErrReservedTopic), errors.Is(err, broker.ErrNoPermission):
 		return codes.PermissionDenied
-	case errors.Is(err, broker.ErrTopicNotFound), errors.Is(err, broker.ErrGroupNotFound):
+	case errors.Is(err, broker.ErrTopicNotFound), errors.Is(err, broker.ErrGroupNotFound), errors.Is(err, broker.ErrDeadLetterNotFound):
 		return codes.NotFound
 	case errors.Is(err, broker.ErrNotRegistered):
 		return codes.FailedPrecondition

@@ -59,7 +59,9 @@ func (s *Messaging) send(ctx context.Context, req *gantryv1.SendRequest) (*gantr
 		}
 		results := toResults(res)
 		for _, r := range results {
-			r.UniqKey = "" // the producer wrote it into the record: it knows it
+			if !r.Duplicate {
+				r.UniqKey = "" // the producer wrote it into the record: it knows it
+			}
 		}
 		return &gantryv1.SendResponse{Results: results, RequestId: req.GetRequestId()}, nil
 	}
@@ -264,11 +266,13 @@ func toMessage(topic string, m *gantryv1.Message, born netip.AddrPort) *message.
 	return out
 }
 
-func toResults(res []store.PutResult) []*gantryv1.SendResult {
+// toResults converts a send's results; a duplicate's keeps its UNIQ_KEY,
+// the original's.
+func toResults(res []broker.SendResult) []*gantryv1.SendResult {
 	out := make([]*gantryv1.SendResult, len(res))
 	for i, r := range res {
 		out[i] = &gantryv1.SendResult{MsgId: r.MsgID, UniqKey: r.UniqKey, QueueId: r.QueueID, QueueOffset: r.QueueOffset,
-			PhysicalOffset: r.PhysicalOffset, StoreTimestampMs: r.StoreTimestamp}
+			PhysicalOffset: r.PhysicalOffset, StoreTimestampMs: r.StoreTimestamp, Duplicate: r.Duplicate}
 	}
 	return out
 }
@@ -436,14 +440,39 @@ func (s *Messaging) GetConsumerList(_ context.Context, req *gantryv1.GetConsumer
 
 // SendBack implements the service.
 func (s *Messaging) SendBack(ctx context.Context, req *gantryv1.SendBackRequest) (*gantryv1.SendBackResponse, error) {
-	res, err := s.b.SendBack(ctx, broker.SendBackRequest{
-		Group: req.GetGroup(), PhysicalOffset: req.GetPhysicalOffset(), MsgID: req.GetMsgId(),
-		DelayLevel: req.GetDelayLevel(), MaxReconsumeTimes: req.GetMaxReconsumeTimes(), Reason: req.GetReason(),
-	})
+	res, err := s.b.SendBack(ctx, toSendBack(req))
 	if err != nil {
 		return nil, toStatus(err)
 	}
 	return &gantryv1.SendBackResponse{DeadLettered: res.DeadLettered, ReconsumeTimes: res.ReconsumeTimes}, nil
+}
+
+// SendBackBatch implements the service.
+func (s *Messaging) SendBackBatch(ctx context.Context, req *gantryv1.SendBackBatchRequest) (*gantryv1.SendBackBatchResponse, error) {
+	if len(req.GetRequests()) == 0 {
+		return nil, status.Error(codes.InvalidArgument, "send back: no messages")
+	}
+	reqs := make([]broker.SendBackRequest, len(req.GetRequests()))
+	for i, r := range req.GetRequests() {
+		reqs[i] = toSendBack(r)
+	}
+	res, errs := s.b.SendBackBatch(ctx, reqs)
+	out := &gantryv1.SendBackBatchResponse{Results: make([]*gantryv1.SendBackResult, len(res))}
+	for i, r := range res {
+		out.Results[i] = &gantryv1.SendBackResult{DeadLettered: r.DeadLettered, ReconsumeTimes: r.ReconsumeTimes}
+		if errs[i] != nil {
+			st := status.Convert(toStatus(errs[i]))
+			out.Results[i].Error = &gantryv1.Error{Code: int32(st.Code()), Message: st.Message(), Indeterminate: broker.IsIndeterminate(errs[i])}
+		}
+	}
+	return out, nil
+}
+
+func toSendBack(r *gantryv1.SendBackRequest) broker.SendBackRequest {
+	return broker.SendBackRequest{
+		Group: r.GetGroup(), PhysicalOffset: r.GetPhysicalOffset(), MsgID: r.GetMsgId(),
+		DelayLevel: r.GetDelayLevel(), MaxReconsumeTimes: r.GetMaxReconsumeTimes(), Reason: r.GetReason(),
+	}
 }
 
 // LockQueues implements the service.

@@ -17,6 +17,7 @@ type collector struct {
 	b                                        *broker.Broker
 	in, out, minOff, maxOff, flushed, topics *prometheus.Desc
 	ready, lag                               *prometheus.Desc
+	dlqStored, dlqHeld, dlqResent            *prometheus.Desc
 }
 
 func newCollector(b *broker.Broker) *collector {
@@ -35,11 +36,16 @@ func newCollector(b *broker.Broker) *collector {
 		topics:  d("gantry_topics", "Topics on this broker."),
 		ready:   d("gantry_broker_ready", "1 when the broker serves requests."),
 		lag:     d("rocketmq_consumer_lag_messages", "Messages stored but not yet consumed by the group.", "consumer_group", "topic"),
+		dlqStored: d("gantry_dlq_messages_total", "Messages dead-lettered since the broker started, by consumer group "+
+			"(rate() of it is the dead-letter rate).", "group"),
+		dlqHeld:   d("gantry_dlq_held_messages", "Dead letters held now (stored, not expired, not purged), by consumer group.", "group"),
+		dlqResent: d("gantry_dlq_resends_total", "Dead letters resent since the broker started, by consumer group.", "group"),
 	}
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.in, c.out, c.minOff, c.maxOff, c.flushed, c.topics, c.ready, c.lag} {
+	for _, d := range []*prometheus.Desc{c.in, c.out, c.minOff, c.maxOff, c.flushed, c.topics, c.ready, c.lag,
+		c.dlqStored, c.dlqHeld, c.dlqResent} {
 		ch <- d
 	}
 }
@@ -59,6 +65,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.ready, prometheus.GaugeValue, ready)
 	if !st.Ready {
 		return
+	}
+	for _, s := range c.b.DLQStats() {
+		ch <- prometheus.MustNewConstMetric(c.dlqStored, prometheus.CounterValue, float64(s.Stored), s.Group)
+		ch <- prometheus.MustNewConstMetric(c.dlqHeld, prometheus.GaugeValue, float64(s.Held), s.Group)
+		ch <- prometheus.MustNewConstMetric(c.dlqResent, prometheus.CounterValue, float64(s.Resent), s.Group)
 	}
 	for _, k := range c.b.Store().Metadata().OffsetKeys("", "") {
 		group, topic := k[0], k[1]

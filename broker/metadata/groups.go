@@ -17,6 +17,61 @@ type SubscriptionGroup struct {
 	BrokerID                       int64  `json:"brokerId"`
 	WhichBrokerWhenConsumeSlowly   int64  `json:"whichBrokerWhenConsumeSlowly"`
 	NotifyConsumerIdsChangedEnable bool   `json:"notifyConsumerIdsChangedEnable"`
+	// GroupRetryPolicy (RocketMQ 5's field) chooses the retry delays; nil
+	// is the delay-level ladder.
+	GroupRetryPolicy *RetryPolicy `json:"groupRetryPolicy,omitempty"`
+}
+
+// Retry policy types.
+const (
+	// RetryCustomized is the delay-level ladder: retry n waits level 2+n
+	// of messageDelayLevel (10 s, 30 s, 1 m ... 2 h).
+	RetryCustomized = "CUSTOMIZED"
+	// RetryExponential waits Initial * Multiplier^(n-1), capped at Max,
+	// spread by Jitter.
+	RetryExponential = "EXPONENTIAL"
+)
+
+// RetryPolicy is a group's retry policy.
+type RetryPolicy struct {
+	Type        string                  `json:"type"`
+	Exponential *ExponentialRetryPolicy `json:"exponentialRetryPolicy,omitempty"`
+}
+
+// ExponentialRetryPolicy is RocketMQ 5's exponential policy, in
+// milliseconds, with Gantry's jitter.
+type ExponentialRetryPolicy struct {
+	Initial    int64 `json:"initial"`
+	Max        int64 `json:"max"`
+	Multiplier int64 `json:"multiplier"`
+	// Jitter spreads each delay uniformly by up to this fraction either
+	// way (0 to 1; 0.2: ±20 %).
+	Jitter float64 `json:"jitter,omitempty"`
+}
+
+func (p *RetryPolicy) validate(group string) error {
+	if p == nil {
+		return nil
+	}
+	switch p.Type {
+	case RetryCustomized:
+		return nil
+	case RetryExponential:
+	default:
+		return invalidf("groupRetryPolicy of group %q: type %q, want %s or %s", group, p.Type, RetryCustomized, RetryExponential)
+	}
+	e := p.Exponential
+	switch {
+	case e == nil:
+		return invalidf("groupRetryPolicy of group %q: %s without exponentialRetryPolicy", group, RetryExponential)
+	case e.Initial <= 0 || e.Max < e.Initial:
+		return invalidf("groupRetryPolicy of group %q: initial %d ms and max %d ms: want 0 < initial <= max", group, e.Initial, e.Max)
+	case e.Multiplier < 1:
+		return invalidf("groupRetryPolicy of group %q: multiplier %d: want >= 1", group, e.Multiplier)
+	case e.Jitter < 0 || e.Jitter > 1:
+		return invalidf("groupRetryPolicy of group %q: jitter %g: want 0..1", group, e.Jitter)
+	}
+	return nil
 }
 
 // MaxRetryTimes bounds SubscriptionGroup.RetryMaxTimes.
@@ -57,7 +112,7 @@ func (g SubscriptionGroup) validate() error {
 	if g.RetryQueueNums < 0 || g.RetryQueueNums > MaxQueueNums {
 		return invalidf("retryQueueNums %d of group %q: want 0..%d", g.RetryQueueNums, g.GroupName, MaxQueueNums)
 	}
-	return nil
+	return g.GroupRetryPolicy.validate(g.GroupName)
 }
 
 type groupsDoc struct {

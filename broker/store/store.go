@@ -55,6 +55,13 @@ type Config struct {
 	// Re-dispatching an entry the queue already holds (recovery) calls nothing.
 	// It runs on the dispatcher goroutine and must not block.
 	OnDispatch func(topic string, queueID int32, maxOffset int64)
+	// KeepFrom, if set, pins the commit log: retention does not delete a
+	// segment for its age while it holds an offset at or above the value
+	// KeepFrom returns (math.MaxInt64: nothing pinned; see
+	// commitlog.Config.KeepFrom, which it overrides). The broker keeps its
+	// unexpired dead letters this way. It runs on the log's retention
+	// goroutine and may read the store.
+	KeepFrom func() int64
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 	// Logger receives lifecycle and anomaly logs. Default: discard.
@@ -158,6 +165,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	lc := cfg.Log
 	lc.Dir, lc.StateDir, lc.FS, lc.Now, lc.Logger = filepath.Join(cfg.Root, "commitlog"), cfg.Root, cfg.FS, cfg.Now, cfg.Logger
 	lc.OnCommit = func(int64) { s.wake() }
+	if cfg.KeepFrom != nil {
+		lc.KeepFrom = cfg.KeepFrom
+	}
 	cl, err := commitlog.Open(ctx, lc)
 	if err != nil {
 		return nil, err
@@ -374,6 +384,30 @@ type cqueue struct {
 // MinOffset is the first offset whose record may still be in the log.
 func (q *cqueue) MinOffset() int64 { return max(q.Queue.MinOffset(), q.logicMin.Load()) }
 
+// raiseLogicMin moves the logical min offset up to off; it never lowers it.
+func (q *cqueue) raiseLogicMin(off int64) {
+	for {
+		cur := q.logicMin.Load()
+		if off <= cur || q.logicMin.CompareAndSwap(cur, off) {
+			return
+		}
+	}
+}
+
+// RaiseQueueMin moves a queue's min offset up to off (at most its max
+// offset), hiding the entries below it from Get as retention would: the
+// broker drops expired and purged dead letters this way. It never lowers
+// the min offset and is not persisted: the caller re-applies it after
+// Open. An unknown queue is left alone. It returns the queue's min offset.
+func (s *Store) RaiseQueueMin(topic string, queueID int32, off int64) int64 {
+	q, _ := s.queue(QueueKey{Topic: topic, QueueID: queueID}, false)
+	if q == nil {
+		return 0
+	}
+	q.raiseLogicMin(min(off, q.MaxOffset()))
+	return q.MinOffset()
+}
+
 func (s *Store) openQueue(ctx context.Context, k QueueKey, dir string) (*cqueue, error) {
 	q, err := consumequeue.Open(ctx, consumequeue.Config{
 		Dir: dir, FS: s.cfg.FS, EntriesPerFile: s.cfg.QueueEntriesPerFile, Logger: s.cfg.Logger,
@@ -507,7 +541,7 @@ func (s *Store) trim() error {
 		if _, err := q.DeleteBelow(logMin); err != nil {
 			errs = append(errs, err)
 		}
-		q.logicMin.Store(firstAtOrAbove(q.Queue, logMin))
+		q.raiseLogicMin(firstAtOrAbove(q.Queue, logMin))
 	}
 	if _, err := s.idx.DeleteBelow(logMin); err != nil {
 		errs = append(errs, err)

@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -76,6 +78,43 @@ names and flags: -n nameserver, -t topic, -g group, -c cluster, -b broker,
 	c.Flags().StringVarP(&brokerAddr, "brokerAddr", "b", "", "only this broker (gRPC address)")
 	c.Flags().StringVarP(&cluster, "clusterName", "c", "", "only the brokers of this cluster")
 	_ = c.MarkFlagRequired("topic")
+
+	var retryMax, multiplier int
+	var policy string
+	var initial, maxDelay time.Duration
+	var jitter float64
+	var broadcast bool
+	c = verb("updateSubGroup", "Create or update a consumer group on every broker (or -b / -c)", func(ctx context.Context, a *client.Admin, out io.Writer) error {
+		brokers, err := pickBrokers(ctx, a, brokerAddr, cluster)
+		if err != nil {
+			return err
+		}
+		g := client.GroupConfig{Name: group, Broadcast: broadcast, Orderly: order, RetryMaxTimes: int32(retryMax)}
+		switch policy {
+		case "", "ladder":
+		case "exponential":
+			g.RetryPolicy = &client.RetryPolicy{Initial: initial, Max: maxDelay, Multiplier: int64(multiplier), Jitter: jitter}
+		default:
+			return fmt.Errorf("--retry-policy %q: want ladder or exponential", policy)
+		}
+		if err := a.CreateGroup(ctx, g, brokers...); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "create subscription group %s success\n", group)
+		return nil
+	})
+	c.Flags().StringVarP(&group, "groupName", "g", "", "consumer group (required)")
+	c.Flags().IntVarP(&retryMax, "retryMaxTimes", "r", 0, "retries before dead-lettering (0: 16)")
+	c.Flags().BoolVarP(&broadcast, "consumeBroadcastEnable", "d", false, "broadcast consumption")
+	c.Flags().BoolVarP(&order, "consumeMessageOrderly", "o", false, "ordered consumption")
+	c.Flags().StringVar(&policy, "retry-policy", "ladder", "retry delays: ladder (10s 30s 1m ... 2h) or exponential")
+	c.Flags().DurationVar(&initial, "retry-initial", 5*time.Second, "exponential: first retry delay")
+	c.Flags().DurationVar(&maxDelay, "retry-max", 2*time.Hour, "exponential: longest retry delay")
+	c.Flags().IntVar(&multiplier, "retry-multiplier", 2, "exponential: growth factor")
+	c.Flags().Float64Var(&jitter, "retry-jitter", 0.1, "exponential: spread each delay by up to this fraction either way")
+	c.Flags().StringVarP(&brokerAddr, "brokerAddr", "b", "", "only this broker (gRPC address)")
+	c.Flags().StringVarP(&cluster, "clusterName", "c", "", "only the brokers of this cluster")
+	_ = c.MarkFlagRequired("groupName")
 
 	c = verb("deleteTopic", "Delete a topic from every broker (or -c)", func(ctx context.Context, a *client.Admin, out io.Writer) error {
 		brokers, err := pickBrokers(ctx, a, "", cluster)
@@ -241,6 +280,7 @@ names and flags: -n nameserver, -t topic, -g group, -c cluster, -b broker,
 	for _, f := range []string{"group", "topic", "timestamp"} {
 		_ = c.MarkFlagRequired(f)
 	}
+	addDLQVerbs(verb)
 	return cmd
 }
 
@@ -357,4 +397,205 @@ func truncate(b []byte, n int) []byte {
 		return b[:n]
 	}
 	return b
+}
+
+// dlqFlags are the dead-letter verbs' flags.
+type dlqFlags struct {
+	group, topic, key, id, begin, end, broker, cursor, outFile string
+	offsets                                                    []int64
+	limit                                                      int
+	all, toRetry                                               bool
+}
+
+// addFilter adds the filter flags: -t, -k, -i, --begin, --end.
+func (f *dlqFlags) addFilter(c *cobra.Command) {
+	c.Flags().StringVarP(&f.topic, "topic", "t", "", "only dead letters first sent to this topic")
+	c.Flags().StringVarP(&f.key, "msgKey", "k", "", "only dead letters with this key")
+	c.Flags().StringVarP(&f.id, "msgId", "i", "", "only the dead letter(s) with this id: message id (UNIQ_KEY), original id or offset id")
+	c.Flags().StringVar(&f.begin, "begin", "", "dead-lettered at or after: unix ms, RFC 3339 or 'now'")
+	c.Flags().StringVar(&f.end, "end", "", "dead-lettered before: unix ms, RFC 3339 or 'now'")
+}
+
+func (f *dlqFlags) addGroup(c *cobra.Command) {
+	c.Flags().StringVarP(&f.group, "group", "g", "", "consumer group (required)")
+	_ = c.MarkFlagRequired("group")
+}
+
+// addSelection adds the flags of resend and purge: the filter, --offset,
+// --all and -b.
+func (f *dlqFlags) addSelection(c *cobra.Command) {
+	f.addGroup(c)
+	f.addFilter(c)
+	c.Flags().Int64SliceVar(&f.offsets, "offset", nil, "DLQ queue offset(s), comma-separated (with -b when the cluster has several brokers)")
+	c.Flags().BoolVar(&f.all, "all", false, "every dead letter of the group")
+	c.Flags().StringVarP(&f.broker, "broker", "b", "", "only this broker (name or gRPC address)")
+}
+
+func (f *dlqFlags) filter() (client.DLQFilter, error) {
+	out := client.DLQFilter{Group: f.group, OriginTopic: f.topic, Key: f.key, MsgID: f.id}
+	var err error
+	if f.begin != "" {
+		if out.Begin, err = parseTime(f.begin, time.Time{}); err != nil {
+			return out, err
+		}
+	}
+	if f.end != "" {
+		out.End, err = parseTime(f.end, time.Time{})
+	}
+	return out, err
+}
+
+func (f *dlqFlags) selection() (client.DLQSelection, error) {
+	flt, err := f.filter()
+	return client.DLQSelection{Filter: flt, Offsets: f.offsets, All: f.all, Broker: f.broker}, err
+}
+
+// addDLQVerbs adds the dead-letter verbs (mqadmin has none).
+func addDLQVerbs(verb func(use, short string, run func(ctx context.Context, a *client.Admin, out io.Writer) error) *cobra.Command) {
+	var f dlqFlags
+	c := verb("dlqList", "List a group's dead letters (filters, paging)", func(ctx context.Context, a *client.Admin, out io.Writer) error {
+		flt, err := f.filter()
+		if err != nil {
+			return err
+		}
+		page, err := a.DLQList(ctx, flt, f.cursor, f.limit)
+		printDeadLetters(out, page.Entries)
+		if page.NextCursor != "" {
+			fmt.Fprintf(out, "\nNext cursor: %s\n", page.NextCursor)
+		}
+		return err
+	})
+	f.addGroup(c)
+	f.addFilter(c)
+	c.Flags().IntVar(&f.limit, "limit", 100, "at most this many (a broker answers at most 1000)")
+	c.Flags().StringVar(&f.cursor, "cursor", "", "continue from a previous page's next cursor")
+
+	var offset int64
+	c = verb("dlqShow", "Show a dead letter: body, properties, history", func(ctx context.Context, a *client.Admin, out io.Writer) error {
+		if f.id == "" && offset < 0 {
+			return errors.New("give the dead letter: -i ID or --offset N")
+		}
+		m, err := a.DLQShow(ctx, client.DLQRef{Group: f.group, MsgID: f.id, Offset: offset, Broker: f.broker})
+		if err != nil {
+			return err
+		}
+		printDeadLetter(out, m)
+		return nil
+	})
+	f.addGroup(c)
+	c.Flags().StringVarP(&f.id, "msgId", "i", "", "message id (UNIQ_KEY), original id or offset id")
+	c.Flags().Int64Var(&offset, "offset", -1, "DLQ queue offset (with -b when the cluster has several brokers)")
+	c.Flags().StringVarP(&f.broker, "broker", "b", "", "the broker (name or gRPC address)")
+
+	c = verb("dlqResend", "Resend dead letters to their topic (or the group's retry topic)", func(ctx context.Context, a *client.Admin, out io.Writer) error {
+		sel, err := f.selection()
+		if err != nil {
+			return err
+		}
+		res, err := a.DLQResend(ctx, sel, f.toRetry)
+		printResent(out, res)
+		return err
+	})
+	f.addSelection(c)
+	c.Flags().BoolVar(&f.toRetry, "to-retry", false, "send to %RETRY%<group> (only this group gets them) instead of the original topic")
+
+	c = verb("dlqExport", "Export dead letters as JSON lines (body in base64)", func(ctx context.Context, a *client.Admin, out io.Writer) error {
+		flt, err := f.filter()
+		if err != nil {
+			return err
+		}
+		if f.outFile == "" {
+			_, err = a.DLQExport(ctx, flt, out)
+			return err
+		}
+		return exportToFile(ctx, a, flt, f.outFile, out)
+	})
+	f.addGroup(c)
+	f.addFilter(c)
+	c.Flags().StringVarP(&f.outFile, "output", "o", "", "write to this file instead of standard output")
+
+	c = verb("dlqPurge", "Delete dead letters for good", func(ctx context.Context, a *client.Admin, out io.Writer) error {
+		sel, err := f.selection()
+		if err != nil {
+			return err
+		}
+		n, err := a.DLQPurge(ctx, sel)
+		fmt.Fprintf(out, "purged %d dead letter(s) of group %s\n", n, f.group)
+		return err
+	})
+	f.addSelection(c)
+}
+
+// exportToFile writes an export to path (replacing it) and says how many
+// dead letters it holds.
+func exportToFile(ctx context.Context, a *client.Admin, flt client.DLQFilter, path string, out io.Writer) error {
+	file, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	n, err := a.DLQExport(ctx, flt, file)
+	if cerr := file.Close(); err == nil {
+		err = cerr
+	}
+	fmt.Fprintf(out, "exported %d dead letter(s) of group %s to %s\n", n, flt.Group, path)
+	return err
+}
+
+func printDeadLetters(out io.Writer, ds []client.DeadLetter) {
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "#Broker Name\t#Offset\t#Message ID\t#Origin Topic\t#Keys\t#Tags\t#Reconsume\t#Dead-Lettered\t#Resends\t#Last Resend\t#Size\t#Reason")
+	for _, d := range ds {
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%d\t%s\t%d\t%s\t%d\t%s\n", d.BrokerName, d.Offset, d.UniqKey, d.OriginTopic,
+			orDash(strings.Join(d.Keys, " ")), orDash(d.Tags), d.ReconsumeTimes, fmtTime(d.DeadLetterTime), d.Resends,
+			fmtTime(d.LastResend), d.BodySize, orDash(d.Reason))
+	}
+	tw.Flush()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func printDeadLetter(out io.Writer, m *client.DeadLetterMessage) {
+	fmt.Fprintf(out, "Broker:              %s\nDLQ Offset:          %d\nOffsetID:            %s\nMessage ID:          %s\n",
+		m.BrokerName, m.Offset, m.MsgID, m.UniqKey)
+	fmt.Fprintf(out, "Origin Topic:        %s\nOrigin Message ID:   %s\nTags:                [%s]\nKeys:                %v\n",
+		m.OriginTopic, m.OriginMsgID, m.Tags, m.Keys)
+	fmt.Fprintf(out, "Reconsume Times:     %d\nReason:              %s\nBorn Timestamp:      %s\nDead-Lettered:       %s\n",
+		m.ReconsumeTimes, orDash(m.Reason), fmtTime(m.BornTime), fmtTime(m.DeadLetterTime))
+	fmt.Fprintf(out, "Expires:             %s\nResends:             %d\nLast Resend:         %s\nProperties:          %v\n",
+		fmtTime(m.Expires), m.Resends, fmtTime(m.LastResend), m.Properties)
+	if m.Compressed {
+		fmt.Fprintf(out, "Message Body:        (compressed, %d bytes)\n", len(m.Body))
+	} else {
+		fmt.Fprintf(out, "Message Body:        %q\n", truncate(m.Body, 512))
+	}
+	fmt.Fprintln(out, "\nHistory:")
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	for _, h := range m.History {
+		fmt.Fprintf(tw, "  %s\t%s\n", fmtTime(h.Time), h.What)
+	}
+	tw.Flush()
+}
+
+func printResent(out io.Writer, res client.DLQResendResult) {
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "#Broker Name\t#Offset\t#Message ID\t#Topic\t#New Offset ID\t#Resends")
+	for _, r := range res.Resent {
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%d\n", r.BrokerName, r.Offset, r.UniqKey, r.Topic, r.MsgID, r.Resends)
+	}
+	tw.Flush()
+	if len(res.Failed) > 0 {
+		fmt.Fprintln(out)
+		tw = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "#Broker Name\t#Offset\t#Message ID\t#Error")
+		for _, f := range res.Failed {
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", f.BrokerName, f.Offset, f.UniqKey, f.Error)
+		}
+		tw.Flush()
+	}
+	fmt.Fprintf(out, "\nresent %d, failed %d\n", len(res.Resent), len(res.Failed))
 }

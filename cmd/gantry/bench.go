@@ -24,6 +24,7 @@ func newBenchCmd() *cobra.Command {
 		duration              time.Duration
 		size, inflight        int
 		pullBatch             int
+		failEvery             int64
 		fromMin, push         bool
 	)
 	cmd := &cobra.Command{
@@ -104,7 +105,10 @@ p999) from a histogram. Produced bodies carry a run id and sequence number, so
 			cc := benchkit.ConsumeConfig{Count: count, Duration: duration, FromMin: fromMin, Progress: func(s string) { fmt.Fprintln(out, s) }}
 			if push {
 				fmt.Fprintf(out, "consuming %s with a push consumer of group %s: %s\n", topic, group, amount(count, duration))
-				res, err = benchkit.ConsumePush(ctx, ccfg, group, topic, benchkit.PushConfig{ConsumeConfig: cc, PullBatch: pullBatch}, &v)
+				if failEvery > 0 && count > 0 {
+					cc.Count = count - count/failEvery // the healthy ones
+				}
+				res, err = benchkit.ConsumePush(ctx, ccfg, group, topic, benchkit.PushConfig{ConsumeConfig: cc, PullBatch: pullBatch, FailEvery: failEvery}, &v)
 			} else {
 				pc, perr := client.NewPullConsumer(ctx, ccfg, group)
 				if perr != nil {
@@ -115,6 +119,18 @@ p999) from a histogram. Produced bodies carry a run id and sequence number, so
 				res, err = benchkit.ConsumeGantry(ctx, pc, topic, cc, &v)
 			}
 			fmt.Fprintln(out, res)
+			if push && failEvery > 0 {
+				// The failed messages come back 10 s later and are not
+				// waited for: count only the healthy ones.
+				fmt.Fprintf(out, "retry storm: the first delivery of every %d-th message failed and was sent back; %d healthy messages counted\n", failEvery, res.Msgs)
+				if err != nil {
+					return &exitError{code: exitProblems, err: err}
+				}
+				if cc.Count > 0 && res.Msgs < cc.Count {
+					return &exitError{code: exitProblems, err: fmt.Errorf("received %d of %d healthy messages", res.Msgs, cc.Count)}
+				}
+				return nil
+			}
 			lines, ok := v.Report()
 			for _, l := range lines {
 				fmt.Fprintln(out, l)
@@ -134,6 +150,7 @@ p999) from a histogram. Produced bodies carry a run id and sequence number, so
 	consume.Flags().BoolVar(&fromMin, "from-min", false, "start at each queue's first message, not the committed offset (pull only)")
 	consume.Flags().BoolVar(&push, "push", false, "consume with a push consumer (one member of the group; a new group starts at the first message)")
 	consume.Flags().IntVar(&pullBatch, "pull-batch", 0, "push: messages per pull (default: the client's, 256)")
+	consume.Flags().Int64Var(&failEvery, "fail-every", 0, "push: fail the first delivery of every N-th message (a retry storm; only the others are counted)")
 	cmd.AddCommand(produce, consume)
 	return cmd
 }

@@ -146,6 +146,12 @@ type PushConfig struct {
 	// PullBatch is the push consumer's pull batch size (default: the
 	// client's, 256).
 	PullBatch int
+	// FailEvery > 0 makes the handler fail the first delivery of every
+	// FailEvery-th message (by sequence number), which the consumer sends
+	// back for a retry 10 s later: a retry storm. Only the other, healthy
+	// messages are counted (Count is then the healthy messages to wait
+	// for).
+	FailEvery int64
 }
 
 // ConsumePush reads topic from each queue's first message with a push
@@ -164,6 +170,16 @@ func ConsumePush(ctx context.Context, ccfg client.Config, group, topic string, c
 	var once sync.Once
 	h := func(_ context.Context, msgs []*client.MessageExt) client.ConsumeResult {
 		now := time.Now()
+		if cfg.FailEvery > 0 {
+			for _, m := range msgs {
+				if _, seq, _, ok := ParseBody(m.Body); ok && seq%cfg.FailEvery == 0 {
+					if m.ReconsumeTimes == 0 {
+						return client.ConsumeRetryLater // sent back
+					}
+					return client.ConsumeSuccess // a retry: not counted
+				}
+			}
+		}
 		for _, m := range msgs {
 			v.Add(m.Body)
 			res.Latency.Record(now.Sub(m.BornTimestamp))

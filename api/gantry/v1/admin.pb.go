@@ -21,6 +21,1111 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// DLQFilter selects a group's dead letters: those matching every field set.
+type DLQFilter struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Group string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	// begin_ms <= dead-letter time < end_ms (unix ms); 0: unbounded.
+	BeginMs int64 `protobuf:"varint,2,opt,name=begin_ms,json=beginMs,proto3" json:"begin_ms,omitempty"`
+	EndMs   int64 `protobuf:"varint,3,opt,name=end_ms,json=endMs,proto3" json:"end_ms,omitempty"`
+	// origin_topic: the topic the message was first sent to.
+	OriginTopic string `protobuf:"bytes,4,opt,name=origin_topic,json=originTopic,proto3" json:"origin_topic,omitempty"`
+	// key: one of the message's keys.
+	Key string `protobuf:"bytes,5,opt,name=key,proto3" json:"key,omitempty"`
+	// msg_id: the message's UNIQ_KEY, its DLQ_ORIGIN_MESSAGE_ID or the dead
+	// letter's offset message id.
+	MsgId         string `protobuf:"bytes,6,opt,name=msg_id,json=msgId,proto3" json:"msg_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DLQFilter) Reset() {
+	*x = DLQFilter{}
+	mi := &file_admin_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DLQFilter) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DLQFilter) ProtoMessage() {}
+
+func (x *DLQFilter) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DLQFilter.ProtoReflect.Descriptor instead.
+func (*DLQFilter) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *DLQFilter) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *DLQFilter) GetBeginMs() int64 {
+	if x != nil {
+		return x.BeginMs
+	}
+	return 0
+}
+
+func (x *DLQFilter) GetEndMs() int64 {
+	if x != nil {
+		return x.EndMs
+	}
+	return 0
+}
+
+func (x *DLQFilter) GetOriginTopic() string {
+	if x != nil {
+		return x.OriginTopic
+	}
+	return ""
+}
+
+func (x *DLQFilter) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *DLQFilter) GetMsgId() string {
+	if x != nil {
+		return x.MsgId
+	}
+	return ""
+}
+
+// DLQSelection selects dead letters to resend or purge: all, or those at
+// offsets, or those matching the filter (offsets and a filter: the listed
+// ones that match). An empty selection is INVALID_ARGUMENT.
+type DLQSelection struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Filter        *DLQFilter             `protobuf:"bytes,1,opt,name=filter,proto3" json:"filter,omitempty"`
+	Offsets       []int64                `protobuf:"varint,2,rep,packed,name=offsets,proto3" json:"offsets,omitempty"`
+	All           bool                   `protobuf:"varint,3,opt,name=all,proto3" json:"all,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DLQSelection) Reset() {
+	*x = DLQSelection{}
+	mi := &file_admin_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DLQSelection) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DLQSelection) ProtoMessage() {}
+
+func (x *DLQSelection) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DLQSelection.ProtoReflect.Descriptor instead.
+func (*DLQSelection) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *DLQSelection) GetFilter() *DLQFilter {
+	if x != nil {
+		return x.Filter
+	}
+	return nil
+}
+
+func (x *DLQSelection) GetOffsets() []int64 {
+	if x != nil {
+		return x.Offsets
+	}
+	return nil
+}
+
+func (x *DLQSelection) GetAll() bool {
+	if x != nil {
+		return x.All
+	}
+	return false
+}
+
+type DLQEntry struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// offset: in the group's DLQ queue, the entry's handle on this broker.
+	Offset int64 `protobuf:"varint,1,opt,name=offset,proto3" json:"offset,omitempty"`
+	// msg_id: the dead letter's offset message id.
+	MsgId       string   `protobuf:"bytes,2,opt,name=msg_id,json=msgId,proto3" json:"msg_id,omitempty"`
+	OriginTopic string   `protobuf:"bytes,3,opt,name=origin_topic,json=originTopic,proto3" json:"origin_topic,omitempty"`
+	OriginMsgId string   `protobuf:"bytes,4,opt,name=origin_msg_id,json=originMsgId,proto3" json:"origin_msg_id,omitempty"`
+	UniqKey     string   `protobuf:"bytes,5,opt,name=uniq_key,json=uniqKey,proto3" json:"uniq_key,omitempty"`
+	Keys        []string `protobuf:"bytes,6,rep,name=keys,proto3" json:"keys,omitempty"`
+	Tags        string   `protobuf:"bytes,7,opt,name=tags,proto3" json:"tags,omitempty"`
+	// reconsume_times: how often the group failed to consume it.
+	ReconsumeTimes   int32  `protobuf:"varint,8,opt,name=reconsume_times,json=reconsumeTimes,proto3" json:"reconsume_times,omitempty"`
+	BornTimeMs       int64  `protobuf:"varint,9,opt,name=born_time_ms,json=bornTimeMs,proto3" json:"born_time_ms,omitempty"`
+	DeadLetterTimeMs int64  `protobuf:"varint,10,opt,name=dead_letter_time_ms,json=deadLetterTimeMs,proto3" json:"dead_letter_time_ms,omitempty"`
+	Reason           string `protobuf:"bytes,11,opt,name=reason,proto3" json:"reason,omitempty"`
+	// resends, last_resend_ms: how often and when last it was resent from here.
+	Resends      int32 `protobuf:"varint,12,opt,name=resends,proto3" json:"resends,omitempty"`
+	LastResendMs int64 `protobuf:"varint,13,opt,name=last_resend_ms,json=lastResendMs,proto3" json:"last_resend_ms,omitempty"`
+	// earlier_resends: its DLQ_RESENDS, resends of an earlier dead letter.
+	EarlierResends int32 `protobuf:"varint,14,opt,name=earlier_resends,json=earlierResends,proto3" json:"earlier_resends,omitempty"`
+	BodySize       int32 `protobuf:"varint,15,opt,name=body_size,json=bodySize,proto3" json:"body_size,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *DLQEntry) Reset() {
+	*x = DLQEntry{}
+	mi := &file_admin_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DLQEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DLQEntry) ProtoMessage() {}
+
+func (x *DLQEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DLQEntry.ProtoReflect.Descriptor instead.
+func (*DLQEntry) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *DLQEntry) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *DLQEntry) GetMsgId() string {
+	if x != nil {
+		return x.MsgId
+	}
+	return ""
+}
+
+func (x *DLQEntry) GetOriginTopic() string {
+	if x != nil {
+		return x.OriginTopic
+	}
+	return ""
+}
+
+func (x *DLQEntry) GetOriginMsgId() string {
+	if x != nil {
+		return x.OriginMsgId
+	}
+	return ""
+}
+
+func (x *DLQEntry) GetUniqKey() string {
+	if x != nil {
+		return x.UniqKey
+	}
+	return ""
+}
+
+func (x *DLQEntry) GetKeys() []string {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+func (x *DLQEntry) GetTags() string {
+	if x != nil {
+		return x.Tags
+	}
+	return ""
+}
+
+func (x *DLQEntry) GetReconsumeTimes() int32 {
+	if x != nil {
+		return x.ReconsumeTimes
+	}
+	return 0
+}
+
+func (x *DLQEntry) GetBornTimeMs() int64 {
+	if x != nil {
+		return x.BornTimeMs
+	}
+	return 0
+}
+
+func (x *DLQEntry) GetDeadLetterTimeMs() int64 {
+	if x != nil {
+		return x.DeadLetterTimeMs
+	}
+	return 0
+}
+
+func (x *DLQEntry) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *DLQEntry) GetResends() int32 {
+	if x != nil {
+		return x.Resends
+	}
+	return 0
+}
+
+func (x *DLQEntry) GetLastResendMs() int64 {
+	if x != nil {
+		return x.LastResendMs
+	}
+	return 0
+}
+
+func (x *DLQEntry) GetEarlierResends() int32 {
+	if x != nil {
+		return x.EarlierResends
+	}
+	return 0
+}
+
+func (x *DLQEntry) GetBodySize() int32 {
+	if x != nil {
+		return x.BodySize
+	}
+	return 0
+}
+
+type DLQListRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Filter *DLQFilter             `protobuf:"bytes,1,opt,name=filter,proto3" json:"filter,omitempty"`
+	// cursor: the DLQ queue offset to start at (a page's next_cursor).
+	Cursor int64 `protobuf:"varint,2,opt,name=cursor,proto3" json:"cursor,omitempty"`
+	// limit: 0 for 100, at most 1000.
+	Limit         int32 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DLQListRequest) Reset() {
+	*x = DLQListRequest{}
+	mi := &file_admin_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DLQListRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DLQListRequest) ProtoMessage() {}
+
+func (x *DLQListRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DLQListRequest.ProtoReflect.Descriptor instead.
+func (*DLQListRequest) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *DLQListRequest) GetFilter() *DLQFilter {
+	if x != nil {
+		return x.Filter
+	}
+	return nil
+}
+
+func (x *DLQListRequest) GetCursor() int64 {
+	if x != nil {
+		return x.Cursor
+	}
+	return 0
+}
+
+func (x *DLQListRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type DLQListResponse struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Entries    []*DLQEntry            `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	NextCursor int64                  `protobuf:"varint,2,opt,name=next_cursor,json=nextCursor,proto3" json:"next_cursor,omitempty"`
+	// more: entries past next_cursor were not looked at yet.
+	More          bool `protobuf:"varint,3,opt,name=more,proto3" json:"more,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DLQListResponse) Reset() {
+	*x = DLQListResponse{}
+	mi := &file_admin_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DLQListResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DLQListResponse) ProtoMessage() {}
+
+func (x *DLQListResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DLQListResponse.ProtoReflect.Descriptor instead.
+func (*DLQListResponse) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *DLQListResponse) GetEntries() []*DLQEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+func (x *DLQListResponse) GetNextCursor() int64 {
+	if x != nil {
+		return x.NextCursor
+	}
+	return 0
+}
+
+func (x *DLQListResponse) GetMore() bool {
+	if x != nil {
+		return x.More
+	}
+	return false
+}
+
+type DLQShowRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Group string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	// msg_id (as DLQFilter.msg_id; the newest match) or, when empty, offset.
+	MsgId         string `protobuf:"bytes,2,opt,name=msg_id,json=msgId,proto3" json:"msg_id,omitempty"`
+	Offset        int64  `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DLQShowRequest) Reset() {
+	*x = DLQShowRequest{}
+	mi := &file_admin_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DLQShowRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DLQShowRequest) ProtoMessage() {}
+
+func (x *DLQShowRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DLQShowRequest.ProtoReflect.Descriptor instead.
+func (*DLQShowRequest) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *DLQShowRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *DLQShowRequest) GetMsgId() string {
+	if x != nil {
+		return x.MsgId
+	}
+	return ""
+}
+
+func (x *DLQShowRequest) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+type DLQProperty struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Value         string                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DLQProperty) Reset() {
+	*x = DLQProperty{}
+	mi := &file_admin_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DLQProperty) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DLQProperty) ProtoMessage() {}
+
+func (x *DLQProperty) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DLQProperty.ProtoReflect.Descriptor instead.
+func (*DLQProperty) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *DLQProperty) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *DLQProperty) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
+type DLQEvent struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TimeMs        int64                  `protobuf:"varint,1,opt,name=time_ms,json=timeMs,proto3" json:"time_ms,omitempty"`
+	What          string                 `protobuf:"bytes,2,opt,name=what,proto3" json:"what,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DLQEvent) Reset() {
+	*x = DLQEvent{}
+	mi := &file_admin_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DLQEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DLQEvent) ProtoMessage() {}
+
+func (x *DLQEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DLQEvent.ProtoReflect.Descriptor instead.
+func (*DLQEvent) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *DLQEvent) GetTimeMs() int64 {
+	if x != nil {
+		return x.TimeMs
+	}
+	return 0
+}
+
+func (x *DLQEvent) GetWhat() string {
+	if x != nil {
+		return x.What
+	}
+	return ""
+}
+
+type DLQShowResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Entry         *DLQEntry              `protobuf:"bytes,1,opt,name=entry,proto3" json:"entry,omitempty"`
+	Body          []byte                 `protobuf:"bytes,2,opt,name=body,proto3" json:"body,omitempty"`
+	SysFlag       int32                  `protobuf:"varint,3,opt,name=sys_flag,json=sysFlag,proto3" json:"sys_flag,omitempty"`
+	Properties    []*DLQProperty         `protobuf:"bytes,4,rep,name=properties,proto3" json:"properties,omitempty"`
+	ExpiresMs     int64                  `protobuf:"varint,5,opt,name=expires_ms,json=expiresMs,proto3" json:"expires_ms,omitempty"`
+	History       []*DLQEvent            `protobuf:"bytes,6,rep,name=history,proto3" json:"history,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DLQShowResponse) Reset() {
+	*x = DLQShowResponse{}
+	mi := &file_admin_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DLQShowResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DLQShowResponse) ProtoMessage() {}
+
+func (x *DLQShowResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DLQShowResponse.ProtoReflect.Descriptor instead.
+func (*DLQShowResponse) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *DLQShowResponse) GetEntry() *DLQEntry {
+	if x != nil {
+		return x.Entry
+	}
+	return nil
+}
+
+func (x *DLQShowResponse) GetBody() []byte {
+	if x != nil {
+		return x.Body
+	}
+	return nil
+}
+
+func (x *DLQShowResponse) GetSysFlag() int32 {
+	if x != nil {
+		return x.SysFlag
+	}
+	return 0
+}
+
+func (x *DLQShowResponse) GetProperties() []*DLQProperty {
+	if x != nil {
+		return x.Properties
+	}
+	return nil
+}
+
+func (x *DLQShowResponse) GetExpiresMs() int64 {
+	if x != nil {
+		return x.ExpiresMs
+	}
+	return 0
+}
+
+func (x *DLQShowResponse) GetHistory() []*DLQEvent {
+	if x != nil {
+		return x.History
+	}
+	return nil
+}
+
+type DLQResendRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Selection *DLQSelection          `protobuf:"bytes,1,opt,name=selection,proto3" json:"selection,omitempty"`
+	// to_retry: send to %RETRY%<group> instead of the original topic.
+	ToRetry       bool `protobuf:"varint,2,opt,name=to_retry,json=toRetry,proto3" json:"to_retry,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DLQResendRequest) Reset() {
+	*x = DLQResendRequest{}
+	mi := &file_admin_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DLQResendRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DLQResendRequest) ProtoMessage() {}
+
+func (x *DLQResendRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DLQResendRequest.ProtoReflect.Descriptor instead.
+func (*DLQResendRequest) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *DLQResendRequest) GetSelection() *DLQSelection {
+	if x != nil {
+		return x.Selection
+	}
+	return nil
+}
+
+func (x *DLQResendRequest) GetToRetry() bool {
+	if x != nil {
+		return x.ToRetry
+	}
+	return false
+}
+
+type DLQResent struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Offset  int64                  `protobuf:"varint,1,opt,name=offset,proto3" json:"offset,omitempty"`
+	UniqKey string                 `protobuf:"bytes,2,opt,name=uniq_key,json=uniqKey,proto3" json:"uniq_key,omitempty"`
+	Topic   string                 `protobuf:"bytes,3,opt,name=topic,proto3" json:"topic,omitempty"`
+	// msg_id: the new message's offset message id.
+	MsgId         string `protobuf:"bytes,4,opt,name=msg_id,json=msgId,proto3" json:"msg_id,omitempty"`
+	Resends       int32  `protobuf:"varint,5,opt,name=resends,proto3" json:"resends,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DLQResent) Reset() {
+	*x = DLQResent{}
+	mi := &file_admin_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DLQResent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DLQResent) ProtoMessage() {}
+
+func (x *DLQResent) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DLQResent.ProtoReflect.Descriptor instead.
+func (*DLQResent) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *DLQResent) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *DLQResent) GetUniqKey() string {
+	if x != nil {
+		return x.UniqKey
+	}
+	return ""
+}
+
+func (x *DLQResent) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *DLQResent) GetMsgId() string {
+	if x != nil {
+		return x.MsgId
+	}
+	return ""
+}
+
+func (x *DLQResent) GetResends() int32 {
+	if x != nil {
+		return x.Resends
+	}
+	return 0
+}
+
+type DLQResendFailure struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Offset        int64                  `protobuf:"varint,1,opt,name=offset,proto3" json:"offset,omitempty"`
+	UniqKey       string                 `protobuf:"bytes,2,opt,name=uniq_key,json=uniqKey,proto3" json:"uniq_key,omitempty"`
+	Error         string                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DLQResendFailure) Reset() {
+	*x = DLQResendFailure{}
+	mi := &file_admin_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DLQResendFailure) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DLQResendFailure) ProtoMessage() {}
+
+func (x *DLQResendFailure) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DLQResendFailure.ProtoReflect.Descriptor instead.
+func (*DLQResendFailure) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *DLQResendFailure) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *DLQResendFailure) GetUniqKey() string {
+	if x != nil {
+		return x.UniqKey
+	}
+	return ""
+}
+
+func (x *DLQResendFailure) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+type DLQResendResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Resent        []*DLQResent           `protobuf:"bytes,1,rep,name=resent,proto3" json:"resent,omitempty"`
+	Failed        []*DLQResendFailure    `protobuf:"bytes,2,rep,name=failed,proto3" json:"failed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DLQResendResponse) Reset() {
+	*x = DLQResendResponse{}
+	mi := &file_admin_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DLQResendResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DLQResendResponse) ProtoMessage() {}
+
+func (x *DLQResendResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DLQResendResponse.ProtoReflect.Descriptor instead.
+func (*DLQResendResponse) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *DLQResendResponse) GetResent() []*DLQResent {
+	if x != nil {
+		return x.Resent
+	}
+	return nil
+}
+
+func (x *DLQResendResponse) GetFailed() []*DLQResendFailure {
+	if x != nil {
+		return x.Failed
+	}
+	return nil
+}
+
+type DLQExportRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Filter        *DLQFilter             `protobuf:"bytes,1,opt,name=filter,proto3" json:"filter,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DLQExportRequest) Reset() {
+	*x = DLQExportRequest{}
+	mi := &file_admin_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DLQExportRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DLQExportRequest) ProtoMessage() {}
+
+func (x *DLQExportRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DLQExportRequest.ProtoReflect.Descriptor instead.
+func (*DLQExportRequest) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *DLQExportRequest) GetFilter() *DLQFilter {
+	if x != nil {
+		return x.Filter
+	}
+	return nil
+}
+
+// DLQExportChunk carries whole or partial JSON lines: concatenate them.
+type DLQExportChunk struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Data          []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DLQExportChunk) Reset() {
+	*x = DLQExportChunk{}
+	mi := &file_admin_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DLQExportChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DLQExportChunk) ProtoMessage() {}
+
+func (x *DLQExportChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DLQExportChunk.ProtoReflect.Descriptor instead.
+func (*DLQExportChunk) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *DLQExportChunk) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+type DLQPurgeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Selection     *DLQSelection          `protobuf:"bytes,1,opt,name=selection,proto3" json:"selection,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DLQPurgeRequest) Reset() {
+	*x = DLQPurgeRequest{}
+	mi := &file_admin_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DLQPurgeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DLQPurgeRequest) ProtoMessage() {}
+
+func (x *DLQPurgeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DLQPurgeRequest.ProtoReflect.Descriptor instead.
+func (*DLQPurgeRequest) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *DLQPurgeRequest) GetSelection() *DLQSelection {
+	if x != nil {
+		return x.Selection
+	}
+	return nil
+}
+
+type DLQPurgeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Purged        int64                  `protobuf:"varint,1,opt,name=purged,proto3" json:"purged,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DLQPurgeResponse) Reset() {
+	*x = DLQPurgeResponse{}
+	mi := &file_admin_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DLQPurgeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DLQPurgeResponse) ProtoMessage() {}
+
+func (x *DLQPurgeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DLQPurgeResponse.ProtoReflect.Descriptor instead.
+func (*DLQPurgeResponse) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *DLQPurgeResponse) GetPurged() int64 {
+	if x != nil {
+		return x.Purged
+	}
+	return 0
+}
+
 type TopicConfig struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	Name           string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -35,7 +1140,7 @@ type TopicConfig struct {
 
 func (x *TopicConfig) Reset() {
 	*x = TopicConfig{}
-	mi := &file_admin_proto_msgTypes[0]
+	mi := &file_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -47,7 +1152,7 @@ func (x *TopicConfig) String() string {
 func (*TopicConfig) ProtoMessage() {}
 
 func (x *TopicConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[0]
+	mi := &file_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -60,7 +1165,7 @@ func (x *TopicConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicConfig.ProtoReflect.Descriptor instead.
 func (*TopicConfig) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{0}
+	return file_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *TopicConfig) GetName() string {
@@ -114,7 +1219,7 @@ type CreateTopicRequest struct {
 
 func (x *CreateTopicRequest) Reset() {
 	*x = CreateTopicRequest{}
-	mi := &file_admin_proto_msgTypes[1]
+	mi := &file_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -126,7 +1231,7 @@ func (x *CreateTopicRequest) String() string {
 func (*CreateTopicRequest) ProtoMessage() {}
 
 func (x *CreateTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[1]
+	mi := &file_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -139,7 +1244,7 @@ func (x *CreateTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopicRequest.ProtoReflect.Descriptor instead.
 func (*CreateTopicRequest) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{1}
+	return file_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CreateTopicRequest) GetTopic() *TopicConfig {
@@ -157,7 +1262,7 @@ type CreateTopicResponse struct {
 
 func (x *CreateTopicResponse) Reset() {
 	*x = CreateTopicResponse{}
-	mi := &file_admin_proto_msgTypes[2]
+	mi := &file_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -169,7 +1274,7 @@ func (x *CreateTopicResponse) String() string {
 func (*CreateTopicResponse) ProtoMessage() {}
 
 func (x *CreateTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[2]
+	mi := &file_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -182,7 +1287,7 @@ func (x *CreateTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopicResponse.ProtoReflect.Descriptor instead.
 func (*CreateTopicResponse) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{2}
+	return file_admin_proto_rawDescGZIP(), []int{19}
 }
 
 type DeleteTopicRequest struct {
@@ -194,7 +1299,7 @@ type DeleteTopicRequest struct {
 
 func (x *DeleteTopicRequest) Reset() {
 	*x = DeleteTopicRequest{}
-	mi := &file_admin_proto_msgTypes[3]
+	mi := &file_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -206,7 +1311,7 @@ func (x *DeleteTopicRequest) String() string {
 func (*DeleteTopicRequest) ProtoMessage() {}
 
 func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[3]
+	mi := &file_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -219,7 +1324,7 @@ func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTopicRequest) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{3}
+	return file_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DeleteTopicRequest) GetName() string {
@@ -237,7 +1342,7 @@ type DeleteTopicResponse struct {
 
 func (x *DeleteTopicResponse) Reset() {
 	*x = DeleteTopicResponse{}
-	mi := &file_admin_proto_msgTypes[4]
+	mi := &file_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -249,7 +1354,7 @@ func (x *DeleteTopicResponse) String() string {
 func (*DeleteTopicResponse) ProtoMessage() {}
 
 func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[4]
+	mi := &file_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -262,7 +1367,7 @@ func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTopicResponse) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{4}
+	return file_admin_proto_rawDescGZIP(), []int{21}
 }
 
 type AdminListTopicsRequest struct {
@@ -273,7 +1378,7 @@ type AdminListTopicsRequest struct {
 
 func (x *AdminListTopicsRequest) Reset() {
 	*x = AdminListTopicsRequest{}
-	mi := &file_admin_proto_msgTypes[5]
+	mi := &file_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -285,7 +1390,7 @@ func (x *AdminListTopicsRequest) String() string {
 func (*AdminListTopicsRequest) ProtoMessage() {}
 
 func (x *AdminListTopicsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[5]
+	mi := &file_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -298,7 +1403,7 @@ func (x *AdminListTopicsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdminListTopicsRequest.ProtoReflect.Descriptor instead.
 func (*AdminListTopicsRequest) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{5}
+	return file_admin_proto_rawDescGZIP(), []int{22}
 }
 
 type AdminListTopicsResponse struct {
@@ -310,7 +1415,7 @@ type AdminListTopicsResponse struct {
 
 func (x *AdminListTopicsResponse) Reset() {
 	*x = AdminListTopicsResponse{}
-	mi := &file_admin_proto_msgTypes[6]
+	mi := &file_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -322,7 +1427,7 @@ func (x *AdminListTopicsResponse) String() string {
 func (*AdminListTopicsResponse) ProtoMessage() {}
 
 func (x *AdminListTopicsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[6]
+	mi := &file_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -335,7 +1440,7 @@ func (x *AdminListTopicsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdminListTopicsResponse.ProtoReflect.Descriptor instead.
 func (*AdminListTopicsResponse) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{6}
+	return file_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *AdminListTopicsResponse) GetTopics() []*TopicConfig {
@@ -354,7 +1459,7 @@ type TopicStatusRequest struct {
 
 func (x *TopicStatusRequest) Reset() {
 	*x = TopicStatusRequest{}
-	mi := &file_admin_proto_msgTypes[7]
+	mi := &file_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -366,7 +1471,7 @@ func (x *TopicStatusRequest) String() string {
 func (*TopicStatusRequest) ProtoMessage() {}
 
 func (x *TopicStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[7]
+	mi := &file_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -379,7 +1484,7 @@ func (x *TopicStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicStatusRequest.ProtoReflect.Descriptor instead.
 func (*TopicStatusRequest) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{7}
+	return file_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *TopicStatusRequest) GetTopic() string {
@@ -401,7 +1506,7 @@ type QueueStatus struct {
 
 func (x *QueueStatus) Reset() {
 	*x = QueueStatus{}
-	mi := &file_admin_proto_msgTypes[8]
+	mi := &file_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -413,7 +1518,7 @@ func (x *QueueStatus) String() string {
 func (*QueueStatus) ProtoMessage() {}
 
 func (x *QueueStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[8]
+	mi := &file_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -426,7 +1531,7 @@ func (x *QueueStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueStatus.ProtoReflect.Descriptor instead.
 func (*QueueStatus) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{8}
+	return file_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *QueueStatus) GetQueueId() int32 {
@@ -466,7 +1571,7 @@ type TopicStatusResponse struct {
 
 func (x *TopicStatusResponse) Reset() {
 	*x = TopicStatusResponse{}
-	mi := &file_admin_proto_msgTypes[9]
+	mi := &file_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -478,7 +1583,7 @@ func (x *TopicStatusResponse) String() string {
 func (*TopicStatusResponse) ProtoMessage() {}
 
 func (x *TopicStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[9]
+	mi := &file_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -491,7 +1596,7 @@ func (x *TopicStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicStatusResponse.ProtoReflect.Descriptor instead.
 func (*TopicStatusResponse) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{9}
+	return file_admin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *TopicStatusResponse) GetQueues() []*QueueStatus {
@@ -508,13 +1613,15 @@ type GroupConfig struct {
 	ConsumeBroadcastEnable bool                   `protobuf:"varint,3,opt,name=consume_broadcast_enable,json=consumeBroadcastEnable,proto3" json:"consume_broadcast_enable,omitempty"`
 	ConsumeMessageOrderly  bool                   `protobuf:"varint,4,opt,name=consume_message_orderly,json=consumeMessageOrderly,proto3" json:"consume_message_orderly,omitempty"`
 	RetryMaxTimes          int32                  `protobuf:"varint,5,opt,name=retry_max_times,json=retryMaxTimes,proto3" json:"retry_max_times,omitempty"`
-	unknownFields          protoimpl.UnknownFields
-	sizeCache              protoimpl.SizeCache
+	// retry_policy: unset for the delay-level ladder (10 s, 30 s ... 2 h).
+	RetryPolicy   *RetryPolicy `protobuf:"bytes,6,opt,name=retry_policy,json=retryPolicy,proto3" json:"retry_policy,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GroupConfig) Reset() {
 	*x = GroupConfig{}
-	mi := &file_admin_proto_msgTypes[10]
+	mi := &file_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -526,7 +1633,7 @@ func (x *GroupConfig) String() string {
 func (*GroupConfig) ProtoMessage() {}
 
 func (x *GroupConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[10]
+	mi := &file_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -539,7 +1646,7 @@ func (x *GroupConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupConfig.ProtoReflect.Descriptor instead.
 func (*GroupConfig) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{10}
+	return file_admin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GroupConfig) GetName() string {
@@ -577,6 +1684,84 @@ func (x *GroupConfig) GetRetryMaxTimes() int32 {
 	return 0
 }
 
+func (x *GroupConfig) GetRetryPolicy() *RetryPolicy {
+	if x != nil {
+		return x.RetryPolicy
+	}
+	return nil
+}
+
+// RetryPolicy is a group's exponential retry policy: retry n waits
+// initial_ms * multiplier^(n-1), capped at max_ms, spread by jitter
+// (0..1: a fraction either way).
+type RetryPolicy struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	InitialMs     int64                  `protobuf:"varint,1,opt,name=initial_ms,json=initialMs,proto3" json:"initial_ms,omitempty"`
+	MaxMs         int64                  `protobuf:"varint,2,opt,name=max_ms,json=maxMs,proto3" json:"max_ms,omitempty"`
+	Multiplier    int64                  `protobuf:"varint,3,opt,name=multiplier,proto3" json:"multiplier,omitempty"`
+	Jitter        float64                `protobuf:"fixed64,4,opt,name=jitter,proto3" json:"jitter,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RetryPolicy) Reset() {
+	*x = RetryPolicy{}
+	mi := &file_admin_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RetryPolicy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RetryPolicy) ProtoMessage() {}
+
+func (x *RetryPolicy) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RetryPolicy.ProtoReflect.Descriptor instead.
+func (*RetryPolicy) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *RetryPolicy) GetInitialMs() int64 {
+	if x != nil {
+		return x.InitialMs
+	}
+	return 0
+}
+
+func (x *RetryPolicy) GetMaxMs() int64 {
+	if x != nil {
+		return x.MaxMs
+	}
+	return 0
+}
+
+func (x *RetryPolicy) GetMultiplier() int64 {
+	if x != nil {
+		return x.Multiplier
+	}
+	return 0
+}
+
+func (x *RetryPolicy) GetJitter() float64 {
+	if x != nil {
+		return x.Jitter
+	}
+	return 0
+}
+
 type CreateGroupRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Group         *GroupConfig           `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
@@ -586,7 +1771,7 @@ type CreateGroupRequest struct {
 
 func (x *CreateGroupRequest) Reset() {
 	*x = CreateGroupRequest{}
-	mi := &file_admin_proto_msgTypes[11]
+	mi := &file_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -598,7 +1783,7 @@ func (x *CreateGroupRequest) String() string {
 func (*CreateGroupRequest) ProtoMessage() {}
 
 func (x *CreateGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[11]
+	mi := &file_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -611,7 +1796,7 @@ func (x *CreateGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateGroupRequest.ProtoReflect.Descriptor instead.
 func (*CreateGroupRequest) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{11}
+	return file_admin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CreateGroupRequest) GetGroup() *GroupConfig {
@@ -629,7 +1814,7 @@ type CreateGroupResponse struct {
 
 func (x *CreateGroupResponse) Reset() {
 	*x = CreateGroupResponse{}
-	mi := &file_admin_proto_msgTypes[12]
+	mi := &file_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -641,7 +1826,7 @@ func (x *CreateGroupResponse) String() string {
 func (*CreateGroupResponse) ProtoMessage() {}
 
 func (x *CreateGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[12]
+	mi := &file_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -654,7 +1839,7 @@ func (x *CreateGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateGroupResponse.ProtoReflect.Descriptor instead.
 func (*CreateGroupResponse) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{12}
+	return file_admin_proto_rawDescGZIP(), []int{30}
 }
 
 type DeleteGroupRequest struct {
@@ -666,7 +1851,7 @@ type DeleteGroupRequest struct {
 
 func (x *DeleteGroupRequest) Reset() {
 	*x = DeleteGroupRequest{}
-	mi := &file_admin_proto_msgTypes[13]
+	mi := &file_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -678,7 +1863,7 @@ func (x *DeleteGroupRequest) String() string {
 func (*DeleteGroupRequest) ProtoMessage() {}
 
 func (x *DeleteGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[13]
+	mi := &file_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -691,7 +1876,7 @@ func (x *DeleteGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupRequest.ProtoReflect.Descriptor instead.
 func (*DeleteGroupRequest) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{13}
+	return file_admin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *DeleteGroupRequest) GetName() string {
@@ -709,7 +1894,7 @@ type DeleteGroupResponse struct {
 
 func (x *DeleteGroupResponse) Reset() {
 	*x = DeleteGroupResponse{}
-	mi := &file_admin_proto_msgTypes[14]
+	mi := &file_admin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -721,7 +1906,7 @@ func (x *DeleteGroupResponse) String() string {
 func (*DeleteGroupResponse) ProtoMessage() {}
 
 func (x *DeleteGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[14]
+	mi := &file_admin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -734,7 +1919,7 @@ func (x *DeleteGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupResponse.ProtoReflect.Descriptor instead.
 func (*DeleteGroupResponse) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{14}
+	return file_admin_proto_rawDescGZIP(), []int{32}
 }
 
 type ListGroupsRequest struct {
@@ -745,7 +1930,7 @@ type ListGroupsRequest struct {
 
 func (x *ListGroupsRequest) Reset() {
 	*x = ListGroupsRequest{}
-	mi := &file_admin_proto_msgTypes[15]
+	mi := &file_admin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -757,7 +1942,7 @@ func (x *ListGroupsRequest) String() string {
 func (*ListGroupsRequest) ProtoMessage() {}
 
 func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[15]
+	mi := &file_admin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -770,7 +1955,7 @@ func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsRequest.ProtoReflect.Descriptor instead.
 func (*ListGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{15}
+	return file_admin_proto_rawDescGZIP(), []int{33}
 }
 
 type ListGroupsResponse struct {
@@ -782,7 +1967,7 @@ type ListGroupsResponse struct {
 
 func (x *ListGroupsResponse) Reset() {
 	*x = ListGroupsResponse{}
-	mi := &file_admin_proto_msgTypes[16]
+	mi := &file_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -794,7 +1979,7 @@ func (x *ListGroupsResponse) String() string {
 func (*ListGroupsResponse) ProtoMessage() {}
 
 func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[16]
+	mi := &file_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -807,7 +1992,7 @@ func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsResponse.ProtoReflect.Descriptor instead.
 func (*ListGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{16}
+	return file_admin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListGroupsResponse) GetGroups() []*GroupConfig {
@@ -828,7 +2013,7 @@ type ConsumerProgressRequest struct {
 
 func (x *ConsumerProgressRequest) Reset() {
 	*x = ConsumerProgressRequest{}
-	mi := &file_admin_proto_msgTypes[17]
+	mi := &file_admin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -840,7 +2025,7 @@ func (x *ConsumerProgressRequest) String() string {
 func (*ConsumerProgressRequest) ProtoMessage() {}
 
 func (x *ConsumerProgressRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[17]
+	mi := &file_admin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -853,7 +2038,7 @@ func (x *ConsumerProgressRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumerProgressRequest.ProtoReflect.Descriptor instead.
 func (*ConsumerProgressRequest) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{17}
+	return file_admin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ConsumerProgressRequest) GetGroup() string {
@@ -887,7 +2072,7 @@ type QueueProgress struct {
 
 func (x *QueueProgress) Reset() {
 	*x = QueueProgress{}
-	mi := &file_admin_proto_msgTypes[18]
+	mi := &file_admin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -899,7 +2084,7 @@ func (x *QueueProgress) String() string {
 func (*QueueProgress) ProtoMessage() {}
 
 func (x *QueueProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[18]
+	mi := &file_admin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -912,7 +2097,7 @@ func (x *QueueProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueProgress.ProtoReflect.Descriptor instead.
 func (*QueueProgress) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{18}
+	return file_admin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *QueueProgress) GetTopic() string {
@@ -973,7 +2158,7 @@ type ConsumerProgressResponse struct {
 
 func (x *ConsumerProgressResponse) Reset() {
 	*x = ConsumerProgressResponse{}
-	mi := &file_admin_proto_msgTypes[19]
+	mi := &file_admin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -985,7 +2170,7 @@ func (x *ConsumerProgressResponse) String() string {
 func (*ConsumerProgressResponse) ProtoMessage() {}
 
 func (x *ConsumerProgressResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[19]
+	mi := &file_admin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -998,7 +2183,7 @@ func (x *ConsumerProgressResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumerProgressResponse.ProtoReflect.Descriptor instead.
 func (*ConsumerProgressResponse) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{19}
+	return file_admin_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ConsumerProgressResponse) GetQueues() []*QueueProgress {
@@ -1019,7 +2204,7 @@ type ResetOffsetByTimeRequest struct {
 
 func (x *ResetOffsetByTimeRequest) Reset() {
 	*x = ResetOffsetByTimeRequest{}
-	mi := &file_admin_proto_msgTypes[20]
+	mi := &file_admin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1031,7 +2216,7 @@ func (x *ResetOffsetByTimeRequest) String() string {
 func (*ResetOffsetByTimeRequest) ProtoMessage() {}
 
 func (x *ResetOffsetByTimeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[20]
+	mi := &file_admin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1044,7 +2229,7 @@ func (x *ResetOffsetByTimeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetOffsetByTimeRequest.ProtoReflect.Descriptor instead.
 func (*ResetOffsetByTimeRequest) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{20}
+	return file_admin_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ResetOffsetByTimeRequest) GetGroup() string {
@@ -1077,7 +2262,7 @@ type ResetOffsetByTimeResponse struct {
 
 func (x *ResetOffsetByTimeResponse) Reset() {
 	*x = ResetOffsetByTimeResponse{}
-	mi := &file_admin_proto_msgTypes[21]
+	mi := &file_admin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1089,7 +2274,7 @@ func (x *ResetOffsetByTimeResponse) String() string {
 func (*ResetOffsetByTimeResponse) ProtoMessage() {}
 
 func (x *ResetOffsetByTimeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[21]
+	mi := &file_admin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1102,7 +2287,7 @@ func (x *ResetOffsetByTimeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetOffsetByTimeResponse.ProtoReflect.Descriptor instead.
 func (*ResetOffsetByTimeResponse) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{21}
+	return file_admin_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ResetOffsetByTimeResponse) GetOffsets() map[int32]int64 {
@@ -1121,7 +2306,7 @@ type QueryMessageByIdRequest struct {
 
 func (x *QueryMessageByIdRequest) Reset() {
 	*x = QueryMessageByIdRequest{}
-	mi := &file_admin_proto_msgTypes[22]
+	mi := &file_admin_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1133,7 +2318,7 @@ func (x *QueryMessageByIdRequest) String() string {
 func (*QueryMessageByIdRequest) ProtoMessage() {}
 
 func (x *QueryMessageByIdRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[22]
+	mi := &file_admin_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1146,7 +2331,7 @@ func (x *QueryMessageByIdRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryMessageByIdRequest.ProtoReflect.Descriptor instead.
 func (*QueryMessageByIdRequest) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{22}
+	return file_admin_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *QueryMessageByIdRequest) GetMsgId() string {
@@ -1169,7 +2354,7 @@ type QueryMessageByKeyRequest struct {
 
 func (x *QueryMessageByKeyRequest) Reset() {
 	*x = QueryMessageByKeyRequest{}
-	mi := &file_admin_proto_msgTypes[23]
+	mi := &file_admin_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1181,7 +2366,7 @@ func (x *QueryMessageByKeyRequest) String() string {
 func (*QueryMessageByKeyRequest) ProtoMessage() {}
 
 func (x *QueryMessageByKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[23]
+	mi := &file_admin_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1194,7 +2379,7 @@ func (x *QueryMessageByKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryMessageByKeyRequest.ProtoReflect.Descriptor instead.
 func (*QueryMessageByKeyRequest) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{23}
+	return file_admin_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *QueryMessageByKeyRequest) GetTopic() string {
@@ -1242,7 +2427,7 @@ type QueryMessageResponse struct {
 
 func (x *QueryMessageResponse) Reset() {
 	*x = QueryMessageResponse{}
-	mi := &file_admin_proto_msgTypes[24]
+	mi := &file_admin_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1254,7 +2439,7 @@ func (x *QueryMessageResponse) String() string {
 func (*QueryMessageResponse) ProtoMessage() {}
 
 func (x *QueryMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[24]
+	mi := &file_admin_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1267,7 +2452,7 @@ func (x *QueryMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryMessageResponse.ProtoReflect.Descriptor instead.
 func (*QueryMessageResponse) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{24}
+	return file_admin_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *QueryMessageResponse) GetRecords() []byte {
@@ -1285,7 +2470,7 @@ type BrokerStatusRequest struct {
 
 func (x *BrokerStatusRequest) Reset() {
 	*x = BrokerStatusRequest{}
-	mi := &file_admin_proto_msgTypes[25]
+	mi := &file_admin_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1297,7 +2482,7 @@ func (x *BrokerStatusRequest) String() string {
 func (*BrokerStatusRequest) ProtoMessage() {}
 
 func (x *BrokerStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[25]
+	mi := &file_admin_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1310,7 +2495,7 @@ func (x *BrokerStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerStatusRequest.ProtoReflect.Descriptor instead.
 func (*BrokerStatusRequest) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{25}
+	return file_admin_proto_rawDescGZIP(), []int{43}
 }
 
 type BrokerStatusResponse struct {
@@ -1322,7 +2507,7 @@ type BrokerStatusResponse struct {
 
 func (x *BrokerStatusResponse) Reset() {
 	*x = BrokerStatusResponse{}
-	mi := &file_admin_proto_msgTypes[26]
+	mi := &file_admin_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1334,7 +2519,7 @@ func (x *BrokerStatusResponse) String() string {
 func (*BrokerStatusResponse) ProtoMessage() {}
 
 func (x *BrokerStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[26]
+	mi := &file_admin_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1347,7 +2532,7 @@ func (x *BrokerStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerStatusResponse.ProtoReflect.Descriptor instead.
 func (*BrokerStatusResponse) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{26}
+	return file_admin_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *BrokerStatusResponse) GetStatus() map[string]string {
@@ -1366,7 +2551,7 @@ type ConsumerConnectionRequest struct {
 
 func (x *ConsumerConnectionRequest) Reset() {
 	*x = ConsumerConnectionRequest{}
-	mi := &file_admin_proto_msgTypes[27]
+	mi := &file_admin_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1378,7 +2563,7 @@ func (x *ConsumerConnectionRequest) String() string {
 func (*ConsumerConnectionRequest) ProtoMessage() {}
 
 func (x *ConsumerConnectionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[27]
+	mi := &file_admin_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1391,7 +2576,7 @@ func (x *ConsumerConnectionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumerConnectionRequest.ProtoReflect.Descriptor instead.
 func (*ConsumerConnectionRequest) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{27}
+	return file_admin_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ConsumerConnectionRequest) GetGroup() string {
@@ -1417,7 +2602,7 @@ type ConsumerConnection struct {
 
 func (x *ConsumerConnection) Reset() {
 	*x = ConsumerConnection{}
-	mi := &file_admin_proto_msgTypes[28]
+	mi := &file_admin_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1429,7 +2614,7 @@ func (x *ConsumerConnection) String() string {
 func (*ConsumerConnection) ProtoMessage() {}
 
 func (x *ConsumerConnection) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[28]
+	mi := &file_admin_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1442,7 +2627,7 @@ func (x *ConsumerConnection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumerConnection.ProtoReflect.Descriptor instead.
 func (*ConsumerConnection) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{28}
+	return file_admin_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ConsumerConnection) GetClientId() string {
@@ -1503,7 +2688,7 @@ type ConsumerConnectionResponse struct {
 
 func (x *ConsumerConnectionResponse) Reset() {
 	*x = ConsumerConnectionResponse{}
-	mi := &file_admin_proto_msgTypes[29]
+	mi := &file_admin_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1515,7 +2700,7 @@ func (x *ConsumerConnectionResponse) String() string {
 func (*ConsumerConnectionResponse) ProtoMessage() {}
 
 func (x *ConsumerConnectionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[29]
+	mi := &file_admin_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1528,7 +2713,7 @@ func (x *ConsumerConnectionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumerConnectionResponse.ProtoReflect.Descriptor instead.
 func (*ConsumerConnectionResponse) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{29}
+	return file_admin_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ConsumerConnectionResponse) GetConnections() []*ConsumerConnection {
@@ -1542,7 +2727,89 @@ var File_admin_proto protoreflect.FileDescriptor
 
 const file_admin_proto_rawDesc = "" +
 	"\n" +
-	"\vadmin.proto\x12\tgantry.v1\x1a\x0fmessaging.proto\"\xa4\x02\n" +
+	"\vadmin.proto\x12\tgantry.v1\x1a\x0fmessaging.proto\"\x9f\x01\n" +
+	"\tDLQFilter\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x19\n" +
+	"\bbegin_ms\x18\x02 \x01(\x03R\abeginMs\x12\x15\n" +
+	"\x06end_ms\x18\x03 \x01(\x03R\x05endMs\x12!\n" +
+	"\forigin_topic\x18\x04 \x01(\tR\voriginTopic\x12\x10\n" +
+	"\x03key\x18\x05 \x01(\tR\x03key\x12\x15\n" +
+	"\x06msg_id\x18\x06 \x01(\tR\x05msgId\"h\n" +
+	"\fDLQSelection\x12,\n" +
+	"\x06filter\x18\x01 \x01(\v2\x14.gantry.v1.DLQFilterR\x06filter\x12\x18\n" +
+	"\aoffsets\x18\x02 \x03(\x03R\aoffsets\x12\x10\n" +
+	"\x03all\x18\x03 \x01(\bR\x03all\"\xdb\x03\n" +
+	"\bDLQEntry\x12\x16\n" +
+	"\x06offset\x18\x01 \x01(\x03R\x06offset\x12\x15\n" +
+	"\x06msg_id\x18\x02 \x01(\tR\x05msgId\x12!\n" +
+	"\forigin_topic\x18\x03 \x01(\tR\voriginTopic\x12\"\n" +
+	"\rorigin_msg_id\x18\x04 \x01(\tR\voriginMsgId\x12\x19\n" +
+	"\buniq_key\x18\x05 \x01(\tR\auniqKey\x12\x12\n" +
+	"\x04keys\x18\x06 \x03(\tR\x04keys\x12\x12\n" +
+	"\x04tags\x18\a \x01(\tR\x04tags\x12'\n" +
+	"\x0freconsume_times\x18\b \x01(\x05R\x0ereconsumeTimes\x12 \n" +
+	"\fborn_time_ms\x18\t \x01(\x03R\n" +
+	"bornTimeMs\x12-\n" +
+	"\x13dead_letter_time_ms\x18\n" +
+	" \x01(\x03R\x10deadLetterTimeMs\x12\x16\n" +
+	"\x06reason\x18\v \x01(\tR\x06reason\x12\x18\n" +
+	"\aresends\x18\f \x01(\x05R\aresends\x12$\n" +
+	"\x0elast_resend_ms\x18\r \x01(\x03R\flastResendMs\x12'\n" +
+	"\x0fearlier_resends\x18\x0e \x01(\x05R\x0eearlierResends\x12\x1b\n" +
+	"\tbody_size\x18\x0f \x01(\x05R\bbodySize\"l\n" +
+	"\x0eDLQListRequest\x12,\n" +
+	"\x06filter\x18\x01 \x01(\v2\x14.gantry.v1.DLQFilterR\x06filter\x12\x16\n" +
+	"\x06cursor\x18\x02 \x01(\x03R\x06cursor\x12\x14\n" +
+	"\x05limit\x18\x03 \x01(\x05R\x05limit\"u\n" +
+	"\x0fDLQListResponse\x12-\n" +
+	"\aentries\x18\x01 \x03(\v2\x13.gantry.v1.DLQEntryR\aentries\x12\x1f\n" +
+	"\vnext_cursor\x18\x02 \x01(\x03R\n" +
+	"nextCursor\x12\x12\n" +
+	"\x04more\x18\x03 \x01(\bR\x04more\"U\n" +
+	"\x0eDLQShowRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x15\n" +
+	"\x06msg_id\x18\x02 \x01(\tR\x05msgId\x12\x16\n" +
+	"\x06offset\x18\x03 \x01(\x03R\x06offset\"5\n" +
+	"\vDLQProperty\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\"7\n" +
+	"\bDLQEvent\x12\x17\n" +
+	"\atime_ms\x18\x01 \x01(\x03R\x06timeMs\x12\x12\n" +
+	"\x04what\x18\x02 \x01(\tR\x04what\"\xf1\x01\n" +
+	"\x0fDLQShowResponse\x12)\n" +
+	"\x05entry\x18\x01 \x01(\v2\x13.gantry.v1.DLQEntryR\x05entry\x12\x12\n" +
+	"\x04body\x18\x02 \x01(\fR\x04body\x12\x19\n" +
+	"\bsys_flag\x18\x03 \x01(\x05R\asysFlag\x126\n" +
+	"\n" +
+	"properties\x18\x04 \x03(\v2\x16.gantry.v1.DLQPropertyR\n" +
+	"properties\x12\x1d\n" +
+	"\n" +
+	"expires_ms\x18\x05 \x01(\x03R\texpiresMs\x12-\n" +
+	"\ahistory\x18\x06 \x03(\v2\x13.gantry.v1.DLQEventR\ahistory\"d\n" +
+	"\x10DLQResendRequest\x125\n" +
+	"\tselection\x18\x01 \x01(\v2\x17.gantry.v1.DLQSelectionR\tselection\x12\x19\n" +
+	"\bto_retry\x18\x02 \x01(\bR\atoRetry\"\x85\x01\n" +
+	"\tDLQResent\x12\x16\n" +
+	"\x06offset\x18\x01 \x01(\x03R\x06offset\x12\x19\n" +
+	"\buniq_key\x18\x02 \x01(\tR\auniqKey\x12\x14\n" +
+	"\x05topic\x18\x03 \x01(\tR\x05topic\x12\x15\n" +
+	"\x06msg_id\x18\x04 \x01(\tR\x05msgId\x12\x18\n" +
+	"\aresends\x18\x05 \x01(\x05R\aresends\"[\n" +
+	"\x10DLQResendFailure\x12\x16\n" +
+	"\x06offset\x18\x01 \x01(\x03R\x06offset\x12\x19\n" +
+	"\buniq_key\x18\x02 \x01(\tR\auniqKey\x12\x14\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\"v\n" +
+	"\x11DLQResendResponse\x12,\n" +
+	"\x06resent\x18\x01 \x03(\v2\x14.gantry.v1.DLQResentR\x06resent\x123\n" +
+	"\x06failed\x18\x02 \x03(\v2\x1b.gantry.v1.DLQResendFailureR\x06failed\"@\n" +
+	"\x10DLQExportRequest\x12,\n" +
+	"\x06filter\x18\x01 \x01(\v2\x14.gantry.v1.DLQFilterR\x06filter\"$\n" +
+	"\x0eDLQExportChunk\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\"H\n" +
+	"\x0fDLQPurgeRequest\x125\n" +
+	"\tselection\x18\x01 \x01(\v2\x17.gantry.v1.DLQSelectionR\tselection\"*\n" +
+	"\x10DLQPurgeResponse\x12\x16\n" +
+	"\x06purged\x18\x01 \x01(\x03R\x06purged\"\xa4\x02\n" +
 	"\vTopicConfig\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12&\n" +
 	"\x0fread_queue_nums\x18\x02 \x01(\x05R\rreadQueueNums\x12(\n" +
@@ -1574,13 +2841,22 @@ const file_admin_proto_rawDesc = "" +
 	"max_offset\x18\x03 \x01(\x03R\tmaxOffset\x125\n" +
 	"\x17last_store_timestamp_ms\x18\x04 \x01(\x03R\x14lastStoreTimestampMs\"E\n" +
 	"\x13TopicStatusResponse\x12.\n" +
-	"\x06queues\x18\x01 \x03(\v2\x16.gantry.v1.QueueStatusR\x06queues\"\xe2\x01\n" +
+	"\x06queues\x18\x01 \x03(\v2\x16.gantry.v1.QueueStatusR\x06queues\"\x9d\x02\n" +
 	"\vGroupConfig\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12%\n" +
 	"\x0econsume_enable\x18\x02 \x01(\bR\rconsumeEnable\x128\n" +
 	"\x18consume_broadcast_enable\x18\x03 \x01(\bR\x16consumeBroadcastEnable\x126\n" +
 	"\x17consume_message_orderly\x18\x04 \x01(\bR\x15consumeMessageOrderly\x12&\n" +
-	"\x0fretry_max_times\x18\x05 \x01(\x05R\rretryMaxTimes\"B\n" +
+	"\x0fretry_max_times\x18\x05 \x01(\x05R\rretryMaxTimes\x129\n" +
+	"\fretry_policy\x18\x06 \x01(\v2\x16.gantry.v1.RetryPolicyR\vretryPolicy\"{\n" +
+	"\vRetryPolicy\x12\x1d\n" +
+	"\n" +
+	"initial_ms\x18\x01 \x01(\x03R\tinitialMs\x12\x15\n" +
+	"\x06max_ms\x18\x02 \x01(\x03R\x05maxMs\x12\x1e\n" +
+	"\n" +
+	"multiplier\x18\x03 \x01(\x03R\n" +
+	"multiplier\x12\x16\n" +
+	"\x06jitter\x18\x04 \x01(\x01R\x06jitter\"B\n" +
 	"\x12CreateGroupRequest\x12,\n" +
 	"\x05group\x18\x01 \x01(\v2\x16.gantry.v1.GroupConfigR\x05group\"\x15\n" +
 	"\x13CreateGroupResponse\"(\n" +
@@ -1639,7 +2915,7 @@ const file_admin_proto_rawDesc = "" +
 	"\x11last_heartbeat_ms\x18\x06 \x01(\x03R\x0flastHeartbeatMs\x12/\n" +
 	"\bassigned\x18\a \x03(\v2\x13.gantry.v1.QueueRefR\bassigned\"]\n" +
 	"\x1aConsumerConnectionResponse\x12?\n" +
-	"\vconnections\x18\x01 \x03(\v2\x1d.gantry.v1.ConsumerConnectionR\vconnections2\xd2\b\n" +
+	"\vconnections\x18\x01 \x03(\v2\x1d.gantry.v1.ConsumerConnectionR\vconnections2\xaa\v\n" +
 	"\x05Admin\x12L\n" +
 	"\vCreateTopic\x12\x1d.gantry.v1.CreateTopicRequest\x1a\x1e.gantry.v1.CreateTopicResponse\x12L\n" +
 	"\vDeleteTopic\x12\x1d.gantry.v1.DeleteTopicRequest\x1a\x1e.gantry.v1.DeleteTopicResponse\x12S\n" +
@@ -1655,7 +2931,12 @@ const file_admin_proto_rawDesc = "" +
 	"\x11ResetOffsetByTime\x12#.gantry.v1.ResetOffsetByTimeRequest\x1a$.gantry.v1.ResetOffsetByTimeResponse\x12W\n" +
 	"\x10QueryMessageById\x12\".gantry.v1.QueryMessageByIdRequest\x1a\x1f.gantry.v1.QueryMessageResponse\x12Y\n" +
 	"\x11QueryMessageByKey\x12#.gantry.v1.QueryMessageByKeyRequest\x1a\x1f.gantry.v1.QueryMessageResponse\x12O\n" +
-	"\fBrokerStatus\x12\x1e.gantry.v1.BrokerStatusRequest\x1a\x1f.gantry.v1.BrokerStatusResponseB3Z1github.com/gantrymq/gantry/api/gantry/v1;gantryv1b\x06proto3"
+	"\fBrokerStatus\x12\x1e.gantry.v1.BrokerStatusRequest\x1a\x1f.gantry.v1.BrokerStatusResponse\x12@\n" +
+	"\aDLQList\x12\x19.gantry.v1.DLQListRequest\x1a\x1a.gantry.v1.DLQListResponse\x12@\n" +
+	"\aDLQShow\x12\x19.gantry.v1.DLQShowRequest\x1a\x1a.gantry.v1.DLQShowResponse\x12F\n" +
+	"\tDLQResend\x12\x1b.gantry.v1.DLQResendRequest\x1a\x1c.gantry.v1.DLQResendResponse\x12E\n" +
+	"\tDLQExport\x12\x1b.gantry.v1.DLQExportRequest\x1a\x19.gantry.v1.DLQExportChunk0\x01\x12C\n" +
+	"\bDLQPurge\x12\x1a.gantry.v1.DLQPurgeRequest\x1a\x1b.gantry.v1.DLQPurgeResponseB3Z1github.com/gantrymq/gantry/api/gantry/v1;gantryv1b\x06proto3"
 
 var (
 	file_admin_proto_rawDescOnce sync.Once
@@ -1669,90 +2950,130 @@ func file_admin_proto_rawDescGZIP() []byte {
 	return file_admin_proto_rawDescData
 }
 
-var file_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
 var file_admin_proto_goTypes = []any{
-	(*TopicConfig)(nil),                // 0: gantry.v1.TopicConfig
-	(*CreateTopicRequest)(nil),         // 1: gantry.v1.CreateTopicRequest
-	(*CreateTopicResponse)(nil),        // 2: gantry.v1.CreateTopicResponse
-	(*DeleteTopicRequest)(nil),         // 3: gantry.v1.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),        // 4: gantry.v1.DeleteTopicResponse
-	(*AdminListTopicsRequest)(nil),     // 5: gantry.v1.AdminListTopicsRequest
-	(*AdminListTopicsResponse)(nil),    // 6: gantry.v1.AdminListTopicsResponse
-	(*TopicStatusRequest)(nil),         // 7: gantry.v1.TopicStatusRequest
-	(*QueueStatus)(nil),                // 8: gantry.v1.QueueStatus
-	(*TopicStatusResponse)(nil),        // 9: gantry.v1.TopicStatusResponse
-	(*GroupConfig)(nil),                // 10: gantry.v1.GroupConfig
-	(*CreateGroupRequest)(nil),         // 11: gantry.v1.CreateGroupRequest
-	(*CreateGroupResponse)(nil),        // 12: gantry.v1.CreateGroupResponse
-	(*DeleteGroupRequest)(nil),         // 13: gantry.v1.DeleteGroupRequest
-	(*DeleteGroupResponse)(nil),        // 14: gantry.v1.DeleteGroupResponse
-	(*ListGroupsRequest)(nil),          // 15: gantry.v1.ListGroupsRequest
-	(*ListGroupsResponse)(nil),         // 16: gantry.v1.ListGroupsResponse
-	(*ConsumerProgressRequest)(nil),    // 17: gantry.v1.ConsumerProgressRequest
-	(*QueueProgress)(nil),              // 18: gantry.v1.QueueProgress
-	(*ConsumerProgressResponse)(nil),   // 19: gantry.v1.ConsumerProgressResponse
-	(*ResetOffsetByTimeRequest)(nil),   // 20: gantry.v1.ResetOffsetByTimeRequest
-	(*ResetOffsetByTimeResponse)(nil),  // 21: gantry.v1.ResetOffsetByTimeResponse
-	(*QueryMessageByIdRequest)(nil),    // 22: gantry.v1.QueryMessageByIdRequest
-	(*QueryMessageByKeyRequest)(nil),   // 23: gantry.v1.QueryMessageByKeyRequest
-	(*QueryMessageResponse)(nil),       // 24: gantry.v1.QueryMessageResponse
-	(*BrokerStatusRequest)(nil),        // 25: gantry.v1.BrokerStatusRequest
-	(*BrokerStatusResponse)(nil),       // 26: gantry.v1.BrokerStatusResponse
-	(*ConsumerConnectionRequest)(nil),  // 27: gantry.v1.ConsumerConnectionRequest
-	(*ConsumerConnection)(nil),         // 28: gantry.v1.ConsumerConnection
-	(*ConsumerConnectionResponse)(nil), // 29: gantry.v1.ConsumerConnectionResponse
-	nil,                                // 30: gantry.v1.TopicConfig.AttributesEntry
-	nil,                                // 31: gantry.v1.ResetOffsetByTimeResponse.OffsetsEntry
-	nil,                                // 32: gantry.v1.BrokerStatusResponse.StatusEntry
-	(ConsumeModel)(0),                  // 33: gantry.v1.ConsumeModel
-	(*Subscription)(nil),               // 34: gantry.v1.Subscription
-	(*QueueRef)(nil),                   // 35: gantry.v1.QueueRef
+	(*DLQFilter)(nil),                  // 0: gantry.v1.DLQFilter
+	(*DLQSelection)(nil),               // 1: gantry.v1.DLQSelection
+	(*DLQEntry)(nil),                   // 2: gantry.v1.DLQEntry
+	(*DLQListRequest)(nil),             // 3: gantry.v1.DLQListRequest
+	(*DLQListResponse)(nil),            // 4: gantry.v1.DLQListResponse
+	(*DLQShowRequest)(nil),             // 5: gantry.v1.DLQShowRequest
+	(*DLQProperty)(nil),                // 6: gantry.v1.DLQProperty
+	(*DLQEvent)(nil),                   // 7: gantry.v1.DLQEvent
+	(*DLQShowResponse)(nil),            // 8: gantry.v1.DLQShowResponse
+	(*DLQResendRequest)(nil),           // 9: gantry.v1.DLQResendRequest
+	(*DLQResent)(nil),                  // 10: gantry.v1.DLQResent
+	(*DLQResendFailure)(nil),           // 11: gantry.v1.DLQResendFailure
+	(*DLQResendResponse)(nil),          // 12: gantry.v1.DLQResendResponse
+	(*DLQExportRequest)(nil),           // 13: gantry.v1.DLQExportRequest
+	(*DLQExportChunk)(nil),             // 14: gantry.v1.DLQExportChunk
+	(*DLQPurgeRequest)(nil),            // 15: gantry.v1.DLQPurgeRequest
+	(*DLQPurgeResponse)(nil),           // 16: gantry.v1.DLQPurgeResponse
+	(*TopicConfig)(nil),                // 17: gantry.v1.TopicConfig
+	(*CreateTopicRequest)(nil),         // 18: gantry.v1.CreateTopicRequest
+	(*CreateTopicResponse)(nil),        // 19: gantry.v1.CreateTopicResponse
+	(*DeleteTopicRequest)(nil),         // 20: gantry.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),        // 21: gantry.v1.DeleteTopicResponse
+	(*AdminListTopicsRequest)(nil),     // 22: gantry.v1.AdminListTopicsRequest
+	(*AdminListTopicsResponse)(nil),    // 23: gantry.v1.AdminListTopicsResponse
+	(*TopicStatusRequest)(nil),         // 24: gantry.v1.TopicStatusRequest
+	(*QueueStatus)(nil),                // 25: gantry.v1.QueueStatus
+	(*TopicStatusResponse)(nil),        // 26: gantry.v1.TopicStatusResponse
+	(*GroupConfig)(nil),                // 27: gantry.v1.GroupConfig
+	(*RetryPolicy)(nil),                // 28: gantry.v1.RetryPolicy
+	(*CreateGroupRequest)(nil),         // 29: gantry.v1.CreateGroupRequest
+	(*CreateGroupResponse)(nil),        // 30: gantry.v1.CreateGroupResponse
+	(*DeleteGroupRequest)(nil),         // 31: gantry.v1.DeleteGroupRequest
+	(*DeleteGroupResponse)(nil),        // 32: gantry.v1.DeleteGroupResponse
+	(*ListGroupsRequest)(nil),          // 33: gantry.v1.ListGroupsRequest
+	(*ListGroupsResponse)(nil),         // 34: gantry.v1.ListGroupsResponse
+	(*ConsumerProgressRequest)(nil),    // 35: gantry.v1.ConsumerProgressRequest
+	(*QueueProgress)(nil),              // 36: gantry.v1.QueueProgress
+	(*ConsumerProgressResponse)(nil),   // 37: gantry.v1.ConsumerProgressResponse
+	(*ResetOffsetByTimeRequest)(nil),   // 38: gantry.v1.ResetOffsetByTimeRequest
+	(*ResetOffsetByTimeResponse)(nil),  // 39: gantry.v1.ResetOffsetByTimeResponse
+	(*QueryMessageByIdRequest)(nil),    // 40: gantry.v1.QueryMessageByIdRequest
+	(*QueryMessageByKeyRequest)(nil),   // 41: gantry.v1.QueryMessageByKeyRequest
+	(*QueryMessageResponse)(nil),       // 42: gantry.v1.QueryMessageResponse
+	(*BrokerStatusRequest)(nil),        // 43: gantry.v1.BrokerStatusRequest
+	(*BrokerStatusResponse)(nil),       // 44: gantry.v1.BrokerStatusResponse
+	(*ConsumerConnectionRequest)(nil),  // 45: gantry.v1.ConsumerConnectionRequest
+	(*ConsumerConnection)(nil),         // 46: gantry.v1.ConsumerConnection
+	(*ConsumerConnectionResponse)(nil), // 47: gantry.v1.ConsumerConnectionResponse
+	nil,                                // 48: gantry.v1.TopicConfig.AttributesEntry
+	nil,                                // 49: gantry.v1.ResetOffsetByTimeResponse.OffsetsEntry
+	nil,                                // 50: gantry.v1.BrokerStatusResponse.StatusEntry
+	(ConsumeModel)(0),                  // 51: gantry.v1.ConsumeModel
+	(*Subscription)(nil),               // 52: gantry.v1.Subscription
+	(*QueueRef)(nil),                   // 53: gantry.v1.QueueRef
 }
 var file_admin_proto_depIdxs = []int32{
-	30, // 0: gantry.v1.TopicConfig.attributes:type_name -> gantry.v1.TopicConfig.AttributesEntry
-	0,  // 1: gantry.v1.CreateTopicRequest.topic:type_name -> gantry.v1.TopicConfig
-	0,  // 2: gantry.v1.AdminListTopicsResponse.topics:type_name -> gantry.v1.TopicConfig
-	8,  // 3: gantry.v1.TopicStatusResponse.queues:type_name -> gantry.v1.QueueStatus
-	10, // 4: gantry.v1.CreateGroupRequest.group:type_name -> gantry.v1.GroupConfig
-	10, // 5: gantry.v1.ListGroupsResponse.groups:type_name -> gantry.v1.GroupConfig
-	18, // 6: gantry.v1.ConsumerProgressResponse.queues:type_name -> gantry.v1.QueueProgress
-	31, // 7: gantry.v1.ResetOffsetByTimeResponse.offsets:type_name -> gantry.v1.ResetOffsetByTimeResponse.OffsetsEntry
-	32, // 8: gantry.v1.BrokerStatusResponse.status:type_name -> gantry.v1.BrokerStatusResponse.StatusEntry
-	33, // 9: gantry.v1.ConsumerConnection.model:type_name -> gantry.v1.ConsumeModel
-	34, // 10: gantry.v1.ConsumerConnection.subscriptions:type_name -> gantry.v1.Subscription
-	35, // 11: gantry.v1.ConsumerConnection.assigned:type_name -> gantry.v1.QueueRef
-	28, // 12: gantry.v1.ConsumerConnectionResponse.connections:type_name -> gantry.v1.ConsumerConnection
-	1,  // 13: gantry.v1.Admin.CreateTopic:input_type -> gantry.v1.CreateTopicRequest
-	3,  // 14: gantry.v1.Admin.DeleteTopic:input_type -> gantry.v1.DeleteTopicRequest
-	5,  // 15: gantry.v1.Admin.ListTopics:input_type -> gantry.v1.AdminListTopicsRequest
-	7,  // 16: gantry.v1.Admin.TopicStatus:input_type -> gantry.v1.TopicStatusRequest
-	11, // 17: gantry.v1.Admin.CreateGroup:input_type -> gantry.v1.CreateGroupRequest
-	13, // 18: gantry.v1.Admin.DeleteGroup:input_type -> gantry.v1.DeleteGroupRequest
-	15, // 19: gantry.v1.Admin.ListGroups:input_type -> gantry.v1.ListGroupsRequest
-	17, // 20: gantry.v1.Admin.ConsumerProgress:input_type -> gantry.v1.ConsumerProgressRequest
-	27, // 21: gantry.v1.Admin.ConsumerConnection:input_type -> gantry.v1.ConsumerConnectionRequest
-	20, // 22: gantry.v1.Admin.ResetOffsetByTime:input_type -> gantry.v1.ResetOffsetByTimeRequest
-	22, // 23: gantry.v1.Admin.QueryMessageById:input_type -> gantry.v1.QueryMessageByIdRequest
-	23, // 24: gantry.v1.Admin.QueryMessageByKey:input_type -> gantry.v1.QueryMessageByKeyRequest
-	25, // 25: gantry.v1.Admin.BrokerStatus:input_type -> gantry.v1.BrokerStatusRequest
-	2,  // 26: gantry.v1.Admin.CreateTopic:output_type -> gantry.v1.CreateTopicResponse
-	4,  // 27: gantry.v1.Admin.DeleteTopic:output_type -> gantry.v1.DeleteTopicResponse
-	6,  // 28: gantry.v1.Admin.ListTopics:output_type -> gantry.v1.AdminListTopicsResponse
-	9,  // 29: gantry.v1.Admin.TopicStatus:output_type -> gantry.v1.TopicStatusResponse
-	12, // 30: gantry.v1.Admin.CreateGroup:output_type -> gantry.v1.CreateGroupResponse
-	14, // 31: gantry.v1.Admin.DeleteGroup:output_type -> gantry.v1.DeleteGroupResponse
-	16, // 32: gantry.v1.Admin.ListGroups:output_type -> gantry.v1.ListGroupsResponse
-	19, // 33: gantry.v1.Admin.ConsumerProgress:output_type -> gantry.v1.ConsumerProgressResponse
-	29, // 34: gantry.v1.Admin.ConsumerConnection:output_type -> gantry.v1.ConsumerConnectionResponse
-	21, // 35: gantry.v1.Admin.ResetOffsetByTime:output_type -> gantry.v1.ResetOffsetByTimeResponse
-	24, // 36: gantry.v1.Admin.QueryMessageById:output_type -> gantry.v1.QueryMessageResponse
-	24, // 37: gantry.v1.Admin.QueryMessageByKey:output_type -> gantry.v1.QueryMessageResponse
-	26, // 38: gantry.v1.Admin.BrokerStatus:output_type -> gantry.v1.BrokerStatusResponse
-	26, // [26:39] is the sub-list for method output_type
-	13, // [13:26] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	0,  // 0: gantry.v1.DLQSelection.filter:type_name -> gantry.v1.DLQFilter
+	0,  // 1: gantry.v1.DLQListRequest.filter:type_name -> gantry.v1.DLQFilter
+	2,  // 2: gantry.v1.DLQListResponse.entries:type_name -> gantry.v1.DLQEntry
+	2,  // 3: gantry.v1.DLQShowResponse.entry:type_name -> gantry.v1.DLQEntry
+	6,  // 4: gantry.v1.DLQShowResponse.properties:type_name -> gantry.v1.DLQProperty
+	7,  // 5: gantry.v1.DLQShowResponse.history:type_name -> gantry.v1.DLQEvent
+	1,  // 6: gantry.v1.DLQResendRequest.selection:type_name -> gantry.v1.DLQSelection
+	10, // 7: gantry.v1.DLQResendResponse.resent:type_name -> gantry.v1.DLQResent
+	11, // 8: gantry.v1.DLQResendResponse.failed:type_name -> gantry.v1.DLQResendFailure
+	0,  // 9: gantry.v1.DLQExportRequest.filter:type_name -> gantry.v1.DLQFilter
+	1,  // 10: gantry.v1.DLQPurgeRequest.selection:type_name -> gantry.v1.DLQSelection
+	48, // 11: gantry.v1.TopicConfig.attributes:type_name -> gantry.v1.TopicConfig.AttributesEntry
+	17, // 12: gantry.v1.CreateTopicRequest.topic:type_name -> gantry.v1.TopicConfig
+	17, // 13: gantry.v1.AdminListTopicsResponse.topics:type_name -> gantry.v1.TopicConfig
+	25, // 14: gantry.v1.TopicStatusResponse.queues:type_name -> gantry.v1.QueueStatus
+	28, // 15: gantry.v1.GroupConfig.retry_policy:type_name -> gantry.v1.RetryPolicy
+	27, // 16: gantry.v1.CreateGroupRequest.group:type_name -> gantry.v1.GroupConfig
+	27, // 17: gantry.v1.ListGroupsResponse.groups:type_name -> gantry.v1.GroupConfig
+	36, // 18: gantry.v1.ConsumerProgressResponse.queues:type_name -> gantry.v1.QueueProgress
+	49, // 19: gantry.v1.ResetOffsetByTimeResponse.offsets:type_name -> gantry.v1.ResetOffsetByTimeResponse.OffsetsEntry
+	50, // 20: gantry.v1.BrokerStatusResponse.status:type_name -> gantry.v1.BrokerStatusResponse.StatusEntry
+	51, // 21: gantry.v1.ConsumerConnection.model:type_name -> gantry.v1.ConsumeModel
+	52, // 22: gantry.v1.ConsumerConnection.subscriptions:type_name -> gantry.v1.Subscription
+	53, // 23: gantry.v1.ConsumerConnection.assigned:type_name -> gantry.v1.QueueRef
+	46, // 24: gantry.v1.ConsumerConnectionResponse.connections:type_name -> gantry.v1.ConsumerConnection
+	18, // 25: gantry.v1.Admin.CreateTopic:input_type -> gantry.v1.CreateTopicRequest
+	20, // 26: gantry.v1.Admin.DeleteTopic:input_type -> gantry.v1.DeleteTopicRequest
+	22, // 27: gantry.v1.Admin.ListTopics:input_type -> gantry.v1.AdminListTopicsRequest
+	24, // 28: gantry.v1.Admin.TopicStatus:input_type -> gantry.v1.TopicStatusRequest
+	29, // 29: gantry.v1.Admin.CreateGroup:input_type -> gantry.v1.CreateGroupRequest
+	31, // 30: gantry.v1.Admin.DeleteGroup:input_type -> gantry.v1.DeleteGroupRequest
+	33, // 31: gantry.v1.Admin.ListGroups:input_type -> gantry.v1.ListGroupsRequest
+	35, // 32: gantry.v1.Admin.ConsumerProgress:input_type -> gantry.v1.ConsumerProgressRequest
+	45, // 33: gantry.v1.Admin.ConsumerConnection:input_type -> gantry.v1.ConsumerConnectionRequest
+	38, // 34: gantry.v1.Admin.ResetOffsetByTime:input_type -> gantry.v1.ResetOffsetByTimeRequest
+	40, // 35: gantry.v1.Admin.QueryMessageById:input_type -> gantry.v1.QueryMessageByIdRequest
+	41, // 36: gantry.v1.Admin.QueryMessageByKey:input_type -> gantry.v1.QueryMessageByKeyRequest
+	43, // 37: gantry.v1.Admin.BrokerStatus:input_type -> gantry.v1.BrokerStatusRequest
+	3,  // 38: gantry.v1.Admin.DLQList:input_type -> gantry.v1.DLQListRequest
+	5,  // 39: gantry.v1.Admin.DLQShow:input_type -> gantry.v1.DLQShowRequest
+	9,  // 40: gantry.v1.Admin.DLQResend:input_type -> gantry.v1.DLQResendRequest
+	13, // 41: gantry.v1.Admin.DLQExport:input_type -> gantry.v1.DLQExportRequest
+	15, // 42: gantry.v1.Admin.DLQPurge:input_type -> gantry.v1.DLQPurgeRequest
+	19, // 43: gantry.v1.Admin.CreateTopic:output_type -> gantry.v1.CreateTopicResponse
+	21, // 44: gantry.v1.Admin.DeleteTopic:output_type -> gantry.v1.DeleteTopicResponse
+	23, // 45: gantry.v1.Admin.ListTopics:output_type -> gantry.v1.AdminListTopicsResponse
+	26, // 46: gantry.v1.Admin.TopicStatus:output_type -> gantry.v1.TopicStatusResponse
+	30, // 47: gantry.v1.Admin.CreateGroup:output_type -> gantry.v1.CreateGroupResponse
+	32, // 48: gantry.v1.Admin.DeleteGroup:output_type -> gantry.v1.DeleteGroupResponse
+	34, // 49: gantry.v1.Admin.ListGroups:output_type -> gantry.v1.ListGroupsResponse
+	37, // 50: gantry.v1.Admin.ConsumerProgress:output_type -> gantry.v1.ConsumerProgressResponse
+	47, // 51: gantry.v1.Admin.ConsumerConnection:output_type -> gantry.v1.ConsumerConnectionResponse
+	39, // 52: gantry.v1.Admin.ResetOffsetByTime:output_type -> gantry.v1.ResetOffsetByTimeResponse
+	42, // 53: gantry.v1.Admin.QueryMessageById:output_type -> gantry.v1.QueryMessageResponse
+	42, // 54: gantry.v1.Admin.QueryMessageByKey:output_type -> gantry.v1.QueryMessageResponse
+	44, // 55: gantry.v1.Admin.BrokerStatus:output_type -> gantry.v1.BrokerStatusResponse
+	4,  // 56: gantry.v1.Admin.DLQList:output_type -> gantry.v1.DLQListResponse
+	8,  // 57: gantry.v1.Admin.DLQShow:output_type -> gantry.v1.DLQShowResponse
+	12, // 58: gantry.v1.Admin.DLQResend:output_type -> gantry.v1.DLQResendResponse
+	14, // 59: gantry.v1.Admin.DLQExport:output_type -> gantry.v1.DLQExportChunk
+	16, // 60: gantry.v1.Admin.DLQPurge:output_type -> gantry.v1.DLQPurgeResponse
+	43, // [43:61] is the sub-list for method output_type
+	25, // [25:43] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_admin_proto_init() }
@@ -1767,7 +3088,7 @@ func file_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_admin_proto_rawDesc), len(file_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   33,
+			NumMessages:   51,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

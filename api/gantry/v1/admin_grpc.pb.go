@@ -32,6 +32,11 @@ const (
 	Admin_QueryMessageById_FullMethodName   = "/gantry.v1.Admin/QueryMessageById"
 	Admin_QueryMessageByKey_FullMethodName  = "/gantry.v1.Admin/QueryMessageByKey"
 	Admin_BrokerStatus_FullMethodName       = "/gantry.v1.Admin/BrokerStatus"
+	Admin_DLQList_FullMethodName            = "/gantry.v1.Admin/DLQList"
+	Admin_DLQShow_FullMethodName            = "/gantry.v1.Admin/DLQShow"
+	Admin_DLQResend_FullMethodName          = "/gantry.v1.Admin/DLQResend"
+	Admin_DLQExport_FullMethodName          = "/gantry.v1.Admin/DLQExport"
+	Admin_DLQPurge_FullMethodName           = "/gantry.v1.Admin/DLQPurge"
 )
 
 // AdminClient is the client API for Admin service.
@@ -60,6 +65,19 @@ type AdminClient interface {
 	QueryMessageById(ctx context.Context, in *QueryMessageByIdRequest, opts ...grpc.CallOption) (*QueryMessageResponse, error)
 	QueryMessageByKey(ctx context.Context, in *QueryMessageByKeyRequest, opts ...grpc.CallOption) (*QueryMessageResponse, error)
 	BrokerStatus(ctx context.Context, in *BrokerStatusRequest, opts ...grpc.CallOption) (*BrokerStatusResponse, error)
+	// DLQList returns a page of a group's dead letters, oldest first.
+	DLQList(ctx context.Context, in *DLQListRequest, opts ...grpc.CallOption) (*DLQListResponse, error)
+	// DLQShow returns one dead letter with its body, properties and history
+	// (NOT_FOUND if it is not live).
+	DLQShow(ctx context.Context, in *DLQShowRequest, opts ...grpc.CallOption) (*DLQShowResponse, error)
+	// DLQResend re-publishes dead letters to their original topic, or to the
+	// group's retry topic, as new messages, and records the resends.
+	DLQResend(ctx context.Context, in *DLQResendRequest, opts ...grpc.CallOption) (*DLQResendResponse, error)
+	// DLQExport streams dead letters as JSON lines, one object per dead
+	// letter (broker.DLQExportRecord: the body in base64).
+	DLQExport(ctx context.Context, in *DLQExportRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[DLQExportChunk], error)
+	// DLQPurge hides dead letters for good.
+	DLQPurge(ctx context.Context, in *DLQPurgeRequest, opts ...grpc.CallOption) (*DLQPurgeResponse, error)
 }
 
 type adminClient struct {
@@ -200,6 +218,65 @@ func (c *adminClient) BrokerStatus(ctx context.Context, in *BrokerStatusRequest,
 	return out, nil
 }
 
+func (c *adminClient) DLQList(ctx context.Context, in *DLQListRequest, opts ...grpc.CallOption) (*DLQListResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DLQListResponse)
+	err := c.cc.Invoke(ctx, Admin_DLQList_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) DLQShow(ctx context.Context, in *DLQShowRequest, opts ...grpc.CallOption) (*DLQShowResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DLQShowResponse)
+	err := c.cc.Invoke(ctx, Admin_DLQShow_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) DLQResend(ctx context.Context, in *DLQResendRequest, opts ...grpc.CallOption) (*DLQResendResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DLQResendResponse)
+	err := c.cc.Invoke(ctx, Admin_DLQResend_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) DLQExport(ctx context.Context, in *DLQExportRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[DLQExportChunk], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Admin_ServiceDesc.Streams[0], Admin_DLQExport_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[DLQExportRequest, DLQExportChunk]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Admin_DLQExportClient = grpc.ServerStreamingClient[DLQExportChunk]
+
+func (c *adminClient) DLQPurge(ctx context.Context, in *DLQPurgeRequest, opts ...grpc.CallOption) (*DLQPurgeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DLQPurgeResponse)
+	err := c.cc.Invoke(ctx, Admin_DLQPurge_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -226,6 +303,19 @@ type AdminServer interface {
 	QueryMessageById(context.Context, *QueryMessageByIdRequest) (*QueryMessageResponse, error)
 	QueryMessageByKey(context.Context, *QueryMessageByKeyRequest) (*QueryMessageResponse, error)
 	BrokerStatus(context.Context, *BrokerStatusRequest) (*BrokerStatusResponse, error)
+	// DLQList returns a page of a group's dead letters, oldest first.
+	DLQList(context.Context, *DLQListRequest) (*DLQListResponse, error)
+	// DLQShow returns one dead letter with its body, properties and history
+	// (NOT_FOUND if it is not live).
+	DLQShow(context.Context, *DLQShowRequest) (*DLQShowResponse, error)
+	// DLQResend re-publishes dead letters to their original topic, or to the
+	// group's retry topic, as new messages, and records the resends.
+	DLQResend(context.Context, *DLQResendRequest) (*DLQResendResponse, error)
+	// DLQExport streams dead letters as JSON lines, one object per dead
+	// letter (broker.DLQExportRecord: the body in base64).
+	DLQExport(*DLQExportRequest, grpc.ServerStreamingServer[DLQExportChunk]) error
+	// DLQPurge hides dead letters for good.
+	DLQPurge(context.Context, *DLQPurgeRequest) (*DLQPurgeResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -274,6 +364,21 @@ func (UnimplementedAdminServer) QueryMessageByKey(context.Context, *QueryMessage
 }
 func (UnimplementedAdminServer) BrokerStatus(context.Context, *BrokerStatusRequest) (*BrokerStatusResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method BrokerStatus not implemented")
+}
+func (UnimplementedAdminServer) DLQList(context.Context, *DLQListRequest) (*DLQListResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DLQList not implemented")
+}
+func (UnimplementedAdminServer) DLQShow(context.Context, *DLQShowRequest) (*DLQShowResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DLQShow not implemented")
+}
+func (UnimplementedAdminServer) DLQResend(context.Context, *DLQResendRequest) (*DLQResendResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DLQResend not implemented")
+}
+func (UnimplementedAdminServer) DLQExport(*DLQExportRequest, grpc.ServerStreamingServer[DLQExportChunk]) error {
+	return status.Error(codes.Unimplemented, "method DLQExport not implemented")
+}
+func (UnimplementedAdminServer) DLQPurge(context.Context, *DLQPurgeRequest) (*DLQPurgeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DLQPurge not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -530,6 +635,89 @@ func _Admin_BrokerStatus_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_DLQList_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DLQListRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).DLQList(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_DLQList_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).DLQList(ctx, req.(*DLQListRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_DLQShow_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DLQShowRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).DLQShow(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_DLQShow_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).DLQShow(ctx, req.(*DLQShowRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_DLQResend_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DLQResendRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).DLQResend(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_DLQResend_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).DLQResend(ctx, req.(*DLQResendRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_DLQExport_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(DLQExportRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(AdminServer).DLQExport(m, &grpc.GenericServerStream[DLQExportRequest, DLQExportChunk]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Admin_DLQExportServer = grpc.ServerStreamingServer[DLQExportChunk]
+
+func _Admin_DLQPurge_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DLQPurgeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).DLQPurge(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_DLQPurge_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).DLQPurge(ctx, req.(*DLQPurgeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -589,7 +777,29 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "BrokerStatus",
 			Handler:    _Admin_BrokerStatus_Handler,
 		},
+		{
+			MethodName: "DLQList",
+			Handler:    _Admin_DLQList_Handler,
+		},
+		{
+			MethodName: "DLQShow",
+			Handler:    _Admin_DLQShow_Handler,
+		},
+		{
+			MethodName: "DLQResend",
+			Handler:    _Admin_DLQResend_Handler,
+		},
+		{
+			MethodName: "DLQPurge",
+			Handler:    _Admin_DLQPurge_Handler,
+		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "DLQExport",
+			Handler:       _Admin_DLQExport_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "admin.proto",
 }

@@ -329,14 +329,19 @@ type SendResult struct {
 	// msg_id is the offset message id (store host and physical offset).
 	MsgId string `protobuf:"bytes,1,opt,name=msg_id,json=msgId,proto3" json:"msg_id,omitempty"`
 	// uniq_key is the message's UNIQ_KEY; empty for a request of records,
-	// whose producer wrote it.
+	// whose producer wrote it, except in a duplicate's result.
 	UniqKey          string `protobuf:"bytes,2,opt,name=uniq_key,json=uniqKey,proto3" json:"uniq_key,omitempty"`
 	QueueId          int32  `protobuf:"varint,3,opt,name=queue_id,json=queueId,proto3" json:"queue_id,omitempty"`
 	QueueOffset      int64  `protobuf:"varint,4,opt,name=queue_offset,json=queueOffset,proto3" json:"queue_offset,omitempty"`
 	PhysicalOffset   int64  `protobuf:"varint,5,opt,name=physical_offset,json=physicalOffset,proto3" json:"physical_offset,omitempty"`
 	StoreTimestampMs int64  `protobuf:"varint,6,opt,name=store_timestamp_ms,json=storeTimestampMs,proto3" json:"store_timestamp_ms,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// duplicate: the broker had stored a message with this message's key
+	// (its IDEMPOTENCY_KEY property, else its UNIQ_KEY) in the same topic
+	// within its duplicationWindow, so it stored nothing for this one; the
+	// other fields are the original's, uniq_key included.
+	Duplicate     bool `protobuf:"varint,7,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SendResult) Reset() {
@@ -409,6 +414,13 @@ func (x *SendResult) GetStoreTimestampMs() int64 {
 		return x.StoreTimestampMs
 	}
 	return 0
+}
+
+func (x *SendResult) GetDuplicate() bool {
+	if x != nil {
+		return x.Duplicate
+	}
+	return false
 }
 
 type SendResponse struct {
@@ -1934,6 +1946,158 @@ func (x *GroupEvent) GetClientIds() []string {
 	return nil
 }
 
+type SendBackBatchRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// requests: each one's group must be the same.
+	Requests      []*SendBackRequest `protobuf:"bytes,1,rep,name=requests,proto3" json:"requests,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SendBackBatchRequest) Reset() {
+	*x = SendBackBatchRequest{}
+	mi := &file_messaging_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SendBackBatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SendBackBatchRequest) ProtoMessage() {}
+
+func (x *SendBackBatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_messaging_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SendBackBatchRequest.ProtoReflect.Descriptor instead.
+func (*SendBackBatchRequest) Descriptor() ([]byte, []int) {
+	return file_messaging_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *SendBackBatchRequest) GetRequests() []*SendBackRequest {
+	if x != nil {
+		return x.Requests
+	}
+	return nil
+}
+
+type SendBackBatchResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// results: one per request, in order.
+	Results       []*SendBackResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SendBackBatchResponse) Reset() {
+	*x = SendBackBatchResponse{}
+	mi := &file_messaging_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SendBackBatchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SendBackBatchResponse) ProtoMessage() {}
+
+func (x *SendBackBatchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_messaging_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SendBackBatchResponse.ProtoReflect.Descriptor instead.
+func (*SendBackBatchResponse) Descriptor() ([]byte, []int) {
+	return file_messaging_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *SendBackBatchResponse) GetResults() []*SendBackResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+type SendBackResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// error: why this message was not taken back (nothing was stored for
+	// it); unset on success.
+	Error          *Error `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	DeadLettered   bool   `protobuf:"varint,2,opt,name=dead_lettered,json=deadLettered,proto3" json:"dead_lettered,omitempty"`
+	ReconsumeTimes int32  `protobuf:"varint,3,opt,name=reconsume_times,json=reconsumeTimes,proto3" json:"reconsume_times,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *SendBackResult) Reset() {
+	*x = SendBackResult{}
+	mi := &file_messaging_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SendBackResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SendBackResult) ProtoMessage() {}
+
+func (x *SendBackResult) ProtoReflect() protoreflect.Message {
+	mi := &file_messaging_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SendBackResult.ProtoReflect.Descriptor instead.
+func (*SendBackResult) Descriptor() ([]byte, []int) {
+	return file_messaging_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *SendBackResult) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *SendBackResult) GetDeadLettered() bool {
+	if x != nil {
+		return x.DeadLettered
+	}
+	return false
+}
+
+func (x *SendBackResult) GetReconsumeTimes() int32 {
+	if x != nil {
+		return x.ReconsumeTimes
+	}
+	return 0
+}
+
 var File_messaging_proto protoreflect.FileDescriptor
 
 const file_messaging_proto_rawDesc = "" +
@@ -1959,7 +2123,7 @@ const file_messaging_proto_rawDesc = "" +
 	"\x0eproducer_group\x18\x03 \x01(\tR\rproducerGroup\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x04 \x01(\x04R\trequestId\x12\x18\n" +
-	"\arecords\x18\x05 \x03(\fR\arecords\"\xd3\x01\n" +
+	"\arecords\x18\x05 \x03(\fR\arecords\"\xf1\x01\n" +
 	"\n" +
 	"SendResult\x12\x15\n" +
 	"\x06msg_id\x18\x01 \x01(\tR\x05msgId\x12\x19\n" +
@@ -1967,7 +2131,8 @@ const file_messaging_proto_rawDesc = "" +
 	"\bqueue_id\x18\x03 \x01(\x05R\aqueueId\x12!\n" +
 	"\fqueue_offset\x18\x04 \x01(\x03R\vqueueOffset\x12'\n" +
 	"\x0fphysical_offset\x18\x05 \x01(\x03R\x0ephysicalOffset\x12,\n" +
-	"\x12store_timestamp_ms\x18\x06 \x01(\x03R\x10storeTimestampMs\"\x86\x01\n" +
+	"\x12store_timestamp_ms\x18\x06 \x01(\x03R\x10storeTimestampMs\x12\x1c\n" +
+	"\tduplicate\x18\a \x01(\bR\tduplicate\"\x86\x01\n" +
 	"\fSendResponse\x12/\n" +
 	"\aresults\x18\x01 \x03(\v2\x15.gantry.v1.SendResultR\aresults\x12\x1d\n" +
 	"\n" +
@@ -2075,7 +2240,15 @@ const file_messaging_proto_rawDesc = "" +
 	"GroupEvent\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x1d\n" +
 	"\n" +
-	"client_ids\x18\x02 \x03(\tR\tclientIds*\xa4\x01\n" +
+	"client_ids\x18\x02 \x03(\tR\tclientIds\"N\n" +
+	"\x14SendBackBatchRequest\x126\n" +
+	"\brequests\x18\x01 \x03(\v2\x1a.gantry.v1.SendBackRequestR\brequests\"L\n" +
+	"\x15SendBackBatchResponse\x123\n" +
+	"\aresults\x18\x01 \x03(\v2\x19.gantry.v1.SendBackResultR\aresults\"\x86\x01\n" +
+	"\x0eSendBackResult\x12&\n" +
+	"\x05error\x18\x01 \x01(\v2\x10.gantry.v1.ErrorR\x05error\x12#\n" +
+	"\rdead_lettered\x18\x02 \x01(\bR\fdeadLettered\x12'\n" +
+	"\x0freconsume_times\x18\x03 \x01(\x05R\x0ereconsumeTimes*\xa4\x01\n" +
 	"\n" +
 	"PullStatus\x12\x1b\n" +
 	"\x17PULL_STATUS_UNSPECIFIED\x10\x00\x12\x15\n" +
@@ -2085,7 +2258,7 @@ const file_messaging_proto_rawDesc = "" +
 	"\x1aPULL_STATUS_OFFSET_ILLEGAL\x10\x04*L\n" +
 	"\fConsumeModel\x12\x1c\n" +
 	"\x18CONSUME_MODEL_CLUSTERING\x10\x00\x12\x1e\n" +
-	"\x1aCONSUME_MODEL_BROADCASTING\x10\x012\xd2\a\n" +
+	"\x1aCONSUME_MODEL_BROADCASTING\x10\x012\xa6\b\n" +
 	"\tMessaging\x127\n" +
 	"\x04Send\x12\x16.gantry.v1.SendRequest\x1a\x17.gantry.v1.SendResponse\x12A\n" +
 	"\n" +
@@ -2097,7 +2270,8 @@ const file_messaging_proto_rawDesc = "" +
 	"\fSearchOffset\x12\x1e.gantry.v1.SearchOffsetRequest\x1a\x1f.gantry.v1.SearchOffsetResponse\x12F\n" +
 	"\tHeartbeat\x12\x1b.gantry.v1.HeartbeatRequest\x1a\x1c.gantry.v1.HeartbeatResponse\x12X\n" +
 	"\x0fGetConsumerList\x12!.gantry.v1.GetConsumerListRequest\x1a\".gantry.v1.GetConsumerListResponse\x12C\n" +
-	"\bSendBack\x12\x1a.gantry.v1.SendBackRequest\x1a\x1b.gantry.v1.SendBackResponse\x12I\n" +
+	"\bSendBack\x12\x1a.gantry.v1.SendBackRequest\x1a\x1b.gantry.v1.SendBackResponse\x12R\n" +
+	"\rSendBackBatch\x12\x1f.gantry.v1.SendBackBatchRequest\x1a .gantry.v1.SendBackBatchResponse\x12I\n" +
 	"\n" +
 	"LockQueues\x12\x1c.gantry.v1.LockQueuesRequest\x1a\x1d.gantry.v1.LockQueuesResponse\x12O\n" +
 	"\fUnlockQueues\x12\x1e.gantry.v1.UnlockQueuesRequest\x1a\x1f.gantry.v1.UnlockQueuesResponse\x12C\n" +
@@ -2117,7 +2291,7 @@ func file_messaging_proto_rawDescGZIP() []byte {
 }
 
 var file_messaging_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_messaging_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_messaging_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_messaging_proto_goTypes = []any{
 	(PullStatus)(0),                 // 0: gantry.v1.PullStatus
 	(ConsumeModel)(0),               // 1: gantry.v1.ConsumeModel
@@ -2150,10 +2324,13 @@ var file_messaging_proto_goTypes = []any{
 	(*UnlockQueuesResponse)(nil),    // 28: gantry.v1.UnlockQueuesResponse
 	(*WatchGroupRequest)(nil),       // 29: gantry.v1.WatchGroupRequest
 	(*GroupEvent)(nil),              // 30: gantry.v1.GroupEvent
-	nil,                             // 31: gantry.v1.Message.PropertiesEntry
+	(*SendBackBatchRequest)(nil),    // 31: gantry.v1.SendBackBatchRequest
+	(*SendBackBatchResponse)(nil),   // 32: gantry.v1.SendBackBatchResponse
+	(*SendBackResult)(nil),          // 33: gantry.v1.SendBackResult
+	nil,                             // 34: gantry.v1.Message.PropertiesEntry
 }
 var file_messaging_proto_depIdxs = []int32{
-	31, // 0: gantry.v1.Message.properties:type_name -> gantry.v1.Message.PropertiesEntry
+	34, // 0: gantry.v1.Message.properties:type_name -> gantry.v1.Message.PropertiesEntry
 	2,  // 1: gantry.v1.SendRequest.messages:type_name -> gantry.v1.Message
 	4,  // 2: gantry.v1.SendResponse.results:type_name -> gantry.v1.SendResult
 	6,  // 3: gantry.v1.SendResponse.error:type_name -> gantry.v1.Error
@@ -2164,37 +2341,42 @@ var file_messaging_proto_depIdxs = []int32{
 	24, // 8: gantry.v1.LockQueuesRequest.queues:type_name -> gantry.v1.QueueRef
 	24, // 9: gantry.v1.LockQueuesResponse.locked:type_name -> gantry.v1.QueueRef
 	24, // 10: gantry.v1.UnlockQueuesRequest.queues:type_name -> gantry.v1.QueueRef
-	3,  // 11: gantry.v1.Messaging.Send:input_type -> gantry.v1.SendRequest
-	3,  // 12: gantry.v1.Messaging.SendStream:input_type -> gantry.v1.SendRequest
-	7,  // 13: gantry.v1.Messaging.Pull:input_type -> gantry.v1.PullRequest
-	9,  // 14: gantry.v1.Messaging.QueryOffset:input_type -> gantry.v1.QueryOffsetRequest
-	11, // 15: gantry.v1.Messaging.CommitOffset:input_type -> gantry.v1.CommitOffsetRequest
-	13, // 16: gantry.v1.Messaging.GetQueueOffsets:input_type -> gantry.v1.GetQueueOffsetsRequest
-	15, // 17: gantry.v1.Messaging.SearchOffset:input_type -> gantry.v1.SearchOffsetRequest
-	18, // 18: gantry.v1.Messaging.Heartbeat:input_type -> gantry.v1.HeartbeatRequest
-	20, // 19: gantry.v1.Messaging.GetConsumerList:input_type -> gantry.v1.GetConsumerListRequest
-	22, // 20: gantry.v1.Messaging.SendBack:input_type -> gantry.v1.SendBackRequest
-	25, // 21: gantry.v1.Messaging.LockQueues:input_type -> gantry.v1.LockQueuesRequest
-	27, // 22: gantry.v1.Messaging.UnlockQueues:input_type -> gantry.v1.UnlockQueuesRequest
-	29, // 23: gantry.v1.Messaging.WatchGroup:input_type -> gantry.v1.WatchGroupRequest
-	5,  // 24: gantry.v1.Messaging.Send:output_type -> gantry.v1.SendResponse
-	5,  // 25: gantry.v1.Messaging.SendStream:output_type -> gantry.v1.SendResponse
-	8,  // 26: gantry.v1.Messaging.Pull:output_type -> gantry.v1.PullResponse
-	10, // 27: gantry.v1.Messaging.QueryOffset:output_type -> gantry.v1.QueryOffsetResponse
-	12, // 28: gantry.v1.Messaging.CommitOffset:output_type -> gantry.v1.CommitOffsetResponse
-	14, // 29: gantry.v1.Messaging.GetQueueOffsets:output_type -> gantry.v1.GetQueueOffsetsResponse
-	16, // 30: gantry.v1.Messaging.SearchOffset:output_type -> gantry.v1.SearchOffsetResponse
-	19, // 31: gantry.v1.Messaging.Heartbeat:output_type -> gantry.v1.HeartbeatResponse
-	21, // 32: gantry.v1.Messaging.GetConsumerList:output_type -> gantry.v1.GetConsumerListResponse
-	23, // 33: gantry.v1.Messaging.SendBack:output_type -> gantry.v1.SendBackResponse
-	26, // 34: gantry.v1.Messaging.LockQueues:output_type -> gantry.v1.LockQueuesResponse
-	28, // 35: gantry.v1.Messaging.UnlockQueues:output_type -> gantry.v1.UnlockQueuesResponse
-	30, // 36: gantry.v1.Messaging.WatchGroup:output_type -> gantry.v1.GroupEvent
-	24, // [24:37] is the sub-list for method output_type
-	11, // [11:24] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	22, // 11: gantry.v1.SendBackBatchRequest.requests:type_name -> gantry.v1.SendBackRequest
+	33, // 12: gantry.v1.SendBackBatchResponse.results:type_name -> gantry.v1.SendBackResult
+	6,  // 13: gantry.v1.SendBackResult.error:type_name -> gantry.v1.Error
+	3,  // 14: gantry.v1.Messaging.Send:input_type -> gantry.v1.SendRequest
+	3,  // 15: gantry.v1.Messaging.SendStream:input_type -> gantry.v1.SendRequest
+	7,  // 16: gantry.v1.Messaging.Pull:input_type -> gantry.v1.PullRequest
+	9,  // 17: gantry.v1.Messaging.QueryOffset:input_type -> gantry.v1.QueryOffsetRequest
+	11, // 18: gantry.v1.Messaging.CommitOffset:input_type -> gantry.v1.CommitOffsetRequest
+	13, // 19: gantry.v1.Messaging.GetQueueOffsets:input_type -> gantry.v1.GetQueueOffsetsRequest
+	15, // 20: gantry.v1.Messaging.SearchOffset:input_type -> gantry.v1.SearchOffsetRequest
+	18, // 21: gantry.v1.Messaging.Heartbeat:input_type -> gantry.v1.HeartbeatRequest
+	20, // 22: gantry.v1.Messaging.GetConsumerList:input_type -> gantry.v1.GetConsumerListRequest
+	22, // 23: gantry.v1.Messaging.SendBack:input_type -> gantry.v1.SendBackRequest
+	31, // 24: gantry.v1.Messaging.SendBackBatch:input_type -> gantry.v1.SendBackBatchRequest
+	25, // 25: gantry.v1.Messaging.LockQueues:input_type -> gantry.v1.LockQueuesRequest
+	27, // 26: gantry.v1.Messaging.UnlockQueues:input_type -> gantry.v1.UnlockQueuesRequest
+	29, // 27: gantry.v1.Messaging.WatchGroup:input_type -> gantry.v1.WatchGroupRequest
+	5,  // 28: gantry.v1.Messaging.Send:output_type -> gantry.v1.SendResponse
+	5,  // 29: gantry.v1.Messaging.SendStream:output_type -> gantry.v1.SendResponse
+	8,  // 30: gantry.v1.Messaging.Pull:output_type -> gantry.v1.PullResponse
+	10, // 31: gantry.v1.Messaging.QueryOffset:output_type -> gantry.v1.QueryOffsetResponse
+	12, // 32: gantry.v1.Messaging.CommitOffset:output_type -> gantry.v1.CommitOffsetResponse
+	14, // 33: gantry.v1.Messaging.GetQueueOffsets:output_type -> gantry.v1.GetQueueOffsetsResponse
+	16, // 34: gantry.v1.Messaging.SearchOffset:output_type -> gantry.v1.SearchOffsetResponse
+	19, // 35: gantry.v1.Messaging.Heartbeat:output_type -> gantry.v1.HeartbeatResponse
+	21, // 36: gantry.v1.Messaging.GetConsumerList:output_type -> gantry.v1.GetConsumerListResponse
+	23, // 37: gantry.v1.Messaging.SendBack:output_type -> gantry.v1.SendBackResponse
+	32, // 38: gantry.v1.Messaging.SendBackBatch:output_type -> gantry.v1.SendBackBatchResponse
+	26, // 39: gantry.v1.Messaging.LockQueues:output_type -> gantry.v1.LockQueuesResponse
+	28, // 40: gantry.v1.Messaging.UnlockQueues:output_type -> gantry.v1.UnlockQueuesResponse
+	30, // 41: gantry.v1.Messaging.WatchGroup:output_type -> gantry.v1.GroupEvent
+	28, // [28:42] is the sub-list for method output_type
+	14, // [14:28] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_messaging_proto_init() }
@@ -2208,7 +2390,7 @@ func file_messaging_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_messaging_proto_rawDesc), len(file_messaging_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   30,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -32,6 +32,7 @@ const (
 	Messaging_Heartbeat_FullMethodName       = "/gantry.v1.Messaging/Heartbeat"
 	Messaging_GetConsumerList_FullMethodName = "/gantry.v1.Messaging/GetConsumerList"
 	Messaging_SendBack_FullMethodName        = "/gantry.v1.Messaging/SendBack"
+	Messaging_SendBackBatch_FullMethodName   = "/gantry.v1.Messaging/SendBackBatch"
 	Messaging_LockQueues_FullMethodName      = "/gantry.v1.Messaging/LockQueues"
 	Messaging_UnlockQueues_FullMethodName    = "/gantry.v1.Messaging/UnlockQueues"
 	Messaging_WatchGroup_FullMethodName      = "/gantry.v1.Messaging/WatchGroup"
@@ -79,6 +80,9 @@ type MessagingClient interface {
 	// group's retryMaxTimes, 16, when 0) or with delay_level < 0, to the
 	// group's dead-letter topic %DLQ%<group>.
 	SendBack(ctx context.Context, in *SendBackRequest, opts ...grpc.CallOption) (*SendBackResponse, error)
+	// SendBackBatch is SendBack of several messages of one group in one
+	// call; each gets its own result (or error).
+	SendBackBatch(ctx context.Context, in *SendBackBatchRequest, opts ...grpc.CallOption) (*SendBackBatchResponse, error)
 	// LockQueues grants a client exclusive use of queues of a group for
 	// ordered consumption: a queue is granted when it is unlocked, its lock
 	// expired (60 s after it was granted or last renewed) or the client
@@ -207,6 +211,16 @@ func (c *messagingClient) SendBack(ctx context.Context, in *SendBackRequest, opt
 	return out, nil
 }
 
+func (c *messagingClient) SendBackBatch(ctx context.Context, in *SendBackBatchRequest, opts ...grpc.CallOption) (*SendBackBatchResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SendBackBatchResponse)
+	err := c.cc.Invoke(ctx, Messaging_SendBackBatch_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *messagingClient) LockQueues(ctx context.Context, in *LockQueuesRequest, opts ...grpc.CallOption) (*LockQueuesResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(LockQueuesResponse)
@@ -288,6 +302,9 @@ type MessagingServer interface {
 	// group's retryMaxTimes, 16, when 0) or with delay_level < 0, to the
 	// group's dead-letter topic %DLQ%<group>.
 	SendBack(context.Context, *SendBackRequest) (*SendBackResponse, error)
+	// SendBackBatch is SendBack of several messages of one group in one
+	// call; each gets its own result (or error).
+	SendBackBatch(context.Context, *SendBackBatchRequest) (*SendBackBatchResponse, error)
 	// LockQueues grants a client exclusive use of queues of a group for
 	// ordered consumption: a queue is granted when it is unlocked, its lock
 	// expired (60 s after it was granted or last renewed) or the client
@@ -342,6 +359,9 @@ func (UnimplementedMessagingServer) GetConsumerList(context.Context, *GetConsume
 }
 func (UnimplementedMessagingServer) SendBack(context.Context, *SendBackRequest) (*SendBackResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SendBack not implemented")
+}
+func (UnimplementedMessagingServer) SendBackBatch(context.Context, *SendBackBatchRequest) (*SendBackBatchResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SendBackBatch not implemented")
 }
 func (UnimplementedMessagingServer) LockQueues(context.Context, *LockQueuesRequest) (*LockQueuesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method LockQueues not implemented")
@@ -542,6 +562,24 @@ func _Messaging_SendBack_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Messaging_SendBackBatch_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SendBackBatchRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MessagingServer).SendBackBatch(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Messaging_SendBackBatch_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MessagingServer).SendBackBatch(ctx, req.(*SendBackBatchRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Messaging_LockQueues_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(LockQueuesRequest)
 	if err := dec(in); err != nil {
@@ -631,6 +669,10 @@ var Messaging_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SendBack",
 			Handler:    _Messaging_SendBack_Handler,
+		},
+		{
+			MethodName: "SendBackBatch",
+			Handler:    _Messaging_SendBackBatch_Handler,
 		},
 		{
 			MethodName: "LockQueues",

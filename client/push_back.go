@@ -1,0 +1,140 @@
+package client
+
+import (
+	"context"
+	"fmt"
+
+	gantryv1 "github.com/gantrymq/gantry/api/gantry/v1"
+)
+
+// maxSendBackBatch bounds the messages of one SendBackBatch call.
+const maxSendBackBatch = 256
+
+// backItem is a failed message on its way back to its broker.
+type backItem struct {
+	aq     *assignedQueue
+	m      *MessageExt
+	dead   bool
+	reason string
+}
+
+// backSender hands failed messages back to one broker, many per call, on
+// its own goroutine, so that a retry storm does not hold the workers in
+// one round trip per message. A message stays in its process queue (and
+// counted in flight) until the broker took it.
+type backSender struct {
+	addr string
+	ch   chan backItem
+}
+
+// backSenderFor returns the sender of addr, starting it if needed; nil
+// once the consumer shuts down.
+func (p *PushConsumer) backSenderFor(addr string) *backSender {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if s := p.backs[addr]; s != nil {
+		return s
+	}
+	s := &backSender{addr: addr, ch: make(chan backItem, maxSendBackBatch)}
+	if !p.tasks.goFunc(func() { p.runBackSender(s) }) {
+		return nil
+	}
+	p.backs[addr] = s
+	return s
+}
+
+// sendBackAsync queues msgs for their broker. Each holds one count of
+// aq.inflight until the broker took it or it was retried here.
+func (p *PushConsumer) sendBackAsync(aq *assignedQueue, msgs []*MessageExt, dead bool, reason string) {
+	addr, err := p.c.brokerAddr(aq.q)
+	var s *backSender
+	if err == nil {
+		s = p.backSenderFor(addr)
+	}
+	for _, m := range msgs {
+		if s == nil {
+			p.retryLocally(aq, []*MessageExt{m})
+			aq.inflight.Done()
+			continue
+		}
+		s.ch <- backItem{aq: aq, m: m, dead: dead, reason: reason}
+	}
+}
+
+// runBackSender sends what is queued, in batches, until Shutdown closes
+// the channel.
+func (p *PushConsumer) runBackSender(s *backSender) {
+	batch := make([]backItem, 0, maxSendBackBatch)
+	for it := range s.ch {
+		batch = append(batch[:0], it)
+	more:
+		for len(batch) < maxSendBackBatch {
+			select {
+			case it, ok := <-s.ch:
+				if !ok {
+					break more
+				}
+				batch = append(batch, it)
+			default:
+				break more
+			}
+		}
+		p.sendBackBatch(s.addr, batch)
+	}
+}
+
+// sendBackBatch sends one batch; a message the broker did not take is
+// retried here after the retry delay.
+func (p *PushConsumer) sendBackBatch(addr string, batch []backItem) {
+	req := &gantryv1.SendBackBatchRequest{Requests: make([]*gantryv1.SendBackRequest, len(batch))}
+	for i, it := range batch {
+		req.Requests[i] = p.sendBackRequest(it.m, it.dead, it.reason)
+	}
+	ctx, cancel := context.WithTimeout(p.c.life, nameServerCallTimeout)
+	defer cancel()
+	var resp *gantryv1.SendBackBatchResponse
+	m, err := p.c.messaging(addr)
+	if err == nil {
+		resp, err = m.SendBackBatch(ctx, req)
+		err = callError("send back", addr, err, ErrNotFound)
+	}
+	if err == nil && len(resp.GetResults()) != len(batch) {
+		err = fmt.Errorf("client: send back to %s: %d results for %d messages: %w", addr, len(resp.GetResults()), len(batch), ErrInternal)
+	}
+	for i, it := range batch {
+		ierr := err
+		if ierr == nil {
+			if e := resp.GetResults()[i].GetError(); e != nil {
+				ierr = streamError(addr, e)
+			}
+		}
+		if ierr != nil {
+			p.c.log.Warn("send back failed; retrying the message here", "queue", it.aq.q, "offset", it.m.QueueOffset, "err", ierr)
+			p.retryLocally(it.aq, []*MessageExt{it.m})
+			it.aq.inflight.Done()
+			continue
+		}
+		it.aq.pq.done([]*MessageExt{it.m})
+		it.aq.inflight.Done()
+	}
+}
+
+// sendBackRequest is the request for one failed message.
+func (p *PushConsumer) sendBackRequest(m *MessageExt, dead bool, reason string) *gantryv1.SendBackRequest {
+	req := &gantryv1.SendBackRequest{Group: p.group, MsgId: m.MsgID(), PhysicalOffset: m.PhysicalOffset,
+		MaxReconsumeTimes: int32(max(p.opts.maxReconsume, 0)), Reason: reason}
+	if dead {
+		req.DelayLevel = -1
+	}
+	return req
+}
+
+// closeBackSenders ends the senders once nothing can be queued any more.
+func (p *PushConsumer) closeBackSenders() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for addr, s := range p.backs {
+		close(s.ch)
+		delete(p.backs, addr)
+	}
+}

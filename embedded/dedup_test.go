@@ -1,0 +1,307 @@
+package embedded_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+
+	gantryv1 "github.com/gantrymq/gantry/api/gantry/v1"
+	"github.com/gantrymq/gantry/broker"
+	"github.com/gantrymq/gantry/client"
+	"github.com/gantrymq/gantry/embedded"
+	"github.com/gantrymq/gantry/message"
+)
+
+// dropProxy forwards TCP connections to target, cutting each one (both
+// ways) once it has carried a random 300..3,000 bytes from target back to
+// the client: requests get through, and some of their answers are lost
+// with the connection, so the client sees the send as indeterminate.
+type dropProxy struct {
+	lis    net.Listener
+	target string
+	cuts   atomic.Int64
+
+	mu     sync.Mutex
+	rng    *rand.Rand
+	conns  map[net.Conn]struct{}
+	closed bool
+	wg     sync.WaitGroup
+}
+
+func startDropProxy(t *testing.T, target string) *dropProxy {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	p := &dropProxy{lis: lis, target: target, rng: rand.New(rand.NewPCG(1, 2)), conns: map[net.Conn]struct{}{}}
+	p.wg.Go(p.serve)
+	return p
+}
+
+func (p *dropProxy) addr() string { return p.lis.Addr().String() }
+
+func (p *dropProxy) serve() {
+	for {
+		c, err := p.lis.Accept()
+		if err != nil {
+			return
+		}
+		p.wg.Go(func() { p.relay(c) })
+	}
+}
+
+// track registers conns for Close, or reports false once closed.
+func (p *dropProxy) track(conns ...net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return false
+	}
+	for _, c := range conns {
+		p.conns[c] = struct{}{}
+	}
+	return true
+}
+
+func (p *dropProxy) untrack(conns ...net.Conn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range conns {
+		c.Close()
+		delete(p.conns, c)
+	}
+}
+
+func (p *dropProxy) relay(client net.Conn) {
+	server, err := net.Dial("tcp", p.target)
+	if err != nil {
+		client.Close()
+		return
+	}
+	if !p.track(client, server) {
+		client.Close()
+		server.Close()
+		return
+	}
+	defer p.untrack(client, server)
+	p.mu.Lock()
+	limit := int64(300 + p.rng.IntN(2700))
+	p.mu.Unlock()
+	p.wg.Go(func() {
+		_, _ = io.Copy(server, client)
+		p.untrack(client, server)
+	})
+	if n, _ := io.CopyN(client, server, limit); n == limit {
+		p.cuts.Add(1)
+	}
+}
+
+// Close stops accepting, cuts every connection and waits for the relays.
+func (p *dropProxy) Close() {
+	p.lis.Close()
+	p.mu.Lock()
+	p.closed = true
+	for c := range p.conns {
+		c.Close()
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+}
+
+// stormResult is one message of a retry storm: its send's result or error.
+type stormResult struct {
+	res client.SendResult
+	err error
+}
+
+// retryStorm sends n messages (body "m-<i>") from 8 goroutines through a
+// proxy that loses answers, with indeterminate failures retried, and
+// returns each one's outcome and how many connections the proxy cut.
+func retryStorm(t *testing.T, c *embedded.Cluster, n int) ([]stormResult, int64) {
+	t.Helper()
+	proxy := startDropProxy(t, c.BrokerAddr())
+	defer proxy.Close()
+	brokerAddr := c.BrokerAddr()
+	dial := func(ctx context.Context, addr string) (net.Conn, error) {
+		if addr == brokerAddr {
+			addr = proxy.addr() // the route names the broker; the proxy stands in for it
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", addr)
+	}
+	cfg := client.Config{NameServers: []string{c.NameServerAddr()}, DialOptions: []grpc.DialOption{
+		grpc.WithContextDialer(dial),
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{BaseDelay: 5 * time.Millisecond,
+			Multiplier: 1.6, MaxDelay: 50 * time.Millisecond}, MinConnectTimeout: time.Second}),
+	}}
+	p, err := client.NewProducer(t.Context(), cfg, client.WithRetryIndeterminate(true), client.WithRetries(50),
+		client.WithBackoff(time.Millisecond, 20*time.Millisecond), client.WithSendTimeout(2*time.Second))
+	require.NoError(t, err)
+	out := make([]stormResult, n)
+	var wg sync.WaitGroup
+	const senders = 8
+	for s := range senders {
+		wg.Go(func() {
+			for i := s; i < n; i += senders {
+				ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+				res, err := p.Send(ctx, &client.Message{Topic: "Storm", Body: fmt.Appendf(nil, "m-%d", i)})
+				cancel()
+				out[i].err = err
+				if err == nil {
+					out[i].res = res[0]
+				}
+			}
+		})
+	}
+	wg.Wait()
+	require.NoError(t, p.Close())
+	return out, proxy.cuts.Load()
+}
+
+// logMessages returns every message of topic in the broker's commit log,
+// by body.
+func logMessages(t *testing.T, c *embedded.Cluster, topic string) map[string][]*message.Message {
+	t.Helper()
+	cl := c.Broker().Store().CommitLog()
+	out := map[string][]*message.Message{}
+	for off := cl.MinOffset(); off < cl.MaxOffset(); {
+		r, next, err := cl.ReadRecord(off)
+		require.NoError(t, err)
+		m, _, err := message.Decode(r.B)
+		r.Release()
+		require.NoError(t, err)
+		if m.Topic == topic {
+			out[string(m.Body)] = append(out[string(m.Body)], m)
+		}
+		off = next
+	}
+	return out
+}
+
+// A producer retry storm (answers lost with their connections, every
+// indeterminate send retried): with de-duplication the log holds each
+// message once and every result names the stored message; without it, the
+// retries store copies, which the test counts.
+func TestDedupRetryStorm(t *testing.T) {
+	n := 2000
+	if raceEnabled || testing.Short() {
+		n = 500
+	}
+	for _, dedup := range []bool{true, false} {
+		t.Run(fmt.Sprint("dedup=", dedup), func(t *testing.T) {
+			c, _ := start(t, embedded.Options{Broker: func(cfg *broker.Config) {
+				if !dedup {
+					cfg.DuplicationWindow = broker.DuplicationOff
+				}
+			}})
+			start := time.Now()
+			results, cuts := retryStorm(t, c, n)
+			stored := logMessages(t, c, "Storm")
+			var failed, retried, dupAnswers, copies int
+			for i, r := range results {
+				body := fmt.Sprintf("m-%d", i)
+				ms := stored[body]
+				if len(ms) > 1 {
+					copies += len(ms) - 1
+				}
+				if r.err != nil {
+					failed++
+					if dedup {
+						assert.LessOrEqual(t, len(ms), 1, "%s failed (%v), so it may be stored, but once", body, r.err)
+					}
+					continue
+				}
+				if r.res.Attempts > 1 {
+					retried++
+				}
+				if r.res.Duplicate {
+					dupAnswers++
+				}
+				if !assert.NotEmpty(t, ms, "%s was acknowledged", body) {
+					continue
+				}
+				if dedup {
+					require.Len(t, ms, 1, "%s is stored once", body)
+					m := ms[0]
+					assert.Equal(t, m.UniqKey(), r.res.UniqKey, body)
+					assert.Equal(t, m.OffsetMsgID(), r.res.MsgID, body)
+					assert.Equal(t, m.QueueID, r.res.QueueID, body)
+					assert.Equal(t, m.QueueOffset, r.res.QueueOffset, body)
+				}
+			}
+			for body, ms := range stored {
+				if dedup {
+					assert.Len(t, ms, 1, "%s", body)
+				}
+			}
+			assert.Positive(t, cuts, "the proxy cut connections")
+			assert.Positive(t, retried, "sends were retried")
+			assert.Less(t, failed, n/10)
+			summary := fmt.Sprintf("retry storm (dedup=%t): %d messages in %s, %d connections cut, %d sends retried, "+
+				"%d answered as duplicates, %d failed; the log holds %d distinct messages and %d extra copies",
+				dedup, n, time.Since(start).Round(time.Millisecond), cuts, retried, dupAnswers, failed, len(stored), copies)
+			t.Log(summary)
+			fmt.Println(summary)
+			if dedup {
+				assert.Zero(t, copies)
+				assert.GreaterOrEqual(t, c.Broker().Status().Duplicates, int64(dupAnswers), "answers of duplicates may be lost too")
+			} else {
+				assert.Zero(t, dupAnswers)
+			}
+		})
+	}
+}
+
+// Two sends with one IdempotencyKey (two messages, two UNIQ_KEYs) store
+// it once, across a broker restart: the second gets the first's result,
+// marked duplicate.
+func TestDedupIdempotencyKeyEndToEnd(t *testing.T) {
+	c, cl := start(t, embedded.Options{})
+	p, err := client.NewProducer(t.Context(), client.Config{NameServers: []string{c.NameServerAddr()}})
+	require.NoError(t, err)
+	defer p.Close()
+	send := func() client.SendResult {
+		t.Helper()
+		res, err := p.Send(t.Context(), &client.Message{Topic: "Pay", Body: []byte("charge 42"), IdempotencyKey: "order-42"})
+		require.NoError(t, err)
+		return res[0]
+	}
+	first := send()
+	assert.False(t, first.Duplicate)
+	second := send()
+	assert.True(t, second.Duplicate)
+	assert.Equal(t, first.MsgID, second.MsgID)
+	assert.Equal(t, first.UniqKey, second.UniqKey, "the stored message's id")
+	assert.Equal(t, 1, second.Attempts)
+
+	require.NoError(t, c.RestartBroker(t.Context()))
+	var third client.SendResult
+	require.Eventually(t, func() bool {
+		res, err := p.Send(t.Context(), &client.Message{Topic: "Pay", Body: []byte("charge 42"), IdempotencyKey: "order-42"})
+		if err != nil {
+			return false
+		}
+		third = res[0]
+		return true
+	}, 10*time.Second, 10*time.Millisecond)
+	assert.True(t, third.Duplicate)
+	assert.Equal(t, first.MsgID, third.MsgID)
+
+	resp, err := cl.msg.Send(t.Context(), &gantryv1.SendRequest{Topic: "Pay", Messages: []*gantryv1.Message{{QueueId: -1,
+		Body: []byte("charge 42"), Properties: map[string]string{message.PropIdempotencyKey: "order-42"}}}})
+	require.NoError(t, err, "the unary path of messages answers the same")
+	assert.True(t, resp.Results[0].Duplicate)
+	assert.Equal(t, first.MsgID, resp.Results[0].MsgId)
+	assert.Equal(t, first.UniqKey, resp.Results[0].UniqKey)
+	assert.Len(t, logMessages(t, c, "Pay")["charge 42"], 1)
+}
