@@ -70,7 +70,7 @@ const (
 	DefaultQueueLockTTL          = 60 * time.Second
 	DefaultTimerMaxDelay         = 72 * time.Hour
 	DefaultDLQRetention          = 72 * time.Hour
-	DefaultDuplicationWindow     = 5 * time.Minute
+	DefaultDuplicationWindow     = 5 * time.Minute // the suggested window; de-duplication is off unless set
 
 	// DuplicationOff as Config.DuplicationWindow (any negative value does)
 	// turns the de-duplication of sends off; duplicationWindow=0 in
@@ -188,8 +188,11 @@ type Config struct {
 	// message of a user send the broker answers a repeat of its key (its
 	// IDEMPOTENCY_KEY, else its UNIQ_KEY, within its topic) with the
 	// original's result, marked duplicate, storing nothing. The keys are
-	// rebuilt from the log at Open. Default 5 min; DuplicationOff (or any
-	// negative value) turns it off. See docs/BROKER.md.
+	// rebuilt from the log at Open. Default off (0, DuplicationOff or any
+	// negative value): the table costs ~55-110 bytes of heap per key, which
+	// at full speed over 5 minutes is more memory and garbage collection
+	// than the broker is given by default; DefaultDuplicationWindow (5 min)
+	// is the window to set. See docs/BROKER.md.
 	DuplicationWindow time.Duration
 
 	// Not in broker.conf.
@@ -248,7 +251,9 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.QueueLockTTL, DefaultQueueLockTTL)
 	setDefault(&c.TimerMaxDelay, DefaultTimerMaxDelay)
 	setDefault(&c.DLQRetention, DefaultDLQRetention)
-	setDefault(&c.DuplicationWindow, DefaultDuplicationWindow)
+	if c.DuplicationWindow == 0 {
+		c.DuplicationWindow = DuplicationOff
+	}
 	setDefault(&c.scheduleTick, defaultScheduleTick)
 	setDefault(&c.dlqSweepInterval, defaultDLQSweepInterval)
 	if len(c.MessageDelayLevel) == 0 {

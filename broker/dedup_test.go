@@ -18,6 +18,7 @@ import (
 func dedupConfig(t *testing.T, clock *fakeClock) broker.Config {
 	cfg := testConfig(t)
 	cfg.Now = clock.Now
+	cfg.DuplicationWindow = broker.DefaultDuplicationWindow
 	return cfg
 }
 
@@ -211,7 +212,9 @@ func TestDedupDelayedAndDelivered(t *testing.T) {
 	for _, p := range sendPaths {
 		t.Run(p.name, func(t *testing.T) {
 			clock := newFakeClock()
-			b := openBroker(t, delayConfig(t, clock))
+			cfg := delayConfig(t, clock)
+			cfg.DuplicationWindow = broker.DefaultDuplicationWindow
+			b := openBroker(t, cfg)
 			createTopic(t, b, "T", 1)
 			parked, err := p.send(t, b, keyed("T", 0, "later", "D1", message.PropDelay, "1"))
 			require.NoError(t, err)
@@ -353,6 +356,6 @@ func TestParseDuplicationWindow(t *testing.T) {
 			assert.NoError(t, c.Validate())
 		})
 	}
-	assert.Equal(t, broker.DefaultDuplicationWindow, broker.Config{}.WithDefaults().DuplicationWindow)
+	assert.Equal(t, broker.DuplicationOff, broker.Config{}.WithDefaults().DuplicationWindow, "off by default")
 	assert.ErrorContains(t, broker.Config{DuplicationWindow: time.Microsecond}.Validate(), "duplicationWindow 1µs: want at least 1ms")
 }

@@ -200,8 +200,9 @@ func TestDedupRetryStorm(t *testing.T) {
 	for _, dedup := range []bool{true, false} {
 		t.Run(fmt.Sprint("dedup=", dedup), func(t *testing.T) {
 			c, _ := start(t, embedded.Options{Broker: func(cfg *broker.Config) {
-				if !dedup {
-					cfg.DuplicationWindow = broker.DuplicationOff
+				cfg.DuplicationWindow = broker.DuplicationOff
+				if dedup {
+					cfg.DuplicationWindow = broker.DefaultDuplicationWindow
 				}
 			}})
 			start := time.Now()
@@ -266,7 +267,7 @@ func TestDedupRetryStorm(t *testing.T) {
 // it once, across a broker restart: the second gets the first's result,
 // marked duplicate.
 func TestDedupIdempotencyKeyEndToEnd(t *testing.T) {
-	c, cl := start(t, embedded.Options{})
+	c, cl := start(t, embedded.Options{Broker: func(cfg *broker.Config) { cfg.DuplicationWindow = broker.DefaultDuplicationWindow }})
 	p, err := client.NewProducer(t.Context(), client.Config{NameServers: []string{c.NameServerAddr()}})
 	require.NoError(t, err)
 	defer p.Close()
