@@ -41,7 +41,8 @@ func (aq *assignedQueue) lockValid() bool {
 	return t != 0 && time.Since(time.Unix(0, t)) < lockLocalExpiry
 }
 
-// consumeTask is a batch for the concurrent workers.
+// consumeTask is work for the concurrent workers: one or more handler
+// batches of one queue, in offset order.
 type consumeTask struct {
 	aq   *assignedQueue
 	msgs []*MessageExt
@@ -111,11 +112,16 @@ func (p *PushConsumer) pull(aq *assignedQueue, maxMsgs int) (PullResult, error) 
 	})
 }
 
-// submit hands msgs to the workers in batches; false when aq was released
-// meanwhile.
+// submit hands msgs to the workers; false when aq was released meanwhile.
+// A task holds one or more handler batches, in order: as many as spread a
+// pull's batches over the workers (a pull of 256 with 20 workers makes
+// tasks of 12 batches), so that a backlog does not cost a channel handoff
+// per message while a trickle still goes out one batch at a time.
 func (p *PushConsumer) submit(aq *assignedQueue, msgs []*MessageExt) bool {
-	for i := 0; i < len(msgs); i += p.opts.batchSize {
-		t := consumeTask{aq: aq, msgs: msgs[i:min(i+p.opts.batchSize, len(msgs))]}
+	bs := p.opts.batchSize
+	per := max(1, (len(msgs)+bs-1)/bs/p.opts.concurrency) * bs
+	for i := 0; i < len(msgs); i += per {
+		t := consumeTask{aq: aq, msgs: msgs[i:min(i+per, len(msgs))]}
 		aq.inflight.Add(1)
 		select {
 		case p.work <- t: // room in the buffer: the common case, without a select
@@ -141,28 +147,34 @@ func (p *PushConsumer) worker() {
 	}
 }
 
-// consume handles one concurrent batch. It does so even when the queue is
-// being released: the batches handed out (to a worker or to the work
-// channel's buffer) are an offset-ordered prefix of what was pulled, so
-// handling them all (the queue's lock is held until they are done) leaves
-// nothing handled above the committed offset.
+// consume handles a task's batches one after the other. It does so even
+// when the queue is being released: the tasks handed out (to a worker or
+// to the work channel's buffer) are an offset-ordered prefix of what was
+// pulled, so handling them all (the queue's lock is held until they are
+// done) leaves nothing handled above the committed offset.
 func (p *PushConsumer) consume(t consumeTask) {
-	res, reason := p.call(t.msgs)
+	defer t.aq.inflight.Done()
+	for i := 0; i < len(t.msgs); i += p.opts.batchSize {
+		p.consumeBatch(t.aq, t.msgs[i:min(i+p.opts.batchSize, len(t.msgs))])
+	}
+}
+
+// consumeBatch makes one handler call and settles its messages: done, sent
+// back to the broker, or retried here.
+func (p *PushConsumer) consumeBatch(aq *assignedQueue, msgs []*MessageExt) {
+	res, reason := p.call(msgs)
 	if res == ConsumeSuccess {
-		t.aq.pq.done(t.msgs)
-		t.aq.inflight.Done()
+		aq.pq.done(msgs)
 		return
 	}
 	if p.opts.model == Clustering {
 		// Back to the broker, which retries through the group's retry
 		// topic (or dead-letters); each message is in flight until then.
-		t.aq.inflight.Add(len(t.msgs))
-		p.sendBackAsync(t.aq, t.msgs, res == ConsumeDeadLetter, reason)
-		t.aq.inflight.Done()
+		aq.inflight.Add(len(msgs))
+		p.sendBackAsync(aq, msgs, res == ConsumeDeadLetter, reason)
 		return
 	}
-	p.retryLocally(t.aq, t.msgs)
-	t.aq.inflight.Done()
+	p.retryLocally(aq, msgs)
 }
 
 // retryLocally hands msgs to the handler again after the retry delay,

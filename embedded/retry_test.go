@@ -235,10 +235,23 @@ func TestRetryCounts(t *testing.T) {
 	}
 	levels, err := broker.ParseDelayLevels(broker.DefaultMessageDelayLevel)
 	require.NoError(t, err)
-	quiet()
-	for k := range 16 { // each retry round: move the clock to the next rung
+	// Each round delivers a known number of messages; once they are all
+	// handled or sent back (the consumer's commit offsets, retry queue
+	// included, add up to every delivery so far), the clock moves to the
+	// next rung of the ladder.
+	want := int64(n)
+	settle := func(round int) {
+		require.Eventually(t, func() bool { return events.Load() == want && handledSoFar(c) == want },
+			2*time.Minute, 5*time.Millisecond, "round %d: %d handler calls, %d settled, want %d", round, events.Load(), handledSoFar(c), want)
+	}
+	settle(0)
+	for k := range 16 {
 		clk.Advance(levels[3+k-1])
-		quiet()
+		want += int64(n / 10) // the always-failing ones
+		if k == 0 {
+			want += int64(n / 10) // and the fail-once ones, once
+		}
+		settle(k + 1)
 	}
 	clk.Advance(3 * time.Hour)
 	quiet()
