@@ -12,18 +12,19 @@ cd "$(dirname "$0")/.."
 fuzztime=${1:-5s}
 status=0
 log=/tmp/fuzz-$$.log
+count() { if [ -d "$1" ]; then find "$1" -type f | wc -l; else echo 0; fi; }
 while IFS= read -r file; do
   pkg=./$(dirname "$file")
   for name in $(grep -oE '^func (Fuzz[A-Za-z0-9_]+)\(' "$file" | sed -E 's/^func (Fuzz[A-Za-z0-9_]+)\(/\1/'); do
     corpus="$pkg/testdata/fuzz/$name"
     for attempt in 1 2; do
       echo "fuzz: $pkg $name ($fuzztime)"
-      before=$(ls "$corpus" 2>/dev/null | wc -l)
+      before=$(count "$corpus")
       if go test -run='^$' -fuzz="^${name}\$" -fuzztime="$fuzztime" "$pkg" >"$log" 2>&1; then
         tail -n 1 "$log"
         break
       fi
-      after=$(ls "$corpus" 2>/dev/null | wc -l)
+      after=$(count "$corpus")
       cat "$log"
       if [ "$after" = "$before" ] && grep -q 'context deadline exceeded' "$log" && [ "$attempt" = 1 ]; then
         echo "fuzz: $pkg $name: the fuzz coordinator's deadline race (go.dev/issue/75804), no failing input; running it again"
