@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/gantrymq/gantry/broker"
 	"github.com/gantrymq/gantry/broker/metadata"
 	"github.com/gantrymq/gantry/broker/store"
+	"github.com/gantrymq/gantry/internal/testutil"
 	"github.com/gantrymq/gantry/message"
 )
 
@@ -114,24 +114,9 @@ func waitVisible(t *testing.T, b *broker.Broker, topic string, queueID int32, n 
 }
 
 // fakeClock is a settable clock.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+type fakeClock = testutil.Clock
 
-func newFakeClock() *fakeClock { return &fakeClock{t: time.UnixMilli(1_700_000_000_000)} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
+func newFakeClock() *fakeClock { return testutil.NewClock(time.UnixMilli(1_700_000_000_000)) }
 
 // fileContains reports whether the consumer offsets file holds s.
 func fileContains(t *testing.T, cfg broker.Config, s string) bool {

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,34 +17,21 @@ import (
 	"github.com/gantrymq/gantry/broker"
 	"github.com/gantrymq/gantry/client"
 	"github.com/gantrymq/gantry/embedded"
+	"github.com/gantrymq/gantry/internal/testutil"
 	"github.com/gantrymq/gantry/message"
 )
 
-// dlqClock is the broker's clock in these tests: they move it. (Its own
-// type, so that these tests do not depend on the push consumer's.)
-type dlqClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+// dlqClock is the broker's clock in these tests: they move it.
+type dlqClock = testutil.Clock
 
-func newDLQClock() *dlqClock { return &dlqClock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)} }
-
-func (c *dlqClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *dlqClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
+func newFakeClock() *fakeClock {
+	return testutil.NewClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 }
 
 // dlqCluster starts a cluster on clk with topic Orders (2 queues), sends
 // n messages with keys key-<i> and dead-letters each for group at once,
 // a minute apart on clk. It returns the send results, in order.
-func dlqCluster(t *testing.T, clk *dlqClock, group string, n int) (*embedded.Cluster, client.Config, []client.SendResult) {
+func dlqCluster(t *testing.T, clk *fakeClock, group string, n int) (*embedded.Cluster, client.Config, []client.SendResult) {
 	t.Helper()
 	c, err := embedded.Start(t.Context(), embedded.Options{NoAutoCreateTopics: true, Broker: func(cfg *broker.Config) {
 		cfg.Now = clk.Now
@@ -85,7 +71,7 @@ func dlqCluster(t *testing.T, clk *dlqClock, group string, n int) (*embedded.Clu
 // resends (to the topic and to the retry topic), exports and purges; the
 // marks survive a broker restart; /metrics counts.
 func TestDLQAdminEndToEnd(t *testing.T) {
-	clk := newDLQClock()
+	clk := newFakeClock()
 	c, cfg, sent := dlqCluster(t, clk, "billing", 3)
 	a, err := client.NewAdmin(t.Context(), cfg)
 	require.NoError(t, err)

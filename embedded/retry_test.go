@@ -19,23 +19,10 @@ import (
 )
 
 // fakeClock is the broker's injected clock: tests move it.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+type fakeClock = testutil.Clock
 
-func newFakeClock() *fakeClock { return &fakeClock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
+func newFakeClock() *fakeClock {
+	return testutil.NewClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 }
 
 // retryCluster is a cluster on a fake clock whose clients and locks do

@@ -3,40 +3,23 @@ package nameserver_test
 import (
 	"log/slog"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/gantrymq/gantry/internal/testutil"
 	"github.com/gantrymq/gantry/nameserver"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // clock is a settable clock, safe for concurrent use.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
+type clock = testutil.Clock
 
-func newClock() *clock { return &clock{now: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)} }
+func newClock() *clock { return testutil.NewClock(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)) }
 
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
-// newRegistry returns a registry that logs to the test output, on clk
-// when it is not nil.
 func newRegistry(t *testing.T, clk *clock, cfg nameserver.Config) *nameserver.Registry {
 	t.Helper()
 	if cfg.Logger == nil {

@@ -3,6 +3,7 @@ package testutil
 import (
 	"os"
 	"testing"
+	"time"
 )
 
 func TestEnvInt(t *testing.T) {
@@ -28,5 +29,21 @@ func TestBenchDir(t *testing.T) {
 	})
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Fatalf("%s not removed after the test: %v", dir, err)
+	}
+}
+
+func TestClock(t *testing.T) {
+	start := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	c := NewClock(start)
+	if !c.Now().Equal(start) {
+		t.Fatalf("Now = %v, want %v", c.Now(), start)
+	}
+	c.Advance(90 * time.Second)
+	if want := start.Add(90 * time.Second); !c.Now().Equal(want) {
+		t.Fatalf("after Advance, Now = %v, want %v", c.Now(), want)
+	}
+	c.Set(start)
+	if !c.Now().Equal(start) {
+		t.Fatalf("after Set, Now = %v, want %v", c.Now(), start)
 	}
 }
