@@ -17,16 +17,8 @@ import (
 	"github.com/gantrymq/gantry/broker"
 	"github.com/gantrymq/gantry/client"
 	"github.com/gantrymq/gantry/embedded"
-	"github.com/gantrymq/gantry/internal/testutil"
 	"github.com/gantrymq/gantry/message"
 )
-
-// dlqClock is the broker's clock in these tests: they move it.
-type dlqClock = testutil.Clock
-
-func newFakeClock() *fakeClock {
-	return testutil.NewClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
-}
 
 // dlqCluster starts a cluster on clk with topic Orders (2 queues), sends
 // n messages with keys key-<i> and dead-letters each for group at once,
