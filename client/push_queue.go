@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"slices"
 	"sync"
 )
@@ -61,7 +62,7 @@ func (pq *processQueue) done(msgs []*MessageExt) {
 	defer pq.mu.Unlock()
 	for _, m := range msgs {
 		i, ok := slices.BinarySearchFunc(pq.entries, m.QueueOffset, func(e pqEntry, off int64) int {
-			return cmpInt64(e.msg.QueueOffset, off)
+			return cmp.Compare(e.msg.QueueOffset, off)
 		})
 		if ok {
 			pq.entries[i].done = true
@@ -140,14 +141,4 @@ func (pq *processQueue) peakCount() int {
 	pq.mu.Lock()
 	defer pq.mu.Unlock()
 	return pq.peak
-}
-
-func cmpInt64(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
