@@ -99,21 +99,26 @@ const (
 
 // Defaults of the push consumer's options (RocketMQ's, unless said).
 const (
-	DefaultConsumeConcurrency   = 20
-	DefaultPushPullBatch        = 256              // messages per pull (RocketMQ: 32, which pulls 2-3x slower here)
-	DefaultPullThresholdMsgs    = 1024             // cached messages per queue
-	DefaultPullThresholdBytes   = 64 << 20         // cached body bytes per queue (RocketMQ: 512 MiB)
-	DefaultMaxSpan              = 2000             // offset span of cached messages per queue
-	DefaultRebalanceInterval    = 20 * time.Second //
-	DefaultCommitInterval       = 5 * time.Second
-	DefaultHeartbeatInterval    = 10 * time.Second
-	DefaultPushPullHold         = 15 * time.Second // long polling
-	DefaultRetryDelay           = time.Second      // ConsumeRetryLater, concurrent
-	DefaultSuspendTime          = time.Second      // ConsumeSuspend, ordered
-	DefaultConsumeTimeout       = 15 * time.Minute // a handler call taking longer counts as failed
-	DefaultLockRenewInterval    = 20 * time.Second // ordered: locks live 60 s on the broker
-	lockLocalExpiry             = 30 * time.Second // ordered: a lock not renewed for this long is not trusted
-	flowControlPause            = 50 * time.Millisecond
+	DefaultConsumeConcurrency = 20
+	DefaultPushPullBatch      = 256              // messages per pull (RocketMQ: 32, which pulls 2-3x slower here)
+	DefaultPullThresholdMsgs  = 1024             // cached messages per queue
+	DefaultPullThresholdBytes = 64 << 20         // cached body bytes per queue (RocketMQ: 512 MiB)
+	DefaultMaxSpan            = 2000             // offset span of cached messages per queue
+	DefaultRebalanceInterval  = 20 * time.Second //
+	DefaultCommitInterval     = 5 * time.Second
+	DefaultHeartbeatInterval  = 10 * time.Second
+	DefaultPushPullHold       = 15 * time.Second // long polling
+	DefaultRetryDelay         = time.Second      // ConsumeRetryLater, concurrent
+	DefaultSuspendTime        = time.Second      // ConsumeSuspend, ordered
+	DefaultConsumeTimeout     = 15 * time.Minute // a handler call taking longer counts as failed
+	DefaultLockRenewInterval  = 20 * time.Second // ordered: locks live 60 s on the broker
+	lockLocalExpiry           = 30 * time.Second // ordered: a lock not renewed for this long is not trusted
+	flowControlPause          = 50 * time.Millisecond
+	// workBuffer is how many tasks wait for the workers at most. Memory is
+	// bounded by the process queues' limits, not by this buffer: it is
+	// large so that a pull loop hands a pull's tasks over and pulls again
+	// instead of waiting for workers to come free.
+	workBuffer                  = 1024
 	retryRebalanceAfterLockFail = 200 * time.Millisecond
 )
 
@@ -388,7 +393,7 @@ func NewPushConsumer(ctx context.Context, cfg Config, group string, handler Mess
 	return &PushConsumer{
 		c: c, group: group, handler: handler, opts: o, subs: map[string]string{},
 		queues: map[queueKey]*assignedQueue{}, brokers: map[string]*brokerLink{}, backs: map[string]*backSender{},
-		work: make(chan consumeTask, o.concurrency), kick: make(chan struct{}, 1), hbKick: make(chan struct{}, 1),
+		work: make(chan consumeTask, workBuffer), kick: make(chan struct{}, 1), hbKick: make(chan struct{}, 1),
 	}, nil
 }
 

@@ -152,21 +152,37 @@ func (p *PushConsumer) worker() {
 // to the work channel's buffer) are an offset-ordered prefix of what was
 // pulled, so handling them all (the queue's lock is held until they are
 // done) leaves nothing handled above the committed offset.
+//
+// Handled batches are marked done together, when a failed one or the
+// task's end comes: one process-queue update per task, not per handler
+// call. One clock read per call: a call starts when the one before it
+// ended.
 func (p *PushConsumer) consume(t consumeTask) {
 	defer t.aq.inflight.Done()
+	start := time.Now()
+	ok := 0 // t.msgs[ok:i] were handled and are not marked done yet
 	for i := 0; i < len(t.msgs); i += p.opts.batchSize {
-		p.consumeBatch(t.aq, t.msgs[i:min(i+p.opts.batchSize, len(t.msgs))])
+		msgs := t.msgs[i:min(i+p.opts.batchSize, len(t.msgs))]
+		var res ConsumeResult
+		var reason string
+		res, reason, start = p.call(msgs, start)
+		if res == ConsumeSuccess {
+			continue
+		}
+		if ok < i {
+			t.aq.pq.done(t.msgs[ok:i])
+		}
+		ok = i + len(msgs)
+		p.settleFailed(t.aq, msgs, res, reason)
+	}
+	if ok < len(t.msgs) {
+		t.aq.pq.done(t.msgs[ok:])
 	}
 }
 
-// consumeBatch makes one handler call and settles its messages: done, sent
-// back to the broker, or retried here.
-func (p *PushConsumer) consumeBatch(aq *assignedQueue, msgs []*MessageExt) {
-	res, reason := p.call(msgs)
-	if res == ConsumeSuccess {
-		aq.pq.done(msgs)
-		return
-	}
+// settleFailed settles a batch whose handler call failed: sent back to
+// the broker, or retried here.
+func (p *PushConsumer) settleFailed(aq *assignedQueue, msgs []*MessageExt, res ConsumeResult, reason string) {
 	if p.opts.model == Clustering {
 		// Back to the broker, which retries through the group's retry
 		// topic (or dead-letters); each message is in flight until then.
@@ -205,29 +221,30 @@ func (p *PushConsumer) retryLocally(aq *assignedQueue, msgs []*MessageExt) {
 // call runs the handler and says why it failed, if it did. Its context
 // ends at the consume timeout; a panic, or a call that took longer than
 // the timeout, counts as ConsumeRetryLater.
-func (p *PushConsumer) call(msgs []*MessageExt) (res ConsumeResult, reason string) {
+func (p *PushConsumer) call(msgs []*MessageExt, start time.Time) (res ConsumeResult, reason string, end time.Time) {
 	defer func() {
 		if r := recover(); r != nil {
 			p.c.log.Error("message handler panicked; the batch will be retried", "queue", msgs[0].Queue, "offset", msgs[0].QueueOffset, "panic", r)
-			res, reason = ConsumeRetryLater, fmt.Sprintf("handler panicked: %v", r)
+			res, reason, end = ConsumeRetryLater, fmt.Sprintf("handler panicked: %v", r), start.Add(time.Since(start))
 		}
 	}()
-	start := time.Now()
 	ctx := &callCtx{Context: p.handlerCtx, deadline: start.Add(p.opts.consumeTimeout)}
 	defer ctx.release()
 	res = p.handler(ctx, msgs)
-	switch took := time.Since(start); {
+	took := time.Since(start) // one monotonic clock read, cheaper than time.Now
+	end = start.Add(took)
+	switch {
 	case took > p.opts.consumeTimeout:
 		// Too late, whatever it says: the broker may have given up on the
 		// attempt's context, and it is what RocketMQ does with a message
 		// consuming past ConsumeTimeout.
 		p.c.log.Warn("message handler took longer than the consume timeout; the batch will be retried",
 			"queue", msgs[0].Queue, "offset", msgs[0].QueueOffset, "took", took, "timeout", p.opts.consumeTimeout)
-		return ConsumeRetryLater, fmt.Sprintf("handler took %s, longer than the consume timeout %s", took.Round(time.Millisecond), p.opts.consumeTimeout)
+		return ConsumeRetryLater, fmt.Sprintf("handler took %s, longer than the consume timeout %s", took.Round(time.Millisecond), p.opts.consumeTimeout), end
 	case res != ConsumeSuccess:
 		reason = "handler returned " + res.String()
 	}
-	return res, reason
+	return res, reason, end
 }
 
 // sendBack hands a failed message back to its broker for retry through
@@ -261,7 +278,7 @@ func (p *PushConsumer) orderedLoop(aq *assignedQueue) {
 			continue
 		}
 		msgs := aq.pq.take(p.opts.batchSize)
-		res, reason := p.call(msgs)
+		res, reason, _ := p.call(msgs, time.Now())
 		if res == ConsumeSuccess {
 			aq.pq.done(msgs)
 			continue

@@ -60,13 +60,20 @@ func (pq *processQueue) nextOffset() int64 {
 func (pq *processQueue) done(msgs []*MessageExt) {
 	pq.mu.Lock()
 	defer pq.mu.Unlock()
+	j := -1 // the entry after the last one marked: msgs are usually a run
 	for _, m := range msgs {
-		i, ok := slices.BinarySearchFunc(pq.entries, m.QueueOffset, func(e pqEntry, off int64) int {
-			return cmp.Compare(e.msg.QueueOffset, off)
-		})
-		if ok {
-			pq.entries[i].done = true
+		if j < 0 || j >= len(pq.entries) || pq.entries[j].msg != m {
+			i, ok := slices.BinarySearchFunc(pq.entries, m.QueueOffset, func(e pqEntry, off int64) int {
+				return cmp.Compare(e.msg.QueueOffset, off)
+			})
+			if !ok {
+				j = -1
+				continue
+			}
+			j = i
 		}
+		pq.entries[j].done = true
+		j++
 	}
 	n := 0
 	for n < len(pq.entries) && pq.entries[n].done {
