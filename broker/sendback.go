@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"strconv"
 	"time"
 
@@ -80,14 +79,21 @@ func (b *Broker) SendBackBatch(ctx context.Context, reqs []SendBackRequest) ([]S
 		return res, errs
 	}
 	defer b.calls.leave()
-	var out []*message.Message
-	var idx []int
+	out := make([]*message.Message, 0, len(reqs))
+	idx := make([]int, 0, len(reqs))
+	releases := make([]func(), 0, len(reqs)) // the bodies point into the log until stored
+	defer func() {
+		for _, release := range releases {
+			release()
+		}
+	}()
 	for i, req := range reqs {
-		m, r, err := b.prepareSendBack(req)
+		m, r, release, err := b.prepareSendBack(req)
 		if err != nil {
 			errs[i] = err
 			continue
 		}
+		releases = append(releases, release)
 		res[i] = r
 		out = append(out, m)
 		idx = append(idx, i)
@@ -116,25 +122,35 @@ func (b *Broker) SendBackBatch(ctx context.Context, reqs []SendBackRequest) ([]S
 	return res, errs
 }
 
-// prepareSendBack checks a send-back and builds the message to store.
-func (b *Broker) prepareSendBack(req SendBackRequest) (*message.Message, SendBackResult, error) {
+// prepareSendBack checks a send-back and builds the message to store. Its
+// body points into the log: release must be called once it is stored (or
+// given up); it is nil with an error.
+func (b *Broker) prepareSendBack(req SendBackRequest) (*message.Message, SendBackResult, func(), error) {
 	if err := checkGroupName(req.Group); err != nil {
-		return nil, SendBackResult{}, err
+		return nil, SendBackResult{}, nil, err
 	}
 	if hasSeparator(req.Reason) {
-		return nil, SendBackResult{}, fmt.Errorf("%w: send back: the reason contains byte 0x01 or 0x02", ErrInvalidArgument)
+		return nil, SendBackResult{}, nil, fmt.Errorf("%w: send back: the reason contains byte 0x01 or 0x02", ErrInvalidArgument)
 	}
 	g, err := b.ensureGroup(req.Group)
 	if err != nil {
-		return nil, SendBackResult{}, err
+		return nil, SendBackResult{}, nil, err
 	}
-	m, err := b.store.MessageAt(req.PhysicalOffset)
+	m, release, err := b.store.MessageAtShared(req.PhysicalOffset)
 	if err != nil {
-		return nil, SendBackResult{}, fmt.Errorf("%w: send back: no message at commit-log offset %d: %w", ErrInvalidArgument, req.PhysicalOffset, err)
+		return nil, SendBackResult{}, nil, fmt.Errorf("%w: send back: no message at commit-log offset %d: %w", ErrInvalidArgument, req.PhysicalOffset, err)
 	}
 	if req.MsgID != "" && m.OffsetMsgID() != req.MsgID {
-		return nil, SendBackResult{}, fmt.Errorf("%w: send back: the message at offset %d is %s, not %s", ErrInvalidArgument, req.PhysicalOffset, m.OffsetMsgID(), req.MsgID)
+		release()
+		return nil, SendBackResult{}, nil, fmt.Errorf("%w: send back: the message at offset %d is %s, not %s", ErrInvalidArgument, req.PhysicalOffset, m.OffsetMsgID(), req.MsgID)
 	}
+	out, res := b.sendBackMessage(req, g, m)
+	return out, res, release, nil
+}
+
+// sendBackMessage builds the message that takes m back for a consumer of
+// group g: to the group's retry topic, or its dead-letter topic.
+func (b *Broker) sendBackMessage(req SendBackRequest, g metadata.SubscriptionGroup, m *message.Message) (*message.Message, SendBackResult) {
 	maxTimes := req.MaxReconsumeTimes
 	if maxTimes <= 0 {
 		maxTimes = g.RetryMaxTimes
@@ -153,17 +169,18 @@ func (b *Broker) prepareSendBack(req SendBackRequest) (*message.Message, SendBac
 			origID = m.OffsetMsgID()
 		}
 	}
+	props := make(message.Properties, 0, len(m.Properties)+5) // room for what is set below
+	for _, p := range m.Properties {
+		switch p.Key {
+		case message.PropCRC, message.PropDelay, message.PropRealTopic, message.PropRealQueueID,
+			message.PropTimerDeliverMS, message.PropTimerDelaySec:
+			continue
+		}
+		props = append(props, p)
+	}
 	out := &message.Message{
 		Flag: m.Flag, SysFlag: m.SysFlag, BornTimestamp: m.BornTimestamp, BornHost: m.BornHost,
-		Body: m.Body, ReconsumeTimes: m.ReconsumeTimes,
-		Properties: slices.DeleteFunc(slices.Clone(m.Properties), func(p message.Property) bool {
-			switch p.Key {
-			case message.PropCRC, message.PropDelay, message.PropRealTopic, message.PropRealQueueID,
-				message.PropTimerDeliverMS, message.PropTimerDelaySec:
-				return true
-			}
-			return false
-		}),
+		Body: m.Body, ReconsumeTimes: m.ReconsumeTimes, Properties: props,
 	}
 	out.Properties.Set(message.PropRetryTopic, origTopic)
 	out.Properties.Set(message.PropOriginMessageID, origID)
@@ -176,7 +193,7 @@ func (b *Broker) prepareSendBack(req SendBackRequest) (*message.Message, SendBac
 		if req.Reason != "" {
 			out.Properties.Set(message.PropDLQReason, req.Reason)
 		}
-		return out, res, nil
+		return out, res
 	}
 	out.Topic = RetryTopic(req.Group)
 	out.ReconsumeTimes = m.ReconsumeTimes + 1
@@ -185,7 +202,7 @@ func (b *Broker) prepareSendBack(req SendBackRequest) (*message.Message, SendBac
 	if pol := g.GroupRetryPolicy; req.DelayLevel == 0 && pol != nil && pol.Type == metadata.RetryExponential {
 		d := min(exponentialDelay(pol.Exponential, m.ReconsumeTimes, rand.Float64()), b.cfg.TimerMaxDelay)
 		out.Properties.Set(message.PropTimerDeliverMS, strconv.FormatInt(b.cfg.Now().Add(d).UnixMilli(), 10))
-		return out, res, nil
+		return out, res
 	}
 	level := req.DelayLevel
 	if level == 0 {
@@ -193,7 +210,7 @@ func (b *Broker) prepareSendBack(req SendBackRequest) (*message.Message, SendBac
 	}
 	level = min(level, int32(len(b.cfg.MessageDelayLevel)))
 	out.Properties.Set(message.PropDelay, strconv.Itoa(int(level)))
-	return out, res, nil
+	return out, res
 }
 
 // exponentialDelay is the wait before retry n+1 of a message that failed

@@ -193,6 +193,26 @@ func (s *Store) MessageAt(phys int64) (*message.Message, error) {
 	return m, err
 }
 
+// MessageAtShared is MessageAt without copying the body: the message's
+// Body points into the log's mapping and stays valid until release is
+// called, which the caller must do once it no longer uses the message.
+func (s *Store) MessageAtShared(phys int64) (m *message.Message, release func(), err error) {
+	r, _, err := s.cl.ReadRecord(phys)
+	if err != nil {
+		return nil, nil, err
+	}
+	if got := message.PhysicalOffsetOf(r.B); got != phys {
+		r.Release()
+		return nil, nil, fmt.Errorf("store: no message starts at %d", phys)
+	}
+	m = &message.Message{}
+	if _, err := message.DecodeInto(m, r.B, false); err != nil {
+		r.Release()
+		return nil, nil, err
+	}
+	return m, r.Release, nil
+}
+
 // MessageByOffsetID returns the message an offset message id names.
 func (s *Store) MessageByOffsetID(id string) (*message.Message, error) {
 	host, phys, err := message.DecodeOffsetMsgID(id)
