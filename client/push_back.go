@@ -3,12 +3,24 @@ package client
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	gantryv1 "github.com/gantrymq/gantry/api/gantry/v1"
 )
 
-// maxSendBackBatch bounds the messages of one SendBackBatch call.
-const maxSendBackBatch = 256
+const (
+	// maxSendBackBatch bounds the messages of one SendBackBatch call.
+	maxSendBackBatch = 256
+	// sendBackQueue is how many failed messages wait for a call at most
+	// before the workers that failed them wait too. Memory is bounded by
+	// the process queues (a message stays in one until the broker took
+	// it), not by this queue.
+	sendBackQueue = 4096
+	// sendBackCalls is how many SendBackBatch calls a broker's sender has
+	// in flight at once: a retry storm is not held to one round trip at a
+	// time.
+	sendBackCalls = 4
+)
 
 // backItem is a failed message on its way back to its broker.
 type backItem struct {
@@ -35,7 +47,7 @@ func (p *PushConsumer) backSenderFor(addr string) *backSender {
 	if s := p.backs[addr]; s != nil {
 		return s
 	}
-	s := &backSender{addr: addr, ch: make(chan backItem, maxSendBackBatch)}
+	s := &backSender{addr: addr, ch: make(chan backItem, sendBackQueue)}
 	if !p.tasks.goFunc(func() { p.runBackSender(s) }) {
 		return nil
 	}
@@ -61,12 +73,16 @@ func (p *PushConsumer) sendBackAsync(aq *assignedQueue, msgs []*MessageExt, dead
 	}
 }
 
-// runBackSender sends what is queued, in batches, until Shutdown closes
-// the channel.
+// runBackSender sends what is queued, in batches, up to sendBackCalls at
+// once, until Shutdown closes the channel; it returns once its calls
+// ended.
 func (p *PushConsumer) runBackSender(s *backSender) {
-	batch := make([]backItem, 0, maxSendBackBatch)
+	var calls sync.WaitGroup
+	defer calls.Wait()
+	slots := make(chan struct{}, sendBackCalls)
 	for it := range s.ch {
-		batch = append(batch[:0], it)
+		batch := make([]backItem, 1, maxSendBackBatch)
+		batch[0] = it
 	more:
 		for len(batch) < maxSendBackBatch {
 			select {
@@ -79,7 +95,11 @@ func (p *PushConsumer) runBackSender(s *backSender) {
 				break more
 			}
 		}
-		p.sendBackBatch(s.addr, batch)
+		slots <- struct{}{}
+		calls.Go(func() {
+			defer func() { <-slots }()
+			p.sendBackBatch(s.addr, batch)
+		})
 	}
 }
 
