@@ -106,9 +106,19 @@ func (p *PushConsumer) runBackSender(s *backSender) {
 // sendBackBatch sends one batch; a message the broker did not take is
 // retried here after the retry delay.
 func (p *PushConsumer) sendBackBatch(addr string, batch []backItem) {
+	// One allocation for the batch's requests. They carry no message id:
+	// the broker checks that a record starts at the physical offset, and
+	// an id per message costs a retry storm an encoding each.
+	reqs := make([]gantryv1.SendBackRequest, len(batch))
 	req := &gantryv1.SendBackBatchRequest{Requests: make([]*gantryv1.SendBackRequest, len(batch))}
+	maxTimes := int32(max(p.opts.maxReconsume, 0))
 	for i, it := range batch {
-		req.Requests[i] = p.sendBackRequest(it.m, it.dead, it.reason)
+		r := &reqs[i]
+		r.Group, r.PhysicalOffset, r.MaxReconsumeTimes, r.Reason = p.group, it.m.PhysicalOffset, maxTimes, it.reason
+		if it.dead {
+			r.DelayLevel = -1
+		}
+		req.Requests[i] = r
 	}
 	ctx, cancel := context.WithTimeout(p.c.life, nameServerCallTimeout)
 	defer cancel()

@@ -242,9 +242,23 @@ func (p *PushConsumer) call(msgs []*MessageExt, start time.Time) (res ConsumeRes
 			"queue", msgs[0].Queue, "offset", msgs[0].QueueOffset, "took", took, "timeout", p.opts.consumeTimeout)
 		return ConsumeRetryLater, fmt.Sprintf("handler took %s, longer than the consume timeout %s", took.Round(time.Millisecond), p.opts.consumeTimeout), end
 	case res != ConsumeSuccess:
-		reason = "handler returned " + res.String()
+		reason = returnedReason(res)
 	}
 	return res, reason, end
+}
+
+// returnedReason is the failure reason of a handler call that returned
+// res (constant strings: a retry storm makes one per failed call).
+func returnedReason(res ConsumeResult) string {
+	switch res {
+	case ConsumeRetryLater:
+		return "handler returned RETRY_LATER"
+	case ConsumeSuspend:
+		return "handler returned SUSPEND"
+	case ConsumeDeadLetter:
+		return "handler returned DEAD_LETTER"
+	}
+	return "handler returned " + res.String()
 }
 
 // sendBack hands a failed message back to its broker for retry through

@@ -457,9 +457,11 @@ func (s *Messaging) SendBackBatch(ctx context.Context, req *gantryv1.SendBackBat
 		reqs[i] = toSendBack(r)
 	}
 	res, errs := s.b.SendBackBatch(ctx, reqs)
+	results := make([]gantryv1.SendBackResult, len(res)) // one allocation for the batch
 	out := &gantryv1.SendBackBatchResponse{Results: make([]*gantryv1.SendBackResult, len(res))}
 	for i, r := range res {
-		out.Results[i] = &gantryv1.SendBackResult{DeadLettered: r.DeadLettered, ReconsumeTimes: r.ReconsumeTimes}
+		results[i].DeadLettered, results[i].ReconsumeTimes = r.DeadLettered, r.ReconsumeTimes
+		out.Results[i] = &results[i]
 		if errs[i] != nil {
 			st := status.Convert(toStatus(errs[i]))
 			out.Results[i].Error = &gantryv1.Error{Code: int32(st.Code()), Message: st.Message(), Indeterminate: broker.IsIndeterminate(errs[i])}
