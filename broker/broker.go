@@ -37,6 +37,8 @@ type Broker struct {
 	dlqOpMu  sync.Mutex  // one DLQ resend or purge at a time; taken before dlq's lock
 	started  time.Time
 
+	membership membershipHooks // AddConsumersChangedHook's hooks
+
 	topicMu sync.Mutex // serializes topic check-then-put (create, update, delete)
 	rr      sync.Map   // topic -> *atomic.Uint32: the broker-picked queue round robin
 

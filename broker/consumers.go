@@ -194,6 +194,7 @@ func (b *Broker) consumersChanged(group string) {
 	if b.cfg.OnConsumersChanged != nil {
 		b.cfg.OnConsumersChanged(group)
 	}
+	b.membership.notify(group)
 }
 
 // consumerTable holds the live clients of each group.

@@ -41,7 +41,7 @@ func drain(t *testing.T, pc *client.PullConsumer, topic, filter string) []*clien
 		off, _, err := pc.CommittedOffset(t.Context(), q)
 		require.NoError(t, err)
 		for {
-			r, err := pc.Pull(t.Context(), q, off, 64, filter, 50*time.Millisecond)
+			r, err := pc.Pull(t.Context(), q, off, 64, filter, 500*time.Millisecond) // the hold covers the dispatch after the acks
 			require.NoError(t, err)
 			out = append(out, r.Messages...)
 			if r.Status == client.PullNoNewMessage {

@@ -6,6 +6,10 @@
 //	if err != nil { ... }
 //	defer c.Close(context.Background())
 //	producer, err := client.NewProducer(ctx, client.Config{NameServers: []string{c.NameServerAddr()}})
+//
+// Both also speak RocketMQ's remoting protocol, so the official Apache
+// RocketMQ clients work against the cluster too: give them
+// NameServerRemotingAddr as their nameserver.
 package embedded
 
 import (
@@ -22,6 +26,7 @@ import (
 	"github.com/gantrymq/gantry/broker"
 	"github.com/gantrymq/gantry/broker/grpcapi"
 	"github.com/gantrymq/gantry/nameserver"
+	"github.com/gantrymq/gantry/remoting"
 )
 
 // Options configures Start. The zero value is ready to use: a temporary
@@ -31,9 +36,15 @@ type Options struct {
 	// Dir holds the broker's store (storePathRootDir = Dir/store). Empty:
 	// a new temporary directory, removed by Close.
 	Dir string
-	// NameServerListen, BrokerListen and HTTPListen are listen addresses.
-	// Default 127.0.0.1:0 each.
+	// NameServerListen, BrokerListen and HTTPListen are listen addresses:
+	// the nameserver's and the broker's gRPC, the broker's metrics and
+	// health. Default 127.0.0.1:0 each.
 	NameServerListen, BrokerListen, HTTPListen string
+	// NameServerRemotingListen and BrokerRemotingListen are the RocketMQ
+	// remoting listen addresses of the nameserver (RocketMQ's 9876) and the
+	// broker (its listenPort, 10911). Default 127.0.0.1:0 each. RocketMQ
+	// clients need the nameserver's as an IP literal, not a host name.
+	NameServerRemotingListen, BrokerRemotingListen string
 	// NoAutoCreateTopics turns autoCreateTopicEnable off (it is on here).
 	NoAutoCreateTopics bool
 	// Broker, if set, adjusts the broker's configuration before it starts.
@@ -53,10 +64,15 @@ type Cluster struct {
 	nsAddr string
 	nsDone chan error
 
-	mu        sync.Mutex
-	broker    *grpcapi.Server
-	brokerLis string // the broker's listen address, kept across restarts
-	httpLis   string
+	nsRemoting     *remoting.Server // the nameserver's RocketMQ remoting front end
+	nsRemotingAddr string
+	nsRemotingDone chan error
+
+	mu          sync.Mutex
+	broker      *grpcapi.Server
+	brokerLis   string // the broker's listen address, kept across restarts
+	httpLis     string
+	remotingLis string // the broker's remoting listen address, kept across restarts
 }
 
 // Start starts a nameserver, then a broker registered with it, and
@@ -84,11 +100,32 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	}
 	c.ns, c.nsAddr, c.nsDone = ns, lis.Addr().String(), make(chan error, 1)
 	go func() { c.nsDone <- ns.Serve(lis) }()
+	if err := c.startNameServerRemoting(); err != nil {
+		return nil, errors.Join(err, c.Close(context.Background()))
+	}
 	c.brokerLis, c.httpLis = orDefault(opts.BrokerListen, "127.0.0.1:0"), orDefault(opts.HTTPListen, "127.0.0.1:0")
+	c.remotingLis = orDefault(opts.BrokerRemotingListen, "127.0.0.1:0")
 	if err := c.StartBroker(ctx); err != nil {
 		return nil, errors.Join(err, c.Close(context.Background()))
 	}
 	return c, nil
+}
+
+// startNameServerRemoting serves the nameserver's registry to RocketMQ
+// remoting clients.
+func (c *Cluster) startNameServerRemoting() error {
+	rs, err := remoting.NewServer(remoting.Config{Logger: c.log}, nameserver.NewRemotingHandler(c.ns.Registry()))
+	if err != nil {
+		return err
+	}
+	lis, err := net.Listen("tcp", orDefault(c.opts.NameServerRemotingListen, "127.0.0.1:0"))
+	if err != nil {
+		_ = rs.Close()
+		return fmt.Errorf("nameserver remoting listen: %w", err)
+	}
+	c.nsRemoting, c.nsRemotingAddr, c.nsRemotingDone = rs, lis.Addr().String(), make(chan error, 1)
+	go func() { c.nsRemotingDone <- rs.Serve(lis) }()
+	return nil
 }
 
 func orDefault(v, def string) string {
@@ -131,13 +168,20 @@ func (c *Cluster) StartBroker(ctx context.Context) error {
 		glis.Close()
 		return fmt.Errorf("broker HTTP listen: %w", err)
 	}
-	s, err := grpcapi.Start(ctx, grpcapi.ServerConfig{Broker: bc, GRPCListener: glis, HTTPListener: hlis})
+	rlis, err := net.Listen("tcp", c.remotingLis)
 	if err != nil {
 		glis.Close()
 		hlis.Close()
+		return fmt.Errorf("broker remoting listen: %w", err)
+	}
+	s, err := grpcapi.Start(ctx, grpcapi.ServerConfig{Broker: bc, GRPCListener: glis, HTTPListener: hlis, RemotingListener: rlis})
+	if err != nil {
+		glis.Close()
+		hlis.Close()
+		rlis.Close()
 		return err
 	}
-	c.broker, c.brokerLis, c.httpLis = s, glis.Addr().String(), hlis.Addr().String()
+	c.broker, c.brokerLis, c.httpLis, c.remotingLis = s, glis.Addr().String(), hlis.Addr().String(), rlis.Addr().String()
 	return c.waitRegistered(ctx, s.GRPCAddr())
 }
 
@@ -197,19 +241,38 @@ func (c *Cluster) RestartBroker(ctx context.Context) error {
 	return c.StartBroker(ctx)
 }
 
-// StopNameServer stops the nameserver (an outage: clients keep their
-// cached routes). It cannot be started again.
+// StopNameServer stops the nameserver, gRPC and remoting (an outage:
+// clients keep their cached routes). It cannot be started again.
 func (c *Cluster) StopNameServer(ctx context.Context) error {
-	if c.ns == nil {
-		return nil
+	var errs []error
+	if c.nsRemoting != nil {
+		errs = append(errs, c.nsRemoting.Close(), <-c.nsRemotingDone)
+		c.nsRemoting = nil
 	}
-	err := errors.Join(c.ns.Close(ctx), <-c.nsDone)
-	c.ns = nil
-	return err
+	if c.ns != nil {
+		errs = append(errs, c.ns.Close(ctx), <-c.nsDone)
+		c.ns = nil
+	}
+	return errors.Join(errs...)
 }
 
 // NameServerAddr is the nameserver's gRPC address (client.Config.NameServers).
 func (c *Cluster) NameServerAddr() string { return c.nsAddr }
+
+// NameServerRemotingAddr is the nameserver's RocketMQ remoting address, an
+// IP literal with its port: the name server address of the official
+// RocketMQ clients (primitive.NamesrvAddr, NAMESRV_ADDR).
+func (c *Cluster) NameServerRemotingAddr() string { return c.nsRemotingAddr }
+
+// BrokerRemotingAddr is the broker's RocketMQ remoting address (its
+// listenPort: the port it registers with the nameserver and stores in
+// every record and offset message id). Like BrokerAddr, it is the listen
+// address, its port chosen at the first start and kept across restarts.
+func (c *Cluster) BrokerRemotingAddr() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.remotingLis
+}
 
 // BrokerAddr is the broker's gRPC address.
 func (c *Cluster) BrokerAddr() string {

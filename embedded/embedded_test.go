@@ -59,7 +59,7 @@ func pullAll(t *testing.T, cl clients, topic string, qid int32, from int64, filt
 	var out []*message.Message
 	for off := from; ; {
 		resp, err := cl.msg.Pull(t.Context(), &gantryv1.PullRequest{Group: "g", Topic: topic, QueueId: qid, Offset: off, MaxMessages: 16,
-			FilterExpression: filter, HoldMs: 100}) // sends return before dispatch: a short hold covers the gap
+			FilterExpression: filter, HoldMs: 1000}) // sends return before dispatch: the hold covers the gap (it ends as soon as the messages are dispatched; a loaded machine may take long)
 		require.NoError(t, err)
 		if resp.Status == gantryv1.PullStatus_PULL_STATUS_NO_NEW_MESSAGE {
 			return out

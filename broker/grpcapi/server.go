@@ -16,6 +16,8 @@ import (
 
 	gantryv1 "github.com/gantrymq/gantry/api/gantry/v1"
 	"github.com/gantrymq/gantry/broker"
+	"github.com/gantrymq/gantry/broker/remotingapi"
+	"github.com/gantrymq/gantry/remoting"
 )
 
 // MaxRequestBytes is the largest request the broker's gRPC server reads.
@@ -30,24 +32,43 @@ type ServerConfig struct {
 	// on Broker.GRPCListenAddr and Broker.HTTPListenAddr (tests pass
 	// 127.0.0.1:0 listeners).
 	GRPCListener, HTTPListener net.Listener
+	// RemotingListener, if set, is used instead of listening on
+	// Broker.ListenPort (all interfaces, 10911 by default) for RocketMQ
+	// remoting clients. Its port becomes Broker.ListenPort, the port stored
+	// in every record and offset message id, so a listener on port 0 works.
+	RemotingListener net.Listener
+	// Remoting configures the remoting front end (long polling bound,
+	// notifications); its Logger defaults to the broker's.
+	Remoting remotingapi.Config
 	// GRPCOptions are added to the gRPC server.
 	GRPCOptions []grpc.ServerOption
 }
 
+// maxRemotingRequestsPerConn bounds the requests a remoting connection has
+// in progress. A RocketMQ client holds a long-polling pull open per queue
+// it consumes from this broker, all on one connection: far above the
+// remoting default of 256.
+const maxRemotingRequestsPerConn = 8192
+
 // Server is a running broker: the core, its gRPC services (Messaging,
-// Admin), its HTTP endpoints and its nameserver registration.
+// Admin), its RocketMQ remoting front end, its HTTP endpoints and its
+// nameserver registration.
 type Server struct {
-	b        *broker.Broker
-	msg      *Messaging
-	gs       *grpc.Server
-	hs       *http.Server
-	reg      atomic.Pointer[Registrar]
-	grpcAddr string
-	httpAddr string
-	log      *slog.Logger
-	wg       sync.WaitGroup
-	once     sync.Once
-	closeErr error
+	b            *broker.Broker
+	msg          *Messaging
+	gs           *grpc.Server
+	hs           *http.Server
+	rh           *remotingapi.Handler
+	rs           *remoting.Server
+	rlis         net.Listener
+	reg          atomic.Pointer[Registrar]
+	grpcAddr     string
+	httpAddr     string
+	remotingAddr string
+	log          *slog.Logger
+	wg           sync.WaitGroup
+	once         sync.Once
+	closeErr     error
 }
 
 // Start recovers the broker's store, starts serving and registers with the
@@ -64,28 +85,30 @@ func Start(ctx context.Context, cfg ServerConfig) (*Server, error) {
 			r.Changed()
 		}
 	}
-	glis, hlis := cfg.GRPCListener, cfg.HTTPListener
-	var err error
-	if glis == nil {
-		if glis, err = net.Listen("tcp", orDefault(bc.GRPCListenAddr, broker.DefaultGRPCListenAddr)); err != nil {
-			return nil, fmt.Errorf("broker gRPC listen: %w", err)
-		}
+	lis, err := listen(cfg)
+	if err != nil {
+		return nil, err
 	}
-	if hlis == nil {
-		if hlis, err = net.Listen("tcp", orDefault(bc.HTTPListenAddr, broker.DefaultHTTPListenAddr)); err != nil {
-			glis.Close()
-			return nil, fmt.Errorf("broker HTTP listen: %w", err)
-		}
-	}
+	glis, hlis, rlis := lis[0], lis[1], lis[2]
 	s.grpcAddr, s.httpAddr = advertised(glis.Addr(), bc.BrokerIP1), hlis.Addr().String()
+	s.remotingAddr, s.rlis = advertised(rlis.Addr(), bc.BrokerIP1), rlis
 	bc.GRPCListenAddr, bc.HTTPListenAddr = s.grpcAddr, s.httpAddr
+	bc.ListenPort = rlis.Addr().(*net.TCPAddr).Port // the store host in records: the port clients reach
 	b, err := broker.Open(ctx, bc)
 	if err != nil {
-		glis.Close()
-		hlis.Close()
+		closeAll(lis)
 		return nil, err
 	}
 	s.b, s.log = b, b.Config().Logger.With("component", "server")
+	rcfg := cfg.Remoting
+	if rcfg.Logger == nil {
+		rcfg.Logger = b.Config().Logger
+	}
+	s.rh = remotingapi.New(b, rcfg)
+	if s.rs, err = remoting.NewServer(remoting.Config{Logger: b.Config().Logger, MaxConcurrentPerConn: maxRemotingRequestsPerConn}, s.rh); err != nil {
+		closeAll(lis)
+		return nil, errors.Join(err, s.rh.Close(), b.Close(ctx))
+	}
 
 	// A batch may carry messages up to maxMessageSize each: accept requests
 	// well beyond gRPC's 4 MiB default, so the broker can name the problem.
@@ -106,6 +129,12 @@ func Start(ctx context.Context, cfg ServerConfig) (*Server, error) {
 			s.log.Error("HTTP server stopped", "err", err)
 		}
 	})
+	s.wg.Go(func() {
+		// Close stops accepting by closing rlis first: Serve's net.ErrClosed then is no failure.
+		if err := s.rs.Serve(rlis); err != nil && !errors.Is(err, net.ErrClosed) && !errors.Is(err, remoting.ErrClosed) {
+			s.log.Error("remoting server stopped", "err", err)
+		}
+	})
 	if len(b.Config().NamesrvAddr) > 0 {
 		r, err := NewRegistrar(RegistrarConfig{
 			NameServers: b.Config().NamesrvAddr, Interval: b.Config().RegisterNameServerPeriod,
@@ -118,6 +147,52 @@ func Start(ctx context.Context, cfg ServerConfig) (*Server, error) {
 		s.reg.Store(r)
 	}
 	return s, nil
+}
+
+// listen returns the gRPC, HTTP and remoting listeners: cfg's, or new ones
+// on the configured addresses.
+func listen(cfg ServerConfig) ([]net.Listener, error) {
+	bc := cfg.Broker
+	port := bc.ListenPort
+	if port == 0 {
+		port = broker.DefaultListenPort
+	}
+	specs := []struct {
+		what string
+		lis  net.Listener
+		addr string
+	}{
+		{"gRPC", cfg.GRPCListener, orDefault(bc.GRPCListenAddr, broker.DefaultGRPCListenAddr)},
+		{"HTTP", cfg.HTTPListener, orDefault(bc.HTTPListenAddr, broker.DefaultHTTPListenAddr)},
+		{"remoting", cfg.RemotingListener, net.JoinHostPort("", strconv.Itoa(port))},
+	}
+	out := make([]net.Listener, 0, len(specs))
+	for _, sp := range specs {
+		lis := sp.lis
+		if lis == nil {
+			var err error
+			if lis, err = net.Listen("tcp", sp.addr); err != nil {
+				closeAll(out)
+				closeAll([]net.Listener{cfg.GRPCListener, cfg.HTTPListener, cfg.RemotingListener})
+				return nil, fmt.Errorf("broker %s listen: %w", sp.what, err)
+			}
+		}
+		if _, ok := lis.Addr().(*net.TCPAddr); !ok && sp.what == "remoting" {
+			closeAll(append(out, lis))
+			return nil, fmt.Errorf("broker remoting listener: want TCP, got %s", lis.Addr().Network())
+		}
+		out = append(out, lis)
+	}
+	return out, nil
+}
+
+// closeAll closes the listeners that are set.
+func closeAll(ls []net.Listener) {
+	for _, l := range ls {
+		if l != nil {
+			l.Close()
+		}
+	}
 }
 
 func orDefault(v, def string) string {
@@ -145,7 +220,8 @@ func (s *Server) registration() *gantryv1.RegisterBrokerRequest {
 	c := s.b.Config()
 	req := &gantryv1.RegisterBrokerRequest{
 		Cluster: c.BrokerClusterName, BrokerName: c.BrokerName, BrokerId: c.BrokerID, Addr: s.grpcAddr,
-		Topics: map[string]*gantryv1.TopicInfo{},
+		RemotingAddr: s.remotingAddr,
+		Topics:       map[string]*gantryv1.TopicInfo{},
 	}
 	v := s.b.Store().Metadata().TopicsVersion()
 	req.DataVersion = &gantryv1.DataVersion{TimestampMs: v.Timestamp, Counter: v.Counter}
@@ -165,6 +241,38 @@ func (s *Server) GRPCAddr() string { return s.grpcAddr }
 // HTTPAddr returns the metrics and health address.
 func (s *Server) HTTPAddr() string { return s.httpAddr }
 
+// RemotingStats returns the remoting server's connection and request
+// counters.
+func (s *Server) RemotingStats() remoting.Stats { return s.rs.Stats() }
+
+// remotingDrain bounds how long Close waits for the remoting answers of
+// the calls the broker finished (held pulls woken) to go out.
+const remotingDrain = time.Second
+
+// drainRemoting waits until no remoting request is being handled (their
+// answers are written), at most remotingDrain or until ctx ends. Requests
+// still arriving are answered at once (the broker is closed), so it
+// returns quickly unless clients keep sending.
+func (s *Server) drainRemoting(ctx context.Context) {
+	deadline := time.NewTimer(remotingDrain)
+	defer deadline.Stop()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for s.rs.Stats().InFlight > 0 {
+		select {
+		case <-ctx.Done():
+			return
+		case <-deadline.C:
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// RemotingAddr returns the address RocketMQ remoting clients dial
+// (registered with the nameservers; its port is the store host's).
+func (s *Server) RemotingAddr() string { return s.remotingAddr }
+
 // Kill stops the server the way a crash looks from outside: registration
 // streams and client connections are cut at once, nothing is unregistered
 // and calls in flight fail. The store is still closed properly. For tests of
@@ -177,16 +285,20 @@ func (s *Server) Kill() error {
 		s.msg.Shutdown()
 		s.gs.Stop()
 		_ = s.hs.Close()
+		_ = s.rs.Close() // cuts remoting connections: held pulls end with them
 		s.wg.Wait()
-		s.closeErr = s.b.Close(context.Background())
+		s.closeErr = errors.Join(s.b.Close(context.Background()), s.rh.Close())
 	})
 	return s.closeErr
 }
 
 // Close shuts down in order: unregister from the nameservers (clients stop
-// routing here), finish the calls in flight (held pulls are woken), flush
-// and close the store. It waits for everything until ctx ends, then cuts
-// what is left.
+// routing here), stop accepting remoting connections, finish the calls in
+// flight (held pulls are woken and answered; requests arriving meanwhile
+// on open remoting connections get SERVICE_NOT_AVAILABLE, which clients
+// retry elsewhere), flush and close the store, then close the remoting
+// connections (their consumers are unregistered). It waits for everything
+// until ctx ends, then cuts what is left.
 func (s *Server) Close(ctx context.Context) error {
 	s.once.Do(func() {
 		var errs []error
@@ -195,6 +307,7 @@ func (s *Server) Close(ctx context.Context) error {
 			errs = append(errs, r.Close(uctx))
 			cancel()
 		}
+		_ = s.rlis.Close()
 		s.msg.Shutdown() // producers' send streams end; they reconnect elsewhere
 		done := make(chan struct{})
 		go func() { s.gs.GracefulStop(); close(done) }()
@@ -207,6 +320,8 @@ func (s *Server) Close(ctx context.Context) error {
 			<-done
 		}
 		errs = append(errs, <-closed)
+		s.drainRemoting(ctx)
+		errs = append(errs, s.rs.Close(), s.rh.Close())
 		errs = append(errs, s.hs.Shutdown(ctx))
 		s.wg.Wait()
 		s.closeErr = errors.Join(errs...)

@@ -34,7 +34,7 @@ func startServer(t *testing.T) (*grpcapi.Server, gantryv1.MessagingClient) {
 			StorePathRootDir: filepath.Join(t.TempDir(), "store"),
 			Logger:           slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
 		},
-		GRPCListener: listen(), HTTPListener: listen(),
+		GRPCListener: listen(), HTTPListener: listen(), RemotingListener: listen(),
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close(context.Background()) })

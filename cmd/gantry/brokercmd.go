@@ -25,7 +25,9 @@ func newBrokerCmd() *cobra.Command {
 		Use:   "broker",
 		Short: "Run a broker",
 		Long: `Broker runs one broker configured by a RocketMQ-style broker.conf (key=value
-lines; unknown keys are errors). Flags override the file.
+lines; unknown keys are errors). Flags override the file. It serves Gantry's
+gRPC API (grpcListenAddr, :8081) and RocketMQ's remoting protocol on listenPort
+(10911, all interfaces), for Apache RocketMQ clients.
 
 Keys: ` + strings.Join(broker.ConfigKeys, ", ") + `.`,
 		Example: `  gantry broker -c broker.conf
@@ -60,8 +62,8 @@ Keys: ` + strings.Join(broker.ConfigKeys, ", ") + `.`,
 			if err != nil {
 				return &exitError{code: exitUsage, err: err}
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "broker %s ready in %v: gRPC %s, HTTP %s\n", s.Broker().Config().BrokerName,
-				time.Since(start).Round(time.Millisecond), s.GRPCAddr(), s.HTTPAddr())
+			fmt.Fprintf(cmd.OutOrStdout(), "broker %s ready in %v: gRPC %s, RocketMQ remoting %s, HTTP %s\n", s.Broker().Config().BrokerName,
+				time.Since(start).Round(time.Millisecond), s.GRPCAddr(), s.RemotingAddr(), s.HTTPAddr())
 			<-cmd.Context().Done()
 			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 			defer cancel()

@@ -18,6 +18,8 @@ func newDevCmd() *cobra.Command {
 	var (
 		dir                  string
 		nsListen, brokerList string
+		nsRemoting           string
+		brokerRemoting       string
 		httpListen           string
 		flush                string
 		verbose              bool
@@ -26,9 +28,11 @@ func newDevCmd() *cobra.Command {
 		Use:   "dev",
 		Short: "Run a nameserver and a broker in one process, for development",
 		Long: `Dev starts a nameserver and a broker in this process, with the store in
---dir, topics created on first use, and prints the endpoints. Ctrl-C shuts
-both down cleanly (the broker unregisters, finishes requests in flight and
-flushes).`,
+--dir, topics created on first use, and prints the endpoints. Both speak
+Gantry's gRPC API and RocketMQ's remoting protocol: Apache RocketMQ clients
+use the nameserver's remoting address (127.0.0.1:9876) as NAMESRV_ADDR.
+Ctrl-C shuts both down cleanly (the broker unregisters, finishes requests in
+flight and flushes).`,
 		Example: `  gantry dev
   gantry admin updateTopic -t Orders
   gantry bench produce -t Orders --count 100000`,
@@ -51,6 +55,7 @@ flushes).`,
 			start := time.Now()
 			c, err := embedded.Start(cmd.Context(), embedded.Options{
 				Dir: dir, NameServerListen: nsListen, BrokerListen: brokerList, HTTPListen: httpListen, Logger: logger,
+				NameServerRemotingListen: nsRemoting, BrokerRemotingListen: brokerRemoting,
 				Broker: func(bc *broker.Config) { bc.FlushDiskType = mode },
 			})
 			if err != nil {
@@ -58,12 +63,15 @@ flushes).`,
 			}
 			abs, _ := filepath.Abs(c.Dir())
 			fmt.Fprintf(cmd.OutOrStdout(), `Gantry dev ready in %v
-  nameserver  %s   (client.Config.NameServers, gantry admin -n)
+  nameserver  %s   (gRPC: client.Config.NameServers, gantry admin -n)
+  nameserver  %s   (RocketMQ remoting: NAMESRV_ADDR of RocketMQ clients)
   broker      %s   (gRPC)
+  broker      %s   (RocketMQ remoting)
   metrics     http://%s/metrics   health /healthz /readyz
   store       %s   (%s, topics auto-created)
 Ctrl-C to stop.
-`, time.Since(start).Round(time.Millisecond), c.NameServerAddr(), c.BrokerAddr(), c.HTTPAddr(), abs, mode)
+`, time.Since(start).Round(time.Millisecond), c.NameServerAddr(), c.NameServerRemotingAddr(), c.BrokerAddr(),
+				c.BrokerRemotingAddr(), c.HTTPAddr(), abs, mode)
 			<-cmd.Context().Done()
 			fmt.Fprintln(cmd.OutOrStdout(), "shutting down")
 			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
@@ -79,6 +87,8 @@ Ctrl-C to stop.
 	f.StringVar(&dir, "dir", "./gantry-data", "data directory (the store is DIR/store)")
 	f.StringVar(&nsListen, "namesrv-listen", "127.0.0.1:9877", "nameserver gRPC listen address")
 	f.StringVar(&brokerList, "broker-listen", "127.0.0.1:8081", "broker gRPC listen address")
+	f.StringVar(&nsRemoting, "namesrv-remoting-listen", "127.0.0.1:9876", "nameserver RocketMQ remoting listen address")
+	f.StringVar(&brokerRemoting, "broker-remoting-listen", "127.0.0.1:10911", "broker RocketMQ remoting listen address (its listenPort)")
 	f.StringVar(&httpListen, "http-listen", "127.0.0.1:5557", "broker metrics and health listen address")
 	f.StringVar(&flush, "flush", "ASYNC_FLUSH", "flushDiskType: ASYNC_FLUSH or SYNC_FLUSH")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log at info level")

@@ -36,11 +36,14 @@ func TestDevStartsAndStopsOnInterrupt(t *testing.T) {
 	done := make(chan int, 1)
 	go func() {
 		done <- run([]string{"dev", "--dir", t.TempDir(), "--namesrv-listen", "127.0.0.1:0",
-			"--broker-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0"}, &out, &errOut)
+			"--broker-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0",
+			"--namesrv-remoting-listen", "127.0.0.1:0", "--broker-remoting-listen", "127.0.0.1:0"}, &out, &errOut)
 	}()
 	require.Eventually(t, func() bool { return strings.Contains(out.String(), "Ctrl-C to stop") }, 10*time.Second, 5*time.Millisecond, errOut.String())
 	assert.Contains(t, out.String(), "Gantry dev ready in")
 	assert.Contains(t, out.String(), "nameserver  127.0.0.1:")
+	assert.Regexp(t, `nameserver  127\.0\.0\.1:\d+   \(RocketMQ remoting`, out.String())
+	assert.Regexp(t, `broker      127\.0\.0\.1:\d+   \(RocketMQ remoting\)`, out.String())
 	require.NoError(t, syscall.Kill(syscall.Getpid(), syscall.SIGINT)) // run catches it
 	select {
 	case code := <-done:

@@ -2,20 +2,24 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gantrymq/gantry/nameserver"
+	"github.com/gantrymq/gantry/remoting"
 )
 
 func newNamesrvCmd() *cobra.Command {
 	var (
-		listen string
-		expiry time.Duration
+		listen         string
+		remotingListen string
+		expiry         time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "namesrv",
@@ -23,7 +27,11 @@ func newNamesrvCmd() *cobra.Command {
 		Long: `Namesrv runs one stateless nameserver: brokers register with it, clients ask it
 where a topic's queues live. Run several for redundancy: brokers register with
 every one, and each answers on its own. A broker is dropped 120 s after its
-last registration or as soon as its registration stream breaks.`,
+last registration or as soon as its registration stream breaks.
+
+It answers Gantry's clients and brokers over gRPC (--listen, 9877) and
+Apache RocketMQ clients over RocketMQ's remoting protocol (--remoting-listen,
+RocketMQ's 9876): routes, cluster info and the topic list.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
@@ -32,18 +40,61 @@ last registration or as soon as its registration stream breaks.`,
 			if err != nil {
 				return &exitError{code: exitUsage, err: err}
 			}
+			rs, err := remoting.NewServer(remoting.Config{Logger: logger}, nameserver.NewRemotingHandler(ns.Registry()))
+			if err != nil {
+				_ = ns.Close(context.Background())
+				return &exitError{code: exitUsage, err: err}
+			}
 			lis, err := net.Listen("tcp", listen)
 			if err != nil {
 				_ = ns.Close(context.Background())
+				_ = rs.Close()
 				return &exitError{code: exitUsage, err: fmt.Errorf("nameserver listen: %w", err)}
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "nameserver ready: gRPC %s\n", lis.Addr())
-			return serveUntilDone(cmd.Context(), logger, func() error { return ns.Serve(lis) }, ns.Close)
+			rlis, err := net.Listen("tcp", remotingListen)
+			if err != nil {
+				lis.Close()
+				_ = ns.Close(context.Background())
+				_ = rs.Close()
+				return &exitError{code: exitUsage, err: fmt.Errorf("nameserver remoting listen: %w", err)}
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "nameserver ready: gRPC %s, RocketMQ remoting %s\n", lis.Addr(), rlis.Addr())
+			stop := func(ctx context.Context) error { return errors.Join(rs.Close(), ns.Close(ctx)) }
+			return serveUntilDone(cmd.Context(), logger, serveBoth(func() error { return ns.Serve(lis) }, func() error { return rs.Serve(rlis) }, stop), stop)
 		},
 	}
 	cmd.Flags().StringVar(&listen, "listen", ":9877", "gRPC listen address")
+	cmd.Flags().StringVar(&remotingListen, "remoting-listen", ":9876", "RocketMQ remoting listen address")
 	cmd.Flags().DurationVar(&expiry, "broker-expiry", 120*time.Second, "drop a broker silent for this long")
 	return cmd
+}
+
+// serveBoth returns a serve function for serveUntilDone that runs a and b
+// until both return: when one fails first, stop ends the other. It
+// returns the first failure.
+func serveBoth(a, b func() error, stop func(context.Context) error) func() error {
+	return func() error {
+		var (
+			wg    sync.WaitGroup
+			once  sync.Once
+			first error
+		)
+		run := func(serve func() error) {
+			err := serve()
+			once.Do(func() {
+				first = err
+				if err != nil {
+					sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+					defer cancel()
+					_ = stop(sctx)
+				}
+			})
+		}
+		wg.Go(func() { run(a) })
+		wg.Go(func() { run(b) })
+		wg.Wait()
+		return first
+	}
 }
 
 // serveUntilDone runs serve until it fails or ctx ends (Ctrl-C), then

@@ -1,0 +1,286 @@
+package remotingapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/gantrymq/gantry/broker"
+	"github.com/gantrymq/gantry/remoting"
+)
+
+// heartbeatData is HEART_BEAT's body (ROCKETMQ-PROTOCOL.md §2.4.9); the
+// fields Gantry does not use (tag sets and codes, versions, producers) are
+// not decoded.
+type heartbeatData struct {
+	ClientID        string         `json:"clientID"`
+	ConsumerDataSet []consumerData `json:"consumerDataSet"`
+}
+
+type consumerData struct {
+	GroupName           string             `json:"groupName"`
+	MessageModel        string             `json:"messageModel"`
+	SubscriptionDataSet []subscriptionData `json:"subscriptionDataSet"`
+}
+
+type subscriptionData struct {
+	Topic          string `json:"topic"`
+	SubString      string `json:"subString"`
+	ExpressionType string `json:"expressionType"`
+}
+
+// heartbeat answers HEART_BEAT (34): each consumer of the client is
+// registered with (or refreshed in) its group, which creates the group's
+// retry topic and registers it with the nameservers at once; the consumer
+// is tied to this connection. Producers need nothing. The answer's version
+// (479) is what the Go client records as the broker's.
+func (h *Handler) heartbeat(_ context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command {
+	var data heartbeatData
+	if err := json.Unmarshal(req.Body, &data); err != nil {
+		return errorResponse(req, fmt.Errorf("%w: heartbeat body: %w", errBadHeader, err))
+	}
+	var errs []error
+	for _, cd := range data.ConsumerDataSet {
+		hb, subs := toHeartbeat(data.ClientID, cd, c.RemoteAddr().String())
+		if err := h.register(c, hb); err != nil {
+			errs = append(errs, fmt.Errorf("consumer group %q: %w", cd.GroupName, err))
+			continue
+		}
+		h.subs.put(cd.GroupName, subs)
+	}
+	if len(errs) > 0 {
+		h.log.Debug("heartbeat refused", "client", data.ClientID, "err", errs[0])
+		return errorResponse(req, errors.Join(errs...))
+	}
+	return remoting.NewResponse(req, remoting.ResSuccess, "")
+}
+
+// toHeartbeat converts a consumer's heartbeat. A subscription of another
+// expression type than TAG is registered as "*": the core evaluates tags
+// only, and pulls refuse it (pullExpression).
+func toHeartbeat(clientID string, cd consumerData, addr string) (broker.Heartbeat, map[string]subscription) {
+	hb := broker.Heartbeat{ClientID: clientID, Group: cd.GroupName, Addr: addr, Model: broker.Clustering}
+	if strings.EqualFold(cd.MessageModel, "BROADCASTING") {
+		hb.Model = broker.Broadcasting
+	}
+	subs := make(map[string]subscription, len(cd.SubscriptionDataSet))
+	for _, sd := range cd.SubscriptionDataSet {
+		expr := sd.SubString
+		if sd.ExpressionType != "" && !strings.EqualFold(sd.ExpressionType, expressionTag) {
+			expr = "*"
+		}
+		hb.Subscriptions = append(hb.Subscriptions, broker.Subscription{Topic: sd.Topic, Expression: expr})
+		subs[sd.Topic] = subscription{expression: sd.SubString, kind: sd.ExpressionType}
+	}
+	return hb, subs
+}
+
+// register heartbeats hb and ties its client to c; the first consumer
+// registered on c arranges for c's consumers to be unregistered when it
+// closes.
+func (h *Handler) register(c *remoting.Conn, hb broker.Heartbeat) error {
+	first, err := h.clients.register(c, member{hb.Group, hb.ClientID}, func() error { return h.b.Heartbeat(hb) })
+	if first { // a handler is running on c: the hook cannot run before it is added
+		c.OnClose(func() { h.connClosed(c) })
+	}
+	return err
+}
+
+// connClosed unregisters the consumers whose last heartbeat came over c:
+// the Go client never sends UNREGISTER_CLIENT, it just closes its
+// connections. Their groups' other members are told (notifier).
+func (h *Handler) connClosed(c *remoting.Conn) {
+	h.clients.closed(c, func(m member) {
+		h.log.Debug("connection closed: consumer unregistered", "group", m.group, "client", m.clientID, "conn", c.String())
+		h.b.UnregisterClient(m.group, m.clientID)
+	})
+}
+
+// unregisterClient answers UNREGISTER_CLIENT (35), which Java clients send
+// at shutdown: the consumer leaves its group.
+func (h *Handler) unregisterClient(_ context.Context, _ *remoting.Conn, req *remoting.Command) *remoting.Command {
+	rd := extReader{req: req}
+	clientID := rd.str("clientID", true)
+	if rd.err != nil {
+		return errorResponse(req, rd.err)
+	}
+	if group := req.Ext("consumerGroup"); group != "" {
+		h.clients.unregister(member{group, clientID}, func() { h.b.UnregisterClient(group, clientID) })
+	}
+	return remoting.NewResponse(req, remoting.ResSuccess, "")
+}
+
+// consumerList answers GET_CONSUMER_LIST_BY_GROUP (38) with
+// {"consumerIdList":[...]}, the group's live clients; like Java, a group
+// without any is SYSTEM_ERROR with no body (the Go client reads an empty
+// list either way).
+func (h *Handler) consumerList(_ context.Context, _ *remoting.Conn, req *remoting.Command) *remoting.Command {
+	rd := extReader{req: req}
+	group := rd.str("consumerGroup", true)
+	if rd.err != nil {
+		return errorResponse(req, rd.err)
+	}
+	ids := h.b.ConsumerList(group)
+	if len(ids) == 0 {
+		return remoting.ErrorResponse(req, remoting.ResSystemError, "no consumer for this group, %s", group)
+	}
+	return jsonResponse(req, struct {
+		ConsumerIDList []string `json:"consumerIdList"`
+	}{ids})
+}
+
+// jsonResponse is SUCCESS with v as its JSON body.
+func jsonResponse(req *remoting.Command, v any) *remoting.Command {
+	body, err := json.Marshal(v)
+	if err != nil {
+		return remoting.ErrorResponse(req, remoting.ResSystemError, "encoding the answer to %s: %v", req.RequestCode(), err)
+	}
+	resp := remoting.NewResponse(req, remoting.ResSuccess, "")
+	resp.Body = body
+	return resp
+}
+
+// member names a consumer client of a group.
+type member struct{ group, clientID string }
+
+// clientTable ties each consumer to the connection of its last heartbeat.
+// regMu serializes the changes that call the broker (a heartbeat, the
+// cleanup of a closed connection, an unregistration), so that a client
+// moving to a new connection is never unregistered by its old one; it is
+// taken before mu, which guards the maps.
+type clientTable struct {
+	regMu sync.Mutex
+
+	mu     sync.Mutex
+	owner  map[member]*remoting.Conn              // the connection of the member's last heartbeat
+	byConn map[*remoting.Conn]map[member]struct{} // a connection's members; present once hooked
+}
+
+func newClientTable() clientTable {
+	return clientTable{owner: map[member]*remoting.Conn{}, byConn: map[*remoting.Conn]map[member]struct{}{}}
+}
+
+// register makes c m's connection and runs heartbeat; if it fails, m's
+// connection is what it was. It reports whether c had no member before
+// (its close must be hooked). The connection is recorded first, so that
+// the notification of m's joining, which heartbeat triggers, reaches c.
+func (t *clientTable) register(c *remoting.Conn, m member, heartbeat func() error) (first bool, err error) {
+	t.regMu.Lock()
+	defer t.regMu.Unlock()
+	t.mu.Lock()
+	prev := t.owner[m]
+	ms, hooked := t.byConn[c]
+	if !hooked {
+		ms = map[member]struct{}{}
+		t.byConn[c] = ms
+	}
+	_, had := ms[m]
+	t.setOwner(m, c)
+	t.mu.Unlock()
+	if err := heartbeat(); err != nil {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if !had {
+			delete(ms, m)
+		}
+		if prev != nil {
+			t.setOwner(m, prev)
+		} else {
+			delete(t.owner, m)
+		}
+		return !hooked, err
+	}
+	return !hooked, nil
+}
+
+// setOwner makes c m's connection. t.mu is held.
+func (t *clientTable) setOwner(m member, c *remoting.Conn) {
+	if prev := t.owner[m]; prev != nil && prev != c {
+		delete(t.byConn[prev], m)
+	}
+	t.owner[m] = c
+	t.byConn[c][m] = struct{}{}
+}
+
+// closed forgets c and calls unregister for each member whose connection
+// it was.
+func (t *clientTable) closed(c *remoting.Conn, unregister func(member)) {
+	t.regMu.Lock()
+	defer t.regMu.Unlock()
+	t.mu.Lock()
+	var gone []member
+	for m := range t.byConn[c] {
+		if t.owner[m] == c {
+			delete(t.owner, m)
+			gone = append(gone, m)
+		}
+	}
+	delete(t.byConn, c)
+	t.mu.Unlock()
+	for _, m := range gone {
+		unregister(m)
+	}
+}
+
+// unregister forgets m and calls leave.
+func (t *clientTable) unregister(m member, leave func()) {
+	t.regMu.Lock()
+	defer t.regMu.Unlock()
+	t.mu.Lock()
+	if c := t.owner[m]; c != nil {
+		delete(t.byConn[c], m)
+		delete(t.owner, m)
+	}
+	t.mu.Unlock()
+	leave()
+}
+
+// conns returns the connections of group's members for which live says
+// yes, each once.
+func (t *clientTable) conns(group string, live func(clientID string) bool) []*remoting.Conn {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	seen := map[*remoting.Conn]bool{}
+	var out []*remoting.Conn
+	for m, c := range t.owner {
+		if m.group == group && !seen[c] && live(m.clientID) {
+			seen[c] = true
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// subscription is a group's subscription to a topic, from its last
+// heartbeat.
+type subscription struct {
+	expression string // "*", "TagA || TagB", or a SQL92 expression
+	kind       string // expressionType: "TAG" (or empty), "SQL92"
+}
+
+type subKey struct{ group, topic string }
+
+// subscriptions caches the groups' subscriptions for the pulls that carry
+// none. The last heartbeat of a group wins, as in Java.
+type subscriptions struct {
+	mu    sync.RWMutex
+	byKey map[subKey]subscription
+}
+
+func (s *subscriptions) put(group string, subs map[string]subscription) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for topic, sub := range subs {
+		s.byKey[subKey{group, topic}] = sub
+	}
+}
+
+func (s *subscriptions) get(group, topic string) (subscription, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	sub, ok := s.byKey[subKey{group, topic}]
+	return sub, ok
+}

@@ -1,0 +1,53 @@
+package remotingapi
+
+import (
+	"context"
+	"errors"
+
+	"github.com/gantrymq/gantry/broker"
+	"github.com/gantrymq/gantry/commitlog"
+	"github.com/gantrymq/gantry/remoting"
+)
+
+// ErrClosed is returned by Close after the first call.
+var ErrClosed = errors.New("remotingapi: closed")
+
+// errBadHeader marks a request whose ext fields or body do not parse.
+var errBadHeader = errors.New("remotingapi: malformed request")
+
+// Code returns the RocketMQ response code for a broker error, chosen for
+// what the Go client does with it (ROCKETMQ-PROTOCOL.md §2.2): a transient
+// problem is SERVICE_NOT_AVAILABLE (14), which a producer retries on
+// another broker, never SYSTEM_BUSY (2), which it does not retry; bad
+// input is MESSAGE_ILLEGAL (13) for messages and INVALID_PARAMETER (29)
+// otherwise, neither retried.
+func Code(err error) remoting.ResponseCode {
+	switch {
+	case err == nil:
+		return remoting.ResSuccess
+	case errors.Is(err, broker.ErrInvalidMessage), errors.Is(err, commitlog.ErrRecordTooLarge):
+		return remoting.ResMessageIllegal
+	case errors.Is(err, broker.ErrInvalidTopic), errors.Is(err, broker.ErrInvalidArgument), errors.Is(err, errBadHeader):
+		return remoting.ResInvalidParameter
+	case errors.Is(err, broker.ErrReservedTopic), errors.Is(err, broker.ErrNoPermission):
+		return remoting.ResNoPermission
+	case errors.Is(err, broker.ErrTopicNotFound):
+		return remoting.ResTopicNotExist
+	case errors.Is(err, broker.ErrGroupNotFound):
+		return remoting.ResSubscriptionGroupNotExist
+	case errors.Is(err, broker.ErrNotRegistered):
+		return remoting.ResConsumerNotOnline
+	case errors.Is(err, commitlog.ErrFlushTimeout):
+		return remoting.ResFlushDiskTimeout
+	case errors.Is(err, broker.ErrShuttingDown), errors.Is(err, commitlog.ErrClosed),
+		errors.Is(err, commitlog.ErrFlushFailed), errors.Is(err, commitlog.ErrDiskFull),
+		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return remoting.ResServiceNotAvailable
+	}
+	return remoting.ResSystemError
+}
+
+// errorResponse answers req with err's code and message.
+func errorResponse(req *remoting.Command, err error) *remoting.Command {
+	return remoting.NewResponse(req, Code(err), err.Error())
+}

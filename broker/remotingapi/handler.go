@@ -1,0 +1,143 @@
+package remotingapi
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/gantrymq/gantry/broker"
+	"github.com/gantrymq/gantry/remoting"
+)
+
+// Defaults of Config.
+const (
+	// DefaultMaxHold is Config.MaxHold's default: Java's own push consumer
+	// asks for 15 s, and the Go client gives up on a pull after 30 s.
+	DefaultMaxHold = 15 * time.Second
+	// DefaultNotifyTimeout is Config.NotifyTimeout's default.
+	DefaultNotifyTimeout = 3 * time.Second
+	// DefaultYoungQueueBytes is Config.YoungQueueBytes's default.
+	DefaultYoungQueueBytes = 1 << 30
+)
+
+// Config configures a Handler. The zero value of every field means its
+// default.
+type Config struct {
+	// MaxHold bounds how long a pull waits for a message (long polling),
+	// whatever its suspendTimeoutMillis asks; the broker's
+	// longPollingMaxHold bounds it too. Default 15 s.
+	MaxHold time.Duration
+	// NotifyTimeout bounds the writing of one NOTIFY_CONSUMER_IDS_CHANGED
+	// to a connection. Default 3 s.
+	NotifyTimeout time.Duration
+	// YoungQueueBytes decides QUERY_CONSUMER_OFFSET for a group without an
+	// offset in a queue. As a Java broker answers offset 0 ("read from the
+	// start") rather than QUERY_NOT_FOUND when the queue was never trimmed
+	// and its first message is still in the page cache, so that a new group
+	// reads a young topic from its first message even when it starts from
+	// the last offset (ROCKETMQ-PROTOCOL.md §2.4.4), Gantry answers 0 when
+	// the queue was never trimmed and its first message lies within the
+	// last YoungQueueBytes of the commit log (an empty queue is young).
+	// Default 1 GiB; negative: always QUERY_NOT_FOUND.
+	YoungQueueBytes int64
+	// Logger receives membership notifications (Debug) and refused
+	// requests (Debug). Default: discard.
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.MaxHold <= 0 {
+		c.MaxHold = DefaultMaxHold
+	}
+	if c.NotifyTimeout <= 0 {
+		c.NotifyTimeout = DefaultNotifyTimeout
+	}
+	if c.YoungQueueBytes == 0 {
+		c.YoungQueueBytes = DefaultYoungQueueBytes
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// Handler is a broker's remoting front end: a remoting.Handler that
+// answers RocketMQ clients' requests with calls on the broker. Its methods
+// are safe for concurrent use.
+type Handler struct {
+	b   *broker.Broker
+	cfg Config
+	log *slog.Logger
+	mux *remoting.Mux
+
+	clients clientTable
+	subs    subscriptions
+	notes   *notifier
+
+	removeHook func()
+	stop       context.CancelFunc
+	wg         sync.WaitGroup
+	closeOnce  sync.Once
+}
+
+// New returns the remoting front end of b and starts its notifier, which
+// tells connections of membership changes. Close stops it; close the
+// remoting.Server serving the Handler first.
+func New(b *broker.Broker, cfg Config) *Handler {
+	cfg = cfg.withDefaults()
+	h := &Handler{
+		b: b, cfg: cfg, log: cfg.Logger.With("component", "remotingapi"),
+		clients: newClientTable(), subs: subscriptions{byKey: map[subKey]subscription{}},
+		notes: newNotifier(),
+	}
+	h.mux = h.routes()
+	ctx, stop := context.WithCancel(context.Background())
+	h.stop = stop
+	h.removeHook = b.AddConsumersChangedHook(h.notes.add)
+	h.wg.Go(func() { h.notifyLoop(ctx) })
+	return h
+}
+
+// routes registers a handler per request code; the Mux answers the others
+// REQUEST_CODE_NOT_SUPPORTED.
+func (h *Handler) routes() *remoting.Mux {
+	m := remoting.NewMux()
+	m.HandleFunc(remoting.ReqSendMessage, h.sendMessage)
+	m.HandleFunc(remoting.ReqSendMessageV2, h.sendMessageV2)
+	m.HandleFunc(remoting.ReqSendBatchMessage, h.sendBatch)
+	m.HandleFunc(remoting.ReqPullMessage, h.pull)
+	m.HandleFunc(remoting.ReqHeartBeat, h.heartbeat)
+	m.HandleFunc(remoting.ReqUnregisterClient, h.unregisterClient)
+	m.HandleFunc(remoting.ReqGetConsumerListByGroup, h.consumerList)
+	m.HandleFunc(remoting.ReqQueryConsumerOffset, h.queryConsumerOffset)
+	m.HandleFunc(remoting.ReqUpdateConsumerOffset, h.updateConsumerOffset)
+	m.HandleFunc(remoting.ReqSearchOffsetByTimestamp, h.searchOffset)
+	m.HandleFunc(remoting.ReqGetMaxOffset, h.maxOffset)
+	m.HandleFunc(remoting.ReqGetMinOffset, h.minOffset)
+	m.HandleFunc(remoting.ReqConsumerSendMsgBack, h.sendBack)
+	m.HandleFunc(remoting.ReqLockBatchMQ, h.lockBatch)
+	m.HandleFunc(remoting.ReqUnlockBatchMQ, h.unlockBatch)
+	m.HandleFunc(remoting.ReqQueryMessage, h.queryMessage)
+	m.HandleFunc(remoting.ReqViewMessageByID, h.viewMessage)
+	return m
+}
+
+// ServeRemoting implements remoting.Handler.
+func (h *Handler) ServeRemoting(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command {
+	return h.mux.ServeRemoting(ctx, c, req)
+}
+
+// Close stops the notifier and waits for it. Later calls return ErrClosed.
+// Close the remoting.Server first: connections closing afterwards still
+// unregister their consumers, but nobody is told.
+func (h *Handler) Close() error {
+	err := ErrClosed
+	h.closeOnce.Do(func() {
+		err = nil
+		h.removeHook()
+		h.stop()
+		h.wg.Wait()
+	})
+	return err
+}
