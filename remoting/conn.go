@@ -19,11 +19,14 @@ import (
 var connIDs atomic.Uint64
 
 // Conn is one remoting connection, accepted by a Server or dialed by a
-// Client. It reads frames in one goroutine, runs each request's handler in
-// a goroutine of its own (at most Config.MaxConcurrentPerConn at once),
-// writes every frame whole under a write lock, and matches responses to
-// the requests this side sent with Invoke. Its methods are safe for
-// concurrent use.
+// Client. It reads frames in one goroutine, runs each request's handler on
+// a worker goroutine (at most Config.MaxConcurrentPerConn at once; an idle
+// worker takes the next request, so that a busy connection does not start
+// a goroutine, and grow its stack, per request), writes every frame whole,
+// and matches responses to the requests this side sent with Invoke. Frames
+// written while another write is in progress are gathered and go out
+// together in the next write: under load one write system call carries
+// many frames. Its methods are safe for concurrent use.
 type Conn struct {
 	id    uint64
 	nc    net.Conn
@@ -36,9 +39,13 @@ type Conn struct {
 	cancel context.CancelCauseFunc
 
 	sem      chan struct{} // a slot per running handler
+	jobs     chan *Command // requests for idle workers
 	handlers sync.WaitGroup
 
-	wmu sync.Mutex // held while one frame is written
+	wmu      sync.Mutex // guards wbuf, wspare and flushing
+	wbuf     []byte     // frames waiting for the next write
+	wspare   []byte     // the buffer of the last write, for reuse
+	flushing bool       // a writer is writing; frames added meanwhile go out with its next write
 
 	mu       sync.Mutex
 	pending  map[int32]chan *Command // Invoke's waiters, by opaque
@@ -57,6 +64,7 @@ func newConn(parent context.Context, nc net.Conn, cfg Config, h Handler, stats *
 		h:       h,
 		stats:   stats,
 		sem:     make(chan struct{}, cfg.MaxConcurrentPerConn),
+		jobs:    make(chan *Command),
 		pending: make(map[int32]chan *Command),
 		done:    make(chan struct{}),
 	}
@@ -192,10 +200,35 @@ func (c *Conn) readLoop() error {
 		case <-c.ctx.Done():
 			return context.Cause(c.ctx)
 		}
-		c.handlers.Go(func() {
-			defer func() { <-c.sem }()
-			c.serve(cmd)
-		})
+		select {
+		case c.jobs <- cmd: // an idle worker took it
+		default:
+			c.handlers.Go(func() { c.worker(cmd) })
+		}
+	}
+}
+
+// workerIdle is how long a handler worker waits for another request
+// before it ends.
+const workerIdle = 30 * time.Second
+
+// worker serves req, then the requests handed to it while it is idle,
+// until it was idle for workerIdle or the connection closes. Each request
+// holds a slot of c.sem until it was answered.
+func (c *Conn) worker(req *Command) {
+	idle := time.NewTimer(workerIdle)
+	defer idle.Stop()
+	for {
+		c.serve(req)
+		<-c.sem
+		idle.Reset(workerIdle)
+		select {
+		case req = <-c.jobs:
+		case <-idle.C:
+			return
+		case <-c.ctx.Done():
+			return
+		}
 	}
 }
 
@@ -253,18 +286,16 @@ func (c *Conn) call(req *Command) (resp *Command) {
 // frame limit; the connection is still usable.
 var errUnwritable = errors.New("remoting: command cannot be written")
 
-// bodyInline is the body size up to which a body is copied after its
-// header for one Write; larger bodies go out with writev, uncopied.
-const bodyInline = 32 << 10
+// maxWriteBuf is the largest write buffer kept for reuse.
+const maxWriteBuf = 256 << 10
 
-// maxPooledBuf is the largest buffer returned to bufPool.
-const maxPooledBuf = 64 << 10
-
-var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
-
-// write sends cmd as one frame. ctx's deadline, if earlier than
-// WriteTimeout's, bounds the write. A failed write closes the connection:
-// part of a frame may have gone out.
+// write sends cmd as one frame. The frame joins the frames waiting to be
+// written; if no other write is in progress, this call writes them all
+// (and whatever is added meanwhile) before it returns, else the write in
+// progress takes it along and write returns at once. The writing call's
+// ctx deadline, if earlier than WriteTimeout's, bounds its writes. A
+// failed write closes the connection (part of a frame may have gone
+// out), which fails every Invoke waiting on it.
 func (c *Conn) write(ctx context.Context, cmd *Command) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -272,33 +303,41 @@ func (c *Conn) write(ctx context.Context, cmd *Command) error {
 	if c.ctx.Err() != nil {
 		return c.closedErr()
 	}
-	bp := bufPool.Get().(*[]byte)
-	defer func() {
-		if cap(*bp) <= maxPooledBuf {
-			bufPool.Put(bp)
-		}
-	}()
-	buf, err := cmd.appendFrameHead((*bp)[:0])
+	c.wmu.Lock()
+	start := len(c.wbuf)
+	buf, err := cmd.appendFrameHead(c.wbuf)
 	if err != nil {
+		c.wbuf = buf[:start]
+		c.wmu.Unlock()
 		return fmt.Errorf("%w: %w", errUnwritable, err)
 	}
-	if size := int64(len(buf) + len(cmd.Body)); size > c.cfg.MaxFrameBytes {
+	if size := int64(len(buf) - start + len(cmd.Body)); size > c.cfg.MaxFrameBytes {
+		c.wbuf = buf[:start]
+		c.wmu.Unlock()
 		return fmt.Errorf("%w: %w: %d bytes, limit %d", errUnwritable, ErrFrameTooLarge, size, c.cfg.MaxFrameBytes)
 	}
-	inline := len(cmd.Body) <= bodyInline
-	if inline {
-		buf = append(buf, cmd.Body...)
+	c.wbuf = append(buf, cmd.Body...)
+	if c.flushing {
+		c.wmu.Unlock()
+		return nil
 	}
-	*bp = buf
-	c.wmu.Lock()
-	err = c.nc.SetWriteDeadline(c.writeDeadline(ctx))
-	if err == nil {
-		if inline {
-			_, err = c.nc.Write(buf)
-		} else {
-			bufs := net.Buffers{buf, cmd.Body}
-			_, err = bufs.WriteTo(c.nc)
+	c.flushing = true
+	for len(c.wbuf) > 0 && err == nil {
+		out := c.wbuf
+		c.wbuf = c.wspare[:0]
+		c.wmu.Unlock()
+		if err = c.nc.SetWriteDeadline(c.writeDeadline(ctx)); err == nil {
+			_, err = c.nc.Write(out)
 		}
+		c.wmu.Lock()
+		c.wspare = nil
+		if cap(out) <= maxWriteBuf {
+			c.wspare = out[:0]
+		}
+	}
+	c.flushing = false
+	if err != nil {
+		c.wbuf = c.wbuf[:0]
 	}
 	c.wmu.Unlock()
 	if err != nil {

@@ -33,7 +33,7 @@ type envOption func(*broker.Config, *remotingapi.Config)
 
 // newEnv opens a broker (small store files, topics not auto-created) and
 // serves its remoting front end; the test's cleanup stops both.
-func newEnv(t *testing.T, opts ...envOption) *env {
+func newEnv(t testing.TB, opts ...envOption) *env {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -73,7 +73,7 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 
 // dial connects a remoting client, closed by the test's cleanup; h, if
 // set, answers the requests the broker sends.
-func (e *env) dial(t *testing.T, h remoting.Handler) *remoting.Client {
+func (e *env) dial(t testing.TB, h remoting.Handler) *remoting.Client {
 	t.Helper()
 	cl, err := remoting.Dial(t.Context(), e.addr, remoting.DialOptions{Handler: h})
 	require.NoError(t, err)
@@ -81,7 +81,7 @@ func (e *env) dial(t *testing.T, h remoting.Handler) *remoting.Client {
 	return cl
 }
 
-func (e *env) createTopic(t *testing.T, name string, queues int32) {
+func (e *env) createTopic(t testing.TB, name string, queues int32) {
 	t.Helper()
 	require.NoError(t, e.b.CreateOrUpdateTopic(metadata.TopicConfig{
 		TopicName: name, ReadQueueNums: queues, WriteQueueNums: queues, Perm: metadata.PermRead | metadata.PermWrite,
@@ -142,7 +142,7 @@ func request(code remoting.RequestCode, ext map[string]string, body []byte) *rem
 
 // invoke sends req and returns the response, failing after 30 s (the Go
 // client's pull timeout, the longest it waits).
-func invoke(t *testing.T, cl *remoting.Client, req *remoting.Command) *remoting.Command {
+func invoke(t testing.TB, cl *remoting.Client, req *remoting.Command) *remoting.Command {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
@@ -153,7 +153,7 @@ func invoke(t *testing.T, cl *remoting.Client, req *remoting.Command) *remoting.
 }
 
 // requireCode fails unless resp has code want.
-func requireCode(t *testing.T, want remoting.ResponseCode, resp *remoting.Command) {
+func requireCode(t testing.TB, want remoting.ResponseCode, resp *remoting.Command) {
 	t.Helper()
 	require.Equal(t, want, resp.ResponseCode(), "remark: %s", resp.Remark)
 }
@@ -169,7 +169,7 @@ func extInt(t *testing.T, resp *remoting.Command, key string) int64 {
 
 // sendOne sends one message with SEND_MESSAGE's long names and returns
 // the response.
-func sendOne(t *testing.T, cl *remoting.Client, topic string, qid int32, body string, props message.Properties) *remoting.Command {
+func sendOne(t testing.TB, cl *remoting.Client, topic string, qid int32, body string, props message.Properties) *remoting.Command {
 	t.Helper()
 	return invoke(t, cl, request(remoting.ReqSendMessage, map[string]string{
 		"producerGroup": "PG", "topic": topic, "queueId": strconv.Itoa(int(qid)), "sysFlag": "0",
