@@ -25,6 +25,7 @@ import (
 
 	"github.com/gantrymq/gantry/broker"
 	"github.com/gantrymq/gantry/broker/grpcapi"
+	"github.com/gantrymq/gantry/broker/remotingapi"
 	"github.com/gantrymq/gantry/nameserver"
 	"github.com/gantrymq/gantry/remoting"
 )
@@ -49,6 +50,10 @@ type Options struct {
 	NoAutoCreateTopics bool
 	// Broker, if set, adjusts the broker's configuration before it starts.
 	Broker func(*broker.Config)
+	// Remoting, if set, adjusts the broker's RocketMQ remoting front end
+	// (its long-poll limit, the young-queue rule of QUERY_CONSUMER_OFFSET)
+	// before it starts.
+	Remoting func(*remotingapi.Config)
 	// Logger receives both components' logs. Default: discard.
 	Logger *slog.Logger
 }
@@ -174,7 +179,11 @@ func (c *Cluster) StartBroker(ctx context.Context) error {
 		hlis.Close()
 		return fmt.Errorf("broker remoting listen: %w", err)
 	}
-	s, err := grpcapi.Start(ctx, grpcapi.ServerConfig{Broker: bc, GRPCListener: glis, HTTPListener: hlis, RemotingListener: rlis})
+	var rc remotingapi.Config
+	if c.opts.Remoting != nil {
+		c.opts.Remoting(&rc)
+	}
+	s, err := grpcapi.Start(ctx, grpcapi.ServerConfig{Broker: bc, GRPCListener: glis, HTTPListener: hlis, RemotingListener: rlis, Remoting: rc})
 	if err != nil {
 		glis.Close()
 		hlis.Close()

@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gantrymq/gantry/broker"
+	"github.com/gantrymq/gantry/broker/remotingapi"
 	"github.com/gantrymq/gantry/client"
 	"github.com/gantrymq/gantry/embedded"
 )
@@ -61,7 +62,14 @@ type env struct {
 // it closed every connection it had accepted.
 func newEnv(t testing.TB, opts ...func(*broker.Config)) *env {
 	t.Helper()
-	c, err := embedded.Start(t.Context(), embedded.Options{Logger: clusterLogger(t), Broker: func(bc *broker.Config) {
+	return newEnvWith(t, nil, opts...)
+}
+
+// newEnvWith is newEnv with the broker's remoting front end adjusted by
+// remoting (if set).
+func newEnvWith(t testing.TB, remoting func(*remotingapi.Config), opts ...func(*broker.Config)) *env {
+	t.Helper()
+	c, err := embedded.Start(t.Context(), embedded.Options{Logger: clusterLogger(t), Remoting: remoting, Broker: func(bc *broker.Config) {
 		bc.MessageDelayLevel = shortDelayLevels
 		for _, o := range opts {
 			o(bc)
