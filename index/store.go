@@ -27,6 +27,18 @@ type Store struct {
 	mu     sync.RWMutex
 	files  []*indexFile // ordered by name (creation time) and phyOffset
 	closed bool
+
+	// prep delivers the first file, created in the background when the
+	// store opened without any (guarded by wmu; nil once taken): creating
+	// and syncing a preallocated file of hundreds of MiB held the first
+	// message's dispatch up by over a second on a loaded machine.
+	prep chan preparedFile
+}
+
+// preparedFile is the outcome of the background creation of a file.
+type preparedFile struct {
+	f   *indexFile
+	err error
 }
 
 // Open opens the index files in cfg.Dir, creating the directory if needed.
@@ -42,7 +54,29 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err := s.recover(ctx); err != nil {
 		return nil, err
 	}
+	if len(s.files) == 0 {
+		s.prep = make(chan preparedFile, 1)
+		go func() { // joined by newFile or Close, which receive its result
+			f, err := createFile(s.cfg.FS, s.cfg.Dir, fileName(s.cfg.Now()), int32(s.cfg.SlotCount), int32(s.cfg.EntryCount))
+			s.prep <- preparedFile{f, err}
+		}()
+	}
 	return s, nil
+}
+
+// takePrepared waits for the file being created in the background, if
+// any, and returns it (nil if there is none or its creation failed).
+// Writer only.
+func (s *Store) takePrepared() *indexFile {
+	if s.prep == nil {
+		return nil
+	}
+	p := <-s.prep
+	s.prep = nil
+	if p.err != nil {
+		s.log.Warn("creating the first index file in the background failed; creating it now", "err", p.err)
+	}
+	return p.f
 }
 
 // Put adds an index entry for key pointing at the record at phyOffset,
@@ -82,8 +116,21 @@ func (s *Store) PutHash(hash int32, phyOffset int64, storeTimestamp int64) error
 	return nil
 }
 
-// newFile creates the next file and appends it to the list. Writer only.
+// newFile creates the next file (or takes the one created in the
+// background) and appends it to the list. Writer only.
 func (s *Store) newFile() (*indexFile, error) {
+	if f := s.takePrepared(); f != nil {
+		if len(s.files) == 0 {
+			s.mu.Lock()
+			s.files = append(s.files, f)
+			s.mu.Unlock()
+			s.created = true
+			return f, nil
+		}
+		if err := s.removeFiles([]*indexFile{f}); err != nil { // cannot happen: only newFile adds files
+			return nil, err
+		}
+	}
 	name := fileName(s.cfg.Now())
 	if n := len(s.files); n > 0 && name <= s.files[n-1].name {
 		// Same millisecond (or the clock went back): keep names unique and
@@ -210,6 +257,9 @@ func (s *Store) Close() error {
 		return ErrClosed
 	}
 	err := s.flush()
+	if f := s.takePrepared(); f != nil { // never used: leave no empty file behind
+		err = errors.Join(err, s.removeFiles([]*indexFile{f}))
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.closed = true
