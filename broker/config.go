@@ -70,7 +70,7 @@ const (
 	DefaultQueueLockTTL          = 60 * time.Second
 	DefaultTimerMaxDelay         = 72 * time.Hour
 	DefaultDLQRetention          = 72 * time.Hour
-	DefaultDuplicationWindow     = 5 * time.Minute // the suggested window; de-duplication is off unless set
+	DefaultDuplicationWindow     = 5 * time.Minute
 
 	// DuplicationOff as Config.DuplicationWindow (any negative value does)
 	// turns the de-duplication of sends off; duplicationWindow=0 in
@@ -187,12 +187,11 @@ type Config struct {
 	// duration like 5m in the file, 0 for off): how long after storing a
 	// message of a user send the broker answers a repeat of its key (its
 	// IDEMPOTENCY_KEY, else its UNIQ_KEY, within its topic) with the
-	// original's result, marked duplicate, storing nothing. The keys are
-	// rebuilt from the log at Open. Default off (0, DuplicationOff or any
-	// negative value): the table costs ~55-110 bytes of heap per key, which
-	// at full speed over 5 minutes is more memory and garbage collection
-	// than the broker is given by default; DefaultDuplicationWindow (5 min)
-	// is the window to set. See docs/BROKER.md.
+	// original's result, marked duplicate, storing nothing. The store's key
+	// index remembers the keys, so memory does not grow with the window,
+	// and a restart keeps them. Default 5 min (DefaultDuplicationWindow);
+	// DuplicationOff (or any negative value) turns it off. See
+	// docs/BROKER.md.
 	DuplicationWindow time.Duration
 
 	// Not in broker.conf.
@@ -251,9 +250,7 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.QueueLockTTL, DefaultQueueLockTTL)
 	setDefault(&c.TimerMaxDelay, DefaultTimerMaxDelay)
 	setDefault(&c.DLQRetention, DefaultDLQRetention)
-	if c.DuplicationWindow == 0 {
-		c.DuplicationWindow = DuplicationOff
-	}
+	setDefault(&c.DuplicationWindow, DefaultDuplicationWindow)
 	setDefault(&c.scheduleTick, defaultScheduleTick)
 	setDefault(&c.dlqSweepInterval, defaultDLQSweepInterval)
 	if len(c.MessageDelayLevel) == 0 {

@@ -151,7 +151,7 @@ func TestConfigDefaults(t *testing.T) {
 		time.Hour, 2 * time.Hour}, c.MessageDelayLevel)
 	assert.Equal(t, 72*time.Hour, c.TimerMaxDelay)
 	assert.Equal(t, 72*time.Hour, c.DLQRetention)
-	assert.Equal(t, broker.DuplicationOff, c.DuplicationWindow)
+	assert.Equal(t, 5*time.Minute, c.DuplicationWindow)
 	assert.NotNil(t, c.Now)
 	assert.NotNil(t, c.Logger)
 	assert.NoError(t, broker.Config{}.Validate())

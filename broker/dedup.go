@@ -5,7 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/maphash"
-	"strings"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,21 +16,26 @@ import (
 
 // De-duplication of user sends (docs/BROKER.md, "De-duplication of sends").
 //
-// The table remembers, for DuplicationWindow after it was stored, where
-// each message of a user send (Send, SendRecords) went, by its topic and
-// key: its IDEMPOTENCY_KEY, or its UNIQ_KEY when it has none. A send
-// claims its keys under the table's mutex before it stores anything; a key
-// already claimed by a send still in flight makes it wait for that send to
-// land (then it is a duplicate, or stores if that one failed), so that of
-// two concurrent sends of one key exactly one stores it.
+// The store's key index is the memory of the keys stored: the dispatcher
+// indexes every record under its topic by its UNIQ_KEY and its
+// IDEMPOTENCY_KEY, and a parked record under its REAL_TOPIC by its key
+// too, with its store time. A user send (Send, SendRecords) claims the
+// keys of its messages (their IDEMPOTENCY_KEY, else their UNIQ_KEY) under
+// the table's mutex before it stores anything; a key already claimed by a
+// send still in flight makes it wait for that send to land (then it is a
+// duplicate, or stores if that one failed), so that of two concurrent
+// sends of one key exactly one stores it. Holding its claims, the send
+// then looks each key up in the index (store.FindByKey): the oldest record
+// of the topic (or parked for it) with that key stored within the window
+// is the original, and the message is a duplicate of it.
 //
-// Claims in flight sit in a small map of their own. Stored keys live in
-// two generations of maps: the current one takes every key stored; once it
-// is a window old it becomes the previous one, and the previous one is
-// dropped whole (every key in it was stored at least a window ago). A
-// lookup checks the claims, the current map, then the previous one, and a
-// key older than the window counts as absent, so expiry needs no goroutine
-// and the memory held is between one and two windows of keys.
+// The index lags the log by the dispatcher's delay, so a landed send keeps
+// its keys in the table, with where they went, until the dispatcher has
+// passed their records: each claim drops, in the order they landed, the
+// recent keys whose records are below the store's dispatch position. This
+// needs no goroutine, and the table holds about the keys of the sends in
+// flight and of the dispatcher's delay (a few ms of sends), whatever the
+// window.
 
 // SendResult says where a message of a Send or SendRecords went.
 type SendResult struct {
@@ -46,87 +51,87 @@ type SendResult struct {
 // of an earlier message of the same send with the same key (a duplicate of
 // it).
 const (
-	markNone int32 = -1 // no key: stored, not remembered
-	markNew  int32 = -2 // claimed: stored and remembered
-	markDup  int32 = -3 // a duplicate of a message stored before: not stored
+	markNone  int32 = -1 // no key: stored, not remembered
+	markNew   int32 = -2 // claimed: stored and remembered
+	markDup   int32 = -3 // a duplicate of a recent send: not stored
+	markFound int32 = -4 // claimed, then found in the index: a duplicate, not stored; the claim goes at land
 )
 
-// dedupTable is the broker's memory of the keys of recent user sends. Its
-// methods are safe for concurrent use; its mutex is a leaf.
+// dedupTable holds the claims of the sends in flight and the recent keys
+// not yet known indexed. Its methods are safe for concurrent use; its
+// mutex is a leaf.
 //
-// A key is remembered by a 16-byte id: the 16 bytes a UNIQ_KEY of 32
+// A key of a topic is held by a 16-byte id: the 16 bytes a UNIQ_KEY of 32
 // upper-case hex digits (the form producers make) spells, else a 128-bit
-// hash of the key (hash/maphash, seeded per process; two keys share an id
-// with a probability of about 2^-128 per pair). The maps hold no pointers,
-// so the garbage collector does not scan them, and a key costs no
-// allocation.
+// hash of the key, XOR a 128-bit hash of the topic (hash/maphash with
+// other seeds; all seeded per process: two keys share an id with a
+// probability of about 2^-128 per pair), so a lookup hashes 16 bytes. The index lookup compares the
+// keys themselves.
 type dedupTable struct {
-	window int64 // ms
-	now    func() time.Time
-	seeds  [2]maphash.Seed
-	dups   atomic.Int64 // messages answered as duplicates
+	window     int64 // ms
+	now        func() time.Time
+	dispatched func() int64    // the store's dispatch position: records below it are indexed
+	seeds      [4]maphash.Seed // two for keys, two for topics
+	dups       atomic.Int64    // messages answered as duplicates
 
-	rebuiltFrom    int64 // log offset the rebuild at Open read from
-	rebuiltRecords int   // records it read
-
-	mu       sync.Mutex
-	cur      dedupGen
-	prev     dedupGen
-	inflight map[flightKey]flightRef // keys claimed by sends in flight
+	mu     sync.Mutex
+	keys   map[dedupID]dedupSlot // keys claimed by sends in flight, and recent keys
+	recent int                   // keys landed (no claim) in keys
+	landed []recentRef           // the recent keys in the order they landed, from head on
+	head   int
 }
 
-// dedupID is a key's id in the table.
+// recentRef names a recent key and the physical offset of its record.
+type recentRef struct {
+	id   dedupID
+	phys int64
+}
+
+// dedupID is the id of a key of a topic in the table.
 type dedupID [16]byte
 
-// dedupGen is a generation of keys: topic -> key id -> entry.
-type dedupGen struct {
-	start  int64 // unix ms it became the current generation
-	topics map[string]map[dedupID]dedupEntry
-	keys   int
-}
-
-// dedupEntry is where a remembered message went (32 bytes). Its offset
-// message id and UNIQ_KEY are found again when a duplicate needs them.
-type dedupEntry struct {
-	queueID     int32
-	queueOffset int64
-	phys        int64
-	storeTS     int64 // unix ms
-}
-
-// flightKey names a key claimed by a send in flight; flightRef is the
-// claim.
-type flightKey struct {
-	topic string
-	id    dedupID
-}
-
-type flightRef struct {
-	fl  *dedupFlight
-	idx int32 // the message's index in fl's send
+// dedupSlot is a key in the table (32 bytes, with a 16-byte id):
+// claimed by a send in flight (fl set), or a recent key, landed, with its
+// record's physical offset and store time. The rest of a duplicate's
+// result is read from that record (completeDuplicate).
+type dedupSlot struct {
+	fl      *dedupFlight // the claim; nil once landed
+	idx     int32        // the message's index in fl's send
+	phys    int64
+	storeTS int64 // unix ms
 }
 
 // dedupFlight is one send's claim on its keys.
 type dedupFlight struct {
 	done   chan struct{} // made by the first send that waits for this one, closed when it lands
-	marks  []int32       // per message: markNone, markNew, markDup or an earlier index
-	ids    []dedupID     // per message: the id claimed (markNew)
+	marks  []int32       // per message: markNone, markNew, markDup, markFound or an earlier index
+	ids    []dedupID     // per message: the id of its key (markNew, markFound: claimed)
 	stores int           // messages to store (markNone and markNew)
+	now    int64         // unix ms of the claim: the window ends there
 
 	oneMark [1]int32 // backing arrays of a one-message send
 	oneID   [1]dedupID
 }
 
-func newDedupTable(window time.Duration, now func() time.Time) *dedupTable {
-	t := &dedupTable{window: window.Milliseconds(), now: now, seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()},
-		inflight: map[flightKey]flightRef{}}
-	start := now().UnixMilli()
-	t.cur, t.prev = newDedupGen(start), newDedupGen(start)
-	return t
+// newDedupTable returns a table for window; dispatched reports the store's
+// dispatch position (Store.DispatchedOffset).
+func newDedupTable(window time.Duration, now func() time.Time, dispatched func() int64) *dedupTable {
+	return &dedupTable{window: window.Milliseconds(), now: now, dispatched: dispatched,
+		seeds: [4]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed(), maphash.MakeSeed(), maphash.MakeSeed()},
+		keys:  map[dedupID]dedupSlot{}}
 }
 
-func newDedupGen(start int64) dedupGen {
-	return dedupGen{start: start, topics: map[string]map[dedupID]dedupEntry{}}
+// openDedup sets up the de-duplication of sends, unless it is off. Nothing
+// is rebuilt: the store's Open has dispatched every record of the log, so
+// the index holds every key stored within the window before the broker
+// takes a send.
+func (b *Broker) openDedup(context.Context) error {
+	if b.cfg.DuplicationWindow <= 0 {
+		return nil
+	}
+	b.dedup = newDedupTable(b.cfg.DuplicationWindow, b.cfg.Now, b.store.DispatchedOffset)
+	b.log.Info("de-duplication of sends on", "window", b.cfg.DuplicationWindow)
+	return nil
 }
 
 // dedupTopic reports whether sends to topic are de-duplicated: every topic
@@ -138,8 +143,26 @@ func dedupTopic(topic string) bool { return !isGroupTopic(topic) }
 // a record.
 type dedupKey interface{ string | []byte }
 
-// id returns k's id: the bytes of 32 upper-case hex digits, else a hash.
-func id[K dedupKey](t *dedupTable, k K) dedupID {
+// id returns the id of key k of the topic whose topicID is tid.
+func id[K dedupKey](t *dedupTable, tid dedupID, k K) dedupID {
+	d := keyID(t, k)
+	for i := range d {
+		d[i] ^= tid[i]
+	}
+	return d
+}
+
+// topicID is the hash of topic that ids of its keys include.
+func topicID(t *dedupTable, topic string) dedupID {
+	var d dedupID
+	binary.LittleEndian.PutUint64(d[:8], maphash.String(t.seeds[2], topic))
+	binary.LittleEndian.PutUint64(d[8:], maphash.String(t.seeds[3], topic))
+	return d
+}
+
+// keyID returns the part of an id that k makes: the bytes of 32 upper-case
+// hex digits, else a hash.
+func keyID[K dedupKey](t *dedupTable, k K) dedupID {
 	var d dedupID
 	if len(k) == 2*len(d) && decodeUpperHex(&d, k) {
 		return d
@@ -158,67 +181,64 @@ func id[K dedupKey](t *dedupTable, k K) dedupID {
 
 // decodeUpperHex decodes the 32 upper-case hex digits of k into d.
 func decodeUpperHex[K dedupKey](d *dedupID, k K) bool {
+	var bad byte
 	for i := range d {
-		hi, ok1 := upperHexDigit(k[2*i])
-		lo, ok2 := upperHexDigit(k[2*i+1])
-		if !ok1 || !ok2 {
-			return false
+		hi, lo := upperHex[k[2*i]], upperHex[k[2*i+1]]
+		bad |= hi | lo
+		d[i] = hi<<4 | lo&0xF
+	}
+	return bad&0xF0 == 0
+}
+
+// upperHex maps an upper-case hex digit to its value, anything else to
+// 0xFF.
+var upperHex = func() (t [256]byte) {
+	for c := range t {
+		switch {
+		case '0' <= c && c <= '9':
+			t[c] = byte(c - '0')
+		case 'A' <= c && c <= 'F':
+			t[c] = byte(c - 'A' + 10)
+		default:
+			t[c] = 0xFF
 		}
-		d[i] = hi<<4 | lo
 	}
-	return true
-}
+	return t
+}()
 
-func upperHexDigit(c byte) (byte, bool) {
+// forgetIndexed drops the recent keys whose records the dispatcher has
+// passed (the index holds them), in the order they landed: a key landed
+// after one stored further on waits for that one. Under mu.
+func (t *dedupTable) forgetIndexed() {
+	if t.head == len(t.landed) {
+		return
+	}
+	d := t.dispatched()
+	for ; t.head < len(t.landed) && t.landed[t.head].phys < d; t.head++ {
+		ref := t.landed[t.head]
+		if s, ok := t.keys[ref.id]; ok && s.fl == nil && s.phys == ref.phys { // not claimed nor landed again since
+			delete(t.keys, ref.id)
+			t.recent--
+		}
+	}
 	switch {
-	case '0' <= c && c <= '9':
-		return c - '0', true
-	case 'A' <= c && c <= 'F':
-		return c - 'A' + 10, true
+	case t.head == len(t.landed):
+		t.landed, t.head = t.landed[:0], 0
+	case t.head >= 1024 && 2*t.head >= len(t.landed):
+		n := copy(t.landed, t.landed[t.head:])
+		t.landed, t.head = t.landed[:n], 0
 	}
-	return 0, false
-}
-
-// rotate starts a new generation once the current one is a window old,
-// dropping the previous one, whose keys were all stored a window ago.
-func (t *dedupTable) rotate(now int64) {
-	if now-t.cur.start >= t.window {
-		t.prev, t.cur = t.cur, newDedupGen(now)
-	}
-}
-
-// put inserts or replaces an entry of g; a topic's first entry makes its
-// map as large as hint's for the topic (the previous generation: in a
-// steady flow the map then never grows).
-func (g *dedupGen) put(topic string, id dedupID, e dedupEntry, hint *dedupGen) {
-	keys := g.topics[topic]
-	if keys == nil {
-		keys = make(map[dedupID]dedupEntry, len(hint.topics[topic]))
-		g.topics[strings.Clone(topic)] = keys
-	}
-	if _, ok := keys[id]; !ok {
-		g.keys++
-	}
-	keys[id] = e
-}
-
-// find returns the entry of id among a topic's keys of the current
-// generation, then of the previous one.
-func find(cur, prev map[dedupID]dedupEntry, id dedupID) (dedupEntry, bool) {
-	if e, ok := cur[id]; ok {
-		return e, true
-	}
-	e, ok := prev[id]
-	return e, ok
 }
 
 // claimKeys claims the keys of a send to topic (keys[i] is message i's,
-// empty for none) and returns the send's flight. A message whose key was
-// stored within the window is marked a duplicate and out[i] gets the
-// original's queue, offsets and store time. If another send in flight
-// holds one of the keys, the claims made so far are undone and claimKeys
-// waits for that send to land, then starts over (holding no claim while
-// it waits, so sends never wait in a cycle); it gives up when ctx ends.
+// empty for none) and returns the send's flight. A message whose key a
+// recent send stored within the window is marked a duplicate and out[i]
+// gets the original's physical offset and store time; the index is not
+// consulted (findStored does that for the claimed keys). If another send
+// in flight holds one of the keys, the claims made so far are undone and
+// claimKeys waits for that send to land, then starts over (holding no
+// claim while it waits, so sends never wait in a cycle); it gives up when
+// ctx ends.
 func claimKeys[K dedupKey](ctx context.Context, t *dedupTable, topic string, keys []K, out []SendResult) (*dedupFlight, error) {
 	fl := &dedupFlight{}
 	fl.marks, fl.ids = fl.oneMark[:], fl.oneID[:]
@@ -244,8 +264,9 @@ func tryClaim[K dedupKey](t *dedupTable, topic string, keys []K, fl *dedupFlight
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.now().UnixMilli()
-	t.rotate(now)
-	cur, prev := t.cur.topics[topic], t.prev.topics[topic]
+	fl.now = now
+	t.forgetIndexed()
+	tid := topicID(t, topic)
 	fl.stores = 0
 	for i, k := range keys {
 		if len(k) == 0 {
@@ -253,69 +274,83 @@ func tryClaim[K dedupKey](t *dedupTable, topic string, keys []K, fl *dedupFlight
 			fl.stores++
 			continue
 		}
-		kid := id(t, k)
-		if ref, ok := t.inflight[flightKey{topic, kid}]; ok {
-			if ref.fl == fl { // an earlier message of this send
-				fl.marks[i] = ref.idx
-				continue
-			}
-			t.unclaim(topic, fl, i)
-			if ref.fl.done == nil {
-				ref.fl.done = make(chan struct{})
-			}
-			return ref.fl.done
-		}
-		if e, ok := find(cur, prev, kid); ok && now-e.storeTS < t.window {
-			fl.marks[i] = markDup
-			out[i] = SendResult{Duplicate: true, PutResult: store.PutResult{QueueID: e.queueID,
-				QueueOffset: e.queueOffset, PhysicalOffset: e.phys, StoreTimestamp: e.storeTS}}
+		kid := id(t, tid, k)
+		s, ok := t.keys[kid]
+		switch {
+		case ok && s.fl == fl: // an earlier message of this send
+			fl.marks[i] = s.idx
 			continue
+		case ok && s.fl != nil: // another send's
+			t.unclaim(fl, i)
+			if s.fl.done == nil {
+				s.fl.done = make(chan struct{})
+			}
+			return s.fl.done
+		case ok && now-s.storeTS < t.window:
+			fl.marks[i] = markDup
+			out[i] = SendResult{Duplicate: true, PutResult: store.PutResult{PhysicalOffset: s.phys, StoreTimestamp: s.storeTS}}
+			continue
+		case ok:
+			t.recent-- // expired: the claim replaces it
 		}
 		fl.marks[i], fl.ids[i] = markNew, kid
 		fl.stores++
-		t.inflight[flightKey{topic, kid}] = flightRef{fl: fl, idx: int32(i)}
+		t.keys[kid] = dedupSlot{fl: fl, idx: int32(i)}
 	}
 	return nil
 }
 
 // unclaim removes the claims fl made for its first n messages.
-func (t *dedupTable) unclaim(topic string, fl *dedupFlight, n int) {
+func (t *dedupTable) unclaim(fl *dedupFlight, n int) {
 	for i, m := range fl.marks[:n] {
-		if m == markNew {
-			delete(t.inflight, flightKey{topic, fl.ids[i]})
+		if m == markNew || m == markFound {
+			delete(t.keys, fl.ids[i])
 		}
 	}
 }
 
-// land records the outcome of fl's send to topic and fills out: res holds
+// found marks message i of fl, whose key it claimed, a duplicate of the
+// stored message r. Only fl's send calls it (fl's marks are its own); the
+// claim is kept until land, so sends waiting for it see the outcome.
+func (fl *dedupFlight) found(i int, r store.PutResult, out []SendResult) {
+	fl.marks[i] = markFound
+	fl.stores--
+	out[i] = SendResult{PutResult: r, Duplicate: true}
+}
+
+// land records the outcome of fl's send and fills out: res holds
 // the results of the messages it stored (those marked markNone and
 // markNew, in order), or is empty when it stored nothing (a store puts all
-// or nothing). The claimed keys are remembered with their results, or
-// released when nothing was stored; sends waiting for fl are woken.
-func (t *dedupTable) land(topic string, fl *dedupFlight, res []store.PutResult, out []SendResult) {
+// or nothing). The keys stored are remembered as recent; every claim is
+// released; sends waiting for fl are woken.
+func (t *dedupTable) land(fl *dedupFlight, res []store.PutResult, out []SendResult) {
 	stored := len(res) > 0
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	j := 0
 	for i, m := range fl.marks {
-		if m != markNone && m != markNew {
+		switch {
+		case m == markFound:
+			delete(t.keys, fl.ids[i])
+			continue
+		case m != markNone && m != markNew:
 			continue
 		}
 		if stored {
 			r := res[j]
 			out[i] = SendResult{PutResult: r}
 			if m == markNew {
-				t.cur.put(topic, fl.ids[i], dedupEntry{queueID: r.QueueID, queueOffset: r.QueueOffset,
-					phys: r.PhysicalOffset, storeTS: r.StoreTimestamp}, &t.prev)
+				t.keys[fl.ids[i]] = dedupSlot{phys: r.PhysicalOffset, storeTS: r.StoreTimestamp}
+				t.recent++
+				t.landed = append(t.landed, recentRef{id: fl.ids[i], phys: r.PhysicalOffset})
 			}
-		}
-		if m == markNew {
-			delete(t.inflight, flightKey{topic, fl.ids[i]})
+		} else if m == markNew {
+			delete(t.keys, fl.ids[i])
 		}
 		j++
 	}
 	for i, m := range fl.marks {
-		if m >= 0 && stored {
+		if m >= 0 { // out[m] is final: a duplicate's, or set above
 			out[i] = out[m]
 			out[i].Duplicate = true
 		}
@@ -325,32 +360,11 @@ func (t *dedupTable) land(topic string, fl *dedupFlight, res []store.PutResult, 
 	}
 }
 
-// restore remembers a message found in the log at Open, unless its key is
-// known already (the first record of a key is the user's send; later ones
-// are deliveries of it).
-func (t *dedupTable) restore(topic, key []byte, e dedupEntry) bool {
-	kid := id(t, key)
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	keys := t.cur.topics[string(topic)]
-	if keys == nil {
-		keys = map[dedupID]dedupEntry{}
-		t.cur.topics[string(topic)] = keys
-	}
-	if _, ok := keys[kid]; ok {
-		return false
-	}
-	keys[kid] = e
-	t.cur.keys++
-	return true
-}
-
-// size returns how many keys the table holds (expired ones not yet
-// dropped included).
+// size returns how many recent keys the table holds.
 func (t *dedupTable) size() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.cur.keys + t.prev.keys
+	return t.recent
 }
 
 // keep returns the messages of batch that fl stores: batch itself when
@@ -400,12 +414,12 @@ func (fl *dedupFlight) keepRecords(chunks [][]byte) [][]byte {
 func (fl *dedupFlight) stored(i int) bool { return fl.marks[i] == markNone || fl.marks[i] == markNew }
 
 // dedupSend runs a user send to topic through the table: it claims the
-// messages' keys (keys[i] is message i's, empty for none), stores the
-// messages that are not duplicates with put (which picks them with
-// fl.keep or fl.keepRecords), and lands the outcome. The results are in
-// the order of the messages; a duplicate's is its original's, marked. An
-// error with results is indeterminate (see Send); without, nothing was
-// stored.
+// messages' keys (keys[i] is message i's, empty for none), looks the
+// claimed ones up in the store (findStored), stores the messages that are
+// not duplicates with put (which picks them with fl.keep or
+// fl.keepRecords), and lands the outcome. The results are in the order of
+// the messages; a duplicate's is its original's, marked. An error with
+// results is indeterminate (see Send); without, nothing was stored.
 func dedupSend[K dedupKey](ctx context.Context, b *Broker, topic string, keys []K,
 	put func(fl *dedupFlight) ([]store.PutResult, error)) ([]SendResult, error) {
 	out := make([]SendResult, len(keys))
@@ -413,11 +427,15 @@ func dedupSend[K dedupKey](ctx context.Context, b *Broker, topic string, keys []
 	if err != nil {
 		return nil, err
 	}
+	if err := findStored(b, topic, keys, fl, out); err != nil {
+		b.dedup.land(fl, nil, out)
+		return nil, err
+	}
 	var res []store.PutResult
 	if fl.stores > 0 {
 		res, err = put(fl)
 	}
-	b.dedup.land(topic, fl, res, out)
+	b.dedup.land(fl, res, out)
 	if fl.stores > 0 && len(res) == 0 {
 		return nil, err
 	}
@@ -430,22 +448,70 @@ func dedupSend[K dedupKey](ctx context.Context, b *Broker, topic string, keys []
 	return out, err
 }
 
-// completeDuplicate fills in the offset message id and the UNIQ_KEY of a
-// duplicate's result, that of the record at its physical offset; key, its
-// key, stands for a UNIQ_KEY the log no longer has.
+// completeDuplicate fills in the rest of a duplicate of a recent send's
+// result (its offset message id, UNIQ_KEY, queue and queue offset) from
+// the record at its physical offset; if the log no longer has it (not
+// expected: it was stored within the dispatcher's delay), the offset
+// message id is made from the physical offset and key, its key, stands for
+// its UNIQ_KEY.
 func completeDuplicate[K dedupKey](b *Broker, r *SendResult, key K) {
+	if full, err := b.store.ResultAt(r.PhysicalOffset); err == nil {
+		r.PutResult = full
+		return
+	}
 	r.MsgID = message.EncodeOffsetMsgID(b.cfg.StoreAddr(), r.PhysicalOffset)
-	if rec, _, err := b.store.CommitLog().ReadRecord(r.PhysicalOffset); err == nil {
-		if v, err := message.NewView(rec.B); err == nil {
-			if u, ok := v.Property(message.PropUniqKey); ok {
-				r.UniqKey = string(u)
-			}
+	r.UniqKey = string(key)
+}
+
+// findStored looks the keys fl claimed up in the store's index: a message
+// whose key the store holds for topic within the window is a duplicate of
+// the oldest such record (found).
+func findStored[K dedupKey](b *Broker, topic string, keys []K, fl *dedupFlight, out []SendResult) error {
+	begin := fl.now - b.dedup.window + 1
+	for i, m := range fl.marks {
+		if m != markNew {
+			continue
 		}
-		rec.Release()
+		key := []byte(keys[i]) // no copy: the compiler sees it is only read
+		r, ok, err := b.store.FindByKey(topic, key, begin, math.MaxInt64, func(v message.View) bool {
+			return isSendOf(v, topic, key)
+		})
+		if err != nil {
+			return fmt.Errorf("broker: send to %q: looking for a stored message of key %q: %w", topic, string(key), err)
+		}
+		if ok {
+			fl.found(i, r, out)
+		}
 	}
-	if r.UniqKey == "" {
-		r.UniqKey = string(key)
+	return nil
+}
+
+// isSendOf reports whether the record v is a send of key to topic: a
+// message of topic, or one parked on its way there (ScheduleTopic,
+// TimerTopic with that REAL_TOPIC), whose IDEMPOTENCY_KEY, else UNIQ_KEY,
+// is key.
+func isSendOf(v message.View, topic string, key []byte) bool {
+	var uniq, idem, realTopic []byte
+	for k, val := range v.All() { // one pass; the last of a repeated key wins
+		switch string(k) {
+		case message.PropUniqKey:
+			uniq = val
+		case message.PropIdempotencyKey:
+			idem = val
+		case message.PropRealTopic:
+			realTopic = val
+		}
 	}
+	switch t := string(v.Topic()); {
+	case t == topic:
+	case (t == ScheduleTopic || t == TimerTopic) && string(realTopic) == topic:
+	default:
+		return false
+	}
+	if len(idem) == 0 {
+		idem = uniq
+	}
+	return string(idem) == string(key)
 }
 
 // sendResults converts the results of a send that was not de-duplicated.

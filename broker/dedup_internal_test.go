@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,17 +13,37 @@ import (
 	"github.com/gantrymq/gantry/broker/store"
 )
 
-// testTable is a dedup table with a 10 s window on a settable clock (ms).
+// testTable is a dedup table with a 10 s window on a settable clock (ms)
+// and a settable dispatch position.
 type testTable struct {
 	*dedupTable
-	mu  sync.Mutex
-	now int64
+	mu         sync.Mutex
+	now        int64
+	dispatchAt atomic.Int64
 }
 
 func newTestTable() *testTable {
 	tt := &testTable{now: 1_700_000_000_000}
-	tt.dedupTable = newDedupTable(10*time.Second, tt.clock)
+	tt.dedupTable = newDedupTable(10*time.Second, tt.clock, tt.dispatchAt.Load)
 	return tt
+}
+
+// kid is the id of key k of topic T.
+func (tt *testTable) kid(k string) dedupID { return id(tt.dedupTable, topicID(tt.dedupTable, "T"), k) }
+
+// claimed reports whether a send in flight holds key k of topic T.
+func (tt *testTable) claimed(k string) bool {
+	tt.dedupTable.mu.Lock()
+	defer tt.dedupTable.mu.Unlock()
+	s, ok := tt.keys[tt.kid(k)]
+	return ok && s.fl != nil
+}
+
+// claims counts the keys claimed by sends in flight.
+func (tt *testTable) claims() int {
+	tt.dedupTable.mu.Lock()
+	defer tt.dedupTable.mu.Unlock()
+	return len(tt.keys) - tt.recent
 }
 
 func (tt *testTable) clock() time.Time {
@@ -52,7 +73,7 @@ func (tt *testTable) stored(fl *dedupFlight, out []SendResult, phys int64) {
 		res = append(res, store.PutResult{UniqKey: "u", PhysicalOffset: phys, StoreTimestamp: tt.clock().UnixMilli()})
 		phys++
 	}
-	tt.land("T", fl, res, out)
+	tt.land(fl, res, out)
 }
 
 // A send of a key another send holds in flight waits for it, holding no
@@ -75,10 +96,7 @@ func TestDedupWaitsForFlight(t *testing.T) {
 		defer tt.dedupTable.mu.Unlock()
 		return fl1.done != nil
 	}, 5*time.Second, time.Millisecond, "the second send waits")
-	tt.dedupTable.mu.Lock()
-	_, claimedB := tt.inflight[flightKey{"T", id(tt.dedupTable, "B")}]
-	tt.dedupTable.mu.Unlock()
-	assert.False(t, claimedB, "a waiting send holds no claim")
+	assert.False(t, tt.claimed("B"), "a waiting send holds no claim")
 
 	tt.stored(fl1, out1, 7)
 	out2 := <-got
@@ -93,7 +111,7 @@ func TestDedupWaitsForFlight(t *testing.T) {
 		fl4, _, err := tt.claim(t, t.Context(), "C")
 		assert.NoError(t, err)
 		assert.Equal(t, []int32{markNew}, fl4.marks)
-		tt.land("T", fl4, nil, make([]SendResult, 1))
+		tt.land(fl4, nil, make([]SendResult, 1))
 		got <- nil
 	}()
 	require.Eventually(t, func() bool {
@@ -101,7 +119,7 @@ func TestDedupWaitsForFlight(t *testing.T) {
 		defer tt.dedupTable.mu.Unlock()
 		return fl3.done != nil
 	}, 5*time.Second, time.Millisecond)
-	tt.land("T", fl3, nil, make([]SendResult, 1))
+	tt.land(fl3, nil, make([]SendResult, 1))
 	<-got
 	assert.Equal(t, 2, tt.size(), "A and B; C was never stored")
 
@@ -112,41 +130,111 @@ func TestDedupWaitsForFlight(t *testing.T) {
 	defer cancel()
 	_, _, err = tt.claim(t, ctx, "D")
 	require.ErrorIs(t, err, context.DeadlineExceeded)
-	tt.land("T", fl5, nil, make([]SendResult, 1))
+	tt.land(fl5, nil, make([]SendResult, 1))
 }
 
-// Keys expire after the window; generations drop whole, but a claim in
-// flight survives any number of rotations.
-func TestDedupGenerations(t *testing.T) {
+// look claims keys and lands nothing (the claims go), returning the
+// results: a duplicate's is set.
+func (tt *testTable) look(t *testing.T, keys ...string) []SendResult {
+	t.Helper()
+	fl, out, err := tt.claim(t, t.Context(), keys...)
+	require.NoError(t, err)
+	tt.land(fl, nil, out)
+	return out
+}
+
+// A landed key is remembered until the dispatcher has passed its record
+// (the index holds it then), dropped in the order keys landed, and counts
+// within the window only; a claim in flight is never dropped.
+func TestDedupRecentUntilIndexed(t *testing.T) {
 	tt := newTestTable()
 	fl, out, err := tt.claim(t, t.Context(), "A", "B")
 	require.NoError(t, err)
-	tt.stored(fl, out, 1)
+	tt.stored(fl, out, 10) // at 10 and 11
 	inflight, _, err := tt.claim(t, t.Context(), "F")
 	require.NoError(t, err)
+	fl, out, err = tt.claim(t, t.Context(), "C")
+	require.NoError(t, err)
+	tt.stored(fl, out, 5) // landed after A and B, stored before them
+	assert.Equal(t, 3, tt.size())
+
+	tt.dispatchAt.Store(11) // past A and C, not B
+	out = tt.look(t, "A", "B", "C")
+	assert.False(t, out[0].Duplicate, "A is left to the index")
+	assert.True(t, out[1].Duplicate, "B is not dispatched yet")
+	assert.Equal(t, int64(11), out[1].PhysicalOffset)
+	assert.True(t, out[2].Duplicate, "C waits for B, landed before it")
+	assert.Equal(t, 2, tt.size())
 
 	tt.advance(9999 * time.Millisecond)
-	_, out, err = tt.claim(t, t.Context(), "A")
-	require.NoError(t, err)
-	assert.True(t, out[0].Duplicate, "within the window")
+	assert.True(t, tt.look(t, "B")[0].Duplicate, "within the window")
+	tt.advance(time.Millisecond)
+	assert.False(t, tt.look(t, "B")[0].Duplicate, "the window is over")
+	assert.Equal(t, 1, tt.size(), "an expired key goes when claimed")
 
-	for range 3 { // rotations: the generation of A and B is dropped
-		tt.advance(10 * time.Second)
-		fl, out, err := tt.claim(t, t.Context(), "X")
-		require.NoError(t, err)
-		tt.land("T", fl, nil, out)
-	}
-	assert.Zero(t, tt.size(), "the generation of A and B is gone")
-	assert.Len(t, tt.inflight, 1, "F, in flight, is kept")
-	_, out, err = tt.claim(t, t.Context(), "B")
+	fl, out, err = tt.claim(t, t.Context(), "B") // a new original, at 20
 	require.NoError(t, err)
-	assert.False(t, out[0].Duplicate)
+	tt.stored(fl, out, 20)
+	tt.dispatchAt.Store(12) // past the first B and C: the second B stays
+	out = tt.look(t, "B")
+	assert.True(t, out[0].Duplicate)
+	assert.Equal(t, int64(20), out[0].PhysicalOffset)
+	assert.Equal(t, 1, tt.size())
 
-	tt.stored(inflight, make([]SendResult, 1), 9)
-	_, out, err = tt.claim(t, t.Context(), "F")
+	tt.dispatchAt.Store(21)
+	tt.look(t, "Y")
+	assert.Zero(t, tt.size())
+	assert.Empty(t, tt.landed, "the landing order is reset once empty")
+	assert.True(t, tt.claimed("F"), "F, in flight, is kept")
+	tt.stored(inflight, make([]SendResult, 1), 30)
+	out = tt.look(t, "F")
+	assert.True(t, out[0].Duplicate)
+	assert.Equal(t, int64(30), out[0].PhysicalOffset)
+}
+
+// A claimed key found in the index is a duplicate: not stored, its claim
+// held until the send lands (a send waiting for it then looks again), and
+// an earlier message of the batch it repeats gets its result.
+func TestDedupFoundInIndex(t *testing.T) {
+	tt := newTestTable()
+	fl, out, err := tt.claim(t, t.Context(), "A", "N", "A")
 	require.NoError(t, err)
-	assert.True(t, out[0].Duplicate, "a claim landed after rotations is remembered")
-	assert.Equal(t, int64(9), out[0].PhysicalOffset)
+	require.Equal(t, []int32{markNew, markNew, 0}, fl.marks)
+	orig := store.PutResult{MsgID: "M", UniqKey: "A", PhysicalOffset: 3, StoreTimestamp: tt.now - 1000}
+	fl.found(0, orig, out)
+	assert.Equal(t, 1, fl.stores)
+
+	waited := make(chan *dedupFlight)
+	go func() {
+		fl2, _, err := tt.claim(t, t.Context(), "A")
+		assert.NoError(t, err)
+		waited <- fl2
+	}()
+	require.Eventually(t, func() bool {
+		tt.dedupTable.mu.Lock()
+		defer tt.dedupTable.mu.Unlock()
+		return fl.done != nil
+	}, 5*time.Second, time.Millisecond, "a found key stays claimed")
+
+	tt.stored(fl, out, 10)
+	assert.Equal(t, SendResult{PutResult: orig, Duplicate: true}, out[0])
+	assert.Equal(t, SendResult{PutResult: orig, Duplicate: true}, out[2])
+	assert.False(t, out[1].Duplicate)
+	assert.Equal(t, int64(10), out[1].PhysicalOffset)
+	fl2 := <-waited
+	assert.Equal(t, []int32{markNew}, fl2.marks, "not remembered as recent: the waiter looks in the index")
+	assert.Equal(t, 1, tt.size(), "N only")
+	tt.land(fl2, nil, make([]SendResult, 1))
+
+	// A send of found keys only stores nothing.
+	fl, out, err = tt.claim(t, t.Context(), "B", "B")
+	require.NoError(t, err)
+	fl.found(0, orig, out)
+	assert.Zero(t, fl.stores)
+	tt.land(fl, nil, out)
+	assert.Equal(t, []bool{true, true}, []bool{out[0].Duplicate, out[1].Duplicate})
+	assert.Equal(t, orig, out[1].PutResult)
+	assert.Zero(t, tt.claims())
 }
 
 // keepRecords keeps the runs of stored records of each chunk, in order.
@@ -169,22 +257,29 @@ func TestDedupKeepRecords(t *testing.T) {
 	assert.Equal(t, chunks, fl.keepRecords(chunks))
 }
 
-// A key's id: the bytes of a UNIQ_KEY in upper-case hex, else a hash; the
-// same for a string and its bytes.
+// A key's id: the bytes of a UNIQ_KEY in upper-case hex, else a hash;
+// the same for a string and its bytes; XOR the topic's hash.
 func TestDedupID(t *testing.T) {
 	tt := newTestTable()
 	u := "0A1B2C3D4E5F60718293A4B5C6D7E8F9"
-	assert.Equal(t, dedupID{0x0A, 0x1B, 0x2C, 0x3D, 0x4E, 0x5F, 0x60, 0x71, 0x82, 0x93, 0xA4, 0xB5, 0xC6, 0xD7, 0xE8, 0xF9}, id(tt.dedupTable, u))
-	assert.Equal(t, id(tt.dedupTable, u), id(tt.dedupTable, []byte(u)))
+	assert.Equal(t, dedupID{0x0A, 0x1B, 0x2C, 0x3D, 0x4E, 0x5F, 0x60, 0x71, 0x82, 0x93, 0xA4, 0xB5, 0xC6, 0xD7, 0xE8, 0xF9}, keyID(tt.dedupTable, u))
+	assert.Equal(t, keyID(tt.dedupTable, u), keyID(tt.dedupTable, []byte(u)))
 	lower := "0a1b2c3d4e5f60718293a4b5c6d7e8f9"
-	assert.NotEqual(t, id(tt.dedupTable, u), id(tt.dedupTable, lower), "lower case is another key")
-	assert.Equal(t, id(tt.dedupTable, lower), id(tt.dedupTable, []byte(lower)))
-	assert.NotEqual(t, id(tt.dedupTable, "order-1"), id(tt.dedupTable, "order-2"))
-	assert.Equal(t, id(tt.dedupTable, "order-1"), id(tt.dedupTable, []byte("order-1")))
+	assert.NotEqual(t, keyID(tt.dedupTable, u), keyID(tt.dedupTable, lower), "lower case is another key")
+	assert.Equal(t, keyID(tt.dedupTable, lower), keyID(tt.dedupTable, []byte(lower)))
+	assert.NotEqual(t, keyID(tt.dedupTable, "order-1"), keyID(tt.dedupTable, "order-2"))
+	assert.Equal(t, keyID(tt.dedupTable, "order-1"), keyID(tt.dedupTable, []byte("order-1")))
+
+	tT, tU := topicID(tt.dedupTable, "T"), topicID(tt.dedupTable, "U")
+	assert.NotEqual(t, id(tt.dedupTable, tT, u), id(tt.dedupTable, tU, u), "keys count per topic")
+	assert.NotEqual(t, id(tt.dedupTable, tT, "T"), id(tt.dedupTable, tU, "U"), "a key and a topic are hashed apart")
+	assert.Equal(t, id(tt.dedupTable, tT, u), id(tt.dedupTable, tT, []byte(u)))
+	assert.Equal(t, tt.kid(u), id(tt.dedupTable, tT, u))
 }
 
 // BenchmarkDedupClaimLand is the table's part of a one-message send of a
-// new key (claim, land), the table holding every key sent before.
+// new key (claim, land; not the index lookup), the dispatcher 1,000
+// records behind.
 //
 //	go test -run=^$ -bench=DedupClaimLand -benchmem ./broker
 func BenchmarkDedupClaimLand(b *testing.B) {
@@ -206,6 +301,8 @@ func BenchmarkDedupClaimLand(b *testing.B) {
 			b.Fatal(err)
 		}
 		res[0].PhysicalOffset = int64(n)
-		tt.land("T", fl, res, out)
+		tt.land(fl, res, out)
+		tt.dispatchAt.Store(int64(n) - 1000)
 	}
+	b.ReportMetric(float64(tt.size()), "recent-keys")
 }

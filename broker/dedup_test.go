@@ -18,8 +18,35 @@ import (
 func dedupConfig(t *testing.T, clock *fakeClock) broker.Config {
 	cfg := testConfig(t)
 	cfg.Now = clock.Now
-	cfg.DuplicationWindow = broker.DefaultDuplicationWindow
 	return cfg
+}
+
+// dedupMode says where a repeat finds its original: "recent" as the broker
+// runs (in memory while the store has not indexed it yet, else in the
+// index), "indexed" in the store's index only (each send is followed by
+// DedupSettle).
+type dedupMode struct {
+	name    string
+	indexed bool
+}
+
+var dedupModes = []dedupMode{{"recent", false}, {"indexed", true}}
+
+// settle waits, in the indexed mode, until the broker holds no recent key.
+func (m dedupMode) settle(t *testing.T, b *broker.Broker) {
+	t.Helper()
+	if m.indexed {
+		b.DedupSettle(t)
+	}
+}
+
+// eachDedupCase runs body for every send path in every mode.
+func eachDedupCase(t *testing.T, body func(t *testing.T, p sendPath, m dedupMode)) {
+	for _, p := range sendPaths {
+		for _, m := range dedupModes {
+			t.Run(p.name+"/"+m.name, func(t *testing.T) { body(t, p, m) })
+		}
+	}
 }
 
 // keyed is a message of topic with UNIQ_KEY uniq and the extra property
@@ -91,8 +118,8 @@ func same(t *testing.T, orig, dup broker.SendResult) {
 // result and stores nothing; after the window it is stored; keys count per
 // topic; an IDEMPOTENCY_KEY wins over the UNIQ_KEY.
 func TestDedupWindow(t *testing.T) {
-	for _, p := range sendPaths {
-		t.Run(p.name, func(t *testing.T) {
+	eachDedupCase(t, func(t *testing.T, p sendPath, mode dedupMode) {
+		{
 			clock := newFakeClock()
 			b := openBroker(t, dedupConfig(t, clock))
 			createTopic(t, b, "T", 2)
@@ -100,6 +127,7 @@ func TestDedupWindow(t *testing.T) {
 			first, err := p.send(t, b, keyed("T", 0, "one", "K1"))
 			require.NoError(t, err)
 			require.False(t, first[0].Duplicate)
+			mode.settle(t, b)
 
 			clock.Advance(4*time.Minute + 59*time.Second)
 			again, err := p.send(t, b, keyed("T", 1, "one again", "K1"))
@@ -119,31 +147,38 @@ func TestDedupWindow(t *testing.T) {
 			assert.False(t, late[0].Duplicate)
 			assert.Equal(t, int64(1), late[0].QueueOffset)
 			assert.Equal(t, int64(2), logCount(t, b, "T"))
+			mode.settle(t, b)
+			again, err = p.send(t, b, keyed("T", 1, "one late again", "K1"))
+			require.NoError(t, err)
+			same(t, late[0], again[0]) // the new original, not the expired one
 
 			idem, err := p.send(t, b, keyed("T", 0, "pay", "U-1", message.PropIdempotencyKey, "order-7"))
 			require.NoError(t, err)
+			mode.settle(t, b)
 			idem2, err := p.send(t, b, keyed("T", 0, "pay", "U-2", message.PropIdempotencyKey, "order-7"))
 			require.NoError(t, err)
 			same(t, idem[0], idem2[0])
 			assert.Equal(t, "U-1", idem2[0].UniqKey, "the original's UNIQ_KEY")
-			assert.Equal(t, int64(3), logCount(t, b, "T"))
-			st := b.Status()
-			assert.Equal(t, int64(2), st.Duplicates)
-			assert.Equal(t, 4, st.DedupKeys, "T/K1 (twice: expired, then again), U/K1, T/order-7")
-		})
-	}
+			byUniq, err := p.send(t, b, keyed("T", 0, "pay", "U-1"))
+			require.NoError(t, err)
+			assert.False(t, byUniq[0].Duplicate, "U-1 was sent with another key")
+			assert.Equal(t, int64(4), logCount(t, b, "T"))
+			assert.Equal(t, int64(3), b.Status().Duplicates)
+		}
+	})
 }
 
 // In a batch with some duplicates (of earlier sends and within the batch)
 // the others are stored in order and the duplicates get their originals'
 // results.
 func TestDedupPartialBatch(t *testing.T) {
-	for _, p := range sendPaths {
-		t.Run(p.name, func(t *testing.T) {
+	eachDedupCase(t, func(t *testing.T, p sendPath, mode dedupMode) {
+		{
 			b := openBroker(t, dedupConfig(t, newFakeClock()))
 			createTopic(t, b, "T", 1)
 			before, err := p.send(t, b, keyed("T", 0, "a", "A"), keyed("T", 0, "b", "B"))
 			require.NoError(t, err)
+			mode.settle(t, b)
 			res, err := p.send(t, b, keyed("T", 0, "c", "C"), keyed("T", 0, "a2", "A"), keyed("T", 0, "d", "D"),
 				keyed("T", 0, "b2", "B"), keyed("T", 0, "c2", "C"))
 			require.NoError(t, err)
@@ -156,13 +191,17 @@ func TestDedupPartialBatch(t *testing.T) {
 			assert.Equal(t, []int64{2, 3}, []int64{res[0].QueueOffset, res[2].QueueOffset})
 			waitVisible(t, b, "T", 0, 4)
 			assert.Equal(t, []string{"a", "b", "c", "d"}, bodies(delivered(t, b, "T")))
+			mode.settle(t, b)
 
-			all, err := p.send(t, b, keyed("T", 0, "x", "A"), keyed("T", 0, "y", "D"))
+			all, err := p.send(t, b, keyed("T", 0, "x", "A"), keyed("T", 0, "y", "D"), keyed("T", 0, "z", "A"))
 			require.NoError(t, err, "a batch of duplicates only stores nothing")
-			assert.True(t, all[0].Duplicate && all[1].Duplicate)
+			assert.True(t, all[0].Duplicate && all[1].Duplicate && all[2].Duplicate)
+			same(t, before[0], all[0])
+			same(t, res[2], all[1])
+			same(t, before[0], all[2])
 			assert.Equal(t, int64(4), logCount(t, b, "T"))
-		})
-	}
+		}
+	})
 }
 
 // Of concurrent sends of one key exactly one stores it; every other gets
@@ -205,32 +244,38 @@ func TestDedupConcurrentSameKey(t *testing.T) {
 	}
 }
 
-// A delayed message is de-duplicated by its topic (its result is the
-// parked record's), and its delivery, which keeps its key, is not taken
+// A delayed message (a delay level, a delivery time) is de-duplicated by
+// its topic (its result is the parked record's), with or without the
+// delay on the repeat, and its delivery, which keeps its key, is not taken
 // for a duplicate: only user sends are.
 func TestDedupDelayedAndDelivered(t *testing.T) {
-	for _, p := range sendPaths {
-		t.Run(p.name, func(t *testing.T) {
-			clock := newFakeClock()
-			cfg := delayConfig(t, clock)
-			cfg.DuplicationWindow = broker.DefaultDuplicationWindow
-			b := openBroker(t, cfg)
-			createTopic(t, b, "T", 1)
-			parked, err := p.send(t, b, keyed("T", 0, "later", "D1", message.PropDelay, "1"))
-			require.NoError(t, err)
-			again, err := p.send(t, b, keyed("T", 0, "later", "D1", message.PropDelay, "1"))
-			require.NoError(t, err)
-			same(t, parked[0], again[0])
-			assert.Equal(t, int64(1), logCount(t, b, broker.ScheduleTopic))
+	eachDedupCase(t, func(t *testing.T, p sendPath, mode dedupMode) {
+		clock := newFakeClock()
+		b := openBroker(t, delayConfig(t, clock))
+		createTopic(t, b, "T", 1)
+		parked, err := p.send(t, b, keyed("T", 0, "later", "D1", message.PropDelay, "1"))
+		require.NoError(t, err)
+		timed, err := p.send(t, b, keyed("T", 0, "at", "D2", message.PropTimerDelaySec, "3"))
+		require.NoError(t, err)
+		mode.settle(t, b)
+		again, err := p.send(t, b, keyed("T", 0, "later", "D1", message.PropDelay, "1"),
+			keyed("T", 0, "at", "D2", message.PropTimerDelaySec, "3"), keyed("T", 0, "now", "D1"))
+		require.NoError(t, err)
+		same(t, parked[0], again[0])
+		same(t, timed[0], again[1])
+		same(t, parked[0], again[2])
+		assert.Equal(t, int64(1), logCount(t, b, broker.ScheduleTopic))
+		assert.Equal(t, int64(1), logCount(t, b, broker.TimerTopic))
 
-			clock.Advance(2 * time.Second)
-			waitCount(t, b, "T", 1) // delivered, not refused as a repeat of D1
-			dup, err := p.send(t, b, keyed("T", 0, "later", "D1", message.PropDelay, "1"))
-			require.NoError(t, err)
-			same(t, parked[0], dup[0])
-			assert.Equal(t, int64(1), logCount(t, b, "T"))
-		})
-	}
+		clock.Advance(4 * time.Second)
+		waitCount(t, b, "T", 2) // delivered, not refused as repeats of D1 and D2
+		mode.settle(t, b)
+		dup, err := p.send(t, b, keyed("T", 0, "later", "D1", message.PropDelay, "1"), keyed("T", 0, "at", "D2"))
+		require.NoError(t, err)
+		same(t, parked[0], dup[0])
+		same(t, timed[0], dup[1])
+		assert.Equal(t, int64(2), logCount(t, b, "T"))
+	})
 }
 
 // Sends to a group's retry or dead-letter topic are not de-duplicated
@@ -260,15 +305,15 @@ func TestDedupOff(t *testing.T) {
 			}
 			assert.Equal(t, int64(3), logCount(t, b, "T"))
 			assert.Zero(t, b.Status().Duplicates)
-			assert.Zero(t, b.Status().DedupKeys)
+			assert.Zero(t, b.Status().DedupRecent)
 		})
 	}
 }
 
-// A restart keeps the window: the keys stored within it are rebuilt from
-// the log (parked and idempotency-keyed ones included) with their results;
-// older ones are not, and the rebuild reads only the window's part of the
-// log.
+// A restart keeps the window: the keys stored within it (parked and
+// idempotency-keyed ones included) are found in the store's index, which
+// Open recovered, with their results; older ones are not. Nothing is held
+// in memory for them.
 func TestDedupSurvivesRestart(t *testing.T) {
 	clock := newFakeClock()
 	cfg := dedupConfig(t, clock)
@@ -285,16 +330,11 @@ func TestDedupSurvivesRestart(t *testing.T) {
 	recent = append(recent, send(t, b, keyed("T", 1, "r1", "R1", message.PropIdempotencyKey, "pay-1"))...)
 	recent = append(recent, send(t, b, keyed("T", 0, "r2", "R2", message.PropDelay, "18"))...)
 	recent = append(recent, send(t, b, keyed("T", 1, "r3", "R3"), keyed("T", 0, "r4", "R4"))...)
-	logEnd := b.Store().CommitLog().MaxOffset()
 	require.NoError(t, b.Close(t.Context()))
 
 	clock.Advance(time.Minute)
 	b = openBroker(t, cfg)
-	from, records := b.DedupRebuild()
-	assert.Equal(t, recent[0].PhysicalOffset, from, "the rebuild starts at the window's first record")
-	assert.Equal(t, 5, records)
-	assert.Less(t, from, logEnd)
-	assert.Equal(t, 5, b.Status().DedupKeys)
+	assert.Zero(t, b.Status().DedupRecent)
 
 	res := send(t, b, keyed("T", 1, "r0", "R0"), keyed("T", 0, "r1", "R1-retry", message.PropIdempotencyKey, "pay-1"),
 		keyed("T", 0, "r2", "R2", message.PropDelay, "18"), keyed("T", 0, "r3", "R3"), keyed("T", 1, "r4", "R4"),
@@ -356,6 +396,6 @@ func TestParseDuplicationWindow(t *testing.T) {
 			assert.NoError(t, c.Validate())
 		})
 	}
-	assert.Equal(t, broker.DuplicationOff, broker.Config{}.WithDefaults().DuplicationWindow, "off by default")
+	assert.Equal(t, 5*time.Minute, broker.Config{}.WithDefaults().DuplicationWindow, "on by default")
 	assert.ErrorContains(t, broker.Config{DuplicationWindow: time.Microsecond}.Validate(), "duplicationWindow 1µs: want at least 1ms")
 }

@@ -1,7 +1,27 @@
 package broker
 
-// DedupRebuild returns where the rebuild of the duplication window at Open
-// started reading the log and how many records it read.
-func (b *Broker) DedupRebuild() (from int64, records int) {
-	return b.dedup.rebuiltFrom, b.dedup.rebuiltRecords
+import (
+	"testing"
+	"time"
+)
+
+// DedupSettle waits until the store has indexed the records of every
+// recent send and the broker has forgotten them, so that the next send of
+// their keys is answered from the store's index alone.
+func (b *Broker) DedupSettle(t testing.TB) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		b.dedup.mu.Lock()
+		b.dedup.forgetIndexed()
+		n := b.dedup.recent
+		b.dedup.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("broker: %d recent keys not indexed after 5s", n)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }

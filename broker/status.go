@@ -31,11 +31,12 @@ type BrokerStatus struct {
 	Uptime      time.Duration
 
 	// Duplicates counts the messages of sends answered as duplicates since
-	// Open (nothing stored); DedupKeys is how many keys the duplication
-	// window holds, expired ones not yet dropped included. Both 0 when
-	// DuplicationWindow is off.
-	Duplicates int64
-	DedupKeys  int
+	// Open (nothing stored). DedupRecent is how many keys of recent sends
+	// the broker holds in memory until the store has indexed their records
+	// (the keys of about the dispatcher's delay, whatever the window: the
+	// index holds the others). Both 0 when DuplicationWindow is off.
+	Duplicates  int64
+	DedupRecent int
 
 	// DelayPending holds, per delay level (index L-1), the messages parked
 	// with that level and not yet delivered; TimerPending the messages
@@ -71,7 +72,7 @@ func (b *Broker) Status() BrokerStatus {
 		Uptime:         c.Now().Sub(b.started),
 	}
 	if b.dedup != nil {
-		s.Duplicates, s.DedupKeys = b.dedup.dups.Load(), b.dedup.size()
+		s.Duplicates, s.DedupRecent = b.dedup.dups.Load(), b.dedup.size()
 	}
 	if b.calls.enter() {
 		defer b.calls.leave()

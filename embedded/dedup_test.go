@@ -125,9 +125,10 @@ type stormResult struct {
 }
 
 // retryStorm sends n messages (body "m-<i>") from 8 goroutines through a
-// proxy that loses answers, with indeterminate failures retried, and
-// returns each one's outcome and how many connections the proxy cut.
-func retryStorm(t *testing.T, c *embedded.Cluster, n int) ([]stormResult, int64) {
+// proxy that loses answers, with indeterminate failures retried (each send
+// gives up after retries retries or sendTimeout), and returns each one's
+// outcome and how many connections the proxy cut.
+func retryStorm(t *testing.T, c *embedded.Cluster, n, retries int, sendTimeout time.Duration) ([]stormResult, int64) {
 	t.Helper()
 	proxy := startDropProxy(t, c.BrokerAddr())
 	defer proxy.Close()
@@ -144,8 +145,8 @@ func retryStorm(t *testing.T, c *embedded.Cluster, n int) ([]stormResult, int64)
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{BaseDelay: 5 * time.Millisecond,
 			Multiplier: 1.6, MaxDelay: 50 * time.Millisecond}, MinConnectTimeout: time.Second}),
 	}}
-	p, err := client.NewProducer(t.Context(), cfg, client.WithRetryIndeterminate(true), client.WithRetries(50),
-		client.WithBackoff(time.Millisecond, 20*time.Millisecond), client.WithSendTimeout(2*time.Second))
+	p, err := client.NewProducer(t.Context(), cfg, client.WithRetryIndeterminate(true), client.WithRetries(retries),
+		client.WithBackoff(time.Millisecond, 20*time.Millisecond), client.WithSendTimeout(sendTimeout))
 	require.NoError(t, err)
 	out := make([]stormResult, n)
 	var wg sync.WaitGroup
@@ -200,74 +201,129 @@ func TestDedupRetryStorm(t *testing.T) {
 	for _, dedup := range []bool{true, false} {
 		t.Run(fmt.Sprint("dedup=", dedup), func(t *testing.T) {
 			c, _ := start(t, embedded.Options{Broker: func(cfg *broker.Config) {
-				cfg.DuplicationWindow = broker.DuplicationOff
-				if dedup {
-					cfg.DuplicationWindow = broker.DefaultDuplicationWindow
+				if !dedup {
+					cfg.DuplicationWindow = broker.DuplicationOff // on by default
 				}
 			}})
 			start := time.Now()
-			results, cuts := retryStorm(t, c, n)
-			stored := logMessages(t, c, "Storm")
-			var failed, retried, dupAnswers, copies int
-			for i, r := range results {
-				body := fmt.Sprintf("m-%d", i)
-				ms := stored[body]
-				if len(ms) > 1 {
-					copies += len(ms) - 1
-				}
-				if r.err != nil {
-					failed++
-					if dedup {
-						assert.LessOrEqual(t, len(ms), 1, "%s failed (%v), so it may be stored, but once", body, r.err)
-					}
-					continue
-				}
-				if r.res.Attempts > 1 {
-					retried++
-				}
-				if r.res.Duplicate {
-					dupAnswers++
-				}
-				if !assert.NotEmpty(t, ms, "%s was acknowledged", body) {
-					continue
-				}
-				if dedup {
-					require.Len(t, ms, 1, "%s is stored once", body)
-					m := ms[0]
-					assert.Equal(t, m.UniqKey(), r.res.UniqKey, body)
-					assert.Equal(t, m.OffsetMsgID(), r.res.MsgID, body)
-					assert.Equal(t, m.QueueID, r.res.QueueID, body)
-					assert.Equal(t, m.QueueOffset, r.res.QueueOffset, body)
-				}
-			}
-			for body, ms := range stored {
-				if dedup {
-					assert.Len(t, ms, 1, "%s", body)
-				}
-			}
+			results, cuts := retryStorm(t, c, n, 50, 2*time.Second)
+			st := checkStorm(t, c, results, dedup)
 			assert.Positive(t, cuts, "the proxy cut connections")
-			assert.Positive(t, retried, "sends were retried")
-			assert.Less(t, failed, n/10)
-			summary := fmt.Sprintf("retry storm (dedup=%t): %d messages in %s, %d connections cut, %d sends retried, "+
-				"%d answered as duplicates, %d failed; the log holds %d distinct messages and %d extra copies",
-				dedup, n, time.Since(start).Round(time.Millisecond), cuts, retried, dupAnswers, failed, len(stored), copies)
+			assert.Less(t, st.failed, n/10)
+			summary := fmt.Sprintf("retry storm (dedup=%t): %d messages in %s, %d connections cut, %s",
+				dedup, n, time.Since(start).Round(time.Millisecond), cuts, st)
 			t.Log(summary)
 			fmt.Println(summary)
 			if dedup {
-				assert.Zero(t, copies)
-				assert.GreaterOrEqual(t, c.Broker().Status().Duplicates, int64(dupAnswers), "answers of duplicates may be lost too")
+				assert.GreaterOrEqual(t, c.Broker().Status().Duplicates, int64(st.dupAnswers), "answers of duplicates may be lost too")
 			} else {
-				assert.Zero(t, dupAnswers)
+				assert.Zero(t, st.dupAnswers)
 			}
 		})
 	}
+}
+
+// Broker restarts in the middle of a retry storm let no duplicate in: the
+// retries of sends stored before a restart (their answers lost with the
+// connections it cut) find them in the key index the store recovered at
+// Open (nothing is rebuilt in memory). Three restarts, each after another
+// quarter of the messages, so that some sends are caught by one.
+func TestDedupRetryStormRestart(t *testing.T) {
+	n := 2000
+	if raceEnabled || testing.Short() {
+		n = 500
+	}
+	c, _ := start(t, embedded.Options{})
+	restarted := make(chan error, 1)
+	go func() {
+		deadline := time.Now().Add(30 * time.Second)
+		for range 3 {
+			for c.Broker().Status().MessagesPut < int64(n/4) && time.Now().Before(deadline) {
+				time.Sleep(time.Millisecond)
+			}
+			if err := c.KillBroker(); err != nil { // connections cut, answers lost
+				restarted <- err
+				return
+			}
+			if err := c.StartBroker(context.Background()); err != nil {
+				restarted <- err
+				return
+			}
+		}
+		restarted <- nil
+	}()
+	start := time.Now()
+	results, cuts := retryStorm(t, c, n, 1000, 2*time.Second) // retries outlast a restart (the context: 30 s)
+	require.NoError(t, <-restarted)
+	st := checkStorm(t, c, results, true)
+	assert.Less(t, st.failed, n/10)
+	summary := fmt.Sprintf("retry storm with 3 restarts: %d messages in %s, %d connections cut, %s",
+		n, time.Since(start).Round(time.Millisecond), cuts, st)
+	t.Log(summary)
+	fmt.Println(summary)
+}
+
+// stormStats sums up the outcome of a retry storm.
+type stormStats struct {
+	failed, retried, dupAnswers, distinct, copies int
+}
+
+func (s stormStats) String() string {
+	return fmt.Sprintf("%d sends retried, %d answered as duplicates, %d failed; the log holds %d distinct messages and %d extra copies",
+		s.retried, s.dupAnswers, s.failed, s.distinct, s.copies)
+}
+
+// checkStorm checks the log against a retry storm's results: every
+// acknowledged message is stored and, with dedup, stored once (a failed
+// one at most once) with its result naming the stored message.
+func checkStorm(t *testing.T, c *embedded.Cluster, results []stormResult, dedup bool) stormStats {
+	t.Helper()
+	stored := logMessages(t, c, "Storm")
+	st := stormStats{distinct: len(stored)}
+	for i, r := range results {
+		body := fmt.Sprintf("m-%d", i)
+		ms := stored[body]
+		if len(ms) > 1 {
+			st.copies += len(ms) - 1
+		}
+		if r.err != nil {
+			st.failed++
+			if dedup {
+				assert.LessOrEqual(t, len(ms), 1, "%s failed (%v), so it may be stored, but once", body, r.err)
+			}
+			continue
+		}
+		if r.res.Attempts > 1 {
+			st.retried++
+		}
+		if r.res.Duplicate {
+			st.dupAnswers++
+		}
+		if !assert.NotEmpty(t, ms, "%s was acknowledged", body) || !dedup {
+			continue
+		}
+		require.Len(t, ms, 1, "%s is stored once", body)
+		m := ms[0]
+		assert.Equal(t, m.UniqKey(), r.res.UniqKey, body)
+		assert.Equal(t, m.OffsetMsgID(), r.res.MsgID, body)
+		assert.Equal(t, m.QueueID, r.res.QueueID, body)
+		assert.Equal(t, m.QueueOffset, r.res.QueueOffset, body)
+	}
+	if dedup {
+		for body, ms := range stored {
+			assert.Len(t, ms, 1, "%s", body)
+		}
+		assert.Zero(t, st.copies)
+	}
+	assert.Positive(t, st.retried, "sends were retried")
+	return st
 }
 
 // Two sends with one IdempotencyKey (two messages, two UNIQ_KEYs) store
 // it once, across a broker restart: the second gets the first's result,
 // marked duplicate.
 func TestDedupIdempotencyKeyEndToEnd(t *testing.T) {
-	c, cl := start(t, embedded.Options{Broker: func(cfg *broker.Config) { cfg.DuplicationWindow = broker.DefaultDuplicationWindow }})
+	c, cl := start(t, embedded.Options{}) // de-duplication is on by default
 	p, err := client.NewProducer(t.Context(), client.Config{NameServers: []string{c.NameServerAddr()}})
 	require.NoError(t, err)
 	defer p.Close()

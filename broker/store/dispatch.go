@@ -67,18 +67,23 @@ func (s *Store) dispatch() (n int64, err error) {
 }
 
 // dispatchOne adds the record's consume-queue entry (unless it is a
-// prepared or rolled-back transactional message) and its index entries.
-// It does not allocate for a known queue.
+// prepared or rolled-back transactional message) and its index entries
+// (indexKeys). It does not allocate for a known queue.
 func (s *Store) dispatchOne(v message.View, phys int64) error {
-	var tags, keys, uniq []byte
+	var p indexedProps
+	var tags []byte
 	for k, val := range v.All() { // one pass; the last of a repeated key wins, as in Properties.Get
 		switch string(k) {
 		case message.PropTags:
 			tags = val
 		case message.PropKeys:
-			keys = val
+			p.keys = val
 		case message.PropUniqKey:
-			uniq = val
+			p.uniq = val
+		case message.PropIdempotencyKey:
+			p.idem = val
+		case message.PropRealTopic:
+			p.realTopic = val
 		}
 	}
 	tx := v.SysFlag() & message.TransactionMask
@@ -113,21 +118,63 @@ func (s *Store) dispatchOne(v message.View, phys int64) error {
 	if tx == message.TransactionRollback || phys < s.indexFrom {
 		return nil
 	}
-	ts := v.StoreTimestamp()
-	for key := range bytes.SplitSeq(keys, []byte{' '}) {
+	return s.indexKeys(topic, &p, phys, v.StoreTimestamp())
+}
+
+// indexedProps are the properties of a record that the index holds it
+// under.
+type indexedProps struct {
+	keys      []byte // KEYS: space-separated
+	uniq      []byte // UNIQ_KEY
+	idem      []byte // IDEMPOTENCY_KEY
+	realTopic []byte // REAL_TOPIC: the topic of a parked record
+}
+
+// indexKeys adds the index entries of the record at phys, stored at ts
+// in topic: under topic, one for each of its KEYS, its UNIQ_KEY and its
+// IDEMPOTENCY_KEY (unless one of the others spells it: a key is indexed
+// once per record); and if it is parked (its REAL_TOPIC is another
+// topic), one under REAL_TOPIC for its de-duplication key, its
+// IDEMPOTENCY_KEY or else its UNIQ_KEY, so that a repeat of a delayed
+// send is found under the topic it was sent to (FindByKey).
+func (s *Store) indexKeys(topic string, p *indexedProps, phys, ts int64) error {
+	put := func(topic string, key []byte, what string) error {
+		if err := s.idx.PutHash(index.TopicKeyHash(topic, string(key)), phys, ts); err != nil {
+			return fmt.Errorf("store: index %s %q at %d: %w", what, key, phys, err)
+		}
+		return nil
+	}
+	idemIndexed := len(p.idem) == 0 || bytes.Equal(p.idem, p.uniq)
+	for key := range bytes.SplitSeq(p.keys, []byte{' '}) {
 		if len(key) == 0 {
 			continue
 		}
-		if err := s.idx.PutHash(index.TopicKeyHash(topic, string(key)), phys, ts); err != nil {
-			return fmt.Errorf("store: index key %q at %d: %w", key, phys, err)
+		idemIndexed = idemIndexed || bytes.Equal(key, p.idem)
+		if err := put(topic, key, "key"); err != nil {
+			return err
 		}
 	}
-	if len(uniq) > 0 {
-		if err := s.idx.PutHash(index.TopicKeyHash(topic, string(uniq)), phys, ts); err != nil {
-			return fmt.Errorf("store: index UNIQ_KEY %q at %d: %w", uniq, phys, err)
+	if len(p.uniq) > 0 {
+		if err := put(topic, p.uniq, "UNIQ_KEY"); err != nil {
+			return err
 		}
 	}
-	return nil
+	if !idemIndexed {
+		if err := put(topic, p.idem, "IDEMPOTENCY_KEY"); err != nil {
+			return err
+		}
+	}
+	if len(p.realTopic) == 0 || string(p.realTopic) == topic {
+		return nil
+	}
+	key := p.idem
+	if len(key) == 0 {
+		key = p.uniq
+	}
+	if len(key) == 0 {
+		return nil
+	}
+	return put(string(p.realTopic), key, "key of a parked record")
 }
 
 // dispatchQueue returns the consume queue of (topic, queueID), creating
