@@ -71,6 +71,9 @@ func (b *Broker) CreateOrUpdateTopic(tc metadata.TopicConfig) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
+	if err := b.saveTopics(); err != nil {
+		return err
+	}
 	b.log.Info("topic updated", "topic", tc.TopicName, "read", tc.ReadQueueNums, "write", tc.WriteQueueNums, "perm", tc.Perm)
 	b.topicsChanged()
 	return nil
@@ -123,6 +126,16 @@ func (b *Broker) DeleteTopic(name string) error {
 	b.rr.Delete(name)
 	b.log.Info("topic deleted", "topic", name)
 	b.topicsChanged()
+	return b.saveTopics()
+}
+
+// saveTopics writes the topic table before a change to it is answered or
+// used: a topic created in memory only, and its messages with it, would
+// be lost by a crash before the periodic save.
+func (b *Broker) saveTopics() error {
+	if err := b.meta.SaveTopics(); err != nil {
+		return fmt.Errorf("broker: save topics: %w", err)
+	}
 	return nil
 }
 
@@ -194,6 +207,9 @@ func (b *Broker) ensureTopic(name string, queues int32) (metadata.TopicConfig, e
 		tc, _ = b.meta.Topic(name)
 		b.log.Info("topic created by the broker", "topic", name, "queues", queues)
 		b.topicsChanged()
+		if err := b.saveTopics(); err != nil { // its messages would be unreadable after a crash
+			return tc, err
+		}
 	}
 	return tc, nil
 }

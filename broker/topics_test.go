@@ -1,6 +1,8 @@
 package broker_test
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/gantrymq/gantry/broker"
 	"github.com/gantrymq/gantry/broker/metadata"
+	"github.com/gantrymq/gantry/message"
 )
 
 func TestCreateUpdateDeleteTopic(t *testing.T) {
@@ -108,4 +111,26 @@ func TestDeleteTopicRemovesOffsets(t *testing.T) {
 	createTopic(t, b, "T", 1)
 	_, ok = b.QueryOffset("G1", "T", 0)
 	assert.False(t, ok, "a re-created topic starts without offsets")
+}
+
+// A topic is on disk before its creation is answered, whether an
+// administrator created it or the broker did (auto-create, a group's retry
+// topic): a crash right after must not lose it, and with it the messages
+// already stored for it (found by the reliability suite's SIGKILL test).
+func TestTopicSavedBeforeAnswer(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.AutoCreateTopicEnable = true
+	b := openBroker(t, cfg)
+	saved := func() string {
+		raw, err := os.ReadFile(filepath.Join(cfg.StorePathRootDir, "config", metadata.TopicsFile))
+		require.NoError(t, err)
+		return string(raw)
+	}
+	createTopic(t, b, "Admin", 2)
+	assert.Contains(t, saved(), `"Admin"`)
+	_, err := b.Send(t.Context(), "Auto", []*message.Message{{Topic: "Auto", QueueID: broker.BrokerPicksQueue, Body: []byte("x")}})
+	require.NoError(t, err)
+	assert.Contains(t, saved(), `"Auto"`)
+	require.NoError(t, b.DeleteTopic("Admin"))
+	assert.NotContains(t, saved(), `"Admin"`)
 }

@@ -102,6 +102,9 @@ func (s *Admin) CreateGroup(_ context.Context, req *gantryv1.CreateGroupRequest)
 	if err := s.b.Store().Metadata().PutGroup(sg); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
+	if err := s.b.Store().Metadata().SaveGroups(); err != nil {
+		return nil, status.Errorf(codes.Internal, "group %q updated but not saved: %v", sg.GroupName, err)
+	}
 	return &gantryv1.CreateGroupResponse{}, nil
 }
 
@@ -109,6 +112,9 @@ func (s *Admin) CreateGroup(_ context.Context, req *gantryv1.CreateGroupRequest)
 func (s *Admin) DeleteGroup(_ context.Context, req *gantryv1.DeleteGroupRequest) (*gantryv1.DeleteGroupResponse, error) {
 	if !s.b.Store().Metadata().DeleteGroup(req.GetName()) {
 		return nil, status.Errorf(codes.NotFound, "group %q not found", req.GetName())
+	}
+	if err := s.b.Store().Metadata().SaveGroups(); err != nil {
+		return nil, status.Errorf(codes.Internal, "group %q deleted but not saved: %v", req.GetName(), err)
 	}
 	return &gantryv1.DeleteGroupResponse{}, nil
 }

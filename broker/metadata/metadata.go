@@ -161,5 +161,22 @@ func (m *Metadata) Save() error {
 	return errors.Join(errs...)
 }
 
+// SaveTopics writes the topic table now if it changed: a topic's creation
+// (or deletion) is answered only once it would survive a crash, not at
+// the next periodic Save.
+func (m *Metadata) SaveTopics() error {
+	m.saveMu.Lock()
+	defer m.saveMu.Unlock()
+	return m.topics.save(m.cfg.FS)
+}
+
+// SaveGroups writes the subscription-group table now if it changed (an
+// administrator's change is answered once it is on disk).
+func (m *Metadata) SaveGroups() error {
+	m.saveMu.Lock()
+	defer m.saveMu.Unlock()
+	return m.groups.save(m.cfg.FS)
+}
+
 // Close saves what changed. Metadata holds no open files or goroutines.
 func (m *Metadata) Close() error { return m.Save() }
