@@ -6,6 +6,8 @@ import (
 	"hash/crc32"
 	"os"
 	"path/filepath"
+
+	"github.com/gantrymq/gantry/internal/failpoint"
 )
 
 // The checkpoint records a lower bound of the durable end of the log, so
@@ -86,6 +88,11 @@ func (l *Log) writeCheckpoint() error {
 		return nil
 	}
 	ts := l.lastTs.Load()
+	if failpoint.Enabled {
+		if err := failpoint.Inject("commitlog/checkpoint-write"); err != nil {
+			return fmt.Errorf("commitlog: write checkpoint: %w", err)
+		}
+	}
 	f, err := l.fs.OpenFile(l.checkpointPath(), os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return fmt.Errorf("commitlog: open checkpoint: %w", err)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/gantrymq/gantry/internal/failpoint"
 )
 
 // waiter is a SyncFlush appender waiting for its records to be durable.
@@ -146,11 +148,27 @@ func (l *Log) flush() error {
 		return nil
 	}
 	from, end := l.flushed.Load(), l.committed.Load()
-	err := l.syncRange(from, end, func(s *segment, lo, hi int64) error { return s.m.Sync(int(lo), int(hi-lo)) })
+	err := injectFlush("commitlog/flush-before-sync")
+	if err == nil {
+		err = l.syncRange(from, end, func(s *segment, lo, hi int64) error { return s.m.Sync(int(lo), int(hi-lo)) })
+	}
+	if err == nil {
+		err = injectFlush("commitlog/flush-after-sync")
+	}
 	if err != nil {
 		return l.fail(err)
 	}
 	l.advanceFlushed(end)
+	return nil
+}
+
+// injectFlush evaluates a flush failpoint (package failpoint): an injected
+// error counts as a failed sync. Without the failpoint build tag it is nil
+// and compiled to nothing.
+func injectFlush(name string) error {
+	if failpoint.Enabled {
+		return failpoint.Inject(name)
+	}
 	return nil
 }
 
@@ -195,7 +213,13 @@ func (l *Log) flushBufferedOnce() bool {
 	}
 	if err == nil {
 		l.publish(end)
+		err = injectFlush("commitlog/flush-before-sync")
+	}
+	if err == nil {
 		err = l.syncRange(start, end, func(s *segment, _, _ int64) error { return s.file.Sync() })
+	}
+	if err == nil {
+		err = injectFlush("commitlog/flush-after-sync")
 	}
 	l.mu.Lock()
 	if l.pendSpare == nil && cap(buf) <= 2*l.cfg.MaxPendingBytes {

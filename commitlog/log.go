@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/gantrymq/gantry/internal/failpoint"
 	"github.com/gantrymq/gantry/internal/fsx"
 	"github.com/gantrymq/gantry/internal/tick"
 	"github.com/gantrymq/gantry/message"
@@ -384,6 +385,11 @@ func (l *Log) appendLocked(ctx context.Context, chunks [][]byte, size, nrec int,
 	if err := l.makeRoomLocked(ctx, size); err != nil {
 		return AppendResult{}, err
 	}
+	if failpoint.Enabled {
+		if err := failpoint.Inject("commitlog/append-before-copy"); err != nil {
+			return AppendResult{}, err
+		}
+	}
 	start := l.writeOff
 	var dst []byte
 	if l.cfg.WriteMode == WriteBuffered {
@@ -415,6 +421,9 @@ func (l *Log) appendLocked(ctx context.Context, chunks [][]byte, size, nrec int,
 		}
 		pos += size
 		off += int64(size)
+	}
+	if failpoint.Enabled {
+		_ = failpoint.Inject("commitlog/append-after-copy") // copied: only kill, panic and sleep apply
 	}
 	l.writeOff = off
 	l.lastTs.Store(now)

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+
+	"github.com/gantrymq/gantry/internal/failpoint"
 )
 
 // FS is the set of filesystem operations the store uses. Paths are OS paths.
@@ -135,8 +137,18 @@ func WriteFileAtomic(fsys FS, name string, data []byte) error {
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("fsx: close %s: %w", tmp, err)
 	}
+	if failpoint.Enabled {
+		if err := failpoint.Inject("fsx/atomic-before-rename"); err != nil {
+			return fmt.Errorf("fsx: rename %s: %w", tmp, err)
+		}
+	}
 	if err := fsys.Rename(tmp, name); err != nil {
 		return fmt.Errorf("fsx: rename %s: %w", tmp, err)
+	}
+	if failpoint.Enabled {
+		if err := failpoint.Inject("fsx/atomic-before-syncdir"); err != nil {
+			return fmt.Errorf("fsx: sync dir of %s: %w", name, err)
+		}
 	}
 	if err := fsys.SyncDir(filepath.Dir(name)); err != nil {
 		return fmt.Errorf("fsx: sync dir of %s: %w", name, err)
