@@ -42,8 +42,8 @@
 // permissions are never retried. Indeterminate errors are not retried
 // either unless WithRetryIndeterminate(true); such a retry goes to the same
 // queue, and carries the same client message ids (UNIQ_KEY), so that a
-// broker de-duplicating sends (its duplicationWindow set, e.g. 5m; off by
-// default) answers it with the stored message's result, marked Duplicate,
+// broker de-duplicating sends (its duplicationWindow, 5 minutes by default;
+// 0 turns it off) answers it with the stored message's result, marked Duplicate,
 // instead of storing the messages twice. Between attempts the producer sleeps an
 // exponential backoff with full jitter, never past the context's deadline
 // (it gives up with the last error instead), and after a definite failure

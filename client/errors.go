@@ -90,8 +90,8 @@ func (e *StatusError) GRPCStatus() *status.Status { return e.st }
 // Match it with errors.As; Err is the cause (usually a *StatusError).
 //
 // A Producer does not retry an indeterminate send unless
-// WithRetryIndeterminate(true); then the broker's de-duplication (when
-// duplicationWindow is set) keeps a retry of a stored send from storing it
+// WithRetryIndeterminate(true); then the broker's de-duplication (on by
+// default: duplicationWindow, 5 minutes) keeps a retry of a stored send from storing it
 // twice.
 type IndeterminateError struct {
 	// Broker is the gRPC address of the broker the request went to.

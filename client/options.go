@@ -183,10 +183,10 @@ func WithRandom(rnd func(n int64) int64) ProducerOption {
 // WithRetryIndeterminate makes the producer retry indeterminate failures
 // (*IndeterminateError) too, on the same queue. Retries keep the messages'
 // UNIQ_KEY, so a broker with de-duplication on (broker.conf
-// duplicationWindow, e.g. 5m; off by default) answers a retry of a send
-// that was in fact stored with the original result instead of storing it
-// twice. Default false: without de-duplication a retry may store the
-// messages twice.
+// duplicationWindow, 5 minutes by default; 0 turns it off) answers a retry
+// of a send that was in fact stored with the original result instead of
+// storing it twice. Default false: without de-duplication a retry may
+// store the messages twice.
 func WithRetryIndeterminate(retry bool) ProducerOption {
 	return func(o *producerOptions) { o.retryIndeterminate = retry }
 }

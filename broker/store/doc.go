@@ -5,8 +5,9 @@
 // Put assigns each message the next offset of its queue under the commit
 // log's append lock and appends the batch as one unit; the dispatcher follows
 // the log right behind the appender (woken by it, not polling), decodes each
-// record once, appends its consume-queue entry, indexes its KEYS and UNIQ_KEY
-// as "topic#key", and calls Config.OnDispatch. A message is visible to Get
+// record once, appends its consume-queue entry, indexes its KEYS, UNIQ_KEY
+// and IDEMPOTENCY_KEY as "topic#key" (a parked record's also under its
+// REAL_TOPIC, for the broker's de-duplication), and calls Config.OnDispatch. A message is visible to Get
 // once dispatched.
 //
 // Every FlushInterval the queues and the index are flushed and
