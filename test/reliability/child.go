@@ -48,6 +48,10 @@ func RunChild() (code int, ok bool) {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
+	// Runs before stop: from here on a SIGTERM is ignored, not fatal. The
+	// harness may send a second one (StopWorkers signals every worker, then
+	// stops each), which must not kill a child that is exiting cleanly.
+	defer signal.Ignore(syscall.SIGTERM, os.Interrupt)
 	spec := []byte(os.Getenv(SpecEnv))
 	var err error
 	switch role {
