@@ -151,3 +151,6 @@ func (p *Proc) KilledBySignal() bool {
 	ws, ok := ee.Sys().(syscall.WaitStatus)
 	return ok && ws.Signaled()
 }
+
+// Pid is the process id (for reading /proc/PID).
+func (p *Proc) Pid() int { return p.cmd.Process.Pid }
