@@ -3,7 +3,6 @@ package embedded_test
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -25,20 +24,8 @@ import (
 // a minute apart on clk. It returns the send results, in order.
 func dlqCluster(t *testing.T, clk *fakeClock, group string, n int) (*embedded.Cluster, client.Config, []client.SendResult) {
 	t.Helper()
-	c, err := embedded.Start(t.Context(), embedded.Options{NoAutoCreateTopics: true, Broker: func(cfg *broker.Config) {
-		cfg.Now = clk.Now
-		cfg.ChannelExpiredTimeout = 1000 * time.Hour
-	}})
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, c.Close(context.Background())) })
-	cfg := client.Config{NameServers: []string{c.NameServerAddr()}}
-	a, err := client.NewAdmin(t.Context(), cfg)
-	require.NoError(t, err)
-	p, err := client.NewProducer(t.Context(), cfg)
-	require.NoError(t, err)
-	t.Cleanup(func() { p.Close(); a.Close() })
-	require.NoError(t, a.CreateTopic(t.Context(), client.TopicConfig{Name: "Orders", ReadQueueNums: 2, WriteQueueNums: 2}))
-	require.Eventually(t, func() bool { _, err := a.Route(t.Context(), "Orders"); return err == nil }, 5*time.Second, 10*time.Millisecond)
+	pc := clockCluster(t, clk, "Orders", 2)
+	c, cfg, p := pc.c, pc.cfg, pc.p
 	var sent []client.SendResult
 	for i := range n {
 		res, err := p.Send(t.Context(), &client.Message{Topic: "Orders", Body: fmt.Appendf(nil, "order %d", i), Tags: "created",

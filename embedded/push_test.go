@@ -30,7 +30,15 @@ type pushCluster struct {
 
 func newPushCluster(t *testing.T, topic string, queues int32) *pushCluster {
 	t.Helper()
-	c, err := embedded.Start(t.Context(), embedded.Options{NoAutoCreateTopics: true})
+	return startPushCluster(t, embedded.Options{NoAutoCreateTopics: true}, topic, queues)
+}
+
+// startPushCluster starts a cluster with opts, a producer (sharding-key
+// selector, round robin without a key) and an admin, and creates topic
+// with queues queues.
+func startPushCluster(t *testing.T, opts embedded.Options, topic string, queues int32) *pushCluster {
+	t.Helper()
+	c, err := embedded.Start(t.Context(), opts)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, c.Close(context.Background())) })
 	cfg := client.Config{NameServers: []string{c.NameServerAddr()}}

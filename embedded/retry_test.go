@@ -29,22 +29,18 @@ func newFakeClock() *fakeClock {
 // not expire while the clock jumps hours.
 func retryCluster(t *testing.T, clk *fakeClock, topic string) *pushCluster {
 	t.Helper()
-	c, err := embedded.Start(t.Context(), embedded.Options{NoAutoCreateTopics: true, Broker: func(cfg *broker.Config) {
+	return clockCluster(t, clk, topic, 1)
+}
+
+// clockCluster is a push cluster whose broker runs on clk, with client
+// expiry and queue locks out of the way of clk's jumps.
+func clockCluster(t *testing.T, clk *fakeClock, topic string, queues int32) *pushCluster {
+	t.Helper()
+	return startPushCluster(t, embedded.Options{NoAutoCreateTopics: true, Broker: func(cfg *broker.Config) {
 		cfg.Now = clk.Now
 		cfg.ChannelExpiredTimeout = 1000 * time.Hour
 		cfg.QueueLockTTL = 1000 * time.Hour
-	}})
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, c.Close(context.Background())) })
-	cfg := client.Config{NameServers: []string{c.NameServerAddr()}}
-	p, err := client.NewProducer(t.Context(), cfg)
-	require.NoError(t, err)
-	a, err := client.NewAdmin(t.Context(), cfg)
-	require.NoError(t, err)
-	t.Cleanup(func() { p.Close(); a.Close() })
-	require.NoError(t, a.CreateTopic(t.Context(), client.TopicConfig{Name: topic, ReadQueueNums: 1, WriteQueueNums: 1}))
-	require.Eventually(t, func() bool { _, err := a.Route(t.Context(), topic); return err == nil }, 5*time.Second, 10*time.Millisecond)
-	return &pushCluster{c: c, cfg: cfg, p: p, admin: a}
+	}}, topic, queues)
 }
 
 // delivery is one handling of a message, on the broker's clock.

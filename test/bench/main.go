@@ -146,21 +146,3 @@ func (g *gantryProc) stop() {
 		<-done
 	}
 }
-
-// rssAnon reads RssAnon of a process, in bytes.
-func rssAnon(pid int) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "RssAnon:"); ok {
-			var kb int64
-			if _, err := fmt.Sscanf(strings.TrimSpace(v), "%d kB", &kb); err != nil {
-				return 0, err
-			}
-			return kb << 10, nil
-		}
-	}
-	return 0, fmt.Errorf("no RssAnon in /proc/%d/status", pid)
-}

@@ -84,7 +84,7 @@ func run(ctx context.Context, cfg config) error {
 					return err
 				}
 				rows = append(rows, r)
-				if rss, err = rssAnon(g.cmd.Process.Pid); err != nil {
+				if rss, err = benchkit.RSSAnon(g.cmd.Process.Pid); err != nil {
 					return err
 				}
 			}

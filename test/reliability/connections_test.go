@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/gantrymq/gantry/test/benchkit"
 	"github.com/gantrymq/gantry/test/reliability/checker"
 	"github.com/gantrymq/gantry/test/reliability/workload"
 )
@@ -49,7 +50,7 @@ func TestConnections(t *testing.T) {
 	time.Sleep(500 * time.Millisecond) // the consumer catches up; the heap settles
 
 	pid := e.Broker.Pid()
-	rssBefore, err := RSSAnon(pid)
+	rssBefore, err := benchkit.RSSAnon(pid)
 	require.NoError(t, err)
 	fdsBefore, err := OpenFiles(pid)
 	require.NoError(t, err)
@@ -74,7 +75,7 @@ func TestConnections(t *testing.T) {
 	}
 	connectTook := time.Since(start)
 	time.Sleep(time.Second)
-	rssHeld, err := RSSAnon(pid)
+	rssHeld, err := benchkit.RSSAnon(pid)
 	require.NoError(t, err)
 	fdsHeld, err := OpenFiles(pid)
 	require.NoError(t, err)
@@ -86,7 +87,7 @@ func TestConnections(t *testing.T) {
 	acked := ackedIDs(e.Events())
 	require.Eventually(t, func() bool { return handledAll(e.Events(), acked) }, 3*time.Minute, 500*time.Millisecond,
 		"the consumer did not handle every acknowledged message while the connections were held")
-	rssLoaded, err := RSSAnon(pid)
+	rssLoaded, err := benchkit.RSSAnon(pid)
 	require.NoError(t, err)
 
 	for _, p := range holders {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/gantrymq/gantry/test/benchkit"
 	"github.com/gantrymq/gantry/test/reliability/checker"
 	"github.com/gantrymq/gantry/test/reliability/workload"
 )
@@ -73,7 +74,7 @@ func sampleRSS(t *testing.T, e *Env, d, interval time.Duration) []int64 {
 	for i := 1; len(samples) < 3 || time.Since(start) < d; i++ {
 		time.Sleep(time.Until(start.Add(time.Duration(i) * interval)))
 		require.False(t, e.Broker.Exited(), "the broker exited (log %s)", e.Broker.Log)
-		rss, err := RSSAnon(e.Broker.Pid())
+		rss, err := benchkit.RSSAnon(e.Broker.Pid())
 		require.NoError(t, err)
 		samples = append(samples, rss)
 		fmt.Fprintf(f, "%.0f,%d\n", time.Since(start).Seconds(), rss)
