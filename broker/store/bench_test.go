@@ -35,7 +35,7 @@ func kibMsg(b *testing.B, q int32, keys string) *message.Message {
 }
 
 func waitAllDispatched(b *testing.B, s *store.Store) {
-	for s.Dispatched() < s.CommitLog().MaxOffset() {
+	for s.DispatchedOffset() < s.CommitLog().MaxOffset() {
 		time.Sleep(100 * time.Microsecond)
 	}
 }

@@ -9,6 +9,3 @@ func (s *Store) HoldDispatch() (release func()) {
 
 // Trim runs the flush loop's retention step now.
 func (s *Store) Trim() error { return s.trim() }
-
-// Dispatched returns the log offset dispatch has reached.
-func (s *Store) Dispatched() int64 { return s.dispatched.Load() }
