@@ -208,7 +208,7 @@ func (e *Env) TryStartBroker() bool {
 		require.NoError(e.T, err)
 	}
 	e.startups = append(e.startups, e.Ready.Startup)
-	e.Record(history.Event{Kind: history.Mark, Note: "broker serving", Time: history.Now()})
+	e.Record(history.Event{Kind: history.Heal, Note: "broker serving", Time: history.Now()})
 	if e.NS != nil && !e.NS.Exited() && !e.waitRegistered() {
 		if p.Exited() {
 			return false
@@ -503,7 +503,7 @@ func maxResume(evs []history.Event) (time.Duration, bool) {
 	var marks, acks []int64
 	for _, ev := range evs {
 		switch {
-		case ev.Kind == history.Mark && ev.Note == "broker serving":
+		case ev.Kind == history.Heal && ev.Note == "broker serving":
 			marks = append(marks, ev.Time)
 		case ev.Kind == history.Send && ev.Outcome == history.OK:
 			acks = append(acks, ev.Time)

@@ -206,6 +206,7 @@ type run struct {
 	recvAt       map[pos]int64           // earliest handling time per position
 	recvID       map[string]bool         // ids handled
 	faults       []int64                 // fault times, sorted
+	heals        []int64                 // heal times, sorted
 	commit       []history.Event         // committed offsets read
 	reads        []history.Event         // drain and recv events
 	corrupt      map[string]map[pos]bool // kind -> corrupt positions (counted once per kind)
@@ -301,9 +302,12 @@ func (r *run) index(events []history.Event) {
 			r.commit = append(r.commit, e)
 		case history.Fault:
 			r.faults = append(r.faults, e.Time)
+		case history.Heal:
+			r.heals = append(r.heals, e.Time)
 		}
 	}
 	slices.Sort(r.faults)
+	slices.Sort(r.heals)
 	r.res.Faults = len(r.faults)
 	r.res.consumed = r.res.consumed || r.opts.ExpectHandled
 }
@@ -391,10 +395,10 @@ func (r *run) checkDrain() {
 func (r *run) judgeLoss(id string) {
 	s := r.sends[id]
 	ack := s.ok
-	i, _ := slices.BinarySearch(r.faults, ack.Time)
+	i := r.epoch(ack.Time)
 	age := time.Duration(-1)
 	if i < len(r.faults) {
-		age = time.Duration(r.faults[i] - ack.Time)
+		age = max(0, time.Duration(r.faults[i]-ack.Time))
 	}
 	switch {
 	case r.res.MaxLossAge < 0: // already unbounded
@@ -414,22 +418,32 @@ func (r *run) judgeLoss(id string) {
 	r.problem("lost: %s acknowledged at %s@%d (%s), not in the drain", id, queueKey{ack.Broker, ack.Queue}, ack.Offset, ageText)
 }
 
+// epoch returns the index of the fault an acknowledgement recorded at t
+// precedes (len(faults) if none): the first fault at or after t, or, when
+// t falls between a fault and the heal after it (the broker was down, so
+// the ack was given before the fault and read afterwards), that fault.
+func (r *run) epoch(t int64) int {
+	i, _ := slices.BinarySearch(r.faults, t)
+	if i > 0 {
+		h, _ := slices.BinarySearch(r.heals, r.faults[i-1])
+		if h < len(r.heals) && t < r.heals[h] && (i == len(r.faults) || r.heals[h] <= r.faults[i]) {
+			return i - 1
+		}
+	}
+	return i
+}
+
 // inSuffix reports whether no message acknowledged in the same queue
-// between the fault before id's ack and fault i, at a higher offset,
+// before the same fault i (after the one before it), at a higher offset,
 // survived: the loss is a tail of the queue, not a hole.
 func (r *run) inSuffix(id string, i int) bool {
 	ack := r.sends[id].ok
-	from := int64(math.MinInt64)
-	if i > 0 {
-		from = r.faults[i-1]
-	}
-	to := r.faults[i]
 	for oid, s := range r.sends {
 		o := s.ok
 		if o == nil || oid == id || o.Broker != ack.Broker || o.Queue != ack.Queue || o.Offset <= ack.Offset {
 			continue
 		}
-		if o.Time > from && o.Time <= to {
+		if r.epoch(o.Time) == i {
 			if _, ok := r.stored[oid]; ok {
 				return false
 			}

@@ -2,6 +2,7 @@ package checker
 
 import (
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -47,6 +48,10 @@ func (h *hist) queue(q int32, lo, hi int64) {
 
 func (h *hist) fault() {
 	h.events = append(h.events, history.Event{Kind: history.Fault, Note: "kill", Time: h.tick()})
+}
+
+func (h *hist) heal() {
+	h.events = append(h.events, history.Event{Kind: history.Heal, Note: "broker serving", Time: h.tick()})
 }
 
 // clean is a run where everything went right: three acked messages in
@@ -190,6 +195,32 @@ func TestLossAllowance(t *testing.T) {
 	r = Check(old.events, Options{LossAllowance: time.Second})
 	assert.Equal(t, 1, r.Lost)
 	assert.Equal(t, 2*time.Second+time.Millisecond, r.MaxLossAge)
+
+	// An ack recorded after a fault but before the heal (the broker was
+	// down: a response read after it died) counts against that fault,
+	// with age 0, and belongs to its suffix; without the heal it would be
+	// measured against the next fault, 2 s later.
+	late := &hist{}
+	late.send("a-1", history.OK, 0, 0)
+	late.send("a-2", history.OK, 0, 1)
+	late.fault()
+	late.events[len(late.events)-2], late.events[len(late.events)-1] = late.events[len(late.events)-1], late.events[len(late.events)-2]
+	late.events[len(late.events)-1].Time = late.tick() // a-2's ack read after the fault
+	late.heal()
+	late.send("a-3", history.OK, 0, 1)
+	late.now += int64(2 * time.Second)
+	late.fault()
+	late.heal()
+	late.drain("a-1", 0, 0)
+	late.drain("a-3", 0, 1)
+	late.queue(0, 0, 2)
+	r = Check(late.events, Options{LossAllowance: time.Second})
+	assert.True(t, r.Passed(), "%s %v", r.Verdict(), r.Problems)
+	assert.Equal(t, 1, r.LostAllowed)
+	assert.Equal(t, time.Duration(0), r.MaxLossAge)
+	noHeal := slices.DeleteFunc(slices.Clone(late.events), func(e history.Event) bool { return e.Kind == history.Heal })
+	r = Check(noHeal, Options{LossAllowance: time.Second})
+	assert.Equal(t, 1, r.Lost, "measured against the second fault without heals")
 
 	nofault := &hist{}
 	nofault.send("a-1", history.OK, 0, 0)

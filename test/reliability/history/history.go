@@ -45,8 +45,14 @@ const (
 	Commit Kind = "commit"
 	// Fault: the harness injected a fault (Note says which) at Time.
 	Fault Kind = "fault"
-	// Mark: a milestone of the harness (Note says which: a broker serving
-	// again after a restart...); the checker ignores it.
+	// Heal: a fault's effect ended at Time (Note says how: a killed
+	// broker serves again). An acknowledgement recorded between a fault
+	// and the heal after it was given before the fault (a response in
+	// flight when the broker died, read afterwards): the checker counts a
+	// loss age from that fault.
+	Heal Kind = "heal"
+	// Mark: a milestone of the harness (Note says which); the checker
+	// ignores it.
 	Mark Kind = "mark"
 )
 
