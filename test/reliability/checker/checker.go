@@ -207,6 +207,7 @@ type run struct {
 	recvID       map[string]bool         // ids handled
 	faults       []int64                 // fault times, sorted
 	heals        []int64                 // heal times, sorted
+	survivors    map[epochQueue]int64    // see inSuffix
 	commit       []history.Event         // committed offsets read
 	reads        []history.Event         // drain and recv events
 	corrupt      map[string]map[pos]bool // kind -> corrupt positions (counted once per kind)
@@ -437,19 +438,31 @@ func (r *run) epoch(t int64) int {
 // before the same fault i (after the one before it), at a higher offset,
 // survived: the loss is a tail of the queue, not a hole.
 func (r *run) inSuffix(id string, i int) bool {
-	ack := r.sends[id].ok
-	for oid, s := range r.sends {
-		o := s.ok
-		if o == nil || oid == id || o.Broker != ack.Broker || o.Queue != ack.Queue || o.Offset <= ack.Offset {
-			continue
-		}
-		if r.epoch(o.Time) == i {
-			if _, ok := r.stored[oid]; ok {
-				return false
+	if r.survivors == nil { // the highest surviving acked offset per queue and fault
+		r.survivors = map[epochQueue]int64{}
+		for oid, s := range r.sends {
+			o := s.ok
+			if o == nil {
+				continue
+			}
+			if _, ok := r.stored[oid]; !ok {
+				continue
+			}
+			k := epochQueue{queueKey{o.Broker, o.Queue}, r.epoch(o.Time)}
+			if hi, ok := r.survivors[k]; !ok || o.Offset > hi {
+				r.survivors[k] = o.Offset
 			}
 		}
 	}
-	return true
+	ack := r.sends[id].ok
+	hi, ok := r.survivors[epochQueue{queueKey{ack.Broker, ack.Queue}, i}]
+	return !ok || hi <= ack.Offset
+}
+
+// epochQueue is a queue between two faults.
+type epochQueue struct {
+	q     queueKey
+	epoch int
 }
 
 // reordered counts id as reordered, once.
