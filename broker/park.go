@@ -146,31 +146,43 @@ func parked(m *message.Message, p parkPlan) *message.Message {
 		return m
 	}
 	mm := *m
-	props := make(message.Properties, 0, len(m.Properties)+3)
-	for _, kv := range m.Properties {
-		if !isParkingProperty(kv.Key) {
-			props = append(props, kv)
-		}
-	}
-	origin := []message.Property{{Key: message.PropRealTopic, Value: m.Topic},
-		{Key: message.PropRealQueueID, Value: strconv.Itoa(int(m.QueueID))}}
-	switch p.kind {
-	case parkLevel:
-		props = append(append(props, origin...), message.Property{Key: message.PropDelay, Value: strconv.Itoa(p.level)})
-		mm.Topic, mm.QueueID = ScheduleTopic, int32(p.level-1)
-	case parkTimer:
-		props = append(append(props, origin...), message.Property{Key: message.PropTimerDeliverMS, Value: strconv.FormatInt(p.at, 10)})
-		mm.Topic, mm.QueueID = TimerTopic, 0
-	case parkStrip:
-		props = props[:0]
-		for _, kv := range m.Properties {
+	mm.Properties = make(message.Properties, 0, len(m.Properties)+3)
+	parkInto(&mm, m.Properties, p)
+	return &mm
+}
+
+// parkInto turns mm, a message with properties props, into its parked
+// form under plan p (not parkNone), filling mm.Properties from its start:
+// it may be props itself (parking a message the caller owns, in place),
+// since properties are only dropped before any is added.
+func parkInto(mm *message.Message, props message.Properties, p parkPlan) {
+	topic, queue := mm.Topic, mm.QueueID
+	out := mm.Properties[:0]
+	if p.kind == parkStrip {
+		for _, kv := range props {
 			if kv.Key != message.PropTimerDeliverMS && kv.Key != message.PropTimerDelaySec {
-				props = append(props, kv)
+				out = append(out, kv)
 			}
 		}
+		mm.Properties = out
+		return
 	}
-	mm.Properties = props
-	return &mm
+	for _, kv := range props {
+		if !isParkingProperty(kv.Key) {
+			out = append(out, kv)
+		}
+	}
+	out = append(out, message.Property{Key: message.PropRealTopic, Value: topic},
+		message.Property{Key: message.PropRealQueueID, Value: strconv.Itoa(int(queue))})
+	switch p.kind {
+	case parkLevel:
+		out = append(out, message.Property{Key: message.PropDelay, Value: strconv.Itoa(p.level)})
+		mm.Topic, mm.QueueID = ScheduleTopic, int32(p.level-1)
+	case parkTimer:
+		out = append(out, message.Property{Key: message.PropTimerDeliverMS, Value: strconv.FormatInt(p.at, 10)})
+		mm.Topic, mm.QueueID = TimerTopic, 0
+	}
+	mm.Properties = out
 }
 
 // isParkingProperty reports whether key is one of the properties parking
@@ -184,8 +196,9 @@ func isParkingProperty(key string) bool {
 	return false
 }
 
-// park applies planPark and parked to m, whose queue is picked.
-func (b *Broker) park(m *message.Message, now time.Time) (*message.Message, error) {
+// park applies planPark and parked to m, whose queue is picked. When
+// owned, m is the caller's to change and is parked in place.
+func (b *Broker) park(m *message.Message, now time.Time, owned bool) (*message.Message, error) {
 	d := messageDelayProps(m.Properties)
 	if !d.hasLevel && !d.hasDeliverMS && !d.hasDelaySec {
 		return m, nil
@@ -193,6 +206,10 @@ func (b *Broker) park(m *message.Message, now time.Time) (*message.Message, erro
 	p, err := b.planPark(&d, m.SysFlag, now)
 	if err != nil {
 		return nil, err
+	}
+	if owned && p.kind != parkNone {
+		parkInto(m, m.Properties, p)
+		return m, nil
 	}
 	return parked(m, p), nil
 }
@@ -252,13 +269,23 @@ func (b *Broker) unparked(rec []byte) (*message.Message, error) {
 // putInternal does not pass the call gate: call it from a method that
 // did (Close closes the store only after those return).
 func (b *Broker) putInternal(ctx context.Context, msgs []*message.Message) ([]store.PutResult, error) {
+	return b.putInternalMode(ctx, msgs, false)
+}
+
+// putOwned is putInternal of messages the caller built for it and gives
+// up: they are parked in place rather than copied.
+func (b *Broker) putOwned(ctx context.Context, msgs []*message.Message) ([]store.PutResult, error) {
+	return b.putInternalMode(ctx, msgs, true)
+}
+
+func (b *Broker) putInternalMode(ctx context.Context, msgs []*message.Message, owned bool) ([]store.PutResult, error) {
 	if len(msgs) == 0 {
 		return nil, fmt.Errorf("%w: no messages", ErrInvalidMessage)
 	}
 	now := b.cfg.Now()
 	batch := make([]*message.Message, len(msgs))
 	for i, m := range msgs {
-		mm, err := b.prepareInternal(m, now)
+		mm, err := b.prepareInternal(m, now, owned)
 		if err != nil {
 			if len(msgs) == 1 {
 				return nil, err
@@ -272,7 +299,7 @@ func (b *Broker) putInternal(ctx context.Context, msgs []*message.Message) ([]st
 
 // prepareInternal checks one message of putInternal and returns what to
 // store for it.
-func (b *Broker) prepareInternal(m *message.Message, now time.Time) (*message.Message, error) {
+func (b *Broker) prepareInternal(m *message.Message, now time.Time, owned bool) (*message.Message, error) {
 	if m == nil {
 		return nil, fmt.Errorf("%w: nil message", ErrInvalidMessage)
 	}
@@ -287,11 +314,15 @@ func (b *Broker) prepareInternal(m *message.Message, now time.Time) (*message.Me
 		return nil, err
 	}
 	if m.QueueID == BrokerPicksQueue {
-		mm := *m
-		mm.QueueID = b.nextQueue(tc)
-		m = &mm
+		if owned {
+			m.QueueID = b.nextQueue(tc)
+		} else {
+			mm := *m
+			mm.QueueID = b.nextQueue(tc)
+			m = &mm
+		}
 	}
-	return b.park(m, now)
+	return b.park(m, now, owned)
 }
 
 // put stores a prepared batch and counts it; topic names the send in
@@ -319,7 +350,7 @@ func (b *Broker) decodeDelayed(chunks [][]byte, n int) ([]*message.Message, erro
 			return nil, fmt.Errorf("%w: %w", ErrInvalidMessage, err)
 		}
 		for _, m := range msgs {
-			mm, err := b.park(m, now)
+			mm, err := b.park(m, now, true) // decoded here: ours
 			if err != nil {
 				return nil, fmt.Errorf("record %d: %w", len(batch), err)
 			}

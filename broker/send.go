@@ -76,7 +76,7 @@ func (b *Broker) sendTopic(name string) (metadata.TopicConfig, error) {
 	if IsReservedTopic(name) {
 		return metadata.TopicConfig{}, fmt.Errorf("%w: cannot send to %q", ErrReservedTopic, name)
 	}
-	tc, ok := b.meta.Topic(name)
+	tc, ok := b.meta.TopicShared(name)
 	if !ok {
 		if !b.cfg.AutoCreateTopicEnable {
 			return tc, fmt.Errorf("%w: %q (autoCreateTopicEnable is off)", ErrTopicNotFound, name)
@@ -124,7 +124,7 @@ func (b *Broker) prepareOne(tc metadata.TopicConfig, m *message.Message, now tim
 		mm.QueueID = b.nextQueue(tc)
 		m = &mm
 	}
-	return b.park(m, now)
+	return b.park(m, now, false)
 }
 
 // checkMessage checks one message of a Send to tc.

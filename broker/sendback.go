@@ -101,7 +101,7 @@ func (b *Broker) SendBackBatch(ctx context.Context, reqs []SendBackRequest) ([]S
 	if len(out) == 0 {
 		return res, errs
 	}
-	put, err := b.putInternal(ctx, out)
+	put, err := b.putOwned(ctx, out) // built here, parked in place
 	for j, i := range idx {
 		if j < len(put) {
 			res[i].Put = put[j]
@@ -169,7 +169,7 @@ func (b *Broker) sendBackMessage(req SendBackRequest, g metadata.SubscriptionGro
 			origID = m.OffsetMsgID()
 		}
 	}
-	props := make(message.Properties, 0, len(m.Properties)+5) // room for what is set below
+	props := make(message.Properties, 0, len(m.Properties)+7) // room for what is set below, and parking's
 	for _, p := range m.Properties {
 		switch p.Key {
 		case message.PropCRC, message.PropDelay, message.PropRealTopic, message.PropRealQueueID,

@@ -266,7 +266,7 @@ func (b *Broker) internalTopic(name string) (metadata.TopicConfig, error) {
 	if isParkingTopic(name) {
 		return metadata.TopicConfig{}, fmt.Errorf("%w: %q takes no messages but those the broker parks", ErrReservedTopic, name)
 	}
-	if tc, ok := b.meta.Topic(name); ok {
+	if tc, ok := b.meta.TopicShared(name); ok {
 		return tc, nil
 	}
 	if isGroupTopic(name) {

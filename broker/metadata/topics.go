@@ -116,6 +116,17 @@ func (m *Metadata) Topic(name string) (tc TopicConfig, ok bool) {
 	return tc, ok
 }
 
+// TopicShared is Topic without the copy of the attributes, for the paths
+// that look a topic up for every send: the returned Attributes map (nil
+// when there are none) is shared and must not be modified.
+func (m *Metadata) TopicShared(name string) (tc TopicConfig, ok bool) {
+	m.topics.read(func(d *topicsDoc) { tc, ok = d.TopicConfigTable[name] })
+	if ok && tc.TopicFilterType == "" {
+		tc.TopicFilterType = FilterSingleTag
+	}
+	return tc, ok
+}
+
 // Topics returns every topic's configuration, sorted by name.
 func (m *Metadata) Topics() []TopicConfig {
 	var out []TopicConfig
