@@ -101,6 +101,10 @@ func (b *Broker) SendBackBatch(ctx context.Context, reqs []SendBackRequest) ([]S
 	if len(out) == 0 {
 		return res, errs
 	}
+	topics := make([]string, len(out)) // before parking renames them
+	for j, m := range out {
+		topics[j] = m.Topic
+	}
 	put, err := b.putOwned(ctx, out) // built here, parked in place
 	for j, i := range idx {
 		if j < len(put) {
@@ -108,7 +112,7 @@ func (b *Broker) SendBackBatch(ctx context.Context, reqs []SendBackRequest) ([]S
 		}
 		switch {
 		case err != nil && errors.Is(err, ErrInvalidMessage):
-			errs[i] = fmt.Errorf("send back to %s: %w", out[j].Topic, err)
+			errs[i] = fmt.Errorf("send back to %s: %w", topics[j], err)
 		case err != nil:
 			errs[i] = err
 		case res[i].DeadLettered:
