@@ -196,6 +196,8 @@ func (s *Store) MessageAt(phys int64) (*message.Message, error) {
 // MessageAtShared is MessageAt without copying the body: the message's
 // Body points into the log's mapping and stays valid until release is
 // called, which the caller must do once it no longer uses the message.
+// The message itself (its Properties slice included) is recycled by
+// release: copy what must outlive it (the property strings may be kept).
 func (s *Store) MessageAtShared(phys int64) (m *message.Message, release func(), err error) {
 	r, _, err := s.cl.ReadRecord(phys)
 	if err != nil {
@@ -205,12 +207,23 @@ func (s *Store) MessageAtShared(phys int64) (m *message.Message, release func(),
 		r.Release()
 		return nil, nil, fmt.Errorf("store: no message starts at %d", phys)
 	}
-	m = &message.Message{}
+	m = sharedMsgPool.Get().(*message.Message)
 	if _, err := message.DecodeInto(m, r.B, false); err != nil {
 		r.Release()
+		recycleShared(m)
 		return nil, nil, err
 	}
-	return m, r.Release, nil
+	return m, func() { r.Release(); recycleShared(m) }, nil
+}
+
+// sharedMsgPool recycles MessageAtShared's messages.
+var sharedMsgPool = sync.Pool{New: func() any { return new(message.Message) }}
+
+func recycleShared(m *message.Message) {
+	props := m.Properties
+	clear(props)
+	*m = message.Message{Properties: props[:0]}
+	sharedMsgPool.Put(m)
 }
 
 // MessageByOffsetID returns the message an offset message id names.
