@@ -15,6 +15,11 @@
 // strict as a real disk for file data and looser for metadata.
 //
 // It is a test tool: mounting needs root (or CAP_SYS_ADMIN) and /dev/fuse.
+// The process serving the file system must not map its files itself (a
+// thread blocked in a page fault the server has to answer cannot stop for
+// the garbage collector, which stops the server): run what uses the
+// mappings, such as a broker, as another process. Reading and writing
+// with system calls is safe.
 package powercut
 
 import (
