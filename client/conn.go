@@ -12,9 +12,11 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/status"
 
 	gantryv1 "github.com/gantrymq/gantry/api/gantry/v1"
+	"github.com/gantrymq/gantry/internal/grpcbuf"
 )
 
 // connPool holds one *grpc.ClientConn per address (brokers and
@@ -29,7 +31,9 @@ type connPool struct {
 }
 
 func newConnPool(opts []grpc.DialOption) *connPool {
-	all := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)
+	all := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()),
+		experimental.WithBufferPool(grpcbuf.Shared), grpc.WithDefaultCallOptions(grpc.ForceCodecV2(grpcbuf.Codec{})),
+	}, opts...) // buffers not zeroed for every message (internal/grpcbuf)
 	return &connPool{opts: all, conns: map[string]*grpc.ClientConn{}}
 }
 

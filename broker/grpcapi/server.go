@@ -13,10 +13,12 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/experimental"
 
 	gantryv1 "github.com/gantrymq/gantry/api/gantry/v1"
 	"github.com/gantrymq/gantry/broker"
 	"github.com/gantrymq/gantry/broker/remotingapi"
+	"github.com/gantrymq/gantry/internal/grpcbuf"
 	"github.com/gantrymq/gantry/remoting"
 )
 
@@ -112,7 +114,9 @@ func Start(ctx context.Context, cfg ServerConfig) (*Server, error) {
 
 	// A batch may carry messages up to maxMessageSize each: accept requests
 	// well beyond gRPC's 4 MiB default, so the broker can name the problem.
-	opts := append([]grpc.ServerOption{grpc.MaxRecvMsgSize(MaxRequestBytes)}, cfg.GRPCOptions...)
+	// Buffers are not zeroed for every message (internal/grpcbuf).
+	opts := append([]grpc.ServerOption{grpc.MaxRecvMsgSize(MaxRequestBytes), experimental.BufferPool(grpcbuf.Shared),
+		grpc.ForceServerCodecV2(grpcbuf.Codec{})}, cfg.GRPCOptions...)
 	s.gs = grpc.NewServer(opts...)
 	s.msg = NewMessaging(b)
 	gantryv1.RegisterMessagingServer(s.gs, s.msg)

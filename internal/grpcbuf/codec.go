@@ -1,0 +1,72 @@
+package grpcbuf
+
+import (
+	"fmt"
+
+	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/protoadapt"
+)
+
+// Codec is gRPC's protobuf codec with the Shared pool: gRPC's own
+// (encoding/proto) takes its buffers from mem.DefaultBufferPool whatever
+// pool the server or connection was given. The broker's server uses it
+// (grpc.ForceServerCodecV2) and Gantry's client (grpc.ForceCodecV2); it
+// is not registered globally, so other gRPC users in a process keep
+// gRPC's.
+type Codec struct{}
+
+var _ encoding.CodecV2 = Codec{}
+
+// Name is "proto": the wire format is protobuf's.
+func (Codec) Name() string { return "proto" }
+
+// Marshal is encoding/proto's Marshal with the Shared pool: the message
+// is written into a buffer of its exact size.
+func (Codec) Marshal(v any) (mem.BufferSlice, error) {
+	m := messageOf(v)
+	if m == nil {
+		return nil, fmt.Errorf("proto: cannot marshal %T: not a proto.Message", v)
+	}
+	size := proto.Size(m)
+	opts := proto.MarshalOptions{UseCachedSize: true} // sized just above
+	if mem.IsBelowBufferPoolingThreshold(size) {
+		b, err := opts.Marshal(m)
+		if err != nil {
+			return nil, err
+		}
+		return mem.BufferSlice{mem.SliceBuffer(b)}, nil
+	}
+	buf := Shared.Get(size)
+	out, err := opts.MarshalAppend((*buf)[:0], m)
+	if err != nil || len(out) != size {
+		Shared.Put(buf)
+		if err == nil {
+			err = fmt.Errorf("proto: %T marshalled to %d bytes, not its size %d", v, len(out), size)
+		}
+		return nil, err
+	}
+	return mem.BufferSlice{mem.NewBuffer(buf, Shared)}, nil
+}
+
+// Unmarshal is encoding/proto's Unmarshal with the Shared pool.
+func (Codec) Unmarshal(data mem.BufferSlice, v any) error {
+	m := messageOf(v)
+	if m == nil {
+		return fmt.Errorf("proto: cannot unmarshal into %T: not a proto.Message", v)
+	}
+	buf := data.MaterializeToBuffer(Shared)
+	defer buf.Free()
+	return proto.Unmarshal(buf.ReadOnlyData(), m)
+}
+
+func messageOf(v any) proto.Message {
+	switch v := v.(type) {
+	case protoadapt.MessageV1:
+		return protoadapt.MessageV2Of(v)
+	case protoadapt.MessageV2:
+		return v
+	}
+	return nil
+}
