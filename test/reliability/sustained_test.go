@@ -25,6 +25,8 @@ const maxRSSGrowth = 0.20
 // (long: every 30 s) into rss.csv. The first third is warm-up. Pass: the
 // peak of the last third exceeds the peak of the middle third by at most
 // 20 %, every acknowledged message was handled, and the usual counts are 0.
+// The memory check needs a build without -race (see below); with -race the
+// figures are printed but not judged.
 func TestSustainedLoad(t *testing.T) {
 	const group = "reliability-sustained"
 	e := NewEnv(t, "sustained-load")
@@ -55,7 +57,15 @@ func TestSustainedLoad(t *testing.T) {
 	r.Add("rssLastMax", MiB(last))
 	r.Add("rssGrowth", fmt.Sprintf("%+.1f%%", 100*growth))
 	r.Add("race", raceEnabled)
-	if growth > maxRSSGrowth {
+	switch {
+	case raceEnabled:
+		// The race detector's own memory (shadow and synchronization
+		// metadata, outside the Go heap) grows with every goroutine and
+		// sync object the run creates: 50 MiB to 150 MiB in 13 minutes of
+		// this load while the Go heap stayed under 2 MiB, against a flat
+		// 8.3-8.8 MiB without -race. Memory is judged without -race only.
+		r.Add("rssCheck", "skipped(race)")
+	case growth > maxRSSGrowth:
 		r.Fail("the broker's anonymous memory grew %.1f%% from the middle to the last third (limit %.0f%%)", 100*growth, 100*maxRSSGrowth)
 	}
 	e.Report(r)
