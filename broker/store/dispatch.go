@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/gantrymq/gantry/commitlog"
 	"github.com/gantrymq/gantry/consumequeue"
@@ -17,16 +18,36 @@ import (
 var errGap = errors.New("store: consume queue is missing entries")
 
 // dispatchLoop follows the commit log right behind the appender, woken by
-// it (commitlog.Config.OnCommit), not by polling.
+// it (commitlog.Config.OnCommit), not by polling. A dispatch that fails
+// (a full disk refusing the next consume-queue or index file) is retried
+// after a pause, from 100 ms doubling to 2 s, and at every append: records
+// already in the log become readable as soon as it succeeds, even if
+// nothing is appended after them.
 func (s *Store) dispatchLoop(ctx context.Context) {
+	const firstPause, maxPause = 100 * time.Millisecond, 2 * time.Second
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
+	defer retry.Stop()
+	pause := time.Duration(0)
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-s.kick:
-			if _, err := s.dispatch(); err != nil {
-				s.log.Error("dispatch stopped", "offset", s.dispatched.Load(), "err", err)
+		case <-retry.C:
+		}
+		_, err := s.dispatch()
+		switch {
+		case err == nil && pause > 0:
+			s.log.Info("dispatch resumed", "offset", s.dispatched.Load())
+			pause = 0
+			retry.Stop()
+		case err != nil:
+			if pause == 0 {
+				s.log.Error("dispatch failed; retrying", "offset", s.dispatched.Load(), "err", err)
 			}
+			pause = min(max(2*pause, firstPause), maxPause)
+			retry.Reset(pause)
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -358,4 +359,34 @@ func TestPutRecords(t *testing.T) {
 	require.NoError(t, err)
 	_, err = s.PutRecords(t.Context(), "Orders", [][]byte{rec}, 2)
 	assert.ErrorContains(t, err, "announced")
+}
+
+// A full disk refusing the index's next file stops dispatching; once it
+// has room again, the records already in the log are dispatched without
+// any further append (the dispatcher retries on its own). Closing while
+// it cannot dispatch does not fail: the next start dispatches the rest.
+func TestDispatchRetriesAfterDiskFull(t *testing.T) {
+	faults := &fsx.Faults{}
+	cfg := testConfig(t, t.TempDir(), fsx.WithFaults(fsx.OS, faults))
+	s := openStore(t, cfg)
+	putAll(t, s, 0, 20)
+	waitDispatched(t, s)
+
+	remove := faults.Add(fsx.Fault{Op: fsx.OpAllocate, Path: "index", Err: syscall.ENOSPC})
+	putAll(t, s, 20, 300) // more index entries than one index file holds
+	ref := reference(t, s)
+	time.Sleep(300 * time.Millisecond)
+	require.False(t, equalQueues(s, ref), "the index could not roll, so dispatch stopped")
+
+	remove()
+	require.Eventually(t, func() bool { return equalQueues(s, ref) }, 10*time.Second, 10*time.Millisecond,
+		"records appended before the disk had room again are dispatched without another append")
+
+	faults.Add(fsx.Fault{Op: fsx.OpAllocate, Path: "index", Err: syscall.ENOSPC})
+	putAll(t, s, 320, 300)
+	require.NoError(t, s.Close(), "closing with records not dispatched is not an error")
+	faults.Clear()
+	s = openStore(t, cfg)
+	defer s.Close()
+	waitDispatched(t, s)
 }

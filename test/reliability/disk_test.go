@@ -16,7 +16,7 @@ import (
 	"github.com/gantrymq/gantry/test/reliability/workload"
 )
 
-// Disk full (RELIABILITY.md §4): the store lives on a 64 MiB tmpfs that a
+// Disk full (RELIABILITY.md §4): the store lives on a 64 MiB (long: 256 MiB) tmpfs that a
 // ballast file fills while a producer sends under SYNC_FLUSH. Pass: the
 // broker survives (no SIGBUS), refuses sends with a definite disk-full
 // error before appending (none of them is ever read back: unexpected =
@@ -37,7 +37,10 @@ func TestDiskFullTmpfs(t *testing.T) {
 		{"ratio", 0.90, 9 << 20}, // 86 % used: about 2.6 MiB more and the broker refuses
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			mnt := MountTmpfs(t, 64<<20)
+			// Long runs write more than 64 MiB in their three cycles: a
+			// bigger tmpfs so that deleting the ballast gives space back
+			// (in 64 MiB the store itself filled the disk again).
+			mnt := MountTmpfs(t, Pick(int64(64<<20), int64(256<<20)))
 			e := NewEnv(t, "disk-full-"+tt.name)
 			e.Spec.Store = filepath.Join(mnt, "store")
 			e.Spec.SegmentBytes = 1 << 20
