@@ -477,3 +477,13 @@ func TestDLQStatePersists(t *testing.T) {
 	_, got := pull(t, b, broker.PullRequest{Topic: dlqTopic})
 	assert.Equal(t, []string{"1", "3"}, bodies(got))
 }
+
+// A send-back naming the wrong message id is refused, and the error names
+// the id of the message that is at that offset.
+func TestSendBackWrongMsgID(t *testing.T) {
+	b, _ := dlqBroker(t, newFakeClock())
+	res := send(t, b, newMsg("Orders", 0, "hello", "TagA"))
+	_, err := b.SendBack(t.Context(), broker.SendBackRequest{Group: dlqGroup, PhysicalOffset: res[0].PhysicalOffset, MsgID: "0A0000010000000000000000"})
+	require.ErrorIs(t, err, broker.ErrInvalidArgument)
+	assert.ErrorContains(t, err, "is "+res[0].MsgID+", not 0A0000010000000000000000")
+}

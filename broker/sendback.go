@@ -144,9 +144,11 @@ func (b *Broker) prepareSendBack(req SendBackRequest) (*message.Message, SendBac
 	if err != nil {
 		return nil, SendBackResult{}, nil, fmt.Errorf("%w: send back: no message at commit-log offset %d: %w", ErrInvalidArgument, req.PhysicalOffset, err)
 	}
-	if req.MsgID != "" && m.OffsetMsgID() != req.MsgID {
-		release()
-		return nil, SendBackResult{}, nil, fmt.Errorf("%w: send back: the message at offset %d is %s, not %s", ErrInvalidArgument, req.PhysicalOffset, m.OffsetMsgID(), req.MsgID)
+	if req.MsgID != "" {
+		if id := m.OffsetMsgID(); id != req.MsgID {
+			release() // recycles m
+			return nil, SendBackResult{}, nil, fmt.Errorf("%w: send back: the message at offset %d is %s, not %s", ErrInvalidArgument, req.PhysicalOffset, id, req.MsgID)
+		}
 	}
 	out, res := b.sendBackMessage(req, g, m)
 	return out, res, release, nil
