@@ -230,18 +230,37 @@ func (f *FS) undoLocked(fd int) (*undo, syscall.Errno) {
 	return u, 0
 }
 
-// synced forgets the file's undo record: its data is durable.
-func (f *FS) synced(fd int) {
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return
-	}
+// detach takes the file's undo record out before a sync: writes that
+// arrive while the sync runs start a new one (whose pages are read after
+// the detach, so they hold what the sync makes durable). It reports false
+// while a power cut drops syncs.
+func (f *FS) detach(ino uint64) (*undo, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if u, ok := f.pending[st.Ino]; ok {
-		_ = unix.Close(u.fd)
-		delete(f.pending, st.Ino)
+	if f.cut {
+		return nil, false
 	}
+	u := f.pending[ino]
+	delete(f.pending, ino)
+	return u, true
+}
+
+// reattach puts back an undo record detached for a sync that failed:
+// nothing it covered became durable. Its pages are older than those of a
+// record started meanwhile, so they win.
+func (f *FS) reattach(ino uint64, u *undo) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	cur, ok := f.pending[ino]
+	if !ok {
+		f.pending[ino] = u
+		return
+	}
+	for p, img := range u.pages {
+		cur.pages[p] = img
+	}
+	cur.size = u.size
+	_ = unix.Close(u.fd)
 }
 
 // resized records a durable size change (truncate, fallocate) of the file
@@ -374,16 +393,23 @@ func (f *file) Writev(ctx context.Context, data [][]byte, off int64) (uint32, sy
 }
 
 func (f *file) Fsync(ctx context.Context, flags uint32) syscall.Errno {
-	f.fsys.mu.Lock()
-	cut := f.fsys.cut
-	f.fsys.mu.Unlock()
-	if cut {
-		return 0
+	ino, ok := f.ino()
+	if !ok {
+		return f.LoopbackFile.Fsync(ctx, flags)
+	}
+	u, ok := f.fsys.detach(ino)
+	if !ok {
+		return 0 // lost with the power
 	}
 	if errno := f.LoopbackFile.Fsync(ctx, flags); errno != 0 {
+		if u != nil {
+			f.fsys.reattach(ino, u)
+		}
 		return errno
 	}
-	f.fsys.synced(f.fd)
+	if u != nil {
+		_ = unix.Close(u.fd)
+	}
 	return 0
 }
 
