@@ -30,6 +30,32 @@ func TestCrashAsyncFlushSIGKILL(t *testing.T) {
 
 // runKillLoop kills the broker cycles times under load and checks.
 func runKillLoop(t *testing.T, e *Env, cycles int) {
+	loop := faultLoop{cycles: cycles, maxGap: 900 * time.Millisecond, opts: checker.Options{MinAcked: 200}}
+	loop.fault = func(ps []*Proc, producer func(string) *Proc) {
+		e.KillBroker()
+		if e.Rand.IntN(4) == 0 { // a producer dies too, in the middle of its sends
+			i := e.Rand.IntN(len(ps))
+			e.Fault("SIGKILL producer " + ps[i].Name)
+			ps[i].Kill()
+			ps[i] = producer([]string{"p0", "p1"}[i])
+		}
+	}
+	e.Report(loop.run(e))
+}
+
+// faultLoop is a run of two producers (8 sends in flight each) against a
+// topic of 8 queues, in which fault stops the broker (and may replace
+// producers) after 300 ms..maxGap, cycles times, each time followed by a
+// restart on the same store; then the drain, the check with opts, the
+// offline verify, and a failure if a restart took over 10 s to serve.
+type faultLoop struct {
+	cycles int
+	maxGap time.Duration
+	fault  func(ps []*Proc, producer func(name string) *Proc)
+	opts   checker.Options
+}
+
+func (l faultLoop) run(e *Env) *checker.Result {
 	e.StartNameServer()
 	e.StartBroker()
 	e.CreateTopic(8)
@@ -39,27 +65,21 @@ func runKillLoop(t *testing.T, e *Env, cycles int) {
 	}
 	ps := []*Proc{producer("p0"), producer("p1")}
 	var maxStartup time.Duration
-	for range cycles {
-		e.Sleep(300*time.Millisecond, 900*time.Millisecond)
-		e.KillBroker()
-		if e.Rand.IntN(4) == 0 { // a producer dies too, in the middle of its sends
-			i := e.Rand.IntN(len(ps))
-			e.Fault("SIGKILL producer " + ps[i].Name)
-			ps[i].Kill()
-			ps[i] = producer([]string{"p0", "p1"}[i])
-		}
+	for range l.cycles {
+		e.Sleep(300*time.Millisecond, l.maxGap)
+		l.fault(ps, producer)
 		e.Sleep(0, 200*time.Millisecond)
 		maxStartup = max(maxStartup, e.StartBroker())
 	}
 	e.Sleep(500*time.Millisecond, time.Second)
 	e.StopWorkers(ps...)
-	r := e.DrainAndCheck(checker.Options{MinAcked: 200})
+	r := e.DrainAndCheck(l.opts)
 	e.StopBroker()
 	e.Verify(r)
 	if maxStartup > 10*time.Second {
 		r.Fail("a restart took %s to serve", maxStartup)
 	}
-	e.Report(r)
+	return r
 }
 
 // A topic created through the Admin API (or by the first send, with

@@ -8,7 +8,6 @@ import (
 
 	"github.com/gantrymq/gantry/internal/powercut"
 	"github.com/gantrymq/gantry/test/reliability/checker"
-	"github.com/gantrymq/gantry/test/reliability/workload"
 )
 
 // MountPowerCut mounts a power-cut file system (internal/powercut) for a
@@ -72,33 +71,16 @@ func runPowerCuts(t *testing.T, name, flush string, flushInterval, allowance tim
 	e.Spec.Store = store
 	e.Spec.Flush = flush
 	e.Spec.FlushInterval = flushInterval
-	e.StartNameServer()
-	e.StartBroker()
-	e.CreateTopic(8)
-	e.WaitTopicSaved()
-	producer := func(name string) *Proc {
-		return e.Producer(name, func(s *workload.ProducerSpec) { s.Concurrency = 8 })
-	}
-	ps := []*Proc{producer("p0"), producer("p1")}
-	var maxStartup time.Duration
-	for range Pick(4, 50) {
-		e.Sleep(300*time.Millisecond, 1500*time.Millisecond)
+	loop := faultLoop{cycles: Pick(4, 50), maxGap: 1500 * time.Millisecond,
+		opts: checker.Options{MinAcked: 200, LossAllowance: allowance}}
+	loop.fault = func([]*Proc, func(string) *Proc) {
 		e.Fault("power cut: SIGKILL broker, unsynced data reverted")
 		e.Broker.Kill()
 		if _, err := fsys.PowerCut(); err != nil {
 			t.Fatalf("power cut: %v", err)
 		}
-		e.Sleep(0, 200*time.Millisecond)
-		maxStartup = max(maxStartup, e.StartBroker())
 	}
-	e.Sleep(500*time.Millisecond, time.Second)
-	e.StopWorkers(ps...)
-	r := e.DrainAndCheck(checker.Options{MinAcked: 200, LossAllowance: allowance})
-	e.StopBroker()
-	e.Verify(r)
-	if maxStartup > 10*time.Second {
-		r.Fail("a restart took %s to serve", maxStartup)
-	}
+	r := loop.run(e)
 	s := fsys.Totals()
 	r.Add("cuts", s.Cuts)
 	r.Add("filesReverted", s.Files)
