@@ -89,20 +89,49 @@ func NewEnv(t *testing.T, name string) *Env {
 	return e
 }
 
+// freeAddr returns a loopback address with a free port (freePort).
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer lis.Close()
-	return lis.Addr().String()
+	return fmt.Sprintf("127.0.0.1:%d", freePort(t))
 }
 
+// freePort returns a port free on every interface, below the kernel's
+// ephemeral range: a port the kernel hands out (":0") can be taken by any
+// outgoing connection's local end while a killed broker is down, and a
+// restart on its kept ports would then fail with "address already in use"
+// (seen in CI). Ports are tried at random from 10000 up to the range.
 func freePort(t *testing.T) int {
 	t.Helper()
-	lis, err := net.Listen("tcp", ":0")
-	require.NoError(t, err)
-	defer lis.Close()
-	return lis.Addr().(*net.TCPAddr).Port
+	lo, hi := 10000, ephemeralLow()
+	if hi-lo < 1000 {
+		lis, err := net.Listen("tcp", ":0")
+		require.NoError(t, err)
+		defer lis.Close()
+		return lis.Addr().(*net.TCPAddr).Port
+	}
+	for range 1000 {
+		port := lo + rand.IntN(hi-lo)
+		if lis, err := net.Listen("tcp", fmt.Sprintf(":%d", port)); err == nil {
+			lis.Close()
+			return port
+		}
+	}
+	t.Fatalf("no free port in [%d, %d)", lo, hi)
+	return 0
+}
+
+// ephemeralLow returns the start of the kernel's ephemeral port range
+// (Linux; 32768 when unknown).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	var lo, hi int
+	if _, err := fmt.Sscan(string(b), &lo, &hi); err != nil || lo <= 0 {
+		return 32768
+	}
+	return lo
 }
 
 func (e *Env) cleanup() {
