@@ -84,9 +84,7 @@ func TestConnections(t *testing.T) {
 	count := Pick(600, 5000)
 	prod := e.Producer("p0", func(s *workload.ProducerSpec) { s.Count = count })
 	require.NoError(t, prod.Wait(3*time.Minute), "producer")
-	acked := ackedIDs(e.Events())
-	require.Eventually(t, func() bool { return handledAll(e.Events(), acked) }, 3*time.Minute, 500*time.Millisecond,
-		"the consumer did not handle every acknowledged message while the connections were held")
+	e.WaitHandled(3*time.Minute, 500*time.Millisecond, "the consumer did not handle every acknowledged message while the connections were held")
 	rssLoaded, err := benchkit.RSSAnon(pid)
 	require.NoError(t, err)
 

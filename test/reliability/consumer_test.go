@@ -46,9 +46,7 @@ func TestConsumerKilledMidBatch(t *testing.T) {
 	}
 	require.NoError(t, prod.Wait(3*time.Minute), "producer")
 	last := consumer()
-	acked := ackedIDs(e.Events())
-	require.Eventually(t, func() bool { return handledAll(e.Events(), acked) }, 3*time.Minute, time.Second,
-		"the last consumer did not handle every acknowledged message")
+	e.WaitHandled(3*time.Minute, time.Second, "the last consumer did not handle every acknowledged message")
 	e.StopWorkers(last)
 	e.Committed(group)
 	r := e.DrainAndCheck(checker.Options{ExpectHandled: true, MinAcked: count / 2})

@@ -450,6 +450,15 @@ func (e *Env) Events() []history.Event {
 	return all
 }
 
+// WaitHandled waits, polling every poll for up to timeout, until every
+// message acknowledged so far has been handled by a consumer; msg is the
+// failure's message.
+func (e *Env) WaitHandled(timeout, poll time.Duration, msg string) {
+	e.T.Helper()
+	acked := ackedIDs(e.Events())
+	require.Eventually(e.T, func() bool { return handledAll(e.Events(), acked) }, timeout, poll, msg)
+}
+
 // WorkerEvents reads one worker's history.
 func (e *Env) WorkerEvents(worker string) []history.Event {
 	evs, err := history.Read(filepath.Join(e.Dir, worker+".jsonl"))

@@ -75,9 +75,7 @@ func TestFailpointKillAtDurableSteps(t *testing.T) {
 				e.Sleep(500*time.Millisecond, time.Second)
 			}
 			e.StopWorkers(prod)
-			acked := ackedIDs(e.Events())
-			require.Eventually(t, func() bool { return handledAll(e.Events(), acked) }, 3*time.Minute, time.Second,
-				"the consumer did not handle every acknowledged message")
+			e.WaitHandled(3*time.Minute, time.Second, "the consumer did not handle every acknowledged message")
 			e.StopWorkers(cons)
 			r := e.DrainAndCheck(checker.Options{ExpectHandled: true, MinAcked: 100})
 			r.Add("failpointKills", fired)

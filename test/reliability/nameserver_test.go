@@ -48,9 +48,7 @@ func TestNameServerLoss(t *testing.T) {
 	e.StartNameServer()
 	require.True(t, e.waitRegistered(), "the broker did not register with the restarted nameserver")
 	e.StopWorkers(prod)
-	acked := ackedIDs(e.Events())
-	require.Eventually(t, func() bool { return handledAll(e.Events(), acked) }, 3*time.Minute, time.Second,
-		"the consumer did not handle every acknowledged message")
+	e.WaitHandled(3*time.Minute, time.Second, "the consumer did not handle every acknowledged message")
 	e.StopWorkers(cons)
 	r := e.DrainAndCheck(checker.Options{ExpectHandled: true, MinAcked: 200})
 	r.Add("outage", outage)

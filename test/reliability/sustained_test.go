@@ -39,9 +39,7 @@ func TestSustainedLoad(t *testing.T) {
 	prod := e.Producer("p0", func(s *workload.ProducerSpec) { s.Rate = rate })
 	samples := sampleRSS(t, e, Pick(20*time.Second, 30*time.Minute), Pick(time.Second, 30*time.Second))
 	e.StopWorkers(prod)
-	acked := ackedIDs(e.Events())
-	require.Eventually(t, func() bool { return handledAll(e.Events(), acked) }, 5*time.Minute, Pick(time.Second, 10*time.Second),
-		"the consumer did not handle every acknowledged message")
+	e.WaitHandled(5*time.Minute, Pick(time.Second, 10*time.Second), "the consumer did not handle every acknowledged message")
 	e.StopWorkers(cons)
 	r := e.DrainAndCheck(checker.Options{ExpectHandled: true, MinAcked: 1000})
 	e.StopBroker()
