@@ -20,9 +20,11 @@ var errGap = errors.New("store: consume queue is missing entries")
 // dispatchLoop follows the commit log right behind the appender, woken by
 // it (commitlog.Config.OnCommit), not by polling. A dispatch that fails
 // (a full disk refusing the next consume-queue or index file) is retried
-// after a pause, from 100 ms doubling to 2 s, and at every append: records
-// already in the log become readable as soon as it succeeds, even if
-// nothing is appended after them.
+// after a pause, from 100 ms doubling to 2 s, and not at every append
+// meanwhile (each try costs the failing allocation: a system call per
+// message while the disk is full): records already in the log become
+// readable at the first try that succeeds, even if nothing is appended
+// after them.
 func (s *Store) dispatchLoop(ctx context.Context) {
 	const firstPause, maxPause = 100 * time.Millisecond, 2 * time.Second
 	retry := time.NewTimer(time.Hour)
@@ -30,10 +32,14 @@ func (s *Store) dispatchLoop(ctx context.Context) {
 	defer retry.Stop()
 	pause := time.Duration(0)
 	for {
+		kick := s.kick
+		if pause > 0 {
+			kick = nil // failing: the retry timer decides
+		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-s.kick:
+		case <-kick:
 		case <-retry.C:
 		}
 		_, err := s.dispatch()
