@@ -117,8 +117,10 @@ func TestConnections(t *testing.T) {
 	if held != total {
 		r.Fail("the holders opened %d connections, not %d", held, total)
 	}
-	if fdsHeld-fdsBefore < total {
-		r.Fail("the broker's descriptors grew by %d, fewer than the %d connections", fdsHeld-fdsBefore, total)
+	// A descriptor open at the first count (the warm-up producer's
+	// connection, a segment being flushed) may have closed since: allow 1 %.
+	if grew := fdsHeld - fdsBefore; grew < total-total/100 {
+		r.Fail("the broker's descriptors grew by %d, fewer than the %d connections", grew, total)
 	}
 	if perConn > 1<<20 {
 		r.Fail("%s of anonymous memory per connection", MiB(perConn))
