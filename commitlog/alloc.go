@@ -77,8 +77,9 @@ func (l *Log) nextSegmentLocked(ctx context.Context) (*segment, error) {
 }
 
 // createSegment creates, preallocates, syncs and maps the segment at base,
-// and in mapped mode pre-faults it when populate is set (the background
-// allocator; recovery leaves it to populateLater so Open stays fast).
+// and in mapped mode pre-faults its first PrefaultAhead bytes when populate
+// is set (the background allocator: a roll then lands in mapped pages;
+// recovery leaves it to the pre-faulter so that Open stays fast).
 func (l *Log) createSegment(ctx context.Context, base int64, populate bool) (*segment, error) {
 	path := filepath.Join(l.cfg.Dir, segmentName(base))
 	size := l.cfg.SegmentBytes
@@ -110,29 +111,71 @@ func (l *Log) createSegment(ctx context.Context, base int64, populate bool) (*se
 		return fail("map", err)
 	}
 	seg := &segment{base: base, size: size, path: path, file: f, m: m, b: m.Bytes()}
-	if l.cfg.WriteMode == WriteMapped {
-		if populate {
-			l.populate(ctx, seg)
-		} else {
-			l.populateLater = seg
+	if populate && l.cfg.WriteMode == WriteMapped && l.cfg.PrefaultAhead > 0 {
+		if err := l.populate(ctx, seg, 0, min(l.cfg.PrefaultAhead, size)); err != nil {
+			l.log.Warn("pre-fault of new segment failed; appends will take page faults", "segment", seg.path, "err", err)
 		}
 	}
 	return seg, nil
 }
 
-// populate pre-faults seg in chunks, stopping early when ctx ends. The
+// prefaultLoop keeps the PrefaultAhead bytes after the append position
+// pre-faulted: each kick (an append that came within half a window of the
+// last target) pre-faults from where the writes or the last pass ended to
+// the new target, within the active segment (the allocator pre-faults the
+// start of the next one). Pages already written need nothing.
+func (l *Log) prefaultLoop(ctx context.Context) {
+	var done int64 // where the last pass ended
+	first, warned := true, false
+	for {
+		select {
+		case <-ctx.Done():
+			if first {
+				close(l.prefaulted)
+			}
+			return
+		case <-l.prefaultKick:
+		}
+		l.mu.Lock()
+		from, to := max(l.writeOff, done), l.prefaultTo
+		l.mu.Unlock()
+		for from < to && ctx.Err() == nil {
+			seg := l.segs.Load().find(from)
+			if seg == nil {
+				break // past the active segment: not rolled to yet
+			}
+			end := min(to, seg.end())
+			if err := l.populate(ctx, seg, from-seg.base, end-seg.base); err != nil {
+				if !warned {
+					l.log.Warn("pre-fault failed; appends will take page faults", "segment", seg.path, "err", err)
+					warned = true
+				}
+				break
+			}
+			from = end
+		}
+		done = from
+		if first {
+			first = false
+			close(l.prefaulted)
+		}
+	}
+}
+
+// populate pre-faults [from, to) of seg in chunks, stopping early when
+// ctx ends. The
 // chunks are small because the kernel holds the process's mmap lock for a
 // whole madvise call: with 64 MiB chunks, mmap calls elsewhere (a new
 // consume-queue file) waited behind it long enough to delay dispatch by
 // more than 50 ms after start-up; 4 MiB takes about a millisecond.
-func (l *Log) populate(ctx context.Context, seg *segment) {
+func (l *Log) populate(ctx context.Context, seg *segment, from, to int64) error {
 	const chunk = 4 << 20
-	for off := int64(0); off < seg.size && ctx.Err() == nil; off += chunk {
-		if err := seg.m.Populate(int(off), int(min(chunk, seg.size-off))); err != nil {
-			l.log.Warn("pre-fault of new segment failed; appends will take page faults", "segment", seg.path, "err", err)
-			return
+	for off := from; off < to && ctx.Err() == nil; off += chunk {
+		if err := seg.m.Populate(int(off), int(min(chunk, to-off))); err != nil {
+			return err
 		}
 	}
+	return nil
 }
 
 // zeroFill writes zeros over [0, size) so the extents are written, not

@@ -105,6 +105,13 @@ type Config struct {
 	// extra gigabyte of writes per segment cost more sync-flush throughput
 	// than it saved (see docs/BENCHMARKS.md).
 	ZeroFillAhead *bool
+	// PrefaultAhead is how many bytes ahead of the append position are kept
+	// pre-faulted (MADV_POPULATE_WRITE) in the background with WriteMapped,
+	// so that appends copy into mapped pages instead of taking page faults
+	// under the append lock. The window slides with the writes: an idle log
+	// costs nothing and dirties no page it does not need. Default 64 MiB;
+	// capped at SegmentBytes; negative turns pre-faulting off.
+	PrefaultAhead int64
 	// CheckpointInterval is how often the flushed offset is persisted. Default 1 s.
 	CheckpointInterval time.Duration
 
@@ -160,7 +167,10 @@ type Config struct {
 
 const (
 	defaultSegmentBytes = 1 << 30
-	minSegmentBytes     = 4096
+	// defaultPrefaultAhead: at the ~150 MB/s of a busy broker, 0.4 s of
+	// appends; pre-faulting runs at about 0.8 GB/s here.
+	defaultPrefaultAhead = 64 << 20
+	minSegmentBytes      = 4096
 )
 
 func (c Config) withDefaults() Config {
@@ -173,6 +183,10 @@ func (c Config) withDefaults() Config {
 	if c.SegmentBytes == 0 {
 		c.SegmentBytes = defaultSegmentBytes
 	}
+	if c.PrefaultAhead == 0 {
+		c.PrefaultAhead = defaultPrefaultAhead
+	}
+	c.PrefaultAhead = min(c.PrefaultAhead, c.SegmentBytes)
 	if c.WriteMode == WriteAuto {
 		c.WriteMode = WriteMapped
 		if c.FlushMode == SyncFlush {

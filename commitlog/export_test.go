@@ -1,5 +1,11 @@
 package commitlog
 
+import (
+	"encoding/binary"
+	"os"
+	"unsafe"
+)
+
 // Abandon simulates the death of the process: the loops stop, nothing is
 // flushed, the abort marker stays, the files are released.
 func (l *Log) Abandon() {
@@ -22,4 +28,31 @@ func (l *Log) SettleAlloc() {
 		r := <-l.allocRes
 		l.allocRes <- r
 	}
+}
+
+// MappedPages counts the pages of [off, off+n) (page-aligned, within one
+// segment) that are mapped into this process (/proc/self/pagemap's present
+// bit): pre-faulted or written, not merely read ahead into the page cache.
+func (l *Log) MappedPages(off, n int64) (int, error) {
+	seg := l.segs.Load().find(off)
+	if seg == nil {
+		return 0, ErrClosed
+	}
+	f, err := os.Open("/proc/self/pagemap")
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	addr := uintptr(unsafe.Pointer(&seg.b[off-seg.base]))
+	buf := make([]byte, 8*((n+4095)/4096))
+	if _, err := f.ReadAt(buf, int64(addr/4096*8)); err != nil {
+		return 0, err
+	}
+	mapped := 0
+	for i := 0; i < len(buf); i += 8 {
+		if binary.LittleEndian.Uint64(buf[i:])>>63 == 1 {
+			mapped++
+		}
+	}
+	return mapped, nil
 }

@@ -70,10 +70,11 @@ type Log struct {
 	done      chan struct{} // closed by Close
 	allocReq  chan int64
 	allocRes  chan allocResult
-	// populateLater is a segment recovery created without pre-faulting it;
-	// Open pre-faults it in the background and closes prefaulted after.
-	populateLater *segment
-	prefaulted    chan struct{}
+	// prefaultTo (under mu) is the end the pre-faulter was last asked to
+	// reach; an append that comes within half a window of it kicks it on.
+	prefaultTo   int64
+	prefaultKick chan struct{}
+	prefaulted   chan struct{} // closed after the pre-faulter's first pass
 
 	stats  stats
 	report RecoveryReport
@@ -94,15 +95,16 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 	}
 	hours, _ := parseHours(cfg.DeleteWhen)
 	l := &Log{
-		cfg:       cfg,
-		fs:        cfg.FS,
-		log:       cfg.Logger.With("component", "commitlog"),
-		hours:     hours,
-		pendSplit: -1,
-		flushKick: make(chan struct{}, 1),
-		done:      make(chan struct{}),
-		allocReq:  make(chan int64, 1),
-		allocRes:  make(chan allocResult, 1),
+		cfg:          cfg,
+		fs:           cfg.FS,
+		log:          cfg.Logger.With("component", "commitlog"),
+		hours:        hours,
+		pendSplit:    -1,
+		flushKick:    make(chan struct{}, 1),
+		prefaultKick: make(chan struct{}, 1),
+		done:         make(chan struct{}),
+		allocReq:     make(chan int64, 1),
+		allocRes:     make(chan allocResult, 1),
 	}
 	l.roomCond = sync.NewCond(&l.mu)
 	for _, d := range []string{cfg.Dir, cfg.StateDir} {
@@ -125,12 +127,10 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	l.stop = stop
 	l.prefaulted = make(chan struct{})
-	if seg := l.populateLater; seg != nil { // a segment recovery created
-		l.populateLater = nil
-		l.wg.Go(func() {
-			defer close(l.prefaulted)
-			l.populate(runCtx, seg)
-		})
+	if l.cfg.WriteMode == WriteMapped && l.cfg.PrefaultAhead > 0 {
+		l.prefaultTo = l.writeOff + l.cfg.PrefaultAhead // the window after the recovered end
+		l.prefaultKick <- struct{}{}
+		l.wg.Go(func() { l.prefaultLoop(runCtx) })
 	} else {
 		close(l.prefaulted)
 	}
@@ -333,9 +333,9 @@ func (l *Log) validateChunks(chunks [][]byte) (nrec, size int, err error) {
 	return nrec, size, nil
 }
 
-// WaitPrefault returns once the segment Open created, if any, is
+// WaitPrefault returns once the window after the end Open recovered is
 // pre-faulted in the background (or ctx ends): for benchmarks that measure
-// appends without that one-time work running beside them.
+// appends without that start-up work running beside them.
 func (l *Log) WaitPrefault(ctx context.Context) error {
 	select {
 	case <-l.prefaulted:
@@ -428,6 +428,13 @@ func (l *Log) appendLocked(ctx context.Context, chunks [][]byte, size, nrec int,
 	l.writeOff = off
 	l.lastTs.Store(now)
 	if l.cfg.WriteMode == WriteMapped {
+		if ahead := l.cfg.PrefaultAhead; ahead > 0 && off+ahead/2 > l.prefaultTo {
+			l.prefaultTo = off + ahead
+			select {
+			case l.prefaultKick <- struct{}{}:
+			default:
+			}
+		}
 		l.publish(off)
 	}
 	return AppendResult{Offset: start, End: off, Records: nrec, StoreTimestamp: now}, nil

@@ -299,6 +299,36 @@ func TestAppendVEqualsAppend(t *testing.T) {
 	}
 }
 
+// The pre-faulter keeps a window after the append position in the page
+// cache, sliding with the writes: an idle log leaves the rest of its
+// segment unmapped.
+func TestPrefaultWindowSlides(t *testing.T) {
+	const page, window, far = 4096, 256 << 10, 4 << 20
+	l := open(t, commitlog.Config{Dir: t.TempDir(), SegmentBytes: 64 << 20, PrefaultAhead: window})
+	defer l.Close()
+	require.NoError(t, l.WaitPrefault(t.Context()))
+	mapped := func(off, n int64) int {
+		r, err := l.MappedPages(off, n)
+		require.NoError(t, err)
+		return r
+	}
+	assert.Equal(t, window/page, mapped(0, window), "the first window")
+	assert.Zero(t, mapped(far, 8<<20), "far beyond the window")
+
+	// Append past half the window, three times over: the window follows.
+	rec := record(t, 1, 16<<10)
+	var end int64
+	for end < 3*window {
+		r, err := l.Append(t.Context(), rec, nil)
+		require.NoError(t, err)
+		end = r.End
+	}
+	ahead := (end+page-1)/page*page + window/4
+	assert.Eventually(t, func() bool { return mapped(ahead, window/2) == window/2/page },
+		5*time.Second, 5*time.Millisecond, "the window after %d", end)
+	assert.Zero(t, mapped(far, 8<<20), "far beyond the writes")
+}
+
 // A segment Open creates is pre-faulted in the background; WaitPrefault
 // says when that is done, and returns at once for a log that had one.
 func TestWaitPrefault(t *testing.T) {
