@@ -10,7 +10,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
 
+	gantryv1 "github.com/gantrymq/gantry/api/gantry/v1"
 	"github.com/gantrymq/gantry/broker"
 	"github.com/gantrymq/gantry/client"
 	"github.com/gantrymq/gantry/embedded"
@@ -328,4 +330,37 @@ func TestRetryExponentialPolicy(t *testing.T) {
 	for k := 1; k < len(at); k++ {
 		assert.InDelta(t, want[k-1].Seconds(), at[k].Sub(at[k-1]).Seconds(), 0.5, "retry %d", k)
 	}
+}
+
+// A push consumer hands failed messages back in batches: while failures
+// trickle in (one worker, 200 µs a message) a call gathers them for a few
+// milliseconds and carries many, not one or a few.
+func TestSendBackBatched(t *testing.T) {
+	const n = 300
+	pc := newPushCluster(t, "Burst", 4)
+	pc.send(t, "Burst", "m", 0, n, nil, nil)
+	var calls, sentBack atomic.Int64
+	count := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if r, ok := req.(*gantryv1.SendBackBatchRequest); ok {
+			calls.Add(1)
+			sentBack.Add(int64(len(r.GetRequests())))
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	pc.cfg.DialOptions = append(pc.cfg.DialOptions, grpc.WithChainUnaryInterceptor(count))
+	var failed atomic.Int64
+	c := pc.consumer(t, "c1", "burst", "Burst", "*", func(_ context.Context, msgs []*client.MessageExt) client.ConsumeResult {
+		if msgs[0].ReconsumeTimes > 0 {
+			return client.ConsumeSuccess
+		}
+		failed.Add(1)
+		time.Sleep(200 * time.Microsecond)
+		return client.ConsumeRetryLater
+	}, client.WithConsumeConcurrency(1))
+	require.Eventually(t, func() bool { return sentBack.Load() == n }, 30*time.Second, 10*time.Millisecond,
+		"sent back %d of %d", sentBack.Load(), n)
+	require.NoError(t, c.Shutdown(t.Context())) // after the last call's answer
+	t.Logf("%d failed messages sent back in %d calls", sentBack.Load(), calls.Load())
+	assert.EqualValues(t, n, failed.Load())
+	assert.LessOrEqual(t, calls.Load()*3, sentBack.Load(), "at least 3 messages a call on average (about 1.3 without gathering)")
 }
