@@ -40,16 +40,25 @@ type sendOp struct {
 
 	// onDone, for SendAsync, takes the outcome instead of done. It runs on
 	// the queue sender's goroutine.
-	onDone func([]*gantryv1.SendResult, error)
+	onDone opCompleter
+}
+
+// opCompleter takes the outcome of an asynchronous op. (An interface, not
+// a func: the batch of a SendAsync is its own completer, so the op and its
+// callback need no allocation of their own.)
+type opCompleter interface {
+	completeOp(results []*gantryv1.SendResult, err error)
 }
 
 func newSendOp(ctx context.Context, records []byte, n int, bytes int64) *sendOp {
 	return &sendOp{ctx: ctx, records: records, n: n, bytes: bytes, done: make(chan struct{})}
 }
 
-// newAsyncOp is an op whose outcome goes to onDone: no waiting goroutine.
-func newAsyncOp(ctx context.Context, records []byte, n int, bytes int64, onDone func([]*gantryv1.SendResult, error)) *sendOp {
-	return &sendOp{ctx: ctx, records: records, n: n, bytes: bytes, onDone: onDone}
+// initAsync makes op, which must be new, an op whose outcome goes to
+// onDone: no waiting goroutine.
+func (op *sendOp) initAsync(ctx context.Context, records []byte, n int, bytes int64, onDone opCompleter) *sendOp {
+	op.ctx, op.records, op.n, op.bytes, op.onDone = ctx, records, n, bytes, onDone
+	return op
 }
 
 // errOpNotStarted: the op's context ended while it was still queued, so it
@@ -73,7 +82,7 @@ func (op *sendOp) wait(ctx context.Context, broker string) ([]*gantryv1.SendResu
 
 func (op *sendOp) finish(results []*gantryv1.SendResult, err error) {
 	if op.onDone != nil {
-		op.onDone(results, err)
+		op.onDone.completeOp(results, err)
 		return
 	}
 	op.results, op.err = results, err

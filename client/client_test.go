@@ -15,7 +15,7 @@ func TestMain(m *testing.M) {
 }
 
 // testConfig is a Config for the fake nameserver ns, logging to the test.
-func testConfig(t *testing.T, ns *fakeNameServer) Config {
+func testConfig(t testing.TB, ns *fakeNameServer) Config {
 	t.Helper()
 	return Config{
 		NameServers:  []string{ns.addr},
@@ -25,7 +25,7 @@ func testConfig(t *testing.T, ns *fakeNameServer) Config {
 }
 
 // newTestProducer starts a producer that Close stops at the end of the test.
-func newTestProducer(t *testing.T, cfg Config, opts ...ProducerOption) *Producer {
+func newTestProducer(t testing.TB, cfg Config, opts ...ProducerOption) *Producer {
 	t.Helper()
 	p, err := NewProducer(t.Context(), cfg, opts...)
 	require.NoError(t, err)

@@ -28,7 +28,7 @@ import (
 
 // serve starts a gRPC server on 127.0.0.1:0 with register's services and
 // stops it at the end of the test.
-func serve(t *testing.T, register func(*grpc.Server)) (*grpc.Server, string) {
+func serve(t testing.TB, register func(*grpc.Server)) (*grpc.Server, string) {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -90,7 +90,7 @@ var fakeHostSeq atomic.Int32
 
 // startBroker starts a fake broker named name with topics (each with
 // queues read and write queues, perm 6).
-func startBroker(t *testing.T, name string, queues int32, topics ...string) *fakeBroker {
+func startBroker(t testing.TB, name string, queues int32, topics ...string) *fakeBroker {
 	t.Helper()
 	b := &fakeBroker{
 		name: name, cluster: "c1",
@@ -575,7 +575,7 @@ type fakeNameServer struct {
 	routeCalls atomic.Int64
 }
 
-func startNameServer(t *testing.T, brokers ...*fakeBroker) *fakeNameServer {
+func startNameServer(t testing.TB, brokers ...*fakeBroker) *fakeNameServer {
 	t.Helper()
 	ns := &fakeNameServer{brokers: brokers}
 	ns.srv, ns.addr = serve(t, func(s *grpc.Server) { gantryv1.RegisterNameServerServer(s, ns) })

@@ -147,13 +147,45 @@ type batch struct {
 	oneMsg   [1]*Message
 	oneProps [1]map[string]string
 	oneUniq  [1]string
+
+	// encp is the pool's pointer enc came from, put back with it.
+	encp *[]byte
+	// async is the first attempt of a SendAsync: its op and what its
+	// outcome needs, in the batch's allocation.
+	async asyncAttempt
+}
+
+// asyncAttempt is the first attempt of a SendAsync of one message.
+type asyncAttempt struct {
+	op       sendOp
+	p        *Producer
+	b        *batch
+	ctx      context.Context
+	q        Queue
+	writable []Queue
+	cb       func(SendResult, error)
+}
+
+// completeOp implements opCompleter: it finishes the SendAsync, or hands a
+// failure to asyncFailed (which may retry).
+func (a *asyncAttempt) completeOp(res []*gantryv1.SendResult, err error) {
+	p, b := a.p, a.b
+	if err != nil {
+		p.c.brokerFailed(b.topic, err)
+		p.asyncFailed(a.ctx, b, a.q, a.writable, err, a.cb)
+		return
+	}
+	b.release()
+	a.cb(p.result(a.q, b, 0, res[0], 1), nil)
+	p.async.done()
 }
 
 // encode writes the messages in RocketMQ's record layout (what the broker
 // stores), for queue 0; the __CRC32# tail is left for the broker to seal
 // after it stamps the record.
 func (b *batch) encode() error {
-	buf := encBuffer(int(b.bytes) + len(b.msgs)*256)
+	buf, p := encBuffer(int(b.bytes) + len(b.msgs)*256)
+	b.encp = p
 	var props message.Properties
 	for i, m := range b.msgs {
 		props = props[:0]
@@ -210,17 +242,18 @@ var encPool sync.Pool // of *[]byte
 // maxPooledEnc is the largest buffer kept for reuse.
 const maxPooledEnc = 64 << 10
 
-// encBuffer returns an empty buffer of at least size bytes.
-func encBuffer(size int) []byte {
+// encBuffer returns an empty buffer of at least size bytes, and the pool's
+// pointer it came from (nil for a new one) for release to put back.
+func encBuffer(size int) ([]byte, *[]byte) {
 	if size <= maxPooledEnc {
 		if p, ok := encPool.Get().(*[]byte); ok {
 			if cap(*p) >= size {
-				return (*p)[:0]
+				return (*p)[:0], p
 			}
 			encPool.Put(p)
 		}
 	}
-	return make([]byte, 0, size)
+	return make([]byte, 0, size), nil
 }
 
 // release returns b's encoding for reuse once its attempt is over. Only the
@@ -232,9 +265,13 @@ func (b *batch) release() {
 	if b.copied || b.enc == nil || cap(b.enc) > maxPooledEnc {
 		return
 	}
-	enc := b.enc[:0]
-	b.enc = nil
-	encPool.Put(&enc)
+	p := b.encp
+	if p == nil {
+		p = new([]byte)
+	}
+	*p = b.enc[:0]
+	b.enc, b.encp = nil, nil
+	encPool.Put(p)
 }
 
 // Send stores msgs, which must share one topic, as one batch in one queue,
@@ -283,16 +320,9 @@ func (p *Producer) SendAsync(ctx context.Context, msg *Message, cb func(SendResu
 			p.asyncFailed(ctx, b, q, writable, err, cb)
 			return
 		}
-		op := newAsyncOp(ctx, b.records(q.ID), len(b.msgs), b.bytes, func(res []*gantryv1.SendResult, err error) {
-			if err != nil {
-				p.c.brokerFailed(b.topic, err)
-				p.asyncFailed(ctx, b, q, writable, err, cb)
-				return
-			}
-			b.release()
-			cb(p.result(q, b, 0, res[0], 1), nil)
-			p.async.done()
-		})
+		a := &b.async
+		*a = asyncAttempt{p: p, b: b, ctx: ctx, q: q, writable: writable, cb: cb}
+		op := a.op.initAsync(ctx, b.records(q.ID), len(b.msgs), b.bytes, a)
 		err = s.enqueue(op)
 		if errors.Is(err, errSenderIdle) {
 			continue // it just exited; the next lookup makes a new one
