@@ -141,11 +141,13 @@ func (l *Log) prefaultLoop(ctx context.Context) {
 		l.mu.Unlock()
 		for from < to && ctx.Err() == nil {
 			seg := l.segs.Load().find(from)
-			if seg == nil {
-				break // past the active segment: not rolled to yet
+			if seg == nil || !seg.acquire() {
+				break // past the active segment (not rolled to yet), or deleted
 			}
 			end := min(to, seg.end())
-			if err := l.populate(ctx, seg, from-seg.base, end-seg.base); err != nil {
+			err := l.populate(ctx, seg, from-seg.base, end-seg.base)
+			seg.release()
+			if err != nil {
 				if !warned {
 					l.log.Warn("pre-fault failed; appends will take page faults", "segment", seg.path, "err", err)
 					warned = true
