@@ -42,3 +42,16 @@ func TestCodecRefusesOtherTypes(t *testing.T) {
 	assert.ErrorContains(t, err, "not a proto.Message")
 	assert.ErrorContains(t, Codec{}.Unmarshal(mem.BufferSlice{mem.SliceBuffer([]byte{1})}, 3), "not a proto.Message")
 }
+
+type owned struct{ got []byte }
+
+func (o *owned) UnmarshalOwned(b []byte) error { o.got = b; return nil }
+
+// An OwnedUnmarshaler gets the message's bytes, joined, in a slice of its
+// own.
+func TestCodecOwnedUnmarshaler(t *testing.T) {
+	var o owned
+	data := mem.BufferSlice{mem.SliceBuffer([]byte("hello, ")), mem.SliceBuffer([]byte("world"))}
+	require.NoError(t, Codec{}.Unmarshal(data, &o))
+	assert.Equal(t, "hello, world", string(o.got))
+}
