@@ -25,6 +25,9 @@ func (x *SendRequest) UnmarshalOwned(b []byte) error {
 // unmarshalRecords decodes b's topic, producer_group, request_id and
 // records fields, and reports false at anything else.
 func (x *SendRequest) unmarshalRecords(b []byte) bool {
+	if n := countRecords(b); n > 0 {
+		x.Records = make([][]byte, 0, n)
+	}
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
@@ -62,4 +65,26 @@ func (x *SendRequest) unmarshalRecords(b []byte) bool {
 		}
 	}
 	return true
+}
+
+// countRecords counts b's records fields (-1 if b is malformed before the
+// end), so that the slice is made once.
+func countRecords(b []byte) int {
+	n := 0
+	for len(b) > 0 {
+		num, typ, m := protowire.ConsumeTag(b)
+		if m < 0 {
+			return -1
+		}
+		b = b[m:]
+		m = protowire.ConsumeFieldValue(num, typ, b)
+		if m < 0 {
+			return -1
+		}
+		b = b[m:]
+		if num == 5 {
+			n++
+		}
+	}
+	return n
 }
