@@ -270,9 +270,12 @@ func toMessage(topic string, m *gantryv1.Message, born netip.AddrPort) *message.
 // the original's.
 func toResults(res []broker.SendResult) []*gantryv1.SendResult {
 	out := make([]*gantryv1.SendResult, len(res))
+	slab := make([]gantryv1.SendResult, len(res)) // one allocation for the results
 	for i, r := range res {
-		out[i] = &gantryv1.SendResult{MsgId: r.MsgID, UniqKey: r.UniqKey, QueueId: r.QueueID, QueueOffset: r.QueueOffset,
-			PhysicalOffset: r.PhysicalOffset, StoreTimestampMs: r.StoreTimestamp, Duplicate: r.Duplicate}
+		o := &slab[i]
+		o.MsgId, o.UniqKey, o.QueueId, o.QueueOffset = r.MsgID, r.UniqKey, r.QueueID, r.QueueOffset
+		o.PhysicalOffset, o.StoreTimestampMs, o.Duplicate = r.PhysicalOffset, r.StoreTimestamp, r.Duplicate
+		out[i] = o
 	}
 	return out
 }
