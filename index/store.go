@@ -161,7 +161,12 @@ func (s *Store) newFile() (*indexFile, error) {
 // store time. Different keys can share a hash: the caller must also
 // compare the key stored in each record.
 func (s *Store) Lookup(key string, begin, end int64, max int) ([]int64, error) {
-	hash := KeyHash(key)
+	return s.LookupHash(KeyHash(key), begin, end, max)
+}
+
+// LookupHash is Lookup of a key given by its hash (KeyHash, TopicKeyHash),
+// for callers that hash without building the key.
+func (s *Store) LookupHash(hash int32, begin, end int64, max int) ([]int64, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed {

@@ -2,8 +2,10 @@ package store
 
 import (
 	"fmt"
+	"unsafe"
 
 	"github.com/gantrymq/gantry/commitlog"
+	"github.com/gantrymq/gantry/index"
 	"github.com/gantrymq/gantry/message"
 )
 
@@ -29,7 +31,8 @@ func (s *Store) DispatchedOffset() int64 { return s.dispatched.Load() }
 // examined. Records not yet dispatched (see DispatchedOffset) and those
 // retention deleted are not found. Safe for concurrent use.
 func (s *Store) FindByKey(topic string, key []byte, begin, end int64, match func(message.View) bool) (PutResult, bool, error) {
-	offs, err := s.idx.Lookup(topic+"#"+string(key), begin, end, findCandidates)
+	// The key is only hashed: it is not copied into a string.
+	offs, err := s.idx.LookupHash(index.TopicKeyHash(topic, unsafe.String(unsafe.SliceData(key), len(key))), begin, end, findCandidates)
 	if err != nil {
 		return PutResult{}, false, fmt.Errorf("store: find %q in %q: %w", string(key), topic, err)
 	}
