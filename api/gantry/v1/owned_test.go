@@ -110,3 +110,87 @@ func BenchmarkUnmarshalSendRequest(b *testing.B) {
 		}
 	})
 }
+
+func TestSendResponseUnmarshalOwnedMatchesProto(t *testing.T) {
+	full := &SendResponse{RequestId: 9, Results: []*SendResult{
+		{MsgId: "0A0000010000271B0000000000000010", QueueId: 3, QueueOffset: 41, PhysicalOffset: 16, StoreTimestampMs: 1764460800000},
+		{MsgId: "0A0000010000271B00000000000004F0", UniqKey: "U1", QueueId: 3, QueueOffset: -1, PhysicalOffset: 1264, Duplicate: true},
+		{},
+	}}
+	badUTF8 := protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType),
+		protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), []byte{0xff}))
+	for _, tt := range []struct {
+		name string
+		in   []byte
+	}{
+		{"empty", nil},
+		{"results", must(t, full)},
+		{"error", must(t, &SendResponse{RequestId: 2, Error: &Error{Code: 14, Message: "unavailable", Indeterminate: true}})},
+		{"unknown field in a result", protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType),
+			protowire.AppendVarint(protowire.AppendTag(nil, 12, protowire.VarintType), 1))},
+		{"invalid UTF-8 msg_id", badUTF8},
+		{"truncated", must(t, full)[:20]},
+		{"a result's fields twice", append(must(t, &SendResponse{Results: []*SendResult{{QueueId: 1}}}),
+			protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), must(t, &SendResult{QueueId: 2, MsgId: "x"}))...)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			want := &SendResponse{}
+			wantErr := proto.Unmarshal(tt.in, want)
+			got := &SendResponse{RequestId: 77, Results: []*SendResult{{MsgId: "stale"}}}
+			err := got.UnmarshalOwned(append([]byte(nil), tt.in...))
+			if wantErr != nil {
+				assert.Error(t, err)
+				return
+			}
+			require.NoError(t, err)
+			assert.True(t, proto.Equal(want, got), "got %v, want %v", got, want)
+		})
+	}
+}
+
+func FuzzSendResponseUnmarshalOwned(f *testing.F) {
+	f.Add([]byte(nil))
+	f.Add(must(f, &SendResponse{RequestId: 9, Results: []*SendResult{{MsgId: "m", QueueId: 3, QueueOffset: 41, Duplicate: true}}}))
+	f.Add(must(f, &SendResponse{Error: &Error{Code: 14, Message: "x"}}))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		want := &SendResponse{}
+		wantErr := proto.Unmarshal(in, want)
+		got := &SendResponse{}
+		err := got.UnmarshalOwned(append([]byte(nil), in...))
+		if (err != nil) != (wantErr != nil) {
+			t.Fatalf("error %v, proto.Unmarshal's %v", err, wantErr)
+		}
+		if err == nil && !proto.Equal(want, got) {
+			t.Fatalf("got %v, want %v", got, want)
+		}
+	})
+}
+
+// BenchmarkUnmarshalSendResponse decodes the answer to a request of 64
+// messages, as BenchmarkUnmarshalSendRequest does a request.
+func BenchmarkUnmarshalSendResponse(b *testing.B) {
+	resp := &SendResponse{RequestId: 1}
+	for i := range 64 {
+		resp.Results = append(resp.Results, &SendResult{MsgId: "0A0000010000271B0000000000000010", QueueId: 3,
+			QueueOffset: int64(1000 + i), PhysicalOffset: int64(1 << 30), StoreTimestampMs: 1764460800000})
+	}
+	in := must(b, resp)
+	b.Run("decoder=proto", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var r SendResponse
+			if err := proto.Unmarshal(in, &r); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("decoder=owned", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var r SendResponse
+			if err := r.UnmarshalOwned(append([]byte(nil), in...)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
