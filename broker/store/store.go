@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/gantrymq/gantry/broker/metadata"
 	"github.com/gantrymq/gantry/commitlog"
@@ -299,10 +300,7 @@ func (s *Store) Put(ctx context.Context, msgs []*message.Message) ([]PutResult, 
 	if i == 0 { // nothing was stored
 		return nil, err
 	}
-	for j := range results {
-		results[j].StoreTimestamp = res.StoreTimestamp
-		results[j].MsgID = message.EncodeOffsetMsgID(s.cfg.StoreHost, results[j].PhysicalOffset)
-	}
+	s.stampResults(results, res.StoreTimestamp)
 	return results, err
 }
 
@@ -358,11 +356,21 @@ func (s *Store) PutRecords(ctx context.Context, topic string, pieces [][]byte, n
 	if i == 0 {
 		return nil, err
 	}
-	for j := range results {
-		results[j].StoreTimestamp = res.StoreTimestamp
-		results[j].MsgID = message.EncodeOffsetMsgID(s.cfg.StoreHost, results[j].PhysicalOffset)
-	}
+	s.stampResults(results, res.StoreTimestamp)
 	return results, err
+}
+
+// stampResults sets the store time and the message id of every result.
+// The ids share one allocation (two with an IPv6 store host): views of a
+// buffer nothing writes again (append moves on to a new one when it grows).
+func (s *Store) stampResults(results []PutResult, ts int64) {
+	ids := make([]byte, 0, len(results)*32) // an IPv4 id's hex digits
+	for j := range results {
+		at := len(ids)
+		ids = message.AppendOffsetMsgID(ids, s.cfg.StoreHost, results[j].PhysicalOffset)
+		results[j].StoreTimestamp = ts
+		results[j].MsgID = unsafe.String(&ids[at], len(ids)-at)
+	}
 }
 
 // batchPool holds Put's encoding buffers; larger ones are dropped.
