@@ -317,6 +317,8 @@ func (s *Store) PutRecords(ctx context.Context, topic string, pieces [][]byte, n
 		return nil, errors.New("store: put of no records")
 	}
 	results := make([]PutResult, 0, n)
+	var keys []byte // the UNIQ_KEYs back to back, and where each ends: views below
+	ends := make([]int, 0, n)
 	for _, piece := range pieces {
 		for off := 0; off < len(piece); {
 			v, err := message.NewView(piece[off:])
@@ -334,12 +336,18 @@ func (s *Store) PutRecords(ctx context.Context, topic string, pieces [][]byte, n
 			if !ok || len(uniq) == 0 {
 				return nil, fmt.Errorf("store: record %d has no UNIQ_KEY", len(results))
 			}
-			results = append(results, PutResult{UniqKey: string(uniq), QueueID: v.QueueID()})
+			keys = append(keys, uniq...)
+			ends = append(ends, len(keys))
+			results = append(results, PutResult{QueueID: v.QueueID()})
 			off += len(rec)
 		}
 	}
 	if len(results) != n {
 		return nil, fmt.Errorf("store: %d records in the batch, %d announced", len(results), n)
+	}
+	for i, at := 0, 0; i < len(ends); i++ { // keys is complete: nothing writes it again
+		results[i].UniqKey = unsafe.String(&keys[at], ends[i]-at)
+		at = ends[i]
 	}
 	i := 0
 	res, err := s.cl.AppendV(ctx, pieces, func(rec []byte, off int64) {
