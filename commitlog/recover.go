@@ -311,33 +311,48 @@ var magicV1Bytes = []byte{0xDA, 0xA3, 0x20, 0xA7} // message.MagicV1, big-endian
 // record has the V1 magic, its own position as PHYSICALOFFSET, and passes
 // every check. When it finds none it also returns the position in segment i
 // of the last non-zero byte at or after pos (-1 if all zeros), found in the
-// same pass: the usual tail is gigabytes of zeros, read once.
+// same pass: the usual tail is gigabytes of zeros, read once, and the
+// holes among them (dataExtents) not at all.
 func findValid(segs []*segment, i int, pos int64) (next int64, lastNZ int64) {
 	lastNZ = -1
 	for k := i; k < len(segs); k, pos = k+1, 0 {
 		seg := segs[k]
-		for lo := pos; lo < seg.size; lo += tailChunk {
-			hi := min(lo+tailChunk, seg.size)
-			if bytes.Equal(seg.b[lo:hi], zeroChunk[:hi-lo]) {
+		for _, ext := range dataExtents(seg, pos) {
+			if next, nz := findValidIn(seg, pos, ext[0], ext[1]); next >= 0 {
+				return seg.base + next, -1
+			} else if k == i && nz >= 0 {
+				lastNZ = nz
+			}
+		}
+	}
+	return -1, lastNZ
+}
+
+// findValidIn is findValid within [lo, end) of seg, a range that may hold
+// data: the position of the first valid record at or after pos whose magic
+// lies in the range, or -1 and the position of the range's last non-zero
+// byte (-1 if all zeros).
+func findValidIn(seg *segment, pos, lo, end int64) (next, lastNZ int64) {
+	lastNZ = -1
+	for ; lo < end; lo += tailChunk {
+		hi := min(lo+tailChunk, end)
+		if bytes.Equal(seg.b[lo:hi], zeroChunk[:hi-lo]) {
+			continue
+		}
+		lastNZ = lo + int64(lastNonZero(seg.b[lo:hi]))
+		// Candidates whose magic starts in [lo, hi): the record starts 4 bytes earlier.
+		for from := max(lo, pos+4); from < hi; {
+			j := bytes.Index(seg.b[from:min(hi+3, seg.size)], magicV1Bytes)
+			if j < 0 {
+				break
+			}
+			cand := from + int64(j) - 4
+			from += int64(j) + 1
+			if cand < pos || cand+36 > seg.size || message.PhysicalOffsetOf(seg.b[cand:]) != seg.base+cand {
 				continue
 			}
-			if k == i {
-				lastNZ = lo + int64(lastNonZero(seg.b[lo:hi]))
-			}
-			// Candidates whose magic starts in [lo, hi): the record starts 4 bytes earlier.
-			for from := max(lo, pos+4); from < hi; {
-				j := bytes.Index(seg.b[from:min(hi+3, seg.size)], magicV1Bytes)
-				if j < 0 {
-					break
-				}
-				cand := from + int64(j) - 4
-				from += int64(j) + 1
-				if cand < pos || cand+36 > seg.size || message.PhysicalOffsetOf(seg.b[cand:]) != seg.base+cand {
-					continue
-				}
-				if _, _, reason := recordAt(seg, cand); reason == "" {
-					return seg.base + cand, -1
-				}
+			if _, _, reason := recordAt(seg, cand); reason == "" {
+				return cand, lastNZ
 			}
 		}
 	}
@@ -345,6 +360,46 @@ func findValid(segs []*segment, i int, pos int64) (next int64, lastNZ int64) {
 }
 
 const tailChunk = 64 << 10
+
+// dataSeeker is a file that can tell where its data and its holes are
+// (fsx's OS files: SEEK_DATA and SEEK_HOLE).
+type dataSeeker interface {
+	SeekData(off int64) (int64, error)
+	SeekHole(off int64) (int64, error)
+}
+
+// dataExtents returns the ranges of seg from pos on that may hold data, in
+// order: what lies between them are holes, which read as zeros, so a scan
+// for records skips them without reading (the never-written rest of a
+// preallocated segment is one, on ext4 until its pages are read). It
+// asks before the scan reads anything there: read-ahead fills the page
+// cache, and cached pages count as data. Without the file's help it is
+// [pos, size).
+func dataExtents(seg *segment, pos int64) [][2]int64 {
+	all := [][2]int64{{pos, seg.size}}
+	sd, ok := seg.file.(dataSeeker)
+	if !ok {
+		return all
+	}
+	var out [][2]int64
+	for off := pos; off < seg.size; {
+		lo, err := sd.SeekData(off)
+		if err != nil {
+			return all
+		}
+		if lo >= seg.size {
+			break
+		}
+		hi, err := sd.SeekHole(lo)
+		if err != nil || hi <= lo {
+			return all
+		}
+		hi = min(hi, seg.size)
+		out = append(out, [2]int64{max(lo, pos), hi})
+		off = hi
+	}
+	return out
+}
 
 // zeroChunk is never written.
 var zeroChunk [tailChunk]byte

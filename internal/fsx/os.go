@@ -76,6 +76,31 @@ type osFile struct {
 	f *os.File
 }
 
+// SeekData returns the offset of the first byte of data at or after off
+// (lseek SEEK_DATA): what lies before it is a hole, which reads as zeros.
+// With no data after off it returns the size. On ext4 a fallocated extent
+// never written, and not in the page cache, is a hole.
+func (f *osFile) SeekData(off int64) (int64, error) {
+	n, err := unix.Seek(int(f.f.Fd()), off, unix.SEEK_DATA)
+	if errors.Is(err, unix.ENXIO) {
+		return f.Size()
+	}
+	if err != nil {
+		return 0, &os.PathError{Op: "seek data", Path: f.f.Name(), Err: err}
+	}
+	return n, nil
+}
+
+// SeekHole returns the offset of the first hole at or after off (lseek
+// SEEK_HOLE); the end of the file counts as one.
+func (f *osFile) SeekHole(off int64) (int64, error) {
+	n, err := unix.Seek(int(f.f.Fd()), off, unix.SEEK_HOLE)
+	if err != nil {
+		return 0, &os.PathError{Op: "seek hole", Path: f.f.Name(), Err: err}
+	}
+	return n, nil
+}
+
 func (f *osFile) Name() string                             { return f.f.Name() }
 func (f *osFile) ReadAt(b []byte, off int64) (int, error)  { return f.f.ReadAt(b, off) }
 func (f *osFile) WriteAt(b []byte, off int64) (int, error) { return f.f.WriteAt(b, off) }
