@@ -22,11 +22,18 @@ func kib1(b *testing.B, i int) []byte {
 }
 
 // BenchmarkAppendAsync appends batches of 64 1 KiB records with async
-// flush. Run it over at least 2 GiB so segments roll:
+// flush, in each write mode (direct is the default). Run it over at least
+// 2 GiB so segments roll:
 //
 //	go test -run=^$ -bench=AppendAsync -benchtime=40000x ./commitlog
 func BenchmarkAppendAsync(b *testing.B) {
-	l, err := commitlog.Open(b.Context(), commitlog.Config{Dir: testutil.BenchDir(b)})
+	for _, mode := range []commitlog.WriteMode{commitlog.WriteDirect, commitlog.WriteMapped} {
+		b.Run("write="+mode.String(), func(b *testing.B) { benchAppendAsync(b, mode) })
+	}
+}
+
+func benchAppendAsync(b *testing.B, mode commitlog.WriteMode) {
+	l, err := commitlog.Open(b.Context(), commitlog.Config{Dir: testutil.BenchDir(b), WriteMode: mode})
 	require.NoError(b, err)
 	defer l.Close()
 	var batch []byte

@@ -61,6 +61,7 @@ func TestCrashStates(t *testing.T) {
 	}{
 		{"sync-buffered", commitlog.SyncFlush, commitlog.WriteBuffered},
 		{"async-mapped", commitlog.AsyncFlush, commitlog.WriteMapped},
+		{"async-direct", commitlog.AsyncFlush, commitlog.WriteDirect},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			w := runCrashWorkload(t, tt.flush, tt.write, crashStates(t))
@@ -92,7 +93,7 @@ func runCrashWorkload(t *testing.T, flush commitlog.FlushMode, write commitlog.W
 			Logger:     testLogger(t),
 		},
 	}
-	buffered := write == commitlog.WriteBuffered
+	buffered := write != commitlog.WriteMapped // its file operations are crash points on any goroutine
 	mem.SetHook(func(fsx.Op, string) {
 		if buffered || w.enabled.Load() {
 			w.takeStates(t, mem)

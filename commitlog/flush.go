@@ -148,9 +148,13 @@ func (l *Log) flush() error {
 		return nil
 	}
 	from, end := l.flushed.Load(), l.committed.Load()
+	sync := func(s *segment, lo, hi int64) error { return s.m.Sync(int(lo), int(hi-lo)) }
+	if l.cfg.WriteMode == WriteDirect {
+		sync = func(s *segment, _, _ int64) error { return s.file.Sync() }
+	}
 	err := injectFlush("commitlog/flush-before-sync")
 	if err == nil {
-		err = l.syncRange(from, end, func(s *segment, lo, hi int64) error { return s.m.Sync(int(lo), int(hi-lo)) })
+		err = l.syncRange(from, end, sync)
 	}
 	if err == nil {
 		err = injectFlush("commitlog/flush-after-sync")
@@ -272,6 +276,23 @@ func (l *Log) syncRange(from, end int64, sync func(s *segment, lo, hi int64) err
 		}
 	}
 	return nil
+}
+
+// maxScratch is the largest WriteDirect scratch buffer kept between appends.
+const maxScratch = 8 << 20
+
+// failLocked is fail for an appender holding l.mu whose write failed: the
+// batch may be partly written, and the log takes no more appends.
+func (l *Log) failLocked(cause error) error {
+	err := fmt.Errorf("%w: %w", ErrFlushFailed, cause)
+	if l.failErr.CompareAndSwap(nil, &err) {
+		l.log.Error("write failed; refusing further appends", "flushed", l.flushed.Load(), "err", cause)
+	} else {
+		err = *l.failErr.Load()
+	}
+	l.failWaiters(err)
+	l.roomCond.Broadcast()
+	return err
 }
 
 // fail records a flush failure: the log refuses further appends, never

@@ -48,7 +48,8 @@ type Log struct {
 	pend         []byte // WriteBuffered: staged bytes for [pendStart, writeOff)
 	pendSpare    []byte // WriteBuffered: an empty staging buffer to reuse
 	pendStart    int64
-	pendSplit    int // index in pend where the active segment starts after a roll; -1 if none
+	pendSplit    int    // index in pend where the active segment starts after a roll; -1 if none
+	scratch      []byte // WriteDirect: the batch being stamped and written
 	allocPending bool
 
 	flushMu sync.Mutex // serializes flushes; taken before mu and wmu
@@ -398,6 +399,11 @@ func (l *Log) appendLocked(ctx context.Context, chunks [][]byte, size, nrec int,
 			l.pend = append(l.pend, c...)
 		}
 		dst = l.pend[n:]
+	} else if l.cfg.WriteMode == WriteDirect {
+		dst = l.scratch[:0]
+		for _, c := range chunks {
+			dst = append(dst, c...)
+		}
 	} else {
 		pos := start - l.active.base
 		dst = l.active.b[pos : pos+int64(size)]
@@ -422,11 +428,23 @@ func (l *Log) appendLocked(ctx context.Context, chunks [][]byte, size, nrec int,
 		pos += size
 		off += int64(size)
 	}
+	if l.cfg.WriteMode == WriteDirect {
+		err := l.writeAt(dst, start)
+		if cap(dst) <= maxScratch {
+			l.scratch = dst[:0]
+		}
+		if err != nil {
+			return AppendResult{}, l.failLocked(err)
+		}
+	}
 	if failpoint.Enabled {
 		_ = failpoint.Inject("commitlog/append-after-copy") // copied: only kill, panic and sleep apply
 	}
 	l.writeOff = off
 	l.lastTs.Store(now)
+	if l.cfg.WriteMode == WriteDirect {
+		l.publish(off)
+	}
 	if l.cfg.WriteMode == WriteMapped {
 		if ahead := l.cfg.PrefaultAhead; ahead > 0 && off+ahead/2 > l.prefaultTo {
 			l.prefaultTo = off + ahead
@@ -479,10 +497,16 @@ func (l *Log) rollLocked(ctx context.Context) error {
 	pos := l.writeOff - old.base
 	var blank [message.BlankSize]byte
 	message.AppendBlank(blank[:0], int32(old.size-pos))
-	if l.cfg.WriteMode == WriteBuffered {
+	switch l.cfg.WriteMode {
+	case WriteBuffered:
 		l.pend = append(l.pend, blank[:]...)
 		l.pendSplit = len(l.pend)
-	} else {
+	case WriteDirect:
+		if err := l.writeAt(blank[:], l.writeOff); err != nil {
+			next.retire()
+			return l.failLocked(err)
+		}
+	default:
 		copy(old.b[pos:], blank[:])
 	}
 	sl := l.segs.Load()
@@ -491,7 +515,7 @@ func (l *Log) rollLocked(ctx context.Context) error {
 	l.segs.Store(&segList{segs: append(segs, next)})
 	l.active = next
 	l.writeOff = next.base
-	if l.cfg.WriteMode == WriteMapped {
+	if l.cfg.WriteMode != WriteBuffered {
 		l.publish(next.base)
 	}
 	l.requestSegmentLocked()

@@ -31,6 +31,8 @@ func modes() []struct {
 		{"async-mapped", commitlog.Config{FlushMode: commitlog.AsyncFlush}},
 		{"sync-buffered", commitlog.Config{FlushMode: commitlog.SyncFlush}},
 		{"sync-mapped", commitlog.Config{FlushMode: commitlog.SyncFlush, WriteMode: commitlog.WriteMapped}},
+		{"async-direct", commitlog.Config{FlushMode: commitlog.AsyncFlush, WriteMode: commitlog.WriteDirect}},
+		{"sync-direct", commitlog.Config{FlushMode: commitlog.SyncFlush, WriteMode: commitlog.WriteDirect}},
 	}
 }
 
@@ -304,7 +306,7 @@ func TestAppendVEqualsAppend(t *testing.T) {
 // segment unmapped.
 func TestPrefaultWindowSlides(t *testing.T) {
 	const page, window, far = 4096, 256 << 10, 4 << 20
-	l := open(t, commitlog.Config{Dir: t.TempDir(), SegmentBytes: 64 << 20, PrefaultAhead: window})
+	l := open(t, commitlog.Config{Dir: t.TempDir(), SegmentBytes: 64 << 20, PrefaultAhead: window, WriteMode: commitlog.WriteMapped})
 	defer l.Close()
 	require.NoError(t, l.WaitPrefault(t.Context()))
 	mapped := func(off, n int64) int {

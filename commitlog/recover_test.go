@@ -232,7 +232,7 @@ func TestENOSPCAtFallocate(t *testing.T) {
 	require.NoError(t, err, "appends resume when space returns")
 }
 
-// EIO at msync (mapped) or fdatasync (buffered) is final: the appender gets
+// EIO at msync (mapped), or fdatasync or write (buffered, direct), is final: the appender gets
 // ErrFlushFailed, FlushedOffset never covers the failed range, and later
 // appends are refused.
 func TestEIOAtFlushIsFinal(t *testing.T) {
@@ -244,6 +244,8 @@ func TestEIOAtFlushIsFinal(t *testing.T) {
 		{"mapped-msync", commitlog.WriteMapped, fsx.OpMsync},
 		{"buffered-fdatasync", commitlog.WriteBuffered, fsx.OpSync},
 		{"buffered-write", commitlog.WriteBuffered, fsx.OpWrite},
+		{"direct-fdatasync", commitlog.WriteDirect, fsx.OpSync},
+		{"direct-write", commitlog.WriteDirect, fsx.OpWrite},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var faults fsx.Faults
