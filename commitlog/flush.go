@@ -284,13 +284,7 @@ const maxScratch = 8 << 20
 // failLocked is fail for an appender holding l.mu whose write failed: the
 // batch may be partly written, and the log takes no more appends.
 func (l *Log) failLocked(cause error) error {
-	err := fmt.Errorf("%w: %w", ErrFlushFailed, cause)
-	if l.failErr.CompareAndSwap(nil, &err) {
-		l.log.Error("write failed; refusing further appends", "flushed", l.flushed.Load(), "err", cause)
-	} else {
-		err = *l.failErr.Load()
-	}
-	l.failWaiters(err)
+	err := l.failed("write", cause)
 	l.roomCond.Broadcast()
 	return err
 }
@@ -298,15 +292,22 @@ func (l *Log) failLocked(cause error) error {
 // fail records a flush failure: the log refuses further appends, never
 // reports the failed range as flushed, and answers every waiter.
 func (l *Log) fail(cause error) error {
+	err := l.failed("flush", cause)
+	l.mu.Lock()
+	l.roomCond.Broadcast()
+	l.mu.Unlock()
+	return err
+}
+
+// failed records the first failure (of a write or a flush) and answers
+// every waiter with it; it returns the recorded one.
+func (l *Log) failed(what string, cause error) error {
 	err := fmt.Errorf("%w: %w", ErrFlushFailed, cause)
 	if l.failErr.CompareAndSwap(nil, &err) {
-		l.log.Error("flush failed; refusing further appends", "flushed", l.flushed.Load(), "err", cause)
+		l.log.Error(what+" failed; refusing further appends", "flushed", l.flushed.Load(), "err", cause)
 	} else {
 		err = *l.failErr.Load()
 	}
 	l.failWaiters(err)
-	l.mu.Lock()
-	l.roomCond.Broadcast()
-	l.mu.Unlock()
 	return err
 }
