@@ -22,7 +22,7 @@ func kib1(b *testing.B, i int) []byte {
 }
 
 // BenchmarkAppendAsync appends batches of 64 1 KiB records with async
-// flush, in each write mode (direct is the default). Run it over at least
+// flush, in each write mode (mapped is the default). Run it over at least
 // 2 GiB so segments roll:
 //
 //	go test -run=^$ -bench=AppendAsync -benchtime=40000x ./commitlog
