@@ -15,79 +15,7 @@ import (
 // with fields this decoder does not read (messages, unknown fields) or
 // malformed, goes through proto.Unmarshal, with its errors.
 func (x *SendRequest) UnmarshalOwned(b []byte) error {
-	x.Reset()
-	if !x.unmarshalRecords(b) {
-		x.Reset()
-		return proto.Unmarshal(b, x)
-	}
-	return nil
-}
-
-// unmarshalRecords decodes b's topic, producer_group, request_id and
-// records fields, and reports false at anything else.
-func (x *SendRequest) unmarshalRecords(b []byte) bool {
-	if n := countField(b, 5); n > 0 {
-		x.Records = make([][]byte, 0, n)
-	}
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return false
-		}
-		b = b[n:]
-		switch {
-		case num == 1 && typ == protowire.BytesType, num == 3 && typ == protowire.BytesType:
-			v, n := protowire.ConsumeBytes(b)
-			if n < 0 || !utf8.Valid(v) {
-				return false
-			}
-			if num == 1 {
-				x.Topic = string(v)
-			} else {
-				x.ProducerGroup = string(v)
-			}
-			b = b[n:]
-		case num == 4 && typ == protowire.VarintType:
-			v, n := protowire.ConsumeVarint(b)
-			if n < 0 {
-				return false
-			}
-			x.RequestId = v
-			b = b[n:]
-		case num == 5 && typ == protowire.BytesType:
-			v, n := protowire.ConsumeBytes(b)
-			if n < 0 {
-				return false
-			}
-			x.Records = append(x.Records, v[:len(v):len(v)])
-			b = b[n:]
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-// countField counts b's fields numbered num (-1 if b is malformed before
-// the end), so that a slice is made once.
-func countField(b []byte, num protowire.Number) int {
-	n := 0
-	for len(b) > 0 {
-		got, typ, m := protowire.ConsumeTag(b)
-		if m < 0 {
-			return -1
-		}
-		b = b[m:]
-		m = protowire.ConsumeFieldValue(got, typ, b)
-		if m < 0 {
-			return -1
-		}
-		b = b[m:]
-		if got == num {
-			n++
-		}
-	}
-	return n
+	return unmarshalOwned(x, b, x.unmarshalRecords)
 }
 
 // UnmarshalOwned is proto.Unmarshal of a SendResponse that takes b: the
@@ -97,66 +25,126 @@ func countField(b []byte, num protowire.Number) int {
 // afterwards. A response this decoder does not read (an error, unknown
 // fields) or malformed goes through proto.Unmarshal, with its errors.
 func (x *SendResponse) UnmarshalOwned(b []byte) error {
-	x.Reset()
-	if !x.unmarshalResults(b) {
-		x.Reset()
-		return proto.Unmarshal(b, x)
-	}
-	return nil
+	return unmarshalOwned(x, b, x.unmarshalResults)
 }
 
-func (x *SendResponse) unmarshalResults(b []byte) bool {
-	var slab []SendResult
-	if n := countField(b, 1); n > 0 {
-		slab = make([]SendResult, n)
-		x.Results = make([]*SendResult, 0, n)
-	} else if n < 0 {
-		return false
+// unmarshalOwned resets m and decodes b with fast, or, when fast reports
+// false, resets m again and leaves b to proto.Unmarshal.
+func unmarshalOwned(m proto.Message, b []byte, fast func([]byte) bool) error {
+	proto.Reset(m)
+	if fast(b) {
+		return nil
 	}
+	proto.Reset(m)
+	return proto.Unmarshal(b, m)
+}
+
+// eachField calls f with every field of b: its number, its wire type and
+// its value (a length-delimited field's bytes, a varint's value). It
+// reports false when b is malformed, holds a field of another wire type,
+// or f returned false.
+func eachField(b []byte, f func(num protowire.Number, typ protowire.Type, v []byte, u uint64) bool) bool {
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
 			return false
 		}
 		b = b[n:]
+		var v []byte
+		var u uint64
+		switch typ {
+		case protowire.BytesType:
+			v, n = protowire.ConsumeBytes(b)
+		case protowire.VarintType:
+			u, n = protowire.ConsumeVarint(b)
+		default:
+			return false
+		}
+		if n < 0 || !f(num, typ, v, u) {
+			return false
+		}
+		b = b[n:]
+	}
+	return true
+}
+
+// countField counts b's length-delimited fields numbered num (-1 if
+// eachField would stop before the end), so that a slice is made once.
+func countField(b []byte, num protowire.Number) int {
+	n := 0
+	if !eachField(b, func(got protowire.Number, typ protowire.Type, _ []byte, _ uint64) bool {
+		if got == num && typ == protowire.BytesType {
+			n++
+		}
+		return true
+	}) {
+		return -1
+	}
+	return n
+}
+
+// unmarshalRecords decodes b's topic, producer_group, request_id and
+// records fields, and reports false at anything else.
+func (x *SendRequest) unmarshalRecords(b []byte) bool {
+	if n := countField(b, 5); n > 0 {
+		x.Records = make([][]byte, 0, n)
+	}
+	return eachField(b, func(num protowire.Number, typ protowire.Type, v []byte, u uint64) bool {
 		switch {
-		case num == 1 && typ == protowire.BytesType:
-			v, n := protowire.ConsumeBytes(b)
-			if n < 0 {
+		case (num == 1 || num == 3) && typ == protowire.BytesType:
+			if !utf8.Valid(v) {
 				return false
 			}
+			if num == 1 {
+				x.Topic = string(v)
+			} else {
+				x.ProducerGroup = string(v)
+			}
+		case num == 4 && typ == protowire.VarintType:
+			x.RequestId = u
+		case num == 5 && typ == protowire.BytesType:
+			x.Records = append(x.Records, v[:len(v):len(v)])
+		default:
+			return false
+		}
+		return true
+	})
+}
+
+// unmarshalResults decodes b's results and request_id, and reports false
+// at anything else (an error goes through proto.Unmarshal).
+func (x *SendResponse) unmarshalResults(b []byte) bool {
+	n := countField(b, 1)
+	if n < 0 {
+		return false
+	}
+	slab := make([]SendResult, n)
+	if n > 0 {
+		x.Results = make([]*SendResult, 0, n)
+	}
+	return eachField(b, func(num protowire.Number, typ protowire.Type, v []byte, u uint64) bool {
+		switch {
+		case num == 1 && typ == protowire.BytesType:
 			r := &slab[len(x.Results)]
 			if !r.unmarshalView(v) {
 				return false
 			}
 			x.Results = append(x.Results, r)
-			b = b[n:]
 		case num == 2 && typ == protowire.VarintType:
-			v, n := protowire.ConsumeVarint(b)
-			if n < 0 {
-				return false
-			}
-			x.RequestId = v
-			b = b[n:]
+			x.RequestId = u
 		default:
 			return false
 		}
-	}
-	return true
+		return true
+	})
 }
 
 // unmarshalView decodes a SendResult whose strings are views of b.
 func (x *SendResult) unmarshalView(b []byte) bool {
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return false
-		}
-		b = b[n:]
+	return eachField(b, func(num protowire.Number, typ protowire.Type, v []byte, u uint64) bool {
 		switch {
 		case (num == 1 || num == 2) && typ == protowire.BytesType:
-			v, n := protowire.ConsumeBytes(b)
-			if n < 0 || !utf8.Valid(v) {
+			if !utf8.Valid(v) {
 				return false
 			}
 			s := unsafe.String(unsafe.SliceData(v), len(v))
@@ -165,28 +153,19 @@ func (x *SendResult) unmarshalView(b []byte) bool {
 			} else {
 				x.UniqKey = s
 			}
-			b = b[n:]
-		case num >= 3 && num <= 7 && typ == protowire.VarintType:
-			v, n := protowire.ConsumeVarint(b)
-			if n < 0 {
-				return false
-			}
-			switch num {
-			case 3:
-				x.QueueId = int32(v)
-			case 4:
-				x.QueueOffset = int64(v)
-			case 5:
-				x.PhysicalOffset = int64(v)
-			case 6:
-				x.StoreTimestampMs = int64(v)
-			case 7:
-				x.Duplicate = protowire.DecodeBool(v)
-			}
-			b = b[n:]
+		case num == 3 && typ == protowire.VarintType:
+			x.QueueId = int32(u)
+		case num == 4 && typ == protowire.VarintType:
+			x.QueueOffset = int64(u)
+		case num == 5 && typ == protowire.VarintType:
+			x.PhysicalOffset = int64(u)
+		case num == 6 && typ == protowire.VarintType:
+			x.StoreTimestampMs = int64(u)
+		case num == 7 && typ == protowire.VarintType:
+			x.Duplicate = protowire.DecodeBool(u)
 		default:
 			return false
 		}
-	}
-	return true
+		return true
+	})
 }
