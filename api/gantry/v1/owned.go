@@ -28,6 +28,17 @@ func (x *SendResponse) UnmarshalOwned(b []byte) error {
 	return unmarshalOwned(x, b, x.unmarshalResults)
 }
 
+// UnmarshalOwned is proto.Unmarshal of a PullResponse that takes b: the
+// records are a sub-slice of b instead of a copy, so that a consumer
+// decodes a pull of many messages without copying their bytes again (the
+// messages it decodes from the records alias them in turn). The caller
+// must not modify or reuse b afterwards. A response with fields this
+// decoder does not read, or malformed, goes through proto.Unmarshal, with
+// its errors.
+func (x *PullResponse) UnmarshalOwned(b []byte) error {
+	return unmarshalOwned(x, b, x.unmarshalView)
+}
+
 // unmarshalOwned resets m and decodes b with fast, or, when fast reports
 // false, resets m again and leaves b to proto.Unmarshal.
 func unmarshalOwned(m proto.Message, b []byte, fast func([]byte) bool) error {
@@ -163,6 +174,30 @@ func (x *SendResult) unmarshalView(b []byte) bool {
 			x.StoreTimestampMs = int64(u)
 		case num == 7 && typ == protowire.VarintType:
 			x.Duplicate = protowire.DecodeBool(u)
+		default:
+			return false
+		}
+		return true
+	})
+}
+
+// unmarshalView decodes b's fields, the records as a view of b, and
+// reports false at anything else.
+func (x *PullResponse) unmarshalView(b []byte) bool {
+	return eachField(b, func(num protowire.Number, typ protowire.Type, v []byte, u uint64) bool {
+		switch {
+		case num == 1 && typ == protowire.VarintType:
+			x.Status = PullStatus(int32(u))
+		case num == 2 && typ == protowire.BytesType:
+			x.Records = v[:len(v):len(v)]
+		case num == 3 && typ == protowire.VarintType:
+			x.RecordCount = int32(u)
+		case num == 4 && typ == protowire.VarintType:
+			x.NextOffset = int64(u)
+		case num == 5 && typ == protowire.VarintType:
+			x.MinOffset = int64(u)
+		case num == 6 && typ == protowire.VarintType:
+			x.MaxOffset = int64(u)
 		default:
 			return false
 		}

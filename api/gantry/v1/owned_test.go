@@ -1,6 +1,7 @@
 package gantryv1
 
 import (
+	"bytes"
 	"fmt"
 	"testing"
 
@@ -172,4 +173,53 @@ func BenchmarkUnmarshalSendResponse(b *testing.B) {
 	}
 	in := must(b, resp)
 	benchDecoders(b, in, func() *SendResponse { return &SendResponse{} })
+}
+
+func TestPullResponseUnmarshalOwnedMatchesProto(t *testing.T) {
+	full := &PullResponse{Status: PullStatus_PULL_STATUS_FOUND, Records: []byte("two records, back to back"), RecordCount: 2,
+		NextOffset: 42, MinOffset: -1, MaxOffset: 1 << 40}
+	for _, tt := range []struct {
+		name string
+		in   []byte
+	}{
+		{"empty", nil},
+		{"found", must(t, full)},
+		{"no records", must(t, &PullResponse{Status: PullStatus_PULL_STATUS_NO_NEW_MESSAGE, NextOffset: 7, MaxOffset: 7})},
+		{"unknown field", protowire.AppendVarint(protowire.AppendTag(must(t, full), 99, protowire.VarintType), 1)},
+		{"records twice: the last wins", append(must(t, full), must(t, &PullResponse{Records: []byte("other")})...)},
+		{"truncated", must(t, full)[:12]},
+		{"wrong wire type", protowire.AppendVarint(protowire.AppendTag(nil, 2, protowire.VarintType), 1)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			err := matchProto(tt.in, &PullResponse{}, &PullResponse{Records: []byte("stale"), NextOffset: 9})
+			assert.NoError(t, err, "UnmarshalOwned and proto.Unmarshal disagree")
+		})
+	}
+
+	in := must(t, full)
+	var r PullResponse
+	require.NoError(t, r.UnmarshalOwned(in))
+	at := bytes.Index(in, full.Records)
+	require.Positive(t, at)
+	assert.Same(t, &in[at], &r.Records[0], "the records alias the input")
+	assert.Equal(t, len(r.Records), cap(r.Records), "the records' capacity ends with them")
+}
+
+func FuzzPullResponseUnmarshalOwned(f *testing.F) {
+	f.Add([]byte(nil))
+	f.Add(must(f, &PullResponse{Status: PullStatus_PULL_STATUS_FOUND, Records: []byte("r"), RecordCount: 1, NextOffset: 1, MaxOffset: 1}))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		if err := matchProto(in, &PullResponse{}, &PullResponse{}); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// BenchmarkUnmarshalPullResponse decodes a pull of 256 1 KiB messages
+// (the push consumer's default batch).
+func BenchmarkUnmarshalPullResponse(b *testing.B) {
+	resp := &PullResponse{Status: PullStatus_PULL_STATUS_FOUND, Records: make([]byte, 256*1200), RecordCount: 256,
+		NextOffset: 1 << 20, MaxOffset: 1 << 21}
+	in := must(b, resp)
+	benchDecoders(b, in, func() *PullResponse { return &PullResponse{} })
 }
