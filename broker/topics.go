@@ -25,7 +25,7 @@ const (
 	SystemTopicPrefix = "rmq_sys_"
 	// RetryTopicPrefix and DLQTopicPrefix start a group's retry and
 	// dead-letter topics, which the broker creates itself.
-	RetryTopicPrefix = "%RETRY%"
+	RetryTopicPrefix = store.RetryTopicPrefix
 	DLQTopicPrefix   = "%DLQ%"
 )
 

@@ -142,10 +142,22 @@ func (s *Store) dispatchOne(v message.View, phys int64) error {
 	} else {
 		topic = string(v.Topic())
 	}
-	if tx == message.TransactionRollback || phys < s.indexFrom {
+	if tx == message.TransactionRollback || phys < s.indexFrom || parkedRetry(p.realTopic) {
 		return nil
 	}
 	return s.indexKeys(topic, &p, phys, v.StoreTimestamp())
+}
+
+// RetryTopicPrefix starts a consumer group's retry topic, %RETRY%<group>.
+const RetryTopicPrefix = "%RETRY%"
+
+// parkedRetry reports whether a record's REAL_TOPIC is a retry topic: a
+// message a consumer sent back, parked until its retry is due. It gets no
+// index entries: its keys are indexed under its first topic already and
+// under the retry topic once it is delivered there, nothing looks it up
+// under the schedule topic, and a retry storm spends less per failure.
+func parkedRetry(realTopic []byte) bool {
+	return bytes.HasPrefix(realTopic, []byte(RetryTopicPrefix))
 }
 
 // indexedProps are the properties of a record that the index holds it

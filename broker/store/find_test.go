@@ -72,6 +72,7 @@ func TestFindByKey(t *testing.T) {
 	plain := put(keyedMsg("Orders", "U1", message.PropKeys, "k1 shared"))
 	idem := put(keyedMsg("Orders", "U2", message.PropIdempotencyKey, "pay-2", message.PropKeys, "shared"))
 	parked := put(keyedMsg("SCHEDULE_TOPIC_XXXX", "U3", message.PropRealTopic, "Orders", message.PropIdempotencyKey, "pay-3"))
+	retry := put(keyedMsg("SCHEDULE_TOPIC_XXXX", "U5", message.PropRealTopic, "%RETRY%g", message.PropKeys, "k5"))
 	now.Add(2000)
 	later := put(keyedMsg("Orders", "U4", message.PropKeys, "shared"))
 	other := put(keyedMsg("Payments", "U1"))
@@ -104,6 +105,14 @@ func TestFindByKey(t *testing.T) {
 	r, ok = find("SCHEDULE_TOPIC_XXXX", "U3", 0, anyRecord)
 	require.True(t, ok)
 	assert.Equal(t, parked, r, "and under its own topic as before")
+
+	for _, tk := range [][2]string{{"SCHEDULE_TOPIC_XXXX", "U5"}, {"SCHEDULE_TOPIC_XXXX", "k5"}, {"%RETRY%g", "U5"}} {
+		_, ok = find(tk[0], tk[1], 0, anyRecord)
+		assert.False(t, ok, "a parked retry is not indexed: %s#%s", tk[0], tk[1])
+	}
+	got, err := s.MessageByOffsetID(retry.MsgID)
+	require.NoError(t, err, "it is stored all the same")
+	assert.Equal(t, "U5", got.UniqKey())
 
 	r, ok = find("Orders", "shared", 0, anyRecord)
 	require.True(t, ok)
