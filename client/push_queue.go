@@ -10,14 +10,21 @@ import (
 // the end of their handling, in offset order. Its commit offset is the
 // lowest offset still held (pulled and not yet handled), or the next offset
 // to pull when it holds nothing: never past a message that was not handled.
+//
+// Its load, for flow control, counts the messages not handled yet, as
+// RocketMQ's does: a message waiting at the front (its handler still
+// running, or its send-back to the broker) keeps the handled ones behind
+// it in the queue until it is done, but they do not hold up the pulls;
+// only the offset span does (WithMaxSpan).
 type processQueue struct {
-	mu      sync.Mutex
-	entries []pqEntry // ascending offsets; handled ones leave from the front
-	bytes   int64
-	next    int64 // the offset to pull next
-	taken   int   // ordered: entries[:taken] are handed to the handler
-	peak    int   // most messages ever held at once
-	space   chan struct{}
+	mu        sync.Mutex
+	entries   []pqEntry // ascending offsets; handled ones leave from the front
+	unhandled int       // entries not done
+	bytes     int64     // body bytes of the entries not done
+	next      int64     // the offset to pull next
+	taken     int       // ordered: entries[:taken] are handed to the handler
+	peak      int       // most messages held and not handled at once
+	space     chan struct{}
 }
 
 type pqEntry struct {
@@ -38,7 +45,8 @@ func (pq *processQueue) put(msgs []*MessageExt, next int64) {
 		pq.entries = append(pq.entries, pqEntry{msg: m})
 		pq.bytes += int64(len(m.Body))
 	}
-	pq.peak = max(pq.peak, len(pq.entries))
+	pq.unhandled += len(msgs)
+	pq.peak = max(pq.peak, pq.unhandled)
 	pq.next = next
 }
 
@@ -72,21 +80,23 @@ func (pq *processQueue) done(msgs []*MessageExt) {
 			}
 			j = i
 		}
-		pq.entries[j].done = true
+		if e := &pq.entries[j]; !e.done {
+			e.done = true
+			pq.unhandled--
+			pq.bytes -= int64(len(m.Body))
+		}
 		j++
 	}
 	n := 0
 	for n < len(pq.entries) && pq.entries[n].done {
-		pq.bytes -= int64(len(pq.entries[n].msg.Body))
 		n++
 	}
-	if n == 0 {
-		return
+	if n > 0 {
+		clear(pq.entries[:n])
+		pq.entries = pq.entries[n:]
+		pq.taken = max(pq.taken-n, 0)
 	}
-	clear(pq.entries[:n])
-	pq.entries = pq.entries[n:]
-	pq.taken = max(pq.taken-n, 0)
-	select {
+	select { // fewer unhandled, or a smaller span
 	case pq.space <- struct{}{}:
 	default:
 	}
@@ -132,18 +142,18 @@ func (pq *processQueue) commitOffset() int64 {
 	return pq.next
 }
 
-// load returns how many messages and body bytes are held and the offset
-// span between the first and the last.
+// load returns how many messages are held and not handled yet, their body
+// bytes, and the offset span between the first held and the last.
 func (pq *processQueue) load() (count int, bytes int64, span int64) {
 	pq.mu.Lock()
 	defer pq.mu.Unlock()
 	if n := len(pq.entries); n > 0 {
 		span = pq.entries[n-1].msg.QueueOffset - pq.entries[0].msg.QueueOffset
 	}
-	return len(pq.entries), pq.bytes, span
+	return pq.unhandled, pq.bytes, span
 }
 
-// peakCount returns the most messages ever held at once.
+// peakCount returns the most messages ever held and not handled at once.
 func (pq *processQueue) peakCount() int {
 	pq.mu.Lock()
 	defer pq.mu.Unlock()

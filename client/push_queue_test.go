@@ -29,6 +29,13 @@ func TestProcessQueueCommitOffset(t *testing.T) {
 
 	pq.done(ms[1:3]) // 101 and 103 handled, 100 still running
 	assert.Equal(t, int64(100), pq.commitOffset())
+	n, b, span = pq.load()
+	assert.Equal(t, 2, n, "flow control counts the messages not handled")
+	assert.Equal(t, int64(20), b)
+	assert.Equal(t, int64(4), span, "the span still runs from the first held")
+	pq.done(ms[1:2])
+	n, _, _ = pq.load()
+	assert.Equal(t, 2, n, "marking a message done twice counts once")
 	pq.done(ms[:1])
 	assert.Equal(t, int64(104), pq.commitOffset())
 	pq.done(ms[3:])
