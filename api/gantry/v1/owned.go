@@ -39,6 +39,16 @@ func (x *PullResponse) UnmarshalOwned(b []byte) error {
 	return unmarshalOwned(x, b, x.unmarshalView)
 }
 
+// UnmarshalOwned is proto.Unmarshal of a SendBackBatchRequest that takes
+// b: the requests are made in one allocation and their strings are views
+// of b, so that a broker taking back the failures of a retry storm, a few
+// hundred a call, does not allocate per message. The caller must not
+// modify or reuse b afterwards. A request with fields this decoder does
+// not read, or malformed, goes through proto.Unmarshal, with its errors.
+func (x *SendBackBatchRequest) UnmarshalOwned(b []byte) error {
+	return unmarshalOwned(x, b, x.unmarshalRequests)
+}
+
 // unmarshalOwned resets m and decodes b with fast, or, when fast reports
 // false, resets m again and leaves b to proto.Unmarshal.
 func unmarshalOwned(m proto.Message, b []byte, fast func([]byte) bool) error {
@@ -198,6 +208,60 @@ func (x *PullResponse) unmarshalView(b []byte) bool {
 			x.MinOffset = int64(u)
 		case num == 6 && typ == protowire.VarintType:
 			x.MaxOffset = int64(u)
+		default:
+			return false
+		}
+		return true
+	})
+}
+
+// unmarshalRequests decodes b's requests, and reports false at anything
+// else.
+func (x *SendBackBatchRequest) unmarshalRequests(b []byte) bool {
+	n := countField(b, 1)
+	if n < 0 {
+		return false
+	}
+	slab := make([]SendBackRequest, n)
+	if n > 0 {
+		x.Requests = make([]*SendBackRequest, 0, n)
+	}
+	return eachField(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) bool {
+		if num != 1 || typ != protowire.BytesType {
+			return false
+		}
+		r := &slab[len(x.Requests)]
+		if !r.unmarshalView(v) {
+			return false
+		}
+		x.Requests = append(x.Requests, r)
+		return true
+	})
+}
+
+// unmarshalView decodes a SendBackRequest whose strings are views of b.
+func (x *SendBackRequest) unmarshalView(b []byte) bool {
+	return eachField(b, func(num protowire.Number, typ protowire.Type, v []byte, u uint64) bool {
+		switch {
+		case (num == 1 || num == 2 || num == 6) && typ == protowire.BytesType:
+			if !utf8.Valid(v) {
+				return false
+			}
+			s := unsafe.String(unsafe.SliceData(v), len(v))
+			switch num {
+			case 1:
+				x.Group = s
+			case 2:
+				x.MsgId = s
+			default:
+				x.Reason = s
+			}
+		case num == 3 && typ == protowire.VarintType:
+			x.PhysicalOffset = int64(u)
+		case num == 4 && typ == protowire.VarintType:
+			x.DelayLevel = int32(u)
+		case num == 5 && typ == protowire.VarintType:
+			x.MaxReconsumeTimes = int32(u)
 		default:
 			return false
 		}

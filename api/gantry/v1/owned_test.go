@@ -223,3 +223,52 @@ func BenchmarkUnmarshalPullResponse(b *testing.B) {
 	in := must(b, resp)
 	benchDecoders(b, in, func() *PullResponse { return &PullResponse{} })
 }
+
+func TestSendBackBatchRequestUnmarshalOwnedMatchesProto(t *testing.T) {
+	full := &SendBackBatchRequest{Requests: []*SendBackRequest{
+		{Group: "orders-consumers", PhysicalOffset: 1 << 33, MaxReconsumeTimes: 16},
+		{Group: "orders-consumers", MsgId: "0A0000010000271B0000000000000010", PhysicalOffset: 16, DelayLevel: -1, Reason: "bad input"},
+		{},
+	}}
+	badUTF8 := protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType),
+		protowire.AppendBytes(protowire.AppendTag(nil, 6, protowire.BytesType), []byte{0xff}))
+	for _, tt := range []struct {
+		name string
+		in   []byte
+	}{
+		{"empty", nil},
+		{"requests", must(t, full)},
+		{"unknown field in a request", protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType),
+			protowire.AppendVarint(protowire.AppendTag(nil, 12, protowire.VarintType), 1))},
+		{"unknown field", protowire.AppendVarint(protowire.AppendTag(must(t, full), 7, protowire.VarintType), 1)},
+		{"invalid UTF-8 reason", badUTF8},
+		{"truncated", must(t, full)[:20]},
+		{"wrong wire type", protowire.AppendVarint(protowire.AppendTag(nil, 1, protowire.VarintType), 1)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			err := matchProto(tt.in, &SendBackBatchRequest{}, &SendBackBatchRequest{Requests: []*SendBackRequest{{Group: "stale"}}})
+			assert.NoError(t, err, "UnmarshalOwned and proto.Unmarshal disagree")
+		})
+	}
+}
+
+func FuzzSendBackBatchRequestUnmarshalOwned(f *testing.F) {
+	f.Add([]byte(nil))
+	f.Add(must(f, &SendBackBatchRequest{Requests: []*SendBackRequest{{Group: "g", PhysicalOffset: 7, DelayLevel: -1, Reason: "r"}}}))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		if err := matchProto(in, &SendBackBatchRequest{}, &SendBackBatchRequest{}); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// BenchmarkUnmarshalSendBackBatchRequest decodes a consumer's send-back of
+// 256 failed messages (its largest call).
+func BenchmarkUnmarshalSendBackBatchRequest(b *testing.B) {
+	req := &SendBackBatchRequest{}
+	for i := range 256 {
+		req.Requests = append(req.Requests, &SendBackRequest{Group: "orders-consumers", PhysicalOffset: int64(i) << 10, MaxReconsumeTimes: 16})
+	}
+	in := must(b, req)
+	benchDecoders(b, in, func() *SendBackBatchRequest { return &SendBackBatchRequest{} })
+}
