@@ -36,7 +36,8 @@
 // below its own number, phyOffsets non-decreasing and within the header's
 // range, times within the header's range, and each phyOffset either
 // expired or the start of a valid record one of whose keys (topic#key for
-// each KEYS value and for UNIQ_KEY) hashes to the entry's keyHash.
+// each KEYS value, its UNIQ_KEY and its IDEMPOTENCY_KEY; and for a parked
+// record, REAL_TOPIC#key for those last two) hashes to the entry's keyHash.
 //
 // Other files (dispatch.json, commitlog.checkpoint, config/) are not
 // checked; the commit-log checkpoint is read for the segment size.

@@ -171,13 +171,29 @@ func (x *indexScan) lookup(off int64) {
 	}
 	m := &x.m
 	keys := m.Keys()
-	if u := m.UniqKey(); u != "" {
-		keys = append(keys, u)
+	uniq := m.UniqKey()
+	idem, _ := m.Properties.Get(message.PropIdempotencyKey)
+	for _, k := range []string{uniq, idem} {
+		if k != "" {
+			keys = append(keys, k)
+		}
 	}
 	for _, k := range keys {
 		x.cacheHashes = append(x.cacheHashes, index.KeyHash(m.Topic+"#"+k))
 	}
 	desc := fmt.Sprintf("topic %q, keys %q", m.Topic, keys)
+	// A parked record is also indexed under the topic it is parked for, by
+	// its de-duplication key (IDEMPOTENCY_KEY, else UNIQ_KEY).
+	if real, ok := m.Properties.Get(message.PropRealTopic); ok && real != m.Topic {
+		var also []string
+		for _, k := range []string{idem, uniq} {
+			if k != "" {
+				x.cacheHashes = append(x.cacheHashes, index.KeyHash(real+"#"+k))
+				also = append(also, k)
+			}
+		}
+		desc += fmt.Sprintf(", and under %q: %q", real, also)
+	}
 	if len(desc) > 200 {
 		desc = desc[:200] + "..."
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/gantrymq/gantry/broker/store"
 	"github.com/gantrymq/gantry/broker/verify"
 	"github.com/gantrymq/gantry/internal/fsx"
+	"github.com/gantrymq/gantry/message"
 )
 
 const numMessages = 400
@@ -152,4 +153,30 @@ func TestCancelled(t *testing.T) {
 // in step with the store's.
 func TestScheduleTopicName(t *testing.T) {
 	assert.Equal(t, store.ScheduleTopic, verify.ScheduleTopic)
+}
+
+// Every index entry the store writes passes: an IDEMPOTENCY_KEY of its
+// own, and a parked record's de-duplication key under its REAL_TOPIC.
+func TestIndexEntriesOfEveryKind(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "store")
+	s, err := store.Open(t.Context(), storeConfig(t, dir))
+	require.NoError(t, err)
+	prop := func(kv ...string) message.Properties {
+		var p message.Properties
+		for i := 0; i+1 < len(kv); i += 2 {
+			p = append(p, message.Property{Key: kv[i], Value: kv[i+1]})
+		}
+		return p
+	}
+	_, err = s.Put(t.Context(), []*message.Message{
+		{Topic: "Orders", Body: []byte("a"), Properties: prop(message.PropKeys, "k1", message.PropIdempotencyKey, "pay-1")},
+		{Topic: store.ScheduleTopic, Body: []byte("b"), Properties: prop(message.PropRealTopic, "Orders", message.PropRealQueueID, "0",
+			message.PropDelay, "3", message.PropIdempotencyKey, "pay-2")},
+		{Topic: store.ScheduleTopic, Body: []byte("c"), Properties: prop(message.PropRealTopic, "Orders", message.PropRealQueueID, "0",
+			message.PropDelay, "3", message.PropKeys, "k3")},
+	})
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	rep := runVerify(t, dir)
+	assert.True(t, rep.Clean, describe(rep))
 }
