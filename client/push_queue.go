@@ -28,6 +28,7 @@ type processQueue struct {
 }
 
 type pqEntry struct {
+	off  int64 // msg.QueueOffset, here so that a search reads no message
 	msg  *MessageExt
 	done bool
 }
@@ -42,7 +43,7 @@ func (pq *processQueue) put(msgs []*MessageExt, next int64) {
 	pq.mu.Lock()
 	defer pq.mu.Unlock()
 	for _, m := range msgs {
-		pq.entries = append(pq.entries, pqEntry{msg: m})
+		pq.entries = append(pq.entries, pqEntry{off: m.QueueOffset, msg: m})
 		pq.bytes += int64(len(m.Body))
 	}
 	pq.unhandled += len(msgs)
@@ -72,7 +73,7 @@ func (pq *processQueue) done(msgs []*MessageExt) {
 	for _, m := range msgs {
 		if j < 0 || j >= len(pq.entries) || pq.entries[j].msg != m {
 			i, ok := slices.BinarySearchFunc(pq.entries, m.QueueOffset, func(e pqEntry, off int64) int {
-				return cmp.Compare(e.msg.QueueOffset, off)
+				return cmp.Compare(e.off, off)
 			})
 			if !ok {
 				j = -1
@@ -137,7 +138,7 @@ func (pq *processQueue) commitOffset() int64 {
 	pq.mu.Lock()
 	defer pq.mu.Unlock()
 	if len(pq.entries) > 0 {
-		return pq.entries[0].msg.QueueOffset
+		return pq.entries[0].off
 	}
 	return pq.next
 }
@@ -148,7 +149,7 @@ func (pq *processQueue) load() (count int, bytes int64, span int64) {
 	pq.mu.Lock()
 	defer pq.mu.Unlock()
 	if n := len(pq.entries); n > 0 {
-		span = pq.entries[n-1].msg.QueueOffset - pq.entries[0].msg.QueueOffset
+		span = pq.entries[n-1].off - pq.entries[0].off
 	}
 	return pq.unhandled, pq.bytes, span
 }
