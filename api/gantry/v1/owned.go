@@ -135,29 +135,44 @@ func (x *SendRequest) unmarshalRecords(b []byte) bool {
 // unmarshalResults decodes b's results and request_id, and reports false
 // at anything else (an error goes through proto.Unmarshal).
 func (x *SendResponse) unmarshalResults(b []byte) bool {
-	n := countField(b, 1)
-	if n < 0 {
+	var ok bool
+	x.Results, ok = repeatedViews(b, 1, (*SendResult).unmarshalView, func(num protowire.Number, typ protowire.Type, u uint64) bool {
+		if num == 2 && typ == protowire.VarintType {
+			x.RequestId = u
+			return true
+		}
 		return false
+	})
+	return ok
+}
+
+// repeatedViews decodes b's repeated message field num into one slab of
+// T, each element with decode, and hands every other field to other (nil:
+// none is allowed). It reports false when b is malformed or decode or
+// other did.
+func repeatedViews[T any](b []byte, num protowire.Number, decode func(*T, []byte) bool,
+	other func(num protowire.Number, typ protowire.Type, u uint64) bool) ([]*T, bool) {
+	n := countField(b, num)
+	if n < 0 {
+		return nil, false
 	}
-	slab := make([]SendResult, n)
+	slab := make([]T, n)
+	var out []*T
 	if n > 0 {
-		x.Results = make([]*SendResult, 0, n)
+		out = make([]*T, 0, n)
 	}
-	return eachField(b, func(num protowire.Number, typ protowire.Type, v []byte, u uint64) bool {
-		switch {
-		case num == 1 && typ == protowire.BytesType:
-			r := &slab[len(x.Results)]
-			if !r.unmarshalView(v) {
+	ok := eachField(b, func(got protowire.Number, typ protowire.Type, v []byte, u uint64) bool {
+		if got == num && typ == protowire.BytesType {
+			e := &slab[len(out)]
+			if !decode(e, v) {
 				return false
 			}
-			x.Results = append(x.Results, r)
-		case num == 2 && typ == protowire.VarintType:
-			x.RequestId = u
-		default:
-			return false
+			out = append(out, e)
+			return true
 		}
-		return true
+		return other != nil && other(got, typ, u)
 	})
+	return out, ok
 }
 
 // unmarshalView decodes a SendResult whose strings are views of b.
@@ -218,25 +233,9 @@ func (x *PullResponse) unmarshalView(b []byte) bool {
 // unmarshalRequests decodes b's requests, and reports false at anything
 // else.
 func (x *SendBackBatchRequest) unmarshalRequests(b []byte) bool {
-	n := countField(b, 1)
-	if n < 0 {
-		return false
-	}
-	slab := make([]SendBackRequest, n)
-	if n > 0 {
-		x.Requests = make([]*SendBackRequest, 0, n)
-	}
-	return eachField(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) bool {
-		if num != 1 || typ != protowire.BytesType {
-			return false
-		}
-		r := &slab[len(x.Requests)]
-		if !r.unmarshalView(v) {
-			return false
-		}
-		x.Requests = append(x.Requests, r)
-		return true
-	})
+	var ok bool
+	x.Requests, ok = repeatedViews(b, 1, (*SendBackRequest).unmarshalView, nil)
+	return ok
 }
 
 // unmarshalView decodes a SendBackRequest whose strings are views of b.
