@@ -180,10 +180,10 @@ func (x *SendResult) unmarshalView(b []byte) bool {
 	return eachField(b, func(num protowire.Number, typ protowire.Type, v []byte, u uint64) bool {
 		switch {
 		case (num == 1 || num == 2) && typ == protowire.BytesType:
-			if !utf8.Valid(v) {
+			s, ok := stringView(v)
+			if !ok {
 				return false
 			}
-			s := unsafe.String(unsafe.SliceData(v), len(v))
 			if num == 1 {
 				x.MsgId = s
 			} else {
@@ -243,10 +243,10 @@ func (x *SendBackRequest) unmarshalView(b []byte) bool {
 	return eachField(b, func(num protowire.Number, typ protowire.Type, v []byte, u uint64) bool {
 		switch {
 		case (num == 1 || num == 2 || num == 6) && typ == protowire.BytesType:
-			if !utf8.Valid(v) {
+			s, ok := stringView(v)
+			if !ok {
 				return false
 			}
-			s := unsafe.String(unsafe.SliceData(v), len(v))
 			switch num {
 			case 1:
 				x.Group = s
@@ -266,4 +266,14 @@ func (x *SendBackRequest) unmarshalView(b []byte) bool {
 		}
 		return true
 	})
+}
+
+// stringView returns v as a string that shares its bytes (v must never
+// change again), and false when v is not UTF-8, which proto.Unmarshal
+// refuses in a string field.
+func stringView(v []byte) (string, bool) {
+	if !utf8.Valid(v) {
+		return "", false
+	}
+	return unsafe.String(unsafe.SliceData(v), len(v)), true
 }
