@@ -238,10 +238,11 @@ func WithPullBatchSize(n int) PushConsumerOption {
 }
 
 // WithPullThreshold sets the flow control of each queue: pulling pauses
-// while the queue holds this many messages or body bytes not handled yet
-// (defaults 1,024 and 64 MiB); a pull never asks for more than the message
-// limit leaves. Handled messages behind one still running (or on its way
-// back to the broker) do not count; WithMaxSpan bounds them.
+// while the queue holds this many messages not handled yet, or this many
+// body bytes (defaults 1,024 and 64 MiB); a pull never asks for more than
+// the message limit leaves. Handled messages kept behind one still running
+// (or on its way back to the broker) count as bytes, not as messages;
+// WithMaxSpan bounds them too.
 func WithPullThreshold(messages int, bytes int64) PushConsumerOption {
 	return func(o *pushOptions) { o.threshMsgs, o.threshBytes = messages, bytes }
 }

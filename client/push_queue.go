@@ -14,13 +14,14 @@ import (
 // Its load, for flow control, counts the messages not handled yet, as
 // RocketMQ's does: a message waiting at the front (its handler still
 // running, or its send-back to the broker) keeps the handled ones behind
-// it in the queue until it is done, but they do not hold up the pulls;
-// only the offset span does (WithMaxSpan).
+// it in the queue until it is done, but they do not count as messages;
+// they do count as bytes (they are still in memory), and the offset span
+// bounds them (WithMaxSpan).
 type processQueue struct {
 	mu        sync.Mutex
 	entries   []pqEntry // ascending offsets; handled ones leave from the front
 	unhandled int       // entries not done
-	bytes     int64     // body bytes of the entries not done
+	bytes     int64     // body bytes of the entries held
 	next      int64     // the offset to pull next
 	taken     int       // ordered: entries[:taken] are handed to the handler
 	peak      int       // most messages held and not handled at once
@@ -84,12 +85,12 @@ func (pq *processQueue) done(msgs []*MessageExt) {
 		if e := &pq.entries[j]; !e.done {
 			e.done = true
 			pq.unhandled--
-			pq.bytes -= int64(len(m.Body))
 		}
 		j++
 	}
 	n := 0
 	for n < len(pq.entries) && pq.entries[n].done {
+		pq.bytes -= int64(len(pq.entries[n].msg.Body))
 		n++
 	}
 	if n > 0 {
@@ -143,8 +144,9 @@ func (pq *processQueue) commitOffset() int64 {
 	return pq.next
 }
 
-// load returns how many messages are held and not handled yet, their body
-// bytes, and the offset span between the first held and the last.
+// load returns how many messages are held and not handled yet, the body
+// bytes of all held, and the offset span between the first held and the
+// last.
 func (pq *processQueue) load() (count int, bytes int64, span int64) {
 	pq.mu.Lock()
 	defer pq.mu.Unlock()
