@@ -119,14 +119,9 @@ func (p *PushConsumer) sendBackBatch(addr string, batch []backItem) {
 	// an id per message costs a retry storm an encoding each.
 	reqs := make([]gantryv1.SendBackRequest, len(batch))
 	req := &gantryv1.SendBackBatchRequest{Requests: make([]*gantryv1.SendBackRequest, len(batch))}
-	maxTimes := int32(max(p.opts.maxReconsume, 0))
 	for i, it := range batch {
-		r := &reqs[i]
-		r.Group, r.PhysicalOffset, r.MaxReconsumeTimes, r.Reason = p.group, it.m.PhysicalOffset, maxTimes, it.reason
-		if it.dead {
-			r.DelayLevel = -1
-		}
-		req.Requests[i] = r
+		p.fillSendBack(&reqs[i], it.m, it.dead, it.reason)
+		req.Requests[i] = &reqs[i]
 	}
 	ctx, cancel := context.WithTimeout(p.c.life, nameServerCallTimeout)
 	defer cancel()
@@ -173,14 +168,21 @@ func (p *PushConsumer) sendBackBatch(addr string, batch []backItem) {
 	}
 }
 
-// sendBackRequest is the request for one failed message.
+// sendBackRequest is the request for one failed message, with its
+// message id for the broker to check.
 func (p *PushConsumer) sendBackRequest(m *MessageExt, dead bool, reason string) *gantryv1.SendBackRequest {
-	req := &gantryv1.SendBackRequest{Group: p.group, MsgId: m.MsgID(), PhysicalOffset: m.PhysicalOffset,
-		MaxReconsumeTimes: int32(max(p.opts.maxReconsume, 0)), Reason: reason}
-	if dead {
-		req.DelayLevel = -1
-	}
+	req := &gantryv1.SendBackRequest{MsgId: m.MsgID()}
+	p.fillSendBack(req, m, dead, reason)
 	return req
+}
+
+// fillSendBack sets what every send-back of m carries: the group, where
+// the message is, the retry limit and, for a dead letter, level -1.
+func (p *PushConsumer) fillSendBack(r *gantryv1.SendBackRequest, m *MessageExt, dead bool, reason string) {
+	r.Group, r.PhysicalOffset, r.MaxReconsumeTimes, r.Reason = p.group, m.PhysicalOffset, int32(max(p.opts.maxReconsume, 0)), reason
+	if dead {
+		r.DelayLevel = -1
+	}
 }
 
 // closeBackSenders ends the senders once nothing can be queued any more.

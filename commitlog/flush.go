@@ -278,9 +278,6 @@ func (l *Log) syncRange(from, end int64, sync func(s *segment, lo, hi int64) err
 	return nil
 }
 
-// maxScratch is the largest WriteDirect scratch buffer kept between appends.
-const maxScratch = 8 << 20
-
 // failLocked is fail for an appender holding l.mu whose write failed: the
 // batch may be partly written, and the log takes no more appends.
 func (l *Log) failLocked(cause error) error {

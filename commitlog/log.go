@@ -49,7 +49,7 @@ type Log struct {
 	pendSpare    []byte // WriteBuffered: an empty staging buffer to reuse
 	pendStart    int64
 	pendSplit    int    // index in pend where the active segment starts after a roll; -1 if none
-	scratch      []byte // WriteDirect: the batch being stamped and written
+	scratch      []byte // WriteDirect: the batch being stamped and written (kept up to maxScratch)
 	allocPending bool
 
 	flushMu sync.Mutex // serializes flushes; taken before mu and wmu
@@ -484,6 +484,9 @@ func (l *Log) makeRoomLocked(ctx context.Context, n int) error {
 		}
 	}
 }
+
+// maxScratch is the largest WriteDirect scratch buffer kept between appends.
+const maxScratch = 8 << 20
 
 // rollLocked seals the active segment with a BLANK filler and makes the
 // preallocated next segment active. Nothing is written if the next segment
