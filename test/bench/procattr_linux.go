@@ -9,3 +9,6 @@ import (
 func ownChild(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 }
+
+// syncDisks writes every dirty page back (sync(2)).
+func syncDisks() { syscall.Sync() }
