@@ -33,7 +33,8 @@ type connPool struct {
 func newConnPool(opts []grpc.DialOption) *connPool {
 	all := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()),
 		experimental.WithBufferPool(grpcbuf.Shared), grpc.WithDefaultCallOptions(grpc.ForceCodecV2(grpcbuf.Codec{})),
-	}, opts...) // buffers not zeroed for every message (internal/grpcbuf)
+		grpc.WithInitialWindowSize(grpcbuf.FlowWindow), grpc.WithInitialConnWindowSize(grpcbuf.FlowWindow),
+	}, opts...) // buffers not zeroed for every message, a fixed flow-control window (internal/grpcbuf)
 	return &connPool{opts: all, conns: map[string]*grpc.ClientConn{}}
 }
 

@@ -114,9 +114,11 @@ func Start(ctx context.Context, cfg ServerConfig) (*Server, error) {
 
 	// A batch may carry messages up to maxMessageSize each: accept requests
 	// well beyond gRPC's 4 MiB default, so the broker can name the problem.
-	// Buffers are not zeroed for every message (internal/grpcbuf).
+	// Buffers are not zeroed for every message, and the flow-control
+	// window is fixed (internal/grpcbuf).
 	opts := append([]grpc.ServerOption{grpc.MaxRecvMsgSize(MaxRequestBytes), experimental.BufferPool(grpcbuf.Shared),
-		grpc.ForceServerCodecV2(grpcbuf.Codec{})}, cfg.GRPCOptions...)
+		grpc.ForceServerCodecV2(grpcbuf.Codec{}),
+		grpc.InitialWindowSize(grpcbuf.FlowWindow), grpc.InitialConnWindowSize(grpcbuf.FlowWindow)}, cfg.GRPCOptions...)
 	s.gs = grpc.NewServer(opts...)
 	s.msg = NewMessaging(b)
 	gantryv1.RegisterMessagingServer(s.gs, s.msg)

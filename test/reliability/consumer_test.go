@@ -74,28 +74,6 @@ func lastBatchPartial(evs []history.Event, worker string, batch int) bool {
 	return last > 0 && n < batch
 }
 
-// ackedIDs returns the acknowledged ids.
-func ackedIDs(evs []history.Event) map[string]bool {
-	ids := map[string]bool{}
-	for _, e := range evs {
-		if e.Kind == history.Send && e.Outcome == history.OK {
-			ids[e.ID] = true
-		}
-	}
-	return ids
-}
-
-// handledAll reports whether every id in ids has a Recv event.
-func handledAll(evs []history.Event, ids map[string]bool) bool {
-	seen := map[string]bool{}
-	for _, e := range evs {
-		if e.Kind == history.Recv && ids[e.ID] {
-			seen[e.ID] = true
-		}
-	}
-	return len(seen) == len(ids)
-}
-
 // countAfter counts the events of kind (and outcome, for sends) after t.
 func countAfter(evs []history.Event, kind history.Kind, outcome history.Outcome, t int64) int {
 	n := 0

@@ -459,6 +459,28 @@ func (e *Env) WaitHandled(timeout, poll time.Duration, msg string) {
 	require.Eventually(e.T, func() bool { return handledAll(e.Events(), acked) }, timeout, poll, msg)
 }
 
+// ackedIDs returns the acknowledged ids.
+func ackedIDs(evs []history.Event) map[string]bool {
+	ids := map[string]bool{}
+	for _, e := range evs {
+		if e.Kind == history.Send && e.Outcome == history.OK {
+			ids[e.ID] = true
+		}
+	}
+	return ids
+}
+
+// handledAll reports whether every id in ids has a Recv event.
+func handledAll(evs []history.Event, ids map[string]bool) bool {
+	seen := map[string]bool{}
+	for _, e := range evs {
+		if e.Kind == history.Recv && ids[e.ID] {
+			seen[e.ID] = true
+		}
+	}
+	return len(seen) == len(ids)
+}
+
 // WorkerEvents reads one worker's history.
 func (e *Env) WorkerEvents(worker string) []history.Event {
 	evs, err := history.Read(filepath.Join(e.Dir, worker+".jsonl"))
