@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"sync/atomic"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -201,10 +203,11 @@ func (m *osMapping) Populate(off, n int) error {
 	if !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOSYS) {
 		return &os.PathError{Op: "madvise(populate)", Path: m.name, Err: err}
 	}
-	// Kernels before 5.14: touch each page so it takes the fault now.
-	for p := lo; p < hi; p += PageSize {
-		v := m.b[p]
-		m.b[p] = v
+	// Kernels before 5.14: touch each page so it takes the fault now, with
+	// an atomic add of zero, which cannot undo a byte an appender writes
+	// meanwhile (reading a byte and storing it back could).
+	for p := lo; p+4 <= hi; p += PageSize {
+		atomic.AddUint32((*uint32)(unsafe.Pointer(&m.b[p])), 0)
 	}
 	return nil
 }
