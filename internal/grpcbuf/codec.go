@@ -26,6 +26,11 @@ func (Codec) Name() string { return "proto" }
 // Marshal is encoding/proto's Marshal with the Shared pool: the message
 // is written into a buffer of its exact size.
 func (Codec) Marshal(v any) (mem.BufferSlice, error) {
+	if a, ok := v.(Appender); ok {
+		if size, ok := a.MarshalSize(); ok {
+			return appendMarshal(a, size)
+		}
+	}
 	m := messageOf(v)
 	if m == nil {
 		return nil, fmt.Errorf("proto: cannot marshal %T: not a proto.Message", v)
@@ -47,6 +52,28 @@ func (Codec) Marshal(v any) (mem.BufferSlice, error) {
 			err = fmt.Errorf("proto: %T marshalled to %d bytes, not its size %d", v, len(out), size)
 		}
 		return nil, err
+	}
+	return mem.BufferSlice{mem.NewBuffer(buf, Shared)}, nil
+}
+
+// Appender is a message that can encode itself without reflection, such
+// as the broker's SendResponse, one result per message sent.
+type Appender interface {
+	// MarshalSize returns the encoding's length, or false when AppendMarshal
+	// cannot encode the message (then proto.Marshal does).
+	MarshalSize() (int, bool)
+	AppendMarshal(b []byte) []byte
+}
+
+func appendMarshal(a Appender, size int) (mem.BufferSlice, error) {
+	if mem.IsBelowBufferPoolingThreshold(size) {
+		return mem.BufferSlice{mem.SliceBuffer(a.AppendMarshal(make([]byte, 0, size)))}, nil
+	}
+	buf := Shared.Get(size)
+	out := a.AppendMarshal((*buf)[:0])
+	if len(out) != size {
+		Shared.Put(buf)
+		return nil, fmt.Errorf("proto: %T marshalled to %d bytes, not its size %d", a, len(out), size)
 	}
 	return mem.BufferSlice{mem.NewBuffer(buf, Shared)}, nil
 }

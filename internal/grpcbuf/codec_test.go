@@ -37,6 +37,35 @@ func TestCodecRoundTrip(t *testing.T) {
 	}
 }
 
+// An Appender is marshalled by its own AppendMarshal, small and pooled,
+// and one it declines by proto.Marshal: the same bytes either way.
+func TestCodecAppender(t *testing.T) {
+	c := Codec{}
+	for _, n := range []int{1, 64, 4096} { // results: about 50 bytes each
+		dirty := Shared.Get(n*60 + 64)
+		copy(*dirty, bytes.Repeat([]byte{0xEE}, len(*dirty)))
+		Shared.Put(dirty)
+		in := &gantryv1.SendResponse{RequestId: 5}
+		for i := range n {
+			in.Results = append(in.Results, &gantryv1.SendResult{MsgId: "0A0000010000271B0000000000000010",
+				QueueId: 1, QueueOffset: int64(i), PhysicalOffset: int64(i) << 10, StoreTimestampMs: 1764460800000})
+		}
+		_, ok := in.MarshalSize()
+		require.True(t, ok)
+		data, err := c.Marshal(in)
+		require.NoError(t, err)
+		want, err := proto.Marshal(in)
+		require.NoError(t, err)
+		assert.Equal(t, want, data.Materialize(), "%d results", n)
+		data.Free()
+	}
+	declined := &gantryv1.SendResponse{Results: []*gantryv1.SendResult{{UniqKey: "\xff"}}}
+	_, ok := declined.MarshalSize()
+	require.False(t, ok)
+	_, err := c.Marshal(declined)
+	assert.ErrorContains(t, err, "UTF-8", "proto.Marshal's refusal")
+}
+
 func TestCodecRefusesOtherTypes(t *testing.T) {
 	_, err := Codec{}.Marshal("not a message")
 	assert.ErrorContains(t, err, "not a proto.Message")

@@ -1,0 +1,153 @@
+package gantryv1
+
+import (
+	"unicode/utf8"
+
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+// MarshalSize returns the length of x's protobuf encoding, as proto.Size
+// does, and false when AppendMarshal cannot encode x, which proto.Marshal
+// then must: x has unknown fields, or a string that is not UTF-8 (which
+// proto.Marshal refuses).
+func (x *SendResponse) MarshalSize() (int, bool) {
+	if len(x.unknownFields) > 0 ||
+		(x.Error != nil && (len(x.Error.unknownFields) > 0 || !utf8.ValidString(x.Error.Message))) {
+		return 0, false
+	}
+	n := 0
+	for _, r := range x.Results {
+		if r == nil || len(r.unknownFields) > 0 || !utf8.ValidString(r.MsgId) || !utf8.ValidString(r.UniqKey) {
+			return 0, false
+		}
+		n += lenField(r.size())
+	}
+	if x.RequestId != 0 {
+		n += 1 + protowire.SizeVarint(x.RequestId)
+	}
+	if x.Error != nil {
+		n += lenField(x.Error.size())
+	}
+	return n, true
+}
+
+// AppendMarshal appends x's protobuf encoding to b: the bytes proto.Marshal
+// writes, fields in number order, without reflection. The broker answers
+// every send with one SendResult per message, and proto.Marshal spent 7 %
+// of its CPU on them under async produce (BenchmarkMarshalSendResponse).
+// x must be one MarshalSize accepted, unchanged since.
+func (x *SendResponse) AppendMarshal(b []byte) []byte {
+	for _, r := range x.Results {
+		b = appendVarint(append(b, tag(1, protowire.BytesType)), uint64(r.size()))
+		b = r.appendMarshal(b)
+	}
+	if x.RequestId != 0 {
+		b = appendVarint(append(b, tag(2, protowire.VarintType)), x.RequestId)
+	}
+	if e := x.Error; e != nil {
+		b = appendVarint(append(b, tag(3, protowire.BytesType)), uint64(e.size()))
+		b = e.appendMarshal(b)
+	}
+	return b
+}
+
+// tag is the key of a field of number below 16.
+func tag(num protowire.Number, typ protowire.Type) byte { return byte(num)<<3 | byte(typ) }
+
+// appendVarint is protowire.AppendVarint in a loop the compiler inlines.
+func appendVarint(b []byte, v uint64) []byte {
+	for v >= 0x80 {
+		b = append(b, byte(v)|0x80)
+		v >>= 7
+	}
+	return append(b, byte(v))
+}
+
+func appendString(b []byte, num protowire.Number, s string) []byte {
+	b = appendVarint(append(b, tag(num, protowire.BytesType)), uint64(len(s)))
+	return append(b, s...)
+}
+
+// lenField is the size of a length-delimited field of number below 16
+// whose value is n bytes.
+func lenField(n int) int { return 1 + protowire.SizeVarint(uint64(n)) + n }
+
+// An int32 or int64 field is encoded as the varint of its 64-bit two's
+// complement, so a negative one takes ten bytes.
+func (r *SendResult) size() int {
+	n := 0
+	if r.MsgId != "" {
+		n += lenField(len(r.MsgId))
+	}
+	if r.UniqKey != "" {
+		n += lenField(len(r.UniqKey))
+	}
+	if r.QueueId != 0 {
+		n += 1 + protowire.SizeVarint(uint64(int64(r.QueueId)))
+	}
+	if r.QueueOffset != 0 {
+		n += 1 + protowire.SizeVarint(uint64(r.QueueOffset))
+	}
+	if r.PhysicalOffset != 0 {
+		n += 1 + protowire.SizeVarint(uint64(r.PhysicalOffset))
+	}
+	if r.StoreTimestampMs != 0 {
+		n += 1 + protowire.SizeVarint(uint64(r.StoreTimestampMs))
+	}
+	if r.Duplicate {
+		n += 2
+	}
+	return n
+}
+
+func (r *SendResult) appendMarshal(b []byte) []byte {
+	if r.MsgId != "" {
+		b = appendString(b, 1, r.MsgId)
+	}
+	if r.UniqKey != "" {
+		b = appendString(b, 2, r.UniqKey)
+	}
+	if r.QueueId != 0 {
+		b = appendVarint(append(b, tag(3, protowire.VarintType)), uint64(int64(r.QueueId)))
+	}
+	if r.QueueOffset != 0 {
+		b = appendVarint(append(b, tag(4, protowire.VarintType)), uint64(r.QueueOffset))
+	}
+	if r.PhysicalOffset != 0 {
+		b = appendVarint(append(b, tag(5, protowire.VarintType)), uint64(r.PhysicalOffset))
+	}
+	if r.StoreTimestampMs != 0 {
+		b = appendVarint(append(b, tag(6, protowire.VarintType)), uint64(r.StoreTimestampMs))
+	}
+	if r.Duplicate {
+		b = append(b, tag(7, protowire.VarintType), 1)
+	}
+	return b
+}
+
+func (e *Error) size() int {
+	n := 0
+	if e.Code != 0 {
+		n += 1 + protowire.SizeVarint(uint64(int64(e.Code)))
+	}
+	if e.Message != "" {
+		n += lenField(len(e.Message))
+	}
+	if e.Indeterminate {
+		n += 2
+	}
+	return n
+}
+
+func (e *Error) appendMarshal(b []byte) []byte {
+	if e.Code != 0 {
+		b = appendVarint(append(b, tag(1, protowire.VarintType)), uint64(int64(e.Code)))
+	}
+	if e.Message != "" {
+		b = appendString(b, 2, e.Message)
+	}
+	if e.Indeterminate {
+		b = append(b, tag(3, protowire.VarintType), 1)
+	}
+	return b
+}

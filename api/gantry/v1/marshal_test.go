@@ -1,0 +1,119 @@
+package gantryv1
+
+import (
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+)
+
+// AppendMarshal writes the bytes proto.Marshal does, and MarshalSize
+// declines what it cannot write.
+func TestSendResponseAppendMarshalMatchesProto(t *testing.T) {
+	withUnknown := &SendResponse{Results: []*SendResult{{QueueId: 1}}}
+	withUnknown.Results[0].ProtoReflect().SetUnknown(protowire.AppendVarint(protowire.AppendTag(nil, 99, protowire.VarintType), 7))
+	for _, tt := range []struct {
+		name    string
+		in      *SendResponse
+		refused bool // MarshalSize says false
+	}{
+		{name: "empty", in: &SendResponse{}},
+		{name: "results", in: &SendResponse{RequestId: 9, Results: []*SendResult{
+			{MsgId: "0A0000010000271B0000000000000010", QueueId: 3, QueueOffset: 41, PhysicalOffset: 16, StoreTimestampMs: 1764460800000},
+			{MsgId: "0A0000010000271B00000000000004F0", UniqKey: "U1", QueueId: 3, QueueOffset: 7, PhysicalOffset: 1264, Duplicate: true},
+			{},
+		}}},
+		{name: "negative and extreme values", in: &SendResponse{RequestId: math.MaxUint64, Results: []*SendResult{
+			{QueueId: -1, QueueOffset: math.MinInt64, PhysicalOffset: math.MaxInt64, StoreTimestampMs: -5},
+		}}},
+		{name: "a result of 200 bytes", in: &SendResponse{Results: []*SendResult{{UniqKey: string(make([]byte, 200))}}}},
+		{name: "error", in: &SendResponse{RequestId: 2, Error: &Error{Code: 14, Message: "unavailable", Indeterminate: true}}},
+		{name: "negative error code", in: &SendResponse{Error: &Error{Code: -3}}},
+		{name: "empty error", in: &SendResponse{Error: &Error{}}},
+		{name: "invalid UTF-8 key", in: &SendResponse{Results: []*SendResult{{UniqKey: "\xff"}}}, refused: true},
+		{name: "invalid UTF-8 error", in: &SendResponse{Error: &Error{Message: "\xff"}}, refused: true},
+		{name: "nil result", in: &SendResponse{Results: []*SendResult{nil}}, refused: true},
+		{name: "unknown field", in: withUnknown, refused: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			size, ok := tt.in.MarshalSize()
+			if tt.refused {
+				assert.False(t, ok)
+				return
+			}
+			require.True(t, ok)
+			want, err := proto.Marshal(tt.in)
+			require.NoError(t, err)
+			assert.Equal(t, len(want), size, "MarshalSize")
+			assert.Equal(t, want, append([]byte{}, tt.in.AppendMarshal(nil)...))
+			assert.Equal(t, append([]byte("prefix"), want...), tt.in.AppendMarshal([]byte("prefix")), "appends")
+		})
+	}
+}
+
+// Whatever a broker puts in a response, AppendMarshal writes proto.Marshal's
+// bytes, or MarshalSize declines it.
+func FuzzSendResponseAppendMarshal(f *testing.F) {
+	f.Add("0A0000010000271B0000000000000010", "U1", int32(3), int64(41), int64(16), int64(1764460800000), true, uint64(9), int32(0), "", false)
+	f.Add("", "", int32(-1), int64(-1), int64(0), int64(0), false, uint64(0), int32(14), "unavailable", true)
+	f.Fuzz(func(t *testing.T, msgID, uniq string, qid int32, qoff, phys, ts int64, dup bool, reqID uint64, code int32, msg string, indet bool) {
+		in := &SendResponse{RequestId: reqID, Results: []*SendResult{
+			{MsgId: msgID, UniqKey: uniq, QueueId: qid, QueueOffset: qoff, PhysicalOffset: phys, StoreTimestampMs: ts, Duplicate: dup},
+			{MsgId: uniq, QueueOffset: ts},
+		}}
+		if code != 0 || msg != "" || indet {
+			in.Error = &Error{Code: code, Message: msg, Indeterminate: indet}
+		}
+		want, err := proto.Marshal(in)
+		size, ok := in.MarshalSize()
+		if !ok {
+			if err == nil {
+				t.Fatalf("MarshalSize declined what proto.Marshal encodes: %v", in)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatalf("proto.Marshal refused what MarshalSize accepted: %v", err)
+		}
+		if got := in.AppendMarshal(nil); size != len(want) || string(got) != string(want) {
+			t.Fatalf("size %d, encoding %x; proto: %d, %x", size, got, len(want), want)
+		}
+	})
+}
+
+// BenchmarkMarshalSendResponse encodes the answer to a request of 64
+// messages with proto.Marshal and with AppendMarshal.
+//
+//	go test -run=^$ -bench=MarshalSendResponse -benchmem ./api/gantry/v1
+func BenchmarkMarshalSendResponse(b *testing.B) {
+	resp := &SendResponse{RequestId: 1}
+	for i := range 64 {
+		resp.Results = append(resp.Results, &SendResult{MsgId: "0A0000010000271B0000000000000010", QueueId: 3,
+			QueueOffset: int64(1000 + i), PhysicalOffset: int64(1 << 30), StoreTimestampMs: 1764460800000})
+	}
+	b.Run("proto", func(b *testing.B) {
+		b.ReportAllocs()
+		var buf []byte
+		for b.Loop() {
+			var err error
+			opts := proto.MarshalOptions{UseCachedSize: true}
+			buf, err = opts.MarshalAppend(buf[:0], resp)
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("append", func(b *testing.B) {
+		b.ReportAllocs()
+		var buf []byte
+		for b.Loop() {
+			if _, ok := resp.MarshalSize(); !ok {
+				b.Fatal("declined")
+			}
+			buf = resp.AppendMarshal(buf[:0])
+		}
+	})
+}
