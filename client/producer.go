@@ -325,8 +325,8 @@ func (p *Producer) SendAsync(ctx context.Context, msg *Message, cb func(SendResu
 		p.asyncFailed(ctx, b, Queue{}, nil, err, cb)
 		return
 	}
-	for {
-		s, err := p.queueSender(q)
+	for retired := false; ; retired = true {
+		s, err := p.queueSender(q, retired)
 		if err != nil {
 			p.asyncFailed(ctx, b, q, writable, err, cb)
 			return
@@ -548,8 +548,8 @@ func (p *Producer) attempt(ctx context.Context, q Queue, b *batch) ([]*gantryv1.
 	actx, cancel := context.WithTimeout(ctx, p.opts.sendTimeout)
 	defer cancel()
 	op := newSendOp(actx, b.records(q.ID), len(b.msgs), b.bytes)
-	for {
-		s, err := p.queueSender(q)
+	for retired := false; ; retired = true {
+		s, err := p.queueSender(q, retired)
 		if err != nil {
 			return nil, err
 		}
@@ -602,9 +602,11 @@ func (p *Producer) result(q Queue, b *batch, i int, r *gantryv1.SendResult, atte
 }
 
 // queueSender returns the sender of q, starting one if needed. A sender
-// it returns may have just retired or closed: its enqueue says so.
-func (p *Producer) queueSender(q Queue) (*queueSender, error) {
-	if m := p.live.Load(); m != nil && !p.closed.Load() {
+// it returns may have just retired or closed: its enqueue says so, and the
+// caller asks again with retired, which takes the lock (behind the retiring
+// sender's removal) instead of the lookup copy, which may still hold it.
+func (p *Producer) queueSender(q Queue, retired bool) (*queueSender, error) {
+	if m := p.live.Load(); m != nil && !retired && !p.closed.Load() {
 		if s := (*m)[q]; s != nil {
 			return s, nil
 		}
