@@ -161,7 +161,9 @@
 // Config, shared by all three (zero means default):
 //
 //   - NameServers: nameserver gRPC addresses; default ["127.0.0.1:9877"].
-//   - DialOptions: added to every connection; default plaintext.
+//   - DialOptions: added to every connection; default plaintext, with a
+//     fixed 16 MiB HTTP/2 flow-control window (gRPC's dynamic one sends a
+//     PING with every request sent one at a time).
 //   - RouteRefresh: route refresh period; default 30 s.
 //   - Logger: *slog.Logger; default discard.
 //   - ClientID: default hostname@pid@random.

@@ -38,8 +38,9 @@ type Config struct {
 	// ["127.0.0.1:9877"].
 	NameServers []string
 	// DialOptions are added to every connection (nameservers and brokers)
-	// after the default, plaintext credentials, so
-	// grpc.WithTransportCredentials here replaces them.
+	// after the defaults (plaintext credentials, a fixed 16 MiB HTTP/2
+	// flow-control window), so grpc.WithTransportCredentials or
+	// grpc.WithInitialWindowSize here replaces them.
 	DialOptions []grpc.DialOption
 	// RouteRefresh is how often the cached topic routes are read again from
 	// the nameservers. Default 30 s.

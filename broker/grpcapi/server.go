@@ -42,7 +42,9 @@ type ServerConfig struct {
 	// Remoting configures the remoting front end (long polling bound,
 	// notifications); its Logger defaults to the broker's.
 	Remoting remotingapi.Config
-	// GRPCOptions are added to the gRPC server.
+	// GRPCOptions are added to the gRPC server, after its defaults (a
+	// larger receive limit, a buffer pool, a fixed 16 MiB flow-control
+	// window), which they may replace.
 	GRPCOptions []grpc.ServerOption
 }
 
