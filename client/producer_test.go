@@ -611,3 +611,41 @@ func TestIdleQueueSenderRetires(t *testing.T) {
 	_, err = p.Send(t.Context(), &Message{Topic: "T", Body: []byte("y")})
 	require.NoError(t, err, "a new sender takes over")
 }
+
+// Asynchronous sends whose attempts fail with a retryable error while
+// Close runs: each callback runs exactly once before Close returns, with
+// ErrClosed (the retry it would need) or a result.
+func TestCloseFailsRetriesOfAsyncSends(t *testing.T) {
+	a := startBroker(t, "a", 2, "T")
+	a.configure(func(b *fakeBroker) { b.delay = 10 * time.Millisecond })
+	a.setFault(func(n int64, _ *gantryv1.SendRequest) *sendFault {
+		if n%2 == 1 {
+			return &sendFault{code: codes.Unavailable, msg: "try again"}
+		}
+		return nil
+	})
+	p, err := NewProducer(t.Context(), testConfig(t, startNameServer(t, a)), WithBackoff(50*time.Millisecond, time.Second))
+	require.NoError(t, err)
+	const n = 200
+	var calls [n]atomic.Int32
+	var closed, ok atomic.Int64
+	for i := range n {
+		p.SendAsync(t.Context(), &Message{Topic: "T", Body: fmt.Appendf(nil, "%d", i)}, func(_ SendResult, err error) {
+			calls[i].Add(1)
+			switch {
+			case err == nil:
+				ok.Add(1)
+			case errors.Is(err, ErrClosed):
+				closed.Add(1)
+			default:
+				t.Errorf("message %d: unexpected error %v", i, err)
+			}
+		})
+	}
+	require.NoError(t, p.Close())
+	for i := range n {
+		require.Equal(t, int32(1), calls[i].Load(), "callbacks of message %d before Close returned", i)
+	}
+	assert.Equal(t, int64(n), ok.Load()+closed.Load())
+	assert.Positive(t, closed.Load(), "some needed a retry")
+}
