@@ -76,12 +76,13 @@ func TestQueryAndViewMessage(t *testing.T) {
 		return invoke(t, cl, request(remoting.ReqQueryMessage, map[string]string{"topic": "T", "key": key, "maxNum": "32",
 			"beginTimestamp": "0", "endTimestamp": strconv.FormatInt(time.Now().Add(time.Minute).UnixMilli(), 10)}, nil))
 	}
+	keys := []string{"k2", "7F0000010D4B0000000005f5e1000001"} // KEYS, then the UNIQ_KEY, indexed in that order
 	var r *remoting.Command
-	require.Eventually(t, func() bool { // the index follows the consume queue
-		r = query("k2")
+	require.Eventually(t, func() bool { // the index follows the consume queue, a key at a time
+		r = query(keys[len(keys)-1])
 		return r.ResponseCode() == remoting.ResSuccess
 	}, 5*time.Second, time.Millisecond)
-	for _, key := range []string{"k2", "7F0000010D4B0000000005f5e1000001"} {
+	for _, key := range keys {
 		r = query(key)
 		requireCode(t, remoting.ResSuccess, r)
 		assert.Equal(t, stored, r.Body)
