@@ -549,24 +549,18 @@ func TestCloseCompletesPendingAsyncSends(t *testing.T) {
 	require.NoError(t, err)
 
 	const n = 50
-	var done, ok, closed atomic.Int64
+	var done atomic.Int64
+	var out closeOutcomes
 	for i := range n {
 		p.SendAsync(t.Context(), &Message{Topic: "T", Body: fmt.Appendf(nil, "%d", i)}, func(_ SendResult, err error) {
-			switch {
-			case err == nil:
-				ok.Add(1)
-			case errors.Is(err, ErrClosed):
-				closed.Add(1)
-			default:
-				t.Errorf("unexpected error %v", err)
-			}
+			out.count(t, i, err)
 			done.Add(1)
 		})
 	}
 	require.NoError(t, p.Close())
 	assert.Equal(t, int64(n), done.Load(), "every callback ran before Close returned")
-	assert.Equal(t, int64(n), ok.Load()+closed.Load())
-	assert.Equal(t, int(ok.Load()), len(a.records("T", 0))+len(a.records("T", 1)))
+	assert.Equal(t, int64(n), out.ok.Load()+out.closed.Load())
+	assert.Equal(t, int(out.ok.Load()), len(a.records("T", 0))+len(a.records("T", 1)))
 
 	var got error
 	p.SendAsync(t.Context(), &Message{Topic: "T", Body: []byte("late")}, func(_ SendResult, err error) { got = err })
@@ -628,24 +622,32 @@ func TestCloseFailsRetriesOfAsyncSends(t *testing.T) {
 	require.NoError(t, err)
 	const n = 200
 	var calls [n]atomic.Int32
-	var closed, ok atomic.Int64
+	var out closeOutcomes
 	for i := range n {
 		p.SendAsync(t.Context(), &Message{Topic: "T", Body: fmt.Appendf(nil, "%d", i)}, func(_ SendResult, err error) {
 			calls[i].Add(1)
-			switch {
-			case err == nil:
-				ok.Add(1)
-			case errors.Is(err, ErrClosed):
-				closed.Add(1)
-			default:
-				t.Errorf("message %d: unexpected error %v", i, err)
-			}
+			out.count(t, i, err)
 		})
 	}
 	require.NoError(t, p.Close())
 	for i := range n {
 		require.Equal(t, int32(1), calls[i].Load(), "callbacks of message %d before Close returned", i)
 	}
-	assert.Equal(t, int64(n), ok.Load()+closed.Load())
-	assert.Positive(t, closed.Load(), "some needed a retry")
+	assert.Equal(t, int64(n), out.ok.Load()+out.closed.Load())
+	assert.Positive(t, out.closed.Load(), "some needed a retry")
+}
+
+// closeOutcomes counts the callbacks of asynchronous sends racing Close:
+// a result, or ErrClosed; any other error fails the test.
+type closeOutcomes struct{ ok, closed atomic.Int64 }
+
+func (o *closeOutcomes) count(t *testing.T, i int, err error) {
+	switch {
+	case err == nil:
+		o.ok.Add(1)
+	case errors.Is(err, ErrClosed):
+		o.closed.Add(1)
+	default:
+		t.Errorf("message %d: unexpected error %v", i, err)
+	}
 }

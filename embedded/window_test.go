@@ -2,7 +2,6 @@ package embedded_test
 
 import (
 	"context"
-	"encoding/binary"
 	"net"
 	"sync"
 	"testing"
@@ -104,7 +103,7 @@ func (f *frameCounter) feed(p []byte) {
 		if len(f.hdr) < 9 {
 			return
 		}
-		length := int(binary.BigEndian.Uint32(append([]byte{0}, f.hdr[:3]...)))
+		length := int(f.hdr[0])<<16 | int(f.hdr[1])<<8 | int(f.hdr[2]) // 24 bits
 		switch typ, flags := f.hdr[3], f.hdr[4]; {
 		case typ == frameData:
 			f.count.data++
