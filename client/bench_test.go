@@ -33,3 +33,20 @@ func BenchmarkSendAsync(b *testing.B) {
 	}
 	wg.Wait()
 }
+
+// BenchmarkPrepareOne validates and encodes one 1 KiB message with a tag
+// and a key, as every send does before it is queued.
+//
+//	go test -run=^$ -bench=PrepareOne -benchmem ./client
+func BenchmarkPrepareOne(b *testing.B) {
+	m := &Message{Topic: "T", Tags: "TagA", Keys: []string{"k1"}, Body: bytes.Repeat([]byte{'x'}, 1024)}
+	b.SetBytes(int64(len(m.Body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		bt, err := prepareOne(m)
+		if err != nil {
+			b.Fatal(err)
+		}
+		bt.release()
+	}
+}

@@ -197,7 +197,8 @@ func (a *asyncAttempt) completeOp(res []*gantryv1.SendResult, err error) {
 func (b *batch) encode() error {
 	buf, p := encBuffer(int(b.bytes) + len(b.msgs)*256)
 	b.encp = p
-	var props message.Properties
+	var room [6]message.Property // tags, keys, a delay and a few user properties without allocating
+	props := message.Properties(room[:0])
 	for i, m := range b.msgs {
 		props = props[:0]
 		if m.Tags != "" {
@@ -715,7 +716,7 @@ func (b *batch) fill() (*batch, error) {
 		}
 		b.bytes += n
 		b.props = append(b.props, maps.Clone(m.Properties))
-		b.uniq = append(b.uniq, message.NewUniqID())
+		b.uniq = append(b.uniq, message.NewUniqIDAt(b.born)) // one clock read for both
 	}
 	if err := b.encode(); err != nil {
 		return nil, err

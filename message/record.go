@@ -209,7 +209,9 @@ func encodedPropertiesLen(p Properties) (int, error) {
 			continue
 		}
 		if hasSeparator(kv.Key) || hasSeparator(kv.Value) {
-			return 0, fmt.Errorf("message: property %q: key or value contains 0x01 or 0x02: %w", kv.Key, ErrInvalidProperty)
+			// A copy of the key: the error must not keep the properties'
+			// backing array reachable, or every caller's would escape.
+			return 0, fmt.Errorf("message: property %q: key or value contains 0x01 or 0x02: %w", strings.Clone(kv.Key), ErrInvalidProperty)
 		}
 		n += len(kv.Key) + len(kv.Value) + 2
 	}
@@ -264,7 +266,8 @@ func appendRecord(dst []byte, m *Message, withCRC, seal bool, uniqKey string) ([
 	be := binary.BigEndian
 	dst = be.AppendUint32(dst, uint32(size))
 	dst = be.AppendUint32(dst, magicV1)
-	dst = be.AppendUint32(dst, crc32.ChecksumIEEE(m.Body)&bodyCRCMask)
+	bodyCRCAt := len(dst)
+	dst = be.AppendUint32(dst, 0) // BODYCRC: computed over the copy below
 	dst = be.AppendUint32(dst, uint32(m.QueueID))
 	dst = be.AppendUint32(dst, uint32(m.Flag))
 	dst = be.AppendUint64(dst, uint64(m.QueueOffset))
@@ -277,7 +280,12 @@ func appendRecord(dst []byte, m *Message, withCRC, seal bool, uniqKey string) ([
 	dst = be.AppendUint32(dst, uint32(m.ReconsumeTimes))
 	dst = be.AppendUint64(dst, uint64(m.PreparedTransactionOffset))
 	dst = be.AppendUint32(dst, uint32(len(m.Body)))
+	bodyAt := len(dst)
 	dst = append(dst, m.Body...)
+	// Over the copy, not m.Body: crc32 calls through a function variable,
+	// so its argument escapes, and with it (to escape analysis) everything
+	// m points to, the callers' properties included.
+	be.PutUint32(dst[bodyCRCAt:], crc32.ChecksumIEEE(dst[bodyAt:])&bodyCRCMask)
 	dst = append(dst, byte(len(m.Topic)))
 	dst = append(dst, m.Topic...)
 	propsLenAt := len(dst)

@@ -77,14 +77,26 @@ func ipv4Bytes(ip netip.Addr) [4]byte {
 
 // Next returns a new id.
 func (g *UniqIDGenerator) Next() string {
+	return g.NextAt(time.Now().UnixMilli())
+}
+
+// NextAt returns a new id for a message made at nowMS (Unix ms, usually
+// the message's born timestamp, read once for both): the id's time part is
+// nowMS, or later if the generator already went past it, and the ids stay
+// unique however nowMS moves.
+func (g *UniqIDGenerator) NextAt(nowMS int64) string {
 	var buf [32]byte
-	return string(g.AppendNext(buf[:0]))
+	return string(g.appendAt(buf[:0], nowMS))
 }
 
 // AppendNext appends a new id (32 characters) to dst. It does not allocate
 // when dst has 32 bytes to spare, except once a month.
 func (g *UniqIDGenerator) AppendNext(dst []byte) []byte {
-	s := g.advance()
+	return g.appendAt(dst, time.Now().UnixMilli())
+}
+
+func (g *UniqIDGenerator) appendAt(dst []byte, nowMS int64) []byte {
+	s := g.advance(nowMS)
 	ms := int64(s >> 16)
 	var tail [6]byte
 	binary.BigEndian.PutUint32(tail[:], uint32(ms-monthOf(ms).start))
@@ -93,9 +105,10 @@ func (g *UniqIDGenerator) AppendNext(dst []byte) []byte {
 	return appendUpperHex(dst, tail[:])
 }
 
-// advance moves the state forward and returns the new one.
-func (g *UniqIDGenerator) advance() uint64 {
-	now := uint64(time.Now().UnixMilli()) << 16
+// advance moves the state forward, to nowMS if that is ahead, and returns
+// the new one.
+func (g *UniqIDGenerator) advance(nowMS int64) uint64 {
+	now := uint64(max(nowMS, 0)) << 16
 	for {
 		old := g.state.Load()
 		next := old + 1
@@ -124,6 +137,11 @@ func monthOf(ms int64) *monthWindow {
 // is the host's first non-loopback IPv4 address, or 127.0.0.1.
 func NewUniqID() string {
 	return defaultGen().Next()
+}
+
+// NewUniqIDAt is NewUniqID for a message made at nowMS (see NextAt).
+func NewUniqIDAt(nowMS int64) string {
+	return defaultGen().NextAt(nowMS)
 }
 
 func defaultIP() netip.Addr {

@@ -116,6 +116,27 @@ func TestUniqIDCounterKeepsCountingAcrossMilliseconds(t *testing.T) {
 	assert.Equal(t, uint16(0), counter, "the counter wraps")
 }
 
+func TestUniqIDNextAtTakesTheGivenTime(t *testing.T) {
+	g := message.NewUniqIDGenerator(netip.MustParseAddr("10.0.0.5"))
+	now := time.Now()
+	g.SetStateForTest(now.Add(-time.Second).UnixMilli(), 7)
+	at := now.Add(time.Minute) // a born timestamp ahead of the last id
+	_, _, _, ms, counter := uniqFields(t, g.NextAt(at.UnixMilli()))
+	assert.Equal(t, uint32(at.Sub(monthStart(at)).Milliseconds()), ms, "the id's time is the one given")
+	assert.Equal(t, uint16(8), counter)
+
+	// A time behind the last id (another goroutine's batch, or a clock
+	// step back) does not take the generator back: ids stay unique.
+	seen := map[string]bool{}
+	for i := range 1000 {
+		id := g.NextAt(now.Add(-time.Duration(i) * time.Millisecond).UnixMilli())
+		require.False(t, seen[id], "duplicate %s", id)
+		seen[id] = true
+		_, _, _, got, _ := uniqFields(t, id)
+		assert.Equal(t, ms, got, "the time stays at the latest one given")
+	}
+}
+
 func TestUniqIDUniqueAcrossGoroutines(t *testing.T) {
 	const goroutines, perG = 8, 100_000
 	g := message.NewUniqIDGenerator(netip.MustParseAddr("10.0.0.5"))
