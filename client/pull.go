@@ -120,6 +120,27 @@ func newMessageExt(e *MessageExt, m *message.Message, q Queue) *MessageExt {
 	return e
 }
 
+// detached returns a copy of e that shares no memory with the pull it came
+// in: its body (and the stored body, when the body was inflated) copied,
+// so that keeping it does not keep the pull's buffer and its other
+// messages in memory.
+func (e *MessageExt) detached() *MessageExt {
+	c := *e
+	if e.Message != nil {
+		m := *e.Message
+		inflated := len(e.Body) > 0 && len(m.Body) > 0 && &e.Body[0] != &m.Body[0]
+		m.Body = bytes.Clone(m.Body)
+		c.Message = &m
+		if inflated { // the inflated body is its own already
+			return &c
+		}
+		c.Body = m.Body
+		return &c
+	}
+	c.Body = bytes.Clone(e.Body)
+	return &c
+}
+
 // inflate decompresses a zlib body.
 func inflate(b []byte) ([]byte, error) {
 	r, err := zlib.NewReader(bytes.NewReader(b))

@@ -183,6 +183,16 @@ func (p *PushConsumer) consume(t consumeTask) {
 // settleFailed settles a batch whose handler call failed: sent back to
 // the broker, or retried here.
 func (p *PushConsumer) settleFailed(aq *assignedQueue, msgs []*MessageExt, res ConsumeResult, reason string) {
+	// What waits is a copy: the pull the messages came in, and every
+	// message of it, can then be freed once the others are handled. In a
+	// retry storm nearly every pull holds a failed message, and holding
+	// those pulls tripled the consumer's live heap (and its GC work).
+	copies := make([]*MessageExt, len(msgs))
+	for i, m := range msgs {
+		copies[i] = m.detached()
+	}
+	aq.pq.swap(msgs, copies)
+	msgs = copies
 	if p.opts.model == Clustering {
 		// Back to the broker, which retries through the group's retry
 		// topic (or dead-letters); each message is in flight until then.

@@ -14,9 +14,11 @@ import (
 // Its load, for flow control, counts the messages not handled yet, as
 // RocketMQ's does: a message waiting at the front (its handler still
 // running, or its send-back to the broker) keeps the handled ones behind
-// it in the queue until it is done, but they do not count as messages;
-// they do count as bytes (they are still in memory), and the offset span
-// bounds them (WithMaxSpan).
+// it in the queue until it is done, only as offsets: the queue lets go of
+// a message once it is handled, so that neither it nor the pull it came
+// in stays in memory for the one in front (a failed message waiting to go
+// back is a copy, see swap). Handled messages count neither as messages
+// nor as bytes; the offset span bounds them (WithMaxSpan).
 type processQueue struct {
 	mu        sync.Mutex
 	entries   []pqEntry // ascending offsets; handled ones leave from the front
@@ -29,8 +31,8 @@ type processQueue struct {
 }
 
 type pqEntry struct {
-	off  int64 // msg.QueueOffset, here so that a search reads no message
-	msg  *MessageExt
+	off  int64       // msg.QueueOffset, here so that a search reads no message
+	msg  *MessageExt // nil once done
 	done bool
 }
 
@@ -85,12 +87,13 @@ func (pq *processQueue) done(msgs []*MessageExt) {
 		if e := &pq.entries[j]; !e.done {
 			e.done = true
 			pq.unhandled--
+			pq.bytes -= int64(len(e.msg.Body))
+			e.msg = nil // handled: nothing here keeps it, or its pull, in memory
 		}
 		j++
 	}
 	n := 0
 	for n < len(pq.entries) && pq.entries[n].done {
-		pq.bytes -= int64(len(pq.entries[n].msg.Body))
 		n++
 	}
 	if n > 0 {
@@ -101,6 +104,22 @@ func (pq *processQueue) done(msgs []*MessageExt) {
 	select { // fewer unhandled, or a smaller span
 	case pq.space <- struct{}{}:
 	default:
+	}
+}
+
+// swap puts copies in place of messages held and not done (same offsets,
+// in the order held): a message that waits, for its retry or its
+// send-back, then keeps no pull's memory alive.
+func (pq *processQueue) swap(olds, copies []*MessageExt) {
+	pq.mu.Lock()
+	defer pq.mu.Unlock()
+	for i, m := range olds {
+		j, ok := slices.BinarySearchFunc(pq.entries, m.QueueOffset, func(e pqEntry, off int64) int {
+			return cmp.Compare(e.off, off)
+		})
+		if ok && pq.entries[j].msg == m {
+			pq.entries[j].msg = copies[i]
+		}
 	}
 }
 

@@ -1,9 +1,14 @@
 package client
 
 import (
+	"bytes"
+	"compress/zlib"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gantrymq/gantry/message"
 )
 
 func msgsAt(offs ...int64) []*MessageExt {
@@ -31,11 +36,13 @@ func TestProcessQueueCommitOffset(t *testing.T) {
 	assert.Equal(t, int64(100), pq.commitOffset())
 	n, b, span = pq.load()
 	assert.Equal(t, 2, n, "flow control counts the messages not handled")
-	assert.Equal(t, int64(40), b, "and the bytes of all held: handled ones behind 100 are still in memory")
+	assert.Equal(t, int64(20), b, "and their bytes: the handled ones behind 100 are let go")
 	assert.Equal(t, int64(4), span, "the span still runs from the first held")
 	pq.done(ms[1:2])
 	n, _, _ = pq.load()
 	assert.Equal(t, 2, n, "marking a message done twice counts once")
+	_, b, _ = pq.load()
+	assert.Equal(t, int64(20), b, "and its bytes once")
 	pq.done(ms[:1])
 	assert.Equal(t, int64(104), pq.commitOffset())
 	pq.done(ms[3:])
@@ -73,4 +80,63 @@ func offsets(ms []*MessageExt) []int64 {
 		out[i] = m.QueueOffset
 	}
 	return out
+}
+
+// A handled message behind one still running is let go (only its offset
+// is kept), and a message swapped for its copy is held as the copy: the
+// queue keeps no pull's memory for the message in front.
+func TestProcessQueueLetsGoOfHandledMessages(t *testing.T) {
+	pq := newProcessQueue(0)
+	ms := msgsAt(0, 1, 2, 3)
+	pq.put(ms, 4)
+	pq.done(ms[1:3])
+	for _, e := range pq.entries[1:3] {
+		assert.Nil(t, e.msg, "offset %d was handled", e.off)
+	}
+	c := ms[0].detached()
+	pq.swap(ms[:1], []*MessageExt{c})
+	assert.Same(t, c, pq.entries[0].msg)
+	pq.swap(ms[1:2], []*MessageExt{ms[1].detached()}) // already done: nothing to swap
+	assert.Nil(t, pq.entries[1].msg)
+
+	pq.done([]*MessageExt{c}) // found by its offset
+	assert.Equal(t, int64(3), pq.commitOffset())
+	n, b, _ := pq.load()
+	assert.Equal(t, 1, n)
+	assert.Equal(t, int64(10), b)
+}
+
+// A detached message shares no memory with the pull it came in, and reads
+// the same.
+func TestMessageExtDetached(t *testing.T) {
+	buf, err := message.Append(nil, &message.Message{Topic: "T", Body: []byte("hello"), Properties: message.Properties{{Key: message.PropTags, Value: "a"}}}, false)
+	require.NoError(t, err)
+	var m message.Message
+	_, err = message.DecodeInto(&m, buf, false)
+	require.NoError(t, err)
+	e := newMessageExt(new(MessageExt), &m, Queue{Topic: "T"})
+	c := e.detached()
+	assert.Equal(t, e.Body, c.Body)
+	assert.Equal(t, "a", c.Tags)
+	assert.Equal(t, e.Message.Properties, c.Message.Properties)
+	clear(buf) // the pull's buffer reused
+	assert.Equal(t, []byte("hello"), c.Body)
+	assert.Equal(t, []byte("hello"), c.Message.Body)
+
+	// A compressed record: the inflated body is the message's own; the
+	// stored one is copied.
+	var z bytes.Buffer
+	w := zlib.NewWriter(&z)
+	_, _ = w.Write([]byte("hello"))
+	require.NoError(t, w.Close())
+	buf, err = message.Append(nil, &message.Message{Topic: "T", SysFlag: message.FlagCompressed, Body: z.Bytes()}, false)
+	require.NoError(t, err)
+	_, err = message.DecodeInto(&m, buf, false)
+	require.NoError(t, err)
+	e = newMessageExt(new(MessageExt), &m, Queue{Topic: "T"})
+	require.Equal(t, []byte("hello"), e.Body)
+	c = e.detached()
+	clear(buf)
+	assert.Equal(t, []byte("hello"), c.Body)
+	assert.Equal(t, z.Bytes(), c.Message.Body)
 }
