@@ -240,9 +240,10 @@ func WithPullBatchSize(n int) PushConsumerOption {
 // WithPullThreshold sets the flow control of each queue: pulling pauses
 // while the queue holds this many messages not handled yet, or this many
 // body bytes (defaults 1,024 and 64 MiB); a pull never asks for more than
-// the message limit leaves. Handled messages kept behind one still running
-// (or on its way back to the broker) count as bytes, not as messages;
-// WithMaxSpan bounds them too.
+// the message limit leaves. Both count the messages not handled yet: the
+// consumer lets go of a handled message even while one before it still
+// runs (or waits to go back to the broker, as a copy), keeping only its
+// offset for the commit; WithMaxSpan bounds those offsets.
 func WithPullThreshold(messages int, bytes int64) PushConsumerOption {
 	return func(o *pushOptions) { o.threshMsgs, o.threshBytes = messages, bytes }
 }
