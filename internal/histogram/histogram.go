@@ -66,8 +66,11 @@ func (h *Histogram) Merge(o *Histogram) {
 	}
 	h.n.Add(o.n.Load())
 	h.sum.Add(o.sum.Load())
-	if m := o.max.Load(); m > h.max.Load() {
-		h.max.Store(m)
+	for m := o.max.Load(); ; { // concurrent merges keep the largest
+		cur := h.max.Load()
+		if m <= cur || h.max.CompareAndSwap(cur, m) {
+			break
+		}
 	}
 }
 

@@ -61,6 +61,11 @@ func ConsumeGantry(ctx context.Context, pc *client.PullConsumer, topic string, c
 	start := time.Now()
 	for _, q := range qs {
 		wg.Go(func() {
+			// Each puller records into its own histogram, merged at the
+			// end: one shared by every puller costs a contended cache
+			// line per message.
+			var lat histogram.Histogram
+			defer res.Latency.Merge(&lat)
 			off, ok, err := pc.CommittedOffset(ctx, q)
 			if err == nil && (!ok || cfg.FromMin) {
 				off, _, err = pc.QueueOffsets(ctx, q)
@@ -74,7 +79,7 @@ func ConsumeGantry(ctx context.Context, pc *client.PullConsumer, topic string, c
 				now := time.Now()
 				for _, m := range r.Messages {
 					v.Add(m.Body)
-					res.Latency.Record(now.Sub(m.BornTimestamp))
+					lat.Record(now.Sub(m.BornTimestamp))
 					bytes.Add(int64(len(m.Body)))
 				}
 				if len(r.Messages) > 0 {
