@@ -294,11 +294,7 @@ func bornHost(ctx context.Context) netip.AddrPort {
 
 // Pull implements the service.
 func (s *Messaging) Pull(ctx context.Context, req *gantryv1.PullRequest) (*gantryv1.PullResponse, error) {
-	res, err := s.b.Pull(ctx, broker.PullRequest{
-		Group: req.GetGroup(), Topic: req.GetTopic(), QueueID: req.GetQueueId(), Offset: req.GetOffset(),
-		MaxMsgs: int(req.GetMaxMessages()), MaxBytes: int(req.GetMaxBytes()), Filter: req.GetFilterExpression(),
-		Hold: time.Duration(req.GetHoldMs()) * time.Millisecond,
-	})
+	res, err := s.b.Pull(ctx, pullRequest(req))
 	if err != nil {
 		return nil, toStatus(err)
 	}

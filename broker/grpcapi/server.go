@@ -123,7 +123,7 @@ func Start(ctx context.Context, cfg ServerConfig) (*Server, error) {
 		grpc.InitialWindowSize(grpcbuf.FlowWindow), grpc.InitialConnWindowSize(grpcbuf.FlowWindow)}, cfg.GRPCOptions...)
 	s.gs = grpc.NewServer(opts...)
 	s.msg = NewMessaging(b)
-	gantryv1.RegisterMessagingServer(s.gs, s.msg)
+	s.gs.RegisterService(messagingDesc(s.msg), s.msg) // Pull answers already encoded
 	gantryv1.RegisterAdminServer(s.gs, NewAdmin(b))
 	registered := func() bool { return len(b.Config().NamesrvAddr) == 0 || s.reg.Load() != nil }
 	s.hs = &http.Server{Handler: httpHandler(b, registered), ReadHeaderTimeout: 5 * time.Second}

@@ -26,6 +26,9 @@ func (Codec) Name() string { return "proto" }
 // Marshal is encoding/proto's Marshal with the Shared pool: the message
 // is written into a buffer of its exact size.
 func (Codec) Marshal(v any) (mem.BufferSlice, error) {
+	if e, ok := v.(Encoded); ok {
+		return e.TakeEncoding()
+	}
 	if a, ok := v.(Appender); ok {
 		if size, ok := a.MarshalSize(); ok {
 			return appendMarshal(a, size)
@@ -76,6 +79,16 @@ func appendMarshal(a Appender, size int) (mem.BufferSlice, error) {
 		return nil, fmt.Errorf("proto: %T marshalled to %d bytes, not its size %d", a, len(out), size)
 	}
 	return mem.BufferSlice{mem.NewBuffer(buf, Shared)}, nil
+}
+
+// Encoded is a reply that is already encoded: the broker encodes a pull's
+// answer while the log regions it copies from are held, straight into a
+// Shared buffer, instead of gathering the records into a slice of their
+// own that proto.Marshal would copy again. Marshal hands the buffers to
+// gRPC, which frees them once written.
+type Encoded interface {
+	// TakeEncoding returns the encoding, once: the caller owns the buffers.
+	TakeEncoding() (mem.BufferSlice, error)
 }
 
 // OwnedUnmarshaler is a message that can decode itself from bytes it then

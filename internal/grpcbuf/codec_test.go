@@ -121,3 +121,23 @@ func BenchmarkUnmarshalOwned(b *testing.B) {
 		}
 	}
 }
+
+type encodedReply struct{ data mem.BufferSlice }
+
+func (e *encodedReply) TakeEncoding() (mem.BufferSlice, error) {
+	d := e.data
+	e.data = nil
+	return d, nil
+}
+
+// An Encoded reply is sent as it is: Marshal hands over its buffers.
+func TestCodecEncoded(t *testing.T) {
+	want, err := proto.Marshal(&gantryv1.PullResponse{Status: gantryv1.PullStatus(1), RecordCount: 3})
+	require.NoError(t, err)
+	buf := Shared.Get(len(want))
+	copy(*buf, want)
+	data, err := Codec{}.Marshal(&encodedReply{data: mem.BufferSlice{mem.NewBuffer(buf, Shared)}})
+	require.NoError(t, err)
+	assert.Equal(t, want, data.Materialize())
+	data.Free()
+}

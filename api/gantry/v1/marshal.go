@@ -151,3 +151,74 @@ func (e *Error) appendMarshal(b []byte) []byte {
 	}
 	return b
 }
+
+// MarshalSize is SendResponse's, for a PullResponse: false only when x has
+// unknown fields.
+func (x *PullResponse) MarshalSize() (int, bool) {
+	if len(x.unknownFields) > 0 {
+		return 0, false
+	}
+	return x.SizeWithRecords(len(x.Records)), true
+}
+
+// AppendMarshal appends x's protobuf encoding to b, as proto.Marshal
+// writes it.
+func (x *PullResponse) AppendMarshal(b []byte) []byte {
+	return x.AppendMarshalRecords(b, len(x.Records), x.Records)
+}
+
+// SizeWithRecords is the encoding's length when its records are n bytes
+// (x.Records is not read).
+func (x *PullResponse) SizeWithRecords(n int) int {
+	size := 0
+	if x.Status != 0 {
+		size += 1 + protowire.SizeVarint(uint64(int64(x.Status)))
+	}
+	if n > 0 {
+		size += lenField(n)
+	}
+	if x.RecordCount != 0 {
+		size += 1 + protowire.SizeVarint(uint64(int64(x.RecordCount)))
+	}
+	for _, v := range [...]int64{x.NextOffset, x.MinOffset, x.MaxOffset} {
+		if v != 0 {
+			size += 1 + protowire.SizeVarint(uint64(v))
+		}
+	}
+	return size
+}
+
+// AppendMarshalRecords appends x's encoding with the records being the n
+// bytes of parts, in order, instead of x.Records. x's unknown fields are
+// not written.
+func (x *PullResponse) AppendMarshalRecords(b []byte, n int, parts ...[]byte) []byte {
+	return x.AppendMarshalFunc(b, n, func(b []byte) []byte {
+		for _, p := range parts {
+			b = append(b, p...)
+		}
+		return b
+	})
+}
+
+// AppendMarshalFunc is AppendMarshalRecords with the records appended by
+// appendRecords, which must append exactly n bytes: a broker writes what
+// it read from its log straight into the response, without gathering it
+// in one slice first.
+func (x *PullResponse) AppendMarshalFunc(b []byte, n int, appendRecords func([]byte) []byte) []byte {
+	if x.Status != 0 {
+		b = appendVarint(append(b, tag(1, protowire.VarintType)), uint64(int64(x.Status)))
+	}
+	if n > 0 {
+		b = appendVarint(append(b, tag(2, protowire.BytesType)), uint64(n))
+		b = appendRecords(b)
+	}
+	if x.RecordCount != 0 {
+		b = appendVarint(append(b, tag(3, protowire.VarintType)), uint64(int64(x.RecordCount)))
+	}
+	for i, v := range [...]int64{x.NextOffset, x.MinOffset, x.MaxOffset} {
+		if v != 0 {
+			b = appendVarint(append(b, tag(protowire.Number(4+i), protowire.VarintType)), uint64(v))
+		}
+	}
+	return b
+}

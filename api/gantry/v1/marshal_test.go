@@ -117,3 +117,56 @@ func BenchmarkMarshalSendResponse(b *testing.B) {
 		}
 	})
 }
+
+// A PullResponse's encoding is proto.Marshal's, whether its records come
+// in one slice or in parts.
+func TestPullResponseAppendMarshalMatchesProto(t *testing.T) {
+	withUnknown := &PullResponse{Status: PullStatus_PULL_STATUS_FOUND}
+	withUnknown.ProtoReflect().SetUnknown(protowire.AppendVarint(protowire.AppendTag(nil, 99, protowire.VarintType), 7))
+	_, ok := withUnknown.MarshalSize()
+	assert.False(t, ok, "unknown fields: proto.Marshal writes them")
+	for _, tt := range []struct {
+		name  string
+		in    *PullResponse
+		parts [][]byte
+	}{
+		{name: "empty", in: &PullResponse{}},
+		{name: "found", in: &PullResponse{Status: PullStatus_PULL_STATUS_FOUND, Records: []byte("abcdefgh"), RecordCount: 2, NextOffset: 42, MinOffset: 0, MaxOffset: 1 << 40},
+			parts: [][]byte{[]byte("abc"), nil, []byte("defgh")}},
+		{name: "no records", in: &PullResponse{Status: PullStatus_PULL_STATUS_NO_NEW_MESSAGE, NextOffset: 7, MinOffset: 3, MaxOffset: 7}},
+		{name: "large records", in: &PullResponse{Status: PullStatus_PULL_STATUS_FOUND, Records: make([]byte, 300_000), RecordCount: 256},
+			parts: [][]byte{make([]byte, 100_000), make([]byte, 200_000)}},
+		{name: "negative values", in: &PullResponse{Status: -1, RecordCount: -2, NextOffset: math.MinInt64, MinOffset: -1, MaxOffset: math.MaxInt64}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			want, err := proto.Marshal(tt.in)
+			require.NoError(t, err)
+			size, ok := tt.in.MarshalSize()
+			require.True(t, ok)
+			assert.Equal(t, len(want), size)
+			assert.Equal(t, want, append([]byte{}, tt.in.AppendMarshal(nil)...))
+			if tt.parts == nil {
+				tt.parts = [][]byte{tt.in.Records}
+			}
+			hdr := &PullResponse{Status: tt.in.Status, RecordCount: tt.in.RecordCount, NextOffset: tt.in.NextOffset, MinOffset: tt.in.MinOffset, MaxOffset: tt.in.MaxOffset}
+			n := len(tt.in.Records)
+			assert.Equal(t, len(want), hdr.SizeWithRecords(n))
+			assert.Equal(t, append([]byte("prefix"), want...), hdr.AppendMarshalRecords([]byte("prefix"), n, tt.parts...))
+		})
+	}
+}
+
+// Whatever a broker answers a pull with, AppendMarshal writes proto.Marshal's
+// bytes.
+func FuzzPullResponseAppendMarshal(f *testing.F) {
+	f.Add(int32(1), []byte("records"), int32(2), int64(3), int64(0), int64(-1))
+	f.Fuzz(func(t *testing.T, status int32, records []byte, count int32, next, lo, hi int64) {
+		in := &PullResponse{Status: PullStatus(status), Records: records, RecordCount: count, NextOffset: next, MinOffset: lo, MaxOffset: hi}
+		want, err := proto.Marshal(in)
+		require.NoError(t, err)
+		size, ok := in.MarshalSize()
+		require.True(t, ok)
+		require.Equal(t, len(want), size)
+		require.Equal(t, want, append([]byte{}, in.AppendMarshal(nil)...))
+	})
+}
