@@ -98,10 +98,33 @@ type OwnedUnmarshaler interface {
 	UnmarshalOwned(b []byte) error
 }
 
+// PooledUnmarshaler is a message that decodes itself from the received
+// bytes gathered into a Shared buffer (JoinPooled), which it keeps until
+// it is done with the message and then puts back: the broker's SendStream
+// requests, whose records are copied into the log before they are
+// answered.
+type PooledUnmarshaler interface {
+	UnmarshalPooled(data mem.BufferSlice) error
+}
+
+// JoinPooled copies data into one Shared buffer, for Shared.Put once its
+// holder is done with it.
+func JoinPooled(data mem.BufferSlice) *[]byte {
+	buf := Shared.Get(data.Len())
+	at := 0
+	for _, b := range data {
+		at += copy((*buf)[at:], b.ReadOnlyData())
+	}
+	return buf
+}
+
 // Unmarshal is encoding/proto's Unmarshal with the Shared pool. An
 // OwnedUnmarshaler gets a copy of the message of its own instead: one
 // allocation, where proto.Unmarshal makes one per bytes field.
 func (Codec) Unmarshal(data mem.BufferSlice, v any) error {
+	if p, ok := v.(PooledUnmarshaler); ok {
+		return p.UnmarshalPooled(data)
+	}
 	if o, ok := v.(OwnedUnmarshaler); ok {
 		return o.UnmarshalOwned(join(data))
 	}

@@ -141,3 +141,28 @@ func TestCodecEncoded(t *testing.T) {
 	assert.Equal(t, want, data.Materialize())
 	data.Free()
 }
+
+type pooledReq struct {
+	req gantryv1.SendRequest
+	buf *[]byte
+}
+
+func (p *pooledReq) UnmarshalPooled(data mem.BufferSlice) error {
+	p.buf = JoinPooled(data)
+	return p.req.UnmarshalOwned(*p.buf)
+}
+
+// A PooledUnmarshaler decodes from a Shared buffer holding the message's
+// frames joined, whose records it may keep until it puts the buffer back.
+func TestCodecPooled(t *testing.T) {
+	in := &gantryv1.SendRequest{Topic: "T", RequestId: 5, Records: [][]byte{bytes.Repeat([]byte{'a'}, 20_000), []byte("b")}}
+	wire, err := proto.Marshal(in)
+	require.NoError(t, err)
+	data := mem.BufferSlice{mem.SliceBuffer(wire[:7000]), mem.SliceBuffer(wire[7000:16000]), mem.SliceBuffer(wire[16000:])}
+	var p pooledReq
+	require.NoError(t, Codec{}.Unmarshal(data, &p))
+	assert.True(t, proto.Equal(in, &p.req))
+	assert.Equal(t, len(wire), len(*p.buf))
+	assert.Same(t, &(*p.buf)[len(wire)-1], &p.req.Records[1][0], "the records are views of the pooled buffer")
+	Shared.Put(p.buf)
+}
