@@ -44,7 +44,10 @@ type ServerConfig struct {
 	Remoting remotingapi.Config
 	// GRPCOptions are added to the gRPC server, after its defaults (a
 	// larger receive limit, a buffer pool, a fixed 16 MiB flow-control
-	// window), which they may replace.
+	// window), which they may replace. Without a unary interceptor, Pull
+	// answers with its response already encoded (not a
+	// *gantryv1.PullResponse); with one, the interceptor sees the generated
+	// response, at the cost of one more copy of the records.
 	GRPCOptions []grpc.ServerOption
 }
 
