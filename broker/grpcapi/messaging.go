@@ -322,23 +322,13 @@ func bornHost(ctx context.Context) netip.AddrPort {
 
 // Pull implements the service.
 func (s *Messaging) Pull(ctx context.Context, req *gantryv1.PullRequest) (*gantryv1.PullResponse, error) {
-	res, err := s.b.Pull(ctx, pullRequest(req))
+	res, resp, n, err := s.pulled(ctx, req)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, err
 	}
 	defer res.Release()
-	n := 0
-	for _, r := range res.Records {
-		n += len(r.B)
-	}
-	records := make([]byte, 0, n)
-	for _, r := range res.Records {
-		records = append(records, r.B...)
-	}
-	return &gantryv1.PullResponse{
-		Status: pullStatus(res.Status), Records: records, RecordCount: int32(len(res.Records)),
-		NextOffset: res.NextOffset, MinOffset: res.MinOffset, MaxOffset: res.MaxOffset,
-	}, nil
+	resp.Records = appendRecords(make([]byte, 0, n), &res)
+	return resp, nil
 }
 
 func pullStatus(st store.GetStatus) gantryv1.PullStatus {

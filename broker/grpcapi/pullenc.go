@@ -48,27 +48,14 @@ func messagingDesc(s *Messaging) *grpc.ServiceDesc {
 
 // pullEncoded is Pull, encoded while the records are held.
 func (s *Messaging) pullEncoded(ctx context.Context, req *gantryv1.PullRequest) (*encodedPull, error) {
-	res, err := s.b.Pull(ctx, pullRequest(req))
+	res, resp, n, err := s.pulled(ctx, req)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, err
 	}
 	defer res.Release()
-	n := 0
-	for _, r := range res.Records {
-		n += len(r.B)
-	}
-	resp := &gantryv1.PullResponse{
-		Status: pullStatus(res.Status), RecordCount: int32(len(res.Records)),
-		NextOffset: res.NextOffset, MinOffset: res.MinOffset, MaxOffset: res.MaxOffset,
-	}
 	size := resp.SizeWithRecords(n)
 	buf := grpcbuf.Shared.Get(size)
-	b := resp.AppendMarshalFunc((*buf)[:0], n, func(b []byte) []byte {
-		for _, r := range res.Records {
-			b = append(b, r.B...)
-		}
-		return b
-	})
+	b := resp.AppendMarshalFunc((*buf)[:0], n, func(b []byte) []byte { return appendRecords(b, &res) })
 	if len(b) != size { // then it also went past the buffer (whose capacity is at least size)
 		grpcbuf.Shared.Put(buf)
 		return nil, status.Errorf(codes.Internal, "pull: response encoded to %d bytes, not its size %d", len(b), size)
@@ -77,6 +64,31 @@ func (s *Messaging) pullEncoded(ctx context.Context, req *gantryv1.PullRequest) 
 	e := &encodedPull{}
 	e.data.Store(&mem.BufferSlice{mem.NewBuffer(buf, grpcbuf.Shared)})
 	return e, nil
+}
+
+// pulled runs req and returns its result (for the caller to Release), the
+// response without its records, and the records' size.
+func (s *Messaging) pulled(ctx context.Context, req *gantryv1.PullRequest) (broker.PullResult, *gantryv1.PullResponse, int, error) {
+	res, err := s.b.Pull(ctx, pullRequest(req))
+	if err != nil {
+		return res, nil, 0, toStatus(err)
+	}
+	n := 0
+	for _, r := range res.Records {
+		n += len(r.B)
+	}
+	return res, &gantryv1.PullResponse{
+		Status: pullStatus(res.Status), RecordCount: int32(len(res.Records)),
+		NextOffset: res.NextOffset, MinOffset: res.MinOffset, MaxOffset: res.MaxOffset,
+	}, n, nil
+}
+
+// appendRecords appends res's records to b.
+func appendRecords(b []byte, res *broker.PullResult) []byte {
+	for _, r := range res.Records {
+		b = append(b, r.B...)
+	}
+	return b
 }
 
 // encodedPull is a pull's answer, encoded (grpcbuf.Encoded).

@@ -3,20 +3,14 @@ package grpcapi_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
-	"net"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	gantryv1 "github.com/gantrymq/gantry/api/gantry/v1"
-	"github.com/gantrymq/gantry/broker"
-	"github.com/gantrymq/gantry/broker/grpcapi"
 	"github.com/gantrymq/gantry/broker/metadata"
 	"github.com/gantrymq/gantry/message"
 )
@@ -41,33 +35,15 @@ func TestPullAnswerEncodedFromTheLog(t *testing.T) {
 			})}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			listen := func() net.Listener {
-				lis, err := net.Listen("tcp", "127.0.0.1:0")
-				require.NoError(t, err)
-				return lis
-			}
-			s, err := grpcapi.Start(t.Context(), grpcapi.ServerConfig{
-				Broker: broker.Config{
-					StorePathRootDir: filepath.Join(t.TempDir(), "store"),
-					Logger:           slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
-				},
-				GRPCListener: listen(), HTTPListener: listen(), RemotingListener: listen(),
-				GRPCOptions: tt.opts,
-			})
-			require.NoError(t, err)
-			t.Cleanup(func() { _ = s.Close(context.Background()) })
+			s, m := startServer(t, tt.opts...)
 			require.NoError(t, s.Broker().CreateOrUpdateTopic(metadata.TopicConfig{TopicName: "T", ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6}))
 			var msgs []*message.Message
 			for i := range 300 {
 				msgs = append(msgs, &message.Message{Topic: "T", QueueID: 0, Body: fmt.Appendf(nil, "body-%d", i)})
 			}
-			_, err = s.Broker().Send(t.Context(), "T", msgs)
+			_, err := s.Broker().Send(t.Context(), "T", msgs)
 			require.NoError(t, err)
 
-			cc, err := grpc.NewClient(s.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-			require.NoError(t, err)
-			t.Cleanup(func() { cc.Close() })
-			m := gantryv1.NewMessagingClient(cc)
 			require.Eventually(t, func() bool { // dispatched
 				r, err := m.Pull(t.Context(), &gantryv1.PullRequest{Group: "g", Topic: "T", Offset: 299, MaxMessages: 1})
 				return err == nil && r.GetRecordCount() == 1

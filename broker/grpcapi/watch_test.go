@@ -20,9 +20,10 @@ import (
 	"github.com/gantrymq/gantry/broker/grpcapi"
 )
 
-// startServer starts a broker server on loopback, without nameservers, and
-// returns it with a Messaging client.
-func startServer(t *testing.T) (*grpcapi.Server, gantryv1.MessagingClient) {
+// startServer starts a broker server on loopback, without nameservers and
+// with opts added to its gRPC server, and returns it with a Messaging
+// client.
+func startServer(t *testing.T, opts ...grpc.ServerOption) (*grpcapi.Server, gantryv1.MessagingClient) {
 	t.Helper()
 	listen := func() net.Listener {
 		lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -35,6 +36,7 @@ func startServer(t *testing.T) (*grpcapi.Server, gantryv1.MessagingClient) {
 			Logger:           slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
 		},
 		GRPCListener: listen(), HTTPListener: listen(), RemotingListener: listen(),
+		GRPCOptions: opts,
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close(context.Background()) })
