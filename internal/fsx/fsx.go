@@ -81,9 +81,10 @@ type Info struct {
 	IsDir bool
 }
 
-// Usage describes a filesystem's space, in bytes.
+// Usage describes a filesystem's space, in bytes, as an unprivileged
+// process sees it (df's Use%): blocks reserved for root count in neither.
 type Usage struct {
-	Total int64
+	Total int64 // used plus Free
 	Free  int64 // available to unprivileged users
 }
 
