@@ -3,7 +3,6 @@ package grpcapi
 import (
 	"context"
 	"errors"
-	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -61,9 +60,7 @@ func (s *Messaging) pullEncoded(ctx context.Context, req *gantryv1.PullRequest) 
 		return nil, status.Errorf(codes.Internal, "pull: response encoded to %d bytes, not its size %d", len(b), size)
 	}
 	*buf = b
-	e := &encodedPull{}
-	e.data.Store(&mem.BufferSlice{mem.NewBuffer(buf, grpcbuf.Shared)})
-	return e, nil
+	return &encodedPull{data: mem.BufferSlice{mem.NewBuffer(buf, grpcbuf.Shared)}}, nil
 }
 
 // pulled runs req and returns its result (for the caller to Release), the
@@ -91,18 +88,20 @@ func appendRecords(b []byte, res *broker.PullResult) []byte {
 	return b
 }
 
-// encodedPull is a pull's answer, encoded (grpcbuf.Encoded).
+// encodedPull is a pull's answer, encoded (grpcbuf.Encoded). gRPC
+// marshals a reply once, on the handler's goroutine.
 type encodedPull struct {
-	data atomic.Pointer[mem.BufferSlice]
+	data mem.BufferSlice
 }
 
 // TakeEncoding implements grpcbuf.Encoded.
 func (e *encodedPull) TakeEncoding() (mem.BufferSlice, error) {
-	d := e.data.Swap(nil)
+	d := e.data
 	if d == nil {
 		return nil, errors.New("grpcapi: the encoded pull response was taken already")
 	}
-	return *d, nil
+	e.data = nil
+	return d, nil
 }
 
 // pullRequest is the broker's request for req.

@@ -3,12 +3,15 @@ package grpcapi_test
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/stats"
 
 	gantryv1 "github.com/gantrymq/gantry/api/gantry/v1"
 	"github.com/gantrymq/gantry/broker/metadata"
@@ -21,11 +24,12 @@ import (
 func TestPullAnswerEncodedFromTheLog(t *testing.T) {
 	var seen []string // the reply types the interceptor saw
 	for _, tt := range []struct {
-		name string
-		opts []grpc.ServerOption
+		name  string
+		opts  []grpc.ServerOption
+		reply string // the type of the reply gRPC sends for a pull
 	}{
-		{name: "encoded"},
-		{name: "interceptor", opts: []grpc.ServerOption{grpc.UnaryInterceptor(
+		{name: "encoded", reply: "*grpcapi.encodedPull"},
+		{name: "interceptor", reply: "*gantryv1.PullResponse", opts: []grpc.ServerOption{grpc.UnaryInterceptor(
 			func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 				resp, err := h(ctx, req)
 				if info.FullMethod == gantryv1.Messaging_Pull_FullMethodName {
@@ -35,7 +39,8 @@ func TestPullAnswerEncodedFromTheLog(t *testing.T) {
 			})}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			s, m := startServer(t, tt.opts...)
+			replies := &replyTypes{}
+			s, m := startServer(t, append(tt.opts, grpc.StatsHandler(replies))...)
 			require.NoError(t, s.Broker().CreateOrUpdateTopic(metadata.TopicConfig{TopicName: "T", ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6}))
 			var msgs []*message.Message
 			for i := range 300 {
@@ -69,10 +74,46 @@ func TestPullAnswerEncodedFromTheLog(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, gantryv1.PullStatus_PULL_STATUS_NO_NEW_MESSAGE, resp.GetStatus())
 			assert.Empty(t, resp.GetRecords())
+			types := replies.pulls()
+			require.NotEmpty(t, types)
+			for _, r := range types {
+				assert.Equal(t, tt.reply, r, "the reply gRPC sent for a pull")
+			}
 		})
 	}
 	require.NotEmpty(t, seen)
 	for _, s := range seen {
 		assert.Equal(t, "*gantryv1.PullResponse", s, "an interceptor sees the generated response")
 	}
+}
+
+// replyTypes is a server stats handler that records the type of every
+// reply sent for a Pull.
+type replyTypes struct {
+	mu    sync.Mutex
+	types []string
+}
+
+type methodKey struct{}
+
+func (r *replyTypes) TagRPC(ctx context.Context, info *stats.RPCTagInfo) context.Context {
+	return context.WithValue(ctx, methodKey{}, info.FullMethodName)
+}
+
+func (r *replyTypes) HandleRPC(ctx context.Context, s stats.RPCStats) {
+	if p, ok := s.(*stats.OutPayload); ok && ctx.Value(methodKey{}) == gantryv1.Messaging_Pull_FullMethodName {
+		r.mu.Lock()
+		r.types = append(r.types, fmt.Sprintf("%T", p.Payload))
+		r.mu.Unlock()
+	}
+}
+
+func (r *replyTypes) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
+
+func (r *replyTypes) HandleConn(context.Context, stats.ConnStats) {}
+
+func (r *replyTypes) pulls() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.types)
 }

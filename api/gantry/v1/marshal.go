@@ -164,7 +164,7 @@ func (x *PullResponse) MarshalSize() (int, bool) {
 // AppendMarshal appends x's protobuf encoding to b, as proto.Marshal
 // writes it.
 func (x *PullResponse) AppendMarshal(b []byte) []byte {
-	return x.AppendMarshalRecords(b, len(x.Records), x.Records)
+	return x.AppendMarshalFunc(b, len(x.Records), func(b []byte) []byte { return append(b, x.Records...) })
 }
 
 // SizeWithRecords is the encoding's length when its records are n bytes
@@ -188,22 +188,10 @@ func (x *PullResponse) SizeWithRecords(n int) int {
 	return size
 }
 
-// AppendMarshalRecords appends x's encoding with the records being the n
-// bytes of parts, in order, instead of x.Records. x's unknown fields are
-// not written.
-func (x *PullResponse) AppendMarshalRecords(b []byte, n int, parts ...[]byte) []byte {
-	return x.AppendMarshalFunc(b, n, func(b []byte) []byte {
-		for _, p := range parts {
-			b = append(b, p...)
-		}
-		return b
-	})
-}
-
-// AppendMarshalFunc is AppendMarshalRecords with the records appended by
-// appendRecords, which must append exactly n bytes: a broker writes what
-// it read from its log straight into the response, without gathering it
-// in one slice first.
+// AppendMarshalFunc appends x's encoding with n bytes of records that
+// appendRecords appends (exactly n), instead of x.Records: a broker writes
+// what it read from its log straight into the response, without gathering
+// it in one slice first. x's unknown fields are not written.
 func (x *PullResponse) AppendMarshalFunc(b []byte, n int, appendRecords func([]byte) []byte) []byte {
 	if x.Status != 0 {
 		b = appendVarint(append(b, tag(1, protowire.VarintType)), uint64(int64(x.Status)))

@@ -151,7 +151,13 @@ func TestPullResponseAppendMarshalMatchesProto(t *testing.T) {
 			hdr := &PullResponse{Status: tt.in.Status, RecordCount: tt.in.RecordCount, NextOffset: tt.in.NextOffset, MinOffset: tt.in.MinOffset, MaxOffset: tt.in.MaxOffset}
 			n := len(tt.in.Records)
 			assert.Equal(t, len(want), hdr.SizeWithRecords(n))
-			assert.Equal(t, append([]byte("prefix"), want...), hdr.AppendMarshalRecords([]byte("prefix"), n, tt.parts...))
+			appendParts := func(b []byte) []byte {
+				for _, p := range tt.parts {
+					b = append(b, p...)
+				}
+				return b
+			}
+			assert.Equal(t, append([]byte("prefix"), want...), hdr.AppendMarshalFunc([]byte("prefix"), n, appendParts))
 		})
 	}
 }
