@@ -52,7 +52,10 @@
 // dead-letter topics) all park. A DELAY above 0 wins over the timer
 // properties; a delivery time not in the future is stored at once, without
 // them; one beyond TimerMaxDelay is refused. The send's result is the
-// parked record's.
+// parked record's. SendBackBatch parks the retries it sends through the
+// delay levels as retry references (retryrefs.go): one record per group
+// and level naming the messages by offset, which the scheduler expands
+// into the retries when due.
 //
 // The scheduler (schedule.go: one goroutine for every level) reads each
 // level's queue in order from its delivered offset (delayOffset.json) and

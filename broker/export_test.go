@@ -33,3 +33,24 @@ func (c Config) WithScheduleTick(d time.Duration) Config { c.scheduleTick = d; r
 func (b *Broker) PutInternal(ctx context.Context, msgs []*message.Message) ([]store.PutResult, error) {
 	return b.putInternal(ctx, msgs)
 }
+
+// RetryRef is a retry reference as tests write it.
+type RetryRef struct {
+	Phys           int64
+	Size, MaxTimes int32
+}
+
+// ParkRetryRefs parks one reference record naming refs, as a send-back
+// of group's messages at level would (refs need not name messages).
+func (b *Broker) ParkRetryRefs(ctx context.Context, group string, level int32, refs ...RetryRef) error {
+	rs := make([]retryRef, len(refs))
+	for i, r := range refs {
+		rs[i] = retryRef{phys: r.Phys, size: r.Size, maxTimes: r.MaxTimes}
+	}
+	msgs, _, err := b.retryRefMessages(group, level, rs, b.cfg.Now())
+	if err != nil {
+		return err
+	}
+	_, err = b.put(ctx, ScheduleTopic, msgs)
+	return err
+}

@@ -190,7 +190,7 @@ func parkInto(mm *message.Message, props message.Properties, p parkPlan) {
 func isParkingProperty(key string) bool {
 	switch key {
 	case message.PropDelay, message.PropTimerDeliverMS, message.PropTimerDelaySec,
-		message.PropRealTopic, message.PropRealQueueID:
+		message.PropRealTopic, message.PropRealQueueID, message.PropRetryRefs:
 		return true
 	}
 	return false

@@ -135,9 +135,34 @@ func (s *scheduler) deliver(ctx context.Context, l *levelState) bool {
 	}
 	now := s.b.cfg.Now().UnixMilli()
 	next, msgs := gr.NextOffset, make([]*message.Message, 0, len(gr.Records))
+	var release func() // of retries read through references
+	defer func() {
+		if release != nil {
+			release()
+		}
+	}()
 	for _, r := range gr.Records {
 		if message.StoreTimestampOf(r.B)+l.delayMS > now {
 			next = message.QueueOffsetOf(r.B)
+			break
+		}
+		if isRetryRefs(r.B) { // its retries are stored as a unit of their own
+			if len(msgs) > 0 {
+				next = message.QueueOffsetOf(r.B)
+				break
+			}
+			retries, lost, rel, err := s.b.retriesOf(r.B)
+			if err != nil {
+				s.log.Warn("dropping retry references that cannot be delivered", "level", l.level,
+					"offset", message.QueueOffsetOf(r.B), "err", err)
+				continue
+			}
+			if lost > 0 {
+				s.log.Warn("retries dropped: their messages are no longer in the log", "level", l.level,
+					"offset", message.QueueOffsetOf(r.B), "lost", lost, "retried", len(retries))
+			}
+			msgs, release = retries, rel
+			next = message.QueueOffsetOf(r.B) + 1
 			break
 		}
 		m, err := s.b.unparked(r.B)

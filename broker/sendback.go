@@ -67,8 +67,10 @@ func (b *Broker) SendBack(ctx context.Context, req SendBackRequest) (SendBackRes
 	return res[0], errs[0]
 }
 
-// SendBackBatch is SendBack of several messages, stored in one append:
-// each request gets its result and its error (nil when it was taken).
+// SendBackBatch is SendBack of several messages: each request gets its
+// result and its error (nil when it was taken). The retries through the
+// delay levels are parked as references (retryrefs.go), one record per
+// group and level; the other messages are copied, in one append.
 func (b *Broker) SendBackBatch(ctx context.Context, reqs []SendBackRequest) ([]SendBackResult, []error) {
 	res := make([]SendBackResult, len(reqs))
 	errs := make([]error, len(reqs))
@@ -79,16 +81,40 @@ func (b *Broker) SendBackBatch(ctx context.Context, reqs []SendBackRequest) ([]S
 		return res, errs
 	}
 	defer b.calls.leave()
-	out := make([]*message.Message, 0, len(reqs))
-	idx := make([]int, 0, len(reqs))
-	releases := make([]func(), 0, len(reqs)) // the bodies point into the log until stored
+	now := b.cfg.Now()
+	var (
+		out      []*message.Message // copies
+		idx      []int              // their requests
+		releases []func()           // the copies' bodies point into the log until stored
+		refs     map[refKey][]retryRef
+		refIdx   map[refKey][]int
+		keys     []refKey // in order of first use
+	)
 	defer func() {
 		for _, release := range releases {
 			release()
 		}
 	}()
 	for i, req := range reqs {
-		m, r, release, err := b.prepareSendBack(req)
+		g, err := b.sendBackGroup(req)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		if ref, level, times, ok := b.retryRefFor(req, g, now); ok {
+			k := refKey{group: req.Group, level: level}
+			if refs == nil {
+				refs, refIdx = make(map[refKey][]retryRef), make(map[refKey][]int)
+			}
+			if _, seen := refs[k]; !seen {
+				keys = append(keys, k)
+			}
+			refs[k] = append(refs[k], ref)
+			refIdx[k] = append(refIdx[k], i)
+			res[i].ReconsumeTimes = times
+			continue
+		}
+		m, r, release, err := b.prepareSendBack(req, g)
 		if err != nil {
 			errs[i] = err
 			continue
@@ -98,9 +124,18 @@ func (b *Broker) SendBackBatch(ctx context.Context, reqs []SendBackRequest) ([]S
 		out = append(out, m)
 		idx = append(idx, i)
 	}
-	if len(out) == 0 {
-		return res, errs
+	if len(out) > 0 {
+		b.storeSendBacks(ctx, reqs, out, idx, res, errs)
 	}
+	for _, k := range keys {
+		b.storeRetryRefs(ctx, k, refs[k], refIdx[k], now, res, errs)
+	}
+	return res, errs
+}
+
+// storeSendBacks stores the copied send-backs out (of requests idx) in one
+// append and fills in their results and errors.
+func (b *Broker) storeSendBacks(ctx context.Context, reqs []SendBackRequest, out []*message.Message, idx []int, res []SendBackResult, errs []error) {
 	topics := make([]string, len(out)) // before parking renames them
 	for j, m := range out {
 		topics[j] = m.Topic
@@ -123,23 +158,49 @@ func (b *Broker) SendBackBatch(ctx context.Context, reqs []SendBackRequest) ([]S
 				"reconsume_times", res[i].ReconsumeTimes, "reason", reqs[i].Reason)
 		}
 	}
-	return res, errs
 }
 
-// prepareSendBack checks a send-back and builds the message to store. Its
-// body points into the log: release must be called once it is stored (or
-// given up); it is nil with an error.
-func (b *Broker) prepareSendBack(req SendBackRequest) (*message.Message, SendBackResult, func(), error) {
+// storeRetryRefs parks the references refs (of requests idx) of one group
+// and level and fills in their results and errors.
+func (b *Broker) storeRetryRefs(ctx context.Context, k refKey, refs []retryRef, idx []int, now time.Time, res []SendBackResult, errs []error) {
+	msgs, counts, err := b.retryRefMessages(k.group, k.level, refs, now)
+	var put []store.PutResult
+	if err == nil {
+		put, err = b.put(ctx, ScheduleTopic, msgs)
+	}
+	j, left := 0, 0
+	if len(counts) > 0 {
+		left = counts[0]
+	}
+	for _, i := range idx {
+		for left == 0 && j+1 < len(counts) {
+			j++
+			left = counts[j]
+		}
+		left--
+		if j < len(put) {
+			res[i].Put = put[j]
+		}
+		errs[i] = err
+	}
+}
+
+// sendBackGroup checks a send-back's group and reason and returns the
+// group (created if auto-creation allows).
+func (b *Broker) sendBackGroup(req SendBackRequest) (metadata.SubscriptionGroup, error) {
 	if err := checkGroupName(req.Group); err != nil {
-		return nil, SendBackResult{}, nil, err
+		return metadata.SubscriptionGroup{}, err
 	}
 	if hasSeparator(req.Reason) {
-		return nil, SendBackResult{}, nil, fmt.Errorf("%w: send back: the reason contains byte 0x01 or 0x02", ErrInvalidArgument)
+		return metadata.SubscriptionGroup{}, fmt.Errorf("%w: send back: the reason contains byte 0x01 or 0x02", ErrInvalidArgument)
 	}
-	g, err := b.ensureGroup(req.Group)
-	if err != nil {
-		return nil, SendBackResult{}, nil, err
-	}
+	return b.ensureGroup(req.Group)
+}
+
+// prepareSendBack builds the copy of a send-back to store for group g. Its
+// body points into the log: release must be called once it is stored (or
+// given up); it is nil with an error.
+func (b *Broker) prepareSendBack(req SendBackRequest, g metadata.SubscriptionGroup) (*message.Message, SendBackResult, func(), error) {
 	m, release, err := b.store.MessageAtShared(req.PhysicalOffset)
 	if err != nil {
 		return nil, SendBackResult{}, nil, fmt.Errorf("%w: send back: no message at commit-log offset %d: %w", ErrInvalidArgument, req.PhysicalOffset, err)

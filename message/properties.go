@@ -46,6 +46,11 @@ const (
 	// the broker de-duplicates sends by it instead of UNIQ_KEY, and
 	// client.Idempotent consumers handle it once.
 	PropIdempotencyKey = "IDEMPOTENCY_KEY"
+	// PropRetryRefs (Gantry, reserved) marks a parked retry reference: a
+	// record of the schedule topic whose body names the messages to retry
+	// (their commit-log offsets) instead of carrying them. Its value is
+	// how many it names. Parking drops it from any other message.
+	PropRetryRefs = "GANTRY_RETRY_REFS"
 	// PropCRC is the key of the whole-record CRC tail (§4.2). It is reserved:
 	// Append never writes a pair with this key from Message.Properties.
 	PropCRC = "__CRC32#"

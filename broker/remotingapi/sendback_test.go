@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gantrymq/gantry/broker"
+	"github.com/gantrymq/gantry/broker/remotingapi"
 	"github.com/gantrymq/gantry/message"
 	"github.com/gantrymq/gantry/remoting"
 )
@@ -31,7 +32,9 @@ func parked(t *testing.T, e *env, level int32) *message.Message {
 // broker's retry ladder: %RETRY%<group> at level 3 + reconsume times, or
 // straight to %DLQ%<group> with delayLevel -1.
 func TestSendBack(t *testing.T) {
-	e := newEnv(t)
+	e := newEnv(t, func(bc *broker.Config, _ *remotingapi.Config) {
+		bc.MessageDelayLevel = []time.Duration{time.Hour, time.Hour, 50 * time.Millisecond, time.Hour}
+	})
 	e.createTopic(t, "T", 1)
 	cl := e.dial(t, nil)
 	resp := sendOne(t, cl, "T", 0, "failing", tagged("A"))
@@ -45,9 +48,11 @@ func TestSendBack(t *testing.T) {
 		}, nil))
 	}
 	requireCode(t, remoting.ResSuccess, back("0"))
-	m := parked(t, e, 3)
-	real, _ := m.Properties.Get(message.PropRealTopic)
+	real, _ := parked(t, e, 3).Properties.Get(message.PropRealTopic)
 	assert.Equal(t, "%RETRY%CG", real)
+	e.waitVisible(t, "%RETRY%CG", 0, 1) // level 3: 50 ms here
+	m, err := e.b.Store().MessageByQueueOffset("%RETRY%CG", 0, 0)
+	require.NoError(t, err)
 	retryTopic, _ := m.Properties.Get(message.PropRetryTopic)
 	assert.Equal(t, "T", retryTopic)
 	assert.Equal(t, int32(1), m.ReconsumeTimes)

@@ -1,0 +1,250 @@
+package broker
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gantrymq/gantry/broker/metadata"
+	"github.com/gantrymq/gantry/commitlog"
+	"github.com/gantrymq/gantry/message"
+)
+
+// Retry references. A message sent back for a retry through the delay
+// levels is not copied into the schedule topic: the broker parks a small
+// record there, a retry reference, whose body names the messages to retry
+// by their commit-log offsets (many per record: one per send-back call and
+// level). When the level's delay has passed, the scheduler reads each
+// message where it is and stores its retry in %RETRY%<group>, built then
+// exactly as SendBack would have built it. A retry is so written once, not
+// twice, and a retry storm costs the log a few bytes per failure until the
+// retries fall due.
+//
+// The message must still be in the log when its retry falls due, so a
+// reference is used only while its message is younger than half of
+// fileReservedTime when the retry falls due; an older message (a consumer
+// far behind), a dead letter, a retry on the group's exponential policy
+// and a send-back that names a message id are copied as before. Retention
+// deletes a segment only once its newest record is fileReservedTime old,
+// so only a deletion forced by a full disk can take a referenced message:
+// its retry is then dropped with a warning, as parked messages are.
+
+const (
+	// retryRefsMagic starts a reference record's body (version 1).
+	retryRefsMagic = "GRR\x01"
+	// retryRefSize is one reference: offset int64, size int32, max
+	// reconsume times int32, big-endian.
+	retryRefSize = 16
+	// maxRetryRefs bounds the references of one record, and
+	// maxRetryRefBytes the size of the messages it names (one larger
+	// message gets a record of its own): the retries of one record are
+	// stored as one unit when they fall due.
+	maxRetryRefs     = deliverBatch
+	maxRetryRefBytes = deliverBatchBytes
+)
+
+// retryRef names one message to retry.
+type retryRef struct {
+	phys     int64 // commit-log offset of the message
+	size     int32 // its record's size, checked when it is read
+	maxTimes int32 // the retries before the dead-letter queue, as resolved at send-back
+}
+
+// appendRetryRefs appends the body of a reference record naming refs.
+func appendRetryRefs(dst []byte, refs []retryRef) []byte {
+	dst = append(dst, retryRefsMagic...)
+	for _, r := range refs {
+		dst = binary.BigEndian.AppendUint64(dst, uint64(r.phys))
+		dst = binary.BigEndian.AppendUint32(dst, uint32(r.size))
+		dst = binary.BigEndian.AppendUint32(dst, uint32(r.maxTimes))
+	}
+	return dst
+}
+
+// parseRetryRefs decodes a reference record's body.
+func parseRetryRefs(body []byte) ([]retryRef, error) {
+	rest, ok := strings.CutPrefix(string(body[:min(len(body), len(retryRefsMagic))]), retryRefsMagic)
+	if !ok || rest != "" {
+		return nil, errors.New("retry references: bad magic or version")
+	}
+	body = body[len(retryRefsMagic):]
+	if len(body)%retryRefSize != 0 || len(body) == 0 {
+		return nil, fmt.Errorf("retry references: %d bytes is not a whole number of %d-byte references", len(body), retryRefSize)
+	}
+	refs := make([]retryRef, len(body)/retryRefSize)
+	for i := range refs {
+		e := body[i*retryRefSize:]
+		refs[i] = retryRef{
+			phys:     int64(binary.BigEndian.Uint64(e)),
+			size:     int32(binary.BigEndian.Uint32(e[8:])),
+			maxTimes: int32(binary.BigEndian.Uint32(e[12:])),
+		}
+		if r := refs[i]; r.phys < 0 || r.size <= 0 || r.maxTimes <= 0 {
+			return nil, fmt.Errorf("retry references: reference %d: offset %d, size %d, max reconsume times %d", i, r.phys, r.size, r.maxTimes)
+		}
+	}
+	return refs, nil
+}
+
+// refKey groups a send-back call's references: one record per group and
+// level.
+type refKey struct {
+	group string
+	level int32
+}
+
+// retryRefFor decides whether req's retry can be a reference and returns
+// it with its level and the retry's reconsume times; ok is false when the
+// message is to be copied as before (or req has a problem, which the
+// copying path reports).
+func (b *Broker) retryRefFor(req SendBackRequest, g metadata.SubscriptionGroup, now time.Time) (ref retryRef, level, times int32, ok bool) {
+	if req.MsgID != "" || req.DelayLevel < 0 {
+		return retryRef{}, 0, 0, false
+	}
+	maxTimes := req.MaxReconsumeTimes
+	if maxTimes <= 0 {
+		maxTimes = g.RetryMaxTimes
+	}
+	if maxTimes <= 0 {
+		maxTimes = defaultRetryMaxTimes
+	}
+	if pol := g.GroupRetryPolicy; req.DelayLevel == 0 && pol != nil && pol.Type == metadata.RetryExponential {
+		return retryRef{}, 0, 0, false
+	}
+	r, _, err := b.store.CommitLog().ReadRecord(req.PhysicalOffset)
+	if err != nil {
+		return retryRef{}, 0, 0, false
+	}
+	defer r.Release()
+	if message.PhysicalOffsetOf(r.B) != req.PhysicalOffset || len(r.B) > maxRetryRefBytes {
+		return retryRef{}, 0, 0, false
+	}
+	times = message.ReconsumeTimesOf(r.B)
+	if times >= maxTimes { // a dead letter
+		return retryRef{}, 0, 0, false
+	}
+	level = req.DelayLevel
+	if level == 0 {
+		level = retryFirstLevel + times
+	}
+	levels := b.cfg.MessageDelayLevel
+	level = min(level, int32(len(levels)))
+	// How old the message will be when its retry falls due.
+	if age := now.Add(levels[level-1]).Sub(time.UnixMilli(message.StoreTimestampOf(r.B))); age >= b.cfg.FileReservedTime/2 {
+		return retryRef{}, 0, 0, false
+	}
+	return retryRef{phys: req.PhysicalOffset, size: int32(len(r.B)), maxTimes: maxTimes}, level, times + 1, true
+}
+
+// retryRefMessages builds the parked reference records of group's retries
+// at level, as few as maxRetryRefs and maxRetryRefBytes allow, and how
+// many references each holds.
+func (b *Broker) retryRefMessages(group string, level int32, refs []retryRef, now time.Time) (out []*message.Message, counts []int, err error) {
+	topic := RetryTopic(group)
+	tc, err := b.internalTopic(topic)
+	if err != nil {
+		return nil, nil, err
+	}
+	for len(refs) > 0 {
+		n, bytes := 0, 0
+		for n < len(refs) && n < maxRetryRefs && (n == 0 || bytes+int(refs[n].size) <= maxRetryRefBytes) {
+			bytes += int(refs[n].size)
+			n++
+		}
+		m := &message.Message{
+			Topic: ScheduleTopic, QueueID: level - 1, BornTimestamp: now.UnixMilli(), BornHost: b.cfg.StoreAddr(),
+			Body: appendRetryRefs(make([]byte, 0, len(retryRefsMagic)+n*retryRefSize), refs[:n]),
+			Properties: message.Properties{
+				{Key: message.PropRealTopic, Value: topic},
+				{Key: message.PropRealQueueID, Value: strconv.Itoa(int(b.nextQueue(tc)))},
+				{Key: message.PropDelay, Value: strconv.Itoa(int(level))},
+				{Key: message.PropRetryRefs, Value: strconv.Itoa(n)},
+			},
+		}
+		out, counts = append(out, m), append(counts, n)
+		refs = refs[n:]
+	}
+	return out, counts, nil
+}
+
+// isRetryRefs reports whether a parked record is a retry reference.
+func isRetryRefs(rec []byte) bool {
+	v, err := message.NewView(rec)
+	if err != nil {
+		return false
+	}
+	_, ok := v.Property(message.PropRetryRefs)
+	return ok
+}
+
+// retriesOf reads the messages a reference record names and returns
+// their retries, for the record's REAL_TOPIC and REAL_QID, and the number
+// of messages no longer in the log (their retries are lost). release must
+// be called once the retries are stored: their bodies point into the log.
+func (b *Broker) retriesOf(rec []byte) (retries []*message.Message, lost int, release func(), err error) {
+	m, _, err := message.Decode(rec)
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	topic, _ := m.Properties.Get(message.PropRealTopic)
+	group, ok := strings.CutPrefix(topic, RetryTopicPrefix)
+	if !ok {
+		return nil, 0, nil, fmt.Errorf("broker: retry references for %q, not a retry topic", topic)
+	}
+	qs, _ := m.Properties.Get(message.PropRealQueueID)
+	qid, err := strconv.ParseInt(qs, 10, 32)
+	if err != nil {
+		return nil, 0, nil, fmt.Errorf("broker: retry references with REAL_QID %q", qs)
+	}
+	ls, _ := m.Properties.Get(message.PropDelay)
+	level, err := strconv.ParseInt(ls, 10, 32)
+	if err != nil || level < 1 {
+		return nil, 0, nil, fmt.Errorf("broker: retry references with DELAY %q", ls)
+	}
+	refs, err := parseRetryRefs(m.Body)
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	tc, err := b.internalTopic(topic) // created again if deleted meanwhile
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	if qid < 0 || qid >= int64(tc.WriteQueueNums) {
+		qid = int64(b.nextQueue(tc))
+	}
+	regions := make([]commitlog.Region, 0, len(refs))
+	release = func() {
+		for _, r := range regions {
+			r.Release()
+		}
+	}
+	retries = make([]*message.Message, 0, len(refs))
+	for _, ref := range refs {
+		r, _, err := b.store.CommitLog().ReadRecord(ref.phys)
+		if err != nil {
+			lost++
+			continue
+		}
+		if message.PhysicalOffsetOf(r.B) != ref.phys || len(r.B) != int(ref.size) {
+			r.Release()
+			lost++
+			continue
+		}
+		orig := new(message.Message)
+		if _, err := message.DecodeInto(orig, r.B, false); err != nil {
+			r.Release()
+			lost++
+			continue
+		}
+		regions = append(regions, r)
+		out, _ := b.sendBackMessage(SendBackRequest{Group: group, DelayLevel: int32(level), MaxReconsumeTimes: ref.maxTimes},
+			metadata.SubscriptionGroup{}, orig)
+		out.Properties.Del(message.PropDelay)
+		out.Topic, out.QueueID = topic, int32(qid)
+		retries = append(retries, out)
+	}
+	return retries, lost, release, nil
+}

@@ -1,0 +1,45 @@
+package broker
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestRetryRefsRoundTrip(t *testing.T) {
+	refs := []retryRef{{phys: 0, size: 90, maxTimes: 16}, {phys: 1 << 40, size: 4 << 20, maxTimes: 1}}
+	body := appendRetryRefs(nil, refs)
+	assert.Len(t, body, len(retryRefsMagic)+2*retryRefSize)
+	got, err := parseRetryRefs(body)
+	require.NoError(t, err)
+	assert.Equal(t, refs, got)
+
+	for name, bad := range map[string][]byte{
+		"empty":         nil,
+		"magic only":    []byte(retryRefsMagic),
+		"wrong version": append([]byte("GRR\x02"), body[len(retryRefsMagic):]...),
+		"torn":          body[:len(body)-1],
+		"negative":      appendRetryRefs(nil, []retryRef{{phys: -1, size: 90, maxTimes: 16}}),
+		"no size":       appendRetryRefs(nil, []retryRef{{phys: 0, size: 0, maxTimes: 16}}),
+		"no max":        appendRetryRefs(nil, []retryRef{{phys: 0, size: 90, maxTimes: 0}}),
+	} {
+		_, err := parseRetryRefs(bad)
+		assert.Error(t, err, name)
+	}
+}
+
+// FuzzParseRetryRefs: any body parses or fails with an error, and what
+// parses encodes back to the same bytes.
+func FuzzParseRetryRefs(f *testing.F) {
+	f.Add(appendRetryRefs(nil, []retryRef{{phys: 7, size: 90, maxTimes: 16}}))
+	f.Add([]byte("GRR\x01"))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, body []byte) {
+		refs, err := parseRetryRefs(body)
+		if err != nil {
+			return
+		}
+		assert.Equal(t, body, appendRetryRefs(nil, refs))
+	})
+}
