@@ -125,20 +125,23 @@ func newMessageExt(e *MessageExt, m *message.Message, q Queue) *MessageExt {
 // so that keeping it does not keep the pull's buffer and its other
 // messages in memory.
 func (e *MessageExt) detached() *MessageExt {
-	c := *e
-	if e.Message != nil {
-		m := *e.Message
-		inflated := len(e.Body) > 0 && len(m.Body) > 0 && &e.Body[0] != &m.Body[0]
-		m.Body = bytes.Clone(m.Body)
-		c.Message = &m
-		if inflated { // the inflated body is its own already
-			return &c
-		}
-		c.Body = m.Body
+	if e.Message == nil {
+		c := *e
+		c.Body = bytes.Clone(e.Body)
 		return &c
 	}
-	c.Body = bytes.Clone(e.Body)
-	return &c
+	both := &struct { // one allocation for the two
+		ext MessageExt
+		msg message.Message
+	}{ext: *e, msg: *e.Message}
+	c, m := &both.ext, &both.msg
+	inflated := len(e.Body) > 0 && len(m.Body) > 0 && &e.Body[0] != &m.Body[0]
+	m.Body = bytes.Clone(m.Body)
+	c.Message = m
+	if !inflated { // an inflated body is its own already
+		c.Body = m.Body
+	}
+	return c
 }
 
 // inflate decompresses a zlib body.

@@ -210,3 +210,75 @@ func (x *PullResponse) AppendMarshalFunc(b []byte, n int, appendRecords func([]b
 	}
 	return b
 }
+
+// MarshalSize is SendResponse.MarshalSize for a consumer's send-back call:
+// in a retry storm a push consumer sends hundreds of requests per call,
+// and proto.Marshal spent about 0.5 µs on each.
+func (x *SendBackBatchRequest) MarshalSize() (int, bool) {
+	if len(x.unknownFields) > 0 {
+		return 0, false
+	}
+	n := 0
+	for _, r := range x.Requests {
+		if r == nil || len(r.unknownFields) > 0 || !utf8.ValidString(r.Group) || !utf8.ValidString(r.MsgId) || !utf8.ValidString(r.Reason) {
+			return 0, false
+		}
+		n += lenField(r.size())
+	}
+	return n, true
+}
+
+// AppendMarshal is SendResponse.AppendMarshal for a send-back call. x must
+// be one MarshalSize accepted, unchanged since.
+func (x *SendBackBatchRequest) AppendMarshal(b []byte) []byte {
+	for _, r := range x.Requests {
+		b = appendVarint(append(b, tag(1, protowire.BytesType)), uint64(r.size()))
+		b = r.appendMarshal(b)
+	}
+	return b
+}
+
+func (r *SendBackRequest) size() int {
+	n := 0
+	if r.Group != "" {
+		n += lenField(len(r.Group))
+	}
+	if r.MsgId != "" {
+		n += lenField(len(r.MsgId))
+	}
+	if r.PhysicalOffset != 0 {
+		n += 1 + protowire.SizeVarint(uint64(r.PhysicalOffset))
+	}
+	if r.DelayLevel != 0 {
+		n += 1 + protowire.SizeVarint(uint64(int64(r.DelayLevel)))
+	}
+	if r.MaxReconsumeTimes != 0 {
+		n += 1 + protowire.SizeVarint(uint64(int64(r.MaxReconsumeTimes)))
+	}
+	if r.Reason != "" {
+		n += lenField(len(r.Reason))
+	}
+	return n
+}
+
+func (r *SendBackRequest) appendMarshal(b []byte) []byte {
+	if r.Group != "" {
+		b = appendString(b, 1, r.Group)
+	}
+	if r.MsgId != "" {
+		b = appendString(b, 2, r.MsgId)
+	}
+	if r.PhysicalOffset != 0 {
+		b = appendVarint(append(b, tag(3, protowire.VarintType)), uint64(r.PhysicalOffset))
+	}
+	if r.DelayLevel != 0 {
+		b = appendVarint(append(b, tag(4, protowire.VarintType)), uint64(int64(r.DelayLevel)))
+	}
+	if r.MaxReconsumeTimes != 0 {
+		b = appendVarint(append(b, tag(5, protowire.VarintType)), uint64(int64(r.MaxReconsumeTimes)))
+	}
+	if r.Reason != "" {
+		b = appendString(b, 6, r.Reason)
+	}
+	return b
+}

@@ -176,3 +176,74 @@ func FuzzPullResponseAppendMarshal(f *testing.F) {
 		require.Equal(t, want, append([]byte{}, in.AppendMarshal(nil)...))
 	})
 }
+
+// AppendMarshal writes the bytes proto.Marshal does, and MarshalSize
+// declines what it cannot write.
+func TestSendBackBatchRequestAppendMarshalMatchesProto(t *testing.T) {
+	withUnknown := &SendBackBatchRequest{Requests: []*SendBackRequest{{Group: "G"}}}
+	withUnknown.Requests[0].ProtoReflect().SetUnknown(protowire.AppendVarint(protowire.AppendTag(nil, 99, protowire.VarintType), 7))
+	for _, tt := range []struct {
+		name    string
+		in      *SendBackBatchRequest
+		refused bool
+	}{
+		{name: "empty", in: &SendBackBatchRequest{}},
+		{name: "requests", in: &SendBackBatchRequest{Requests: []*SendBackRequest{
+			{Group: "billing", PhysicalOffset: 1 << 33, MaxReconsumeTimes: 16, Reason: "handler failed: timeout"},
+			{Group: "billing", MsgId: "0A0000010000271B0000000000000010", PhysicalOffset: 16, DelayLevel: 3},
+			{},
+		}}},
+		{name: "negative and extreme values", in: &SendBackBatchRequest{Requests: []*SendBackRequest{
+			{DelayLevel: -1, MaxReconsumeTimes: math.MinInt32, PhysicalOffset: math.MaxInt64},
+			{PhysicalOffset: -1, DelayLevel: math.MaxInt32},
+		}}},
+		{name: "a request of 200 bytes", in: &SendBackBatchRequest{Requests: []*SendBackRequest{{Reason: string(make([]byte, 200))}}}},
+		{name: "invalid UTF-8 group", in: &SendBackBatchRequest{Requests: []*SendBackRequest{{Group: "\xff"}}}, refused: true},
+		{name: "invalid UTF-8 reason", in: &SendBackBatchRequest{Requests: []*SendBackRequest{{Reason: "\xff"}}}, refused: true},
+		{name: "nil request", in: &SendBackBatchRequest{Requests: []*SendBackRequest{nil}}, refused: true},
+		{name: "unknown field", in: withUnknown, refused: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			size, ok := tt.in.MarshalSize()
+			if tt.refused {
+				assert.False(t, ok)
+				return
+			}
+			require.True(t, ok)
+			want, err := proto.Marshal(tt.in)
+			require.NoError(t, err)
+			assert.Equal(t, len(want), size, "MarshalSize")
+			assert.Equal(t, want, append([]byte{}, tt.in.AppendMarshal(nil)...))
+			var back SendBackBatchRequest
+			require.NoError(t, back.UnmarshalOwned(tt.in.AppendMarshal(nil)))
+			assert.True(t, proto.Equal(tt.in, &back), "the broker's decoder reads it back")
+		})
+	}
+}
+
+// Whatever a consumer puts in a send-back call, AppendMarshal writes
+// proto.Marshal's bytes, or MarshalSize declines it.
+func FuzzSendBackBatchRequestAppendMarshal(f *testing.F) {
+	f.Add("billing", "", int64(1<<33), int32(0), int32(16), "handler failed")
+	f.Add("", "0A0000010000271B0000000000000010", int64(-1), int32(-1), int32(-5), "\xff")
+	f.Fuzz(func(t *testing.T, group, msgID string, phys int64, level, maxTimes int32, reason string) {
+		in := &SendBackBatchRequest{Requests: []*SendBackRequest{
+			{Group: group, MsgId: msgID, PhysicalOffset: phys, DelayLevel: level, MaxReconsumeTimes: maxTimes, Reason: reason},
+			{Group: reason, PhysicalOffset: int64(level)},
+		}}
+		want, err := proto.Marshal(in)
+		size, ok := in.MarshalSize()
+		if !ok {
+			if err == nil {
+				t.Fatalf("MarshalSize declined what proto.Marshal encodes: %v", in)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatalf("proto.Marshal refused what MarshalSize accepted: %v", err)
+		}
+		if got := in.AppendMarshal(nil); size != len(want) || string(got) != string(want) {
+			t.Fatalf("size %d, encoding %x; proto: %d, %x", size, got, len(want), want)
+		}
+	})
+}
