@@ -240,7 +240,7 @@ func (b *Broker) sendBackMessage(req SendBackRequest, g metadata.SubscriptionGro
 	for _, p := range m.Properties {
 		switch p.Key {
 		case message.PropCRC, message.PropDelay, message.PropRealTopic, message.PropRealQueueID,
-			message.PropTimerDeliverMS, message.PropTimerDelaySec:
+			message.PropTimerDeliverMS, message.PropTimerDelaySec, message.PropRetryRefs:
 			continue
 		}
 		props = append(props, p)
