@@ -190,3 +190,40 @@ func TestRetryReferenceToMissingMessage(t *testing.T) {
 	assert.Equal(t, []string{"here"}, bodies(delivered(t, b, "%RETRY%G")))
 	require.Eventually(t, func() bool { return b.Status().DelayPending[2] == 0 }, 5*time.Second, time.Millisecond)
 }
+
+// A call of more messages than one reference record holds parks several;
+// each send-back's result names the record that holds it.
+func TestSendBackSplitsReferenceRecords(t *testing.T) {
+	clock := newFakeClock()
+	b := openBroker(t, delayConfig(t, clock))
+	createTopic(t, b, "Orders", 1)
+	const n = 300 // a record holds 256
+	msgs := make([]*message.Message, n)
+	for i := range msgs {
+		msgs[i] = newMsg("Orders", 0, "m"+strconv.Itoa(i), "")
+	}
+	sent, err := b.Send(t.Context(), "Orders", msgs)
+	require.NoError(t, err)
+	reqs := make([]broker.SendBackRequest, n)
+	for i, r := range sent {
+		reqs[i] = broker.SendBackRequest{Group: "G", PhysicalOffset: r.PhysicalOffset}
+	}
+	res, errs := b.SendBackBatch(t.Context(), reqs)
+	require.Equal(t, make([]error, n), errs)
+	first, second := parkedNth(t, b, 3, 1), parkedNth(t, b, 3, 2)
+	assert.Equal(t, "256", propMap(first)[message.PropRetryRefs])
+	assert.Equal(t, "44", propMap(second)[message.PropRetryRefs])
+	for i, r := range res {
+		want := first.PhysicalOffset
+		if i >= 256 {
+			want = second.PhysicalOffset
+		}
+		require.Equal(t, want, r.Put.PhysicalOffset, "send-back %d", i)
+	}
+	clock.Advance(10 * time.Second)
+	waitCount(t, b, "%RETRY%G", n)
+	got := bodies(delivered(t, b, "%RETRY%G"))
+	require.Len(t, got, n)
+	assert.Equal(t, "m0", got[0])
+	assert.Equal(t, "m299", got[n-1])
+}

@@ -2,11 +2,13 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync/atomic"
 	"time"
 
 	"github.com/gantrymq/gantry/broker/store"
+	"github.com/gantrymq/gantry/commitlog"
 	"github.com/gantrymq/gantry/message"
 )
 
@@ -276,11 +278,16 @@ func appendProgress(q []progress, p progress) []progress {
 // republish stores delivered messages (several topics in one unit) and
 // reports whether they are in the log; warn reports a failure. An error
 // after which the messages are in the log (a flush timeout, ctx ended
-// while waiting for the flush) counts as stored.
+// while waiting for the flush) counts as stored. A unit larger than a
+// log segment holds is stored in halves (if one fails, the first may be
+// delivered again: delivery is at least once).
 func (b *Broker) republish(ctx context.Context, msgs []*message.Message, warn func(string, ...any)) bool {
 	res, err := b.store.Put(ctx, msgs)
 	if len(res) == len(msgs) {
 		return true
+	}
+	if h := len(msgs) / 2; h > 0 && errors.Is(err, commitlog.ErrRecordTooLarge) {
+		return b.republish(ctx, msgs[:h], warn) && b.republish(ctx, msgs[h:], warn)
 	}
 	warn("re-publishing parked messages failed; will retry", "messages", len(msgs), "err", err)
 	return false
