@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -66,11 +67,10 @@ func appendRetryRefs(dst []byte, refs []retryRef) []byte {
 
 // parseRetryRefs decodes a reference record's body.
 func parseRetryRefs(body []byte) ([]retryRef, error) {
-	rest, ok := strings.CutPrefix(string(body[:min(len(body), len(retryRefsMagic))]), retryRefsMagic)
-	if !ok || rest != "" {
+	body, ok := bytes.CutPrefix(body, []byte(retryRefsMagic))
+	if !ok {
 		return nil, errors.New("retry references: bad magic or version")
 	}
-	body = body[len(retryRefsMagic):]
 	if len(body)%retryRefSize != 0 || len(body) == 0 {
 		return nil, fmt.Errorf("retry references: %d bytes is not a whole number of %d-byte references", len(body), retryRefSize)
 	}
@@ -104,13 +104,7 @@ func (b *Broker) retryRefFor(req SendBackRequest, g metadata.SubscriptionGroup, 
 	if req.MsgID != "" || req.DelayLevel < 0 {
 		return retryRef{}, 0, 0, false
 	}
-	maxTimes := req.MaxReconsumeTimes
-	if maxTimes <= 0 {
-		maxTimes = g.RetryMaxTimes
-	}
-	if maxTimes <= 0 {
-		maxTimes = defaultRetryMaxTimes
-	}
+	maxTimes := retryMaxTimes(req.MaxReconsumeTimes, g)
 	if pol := g.GroupRetryPolicy; req.DelayLevel == 0 && pol != nil && pol.Type == metadata.RetryExponential {
 		return retryRef{}, 0, 0, false
 	}
@@ -126,14 +120,9 @@ func (b *Broker) retryRefFor(req SendBackRequest, g metadata.SubscriptionGroup, 
 	if times >= maxTimes { // a dead letter
 		return retryRef{}, 0, 0, false
 	}
-	level = req.DelayLevel
-	if level == 0 {
-		level = retryFirstLevel + times
-	}
-	levels := b.cfg.MessageDelayLevel
-	level = min(level, int32(len(levels)))
+	level = b.retryLevel(req.DelayLevel, times)
 	// How old the message will be when its retry falls due.
-	if age := now.Add(levels[level-1]).Sub(time.UnixMilli(message.StoreTimestampOf(r.B))); age >= b.cfg.FileReservedTime/2 {
+	if age := now.Add(b.cfg.MessageDelayLevel[level-1]).Sub(time.UnixMilli(message.StoreTimestampOf(r.B))); age >= b.cfg.FileReservedTime/2 {
 		return retryRef{}, 0, 0, false
 	}
 	return retryRef{phys: req.PhysicalOffset, size: int32(len(r.B)), maxTimes: maxTimes}, level, times + 1, true

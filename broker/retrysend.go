@@ -38,13 +38,7 @@ func (b *Broker) SendRetry(ctx context.Context, group string, m *message.Message
 	case m.Topic != RetryTopic(group):
 		return SendBackResult{}, fmt.Errorf("%w: a retry of group %q is for %q, not %q", ErrInvalidMessage, group, RetryTopic(group), m.Topic)
 	}
-	maxTimes := maxReconsumeTimes
-	if maxTimes <= 0 {
-		maxTimes = g.RetryMaxTimes
-	}
-	if maxTimes <= 0 {
-		maxTimes = defaultRetryMaxTimes
-	}
+	maxTimes := retryMaxTimes(maxReconsumeTimes, g)
 	out, res := m, SendBackResult{ReconsumeTimes: m.ReconsumeTimes}
 	if m.ReconsumeTimes > maxTimes {
 		out, res = b.sendBackMessage(SendBackRequest{Group: group, DelayLevel: -1}, g, m)

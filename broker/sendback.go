@@ -164,24 +164,21 @@ func (b *Broker) storeSendBacks(ctx context.Context, reqs []SendBackRequest, out
 // and level and fills in their results and errors.
 func (b *Broker) storeRetryRefs(ctx context.Context, k refKey, refs []retryRef, idx []int, now time.Time, res []SendBackResult, errs []error) {
 	msgs, counts, err := b.retryRefMessages(k.group, k.level, refs, now)
-	var put []store.PutResult
-	if err == nil {
-		put, err = b.put(ctx, ScheduleTopic, msgs)
-	}
-	j, left := 0, 0
-	if len(counts) > 0 {
-		left = counts[0]
-	}
-	for _, i := range idx {
-		for left == 0 && j+1 < len(counts) {
-			j++
-			left = counts[j]
+	if err != nil {
+		for _, i := range idx {
+			errs[i] = err
 		}
-		left--
-		if j < len(put) {
-			res[i].Put = put[j]
+		return
+	}
+	put, err := b.put(ctx, ScheduleTopic, msgs)
+	for j, n := range counts { // record j holds the next n requests' references
+		for _, i := range idx[:n] {
+			if j < len(put) {
+				res[i].Put = put[j]
+			}
+			errs[i] = err
 		}
-		errs[i] = err
+		idx = idx[n:]
 	}
 }
 
@@ -218,13 +215,7 @@ func (b *Broker) prepareSendBack(req SendBackRequest, g metadata.SubscriptionGro
 // sendBackMessage builds the message that takes m back for a consumer of
 // group g: to the group's retry topic, or its dead-letter topic.
 func (b *Broker) sendBackMessage(req SendBackRequest, g metadata.SubscriptionGroup, m *message.Message) (*message.Message, SendBackResult) {
-	maxTimes := req.MaxReconsumeTimes
-	if maxTimes <= 0 {
-		maxTimes = g.RetryMaxTimes
-	}
-	if maxTimes <= 0 {
-		maxTimes = defaultRetryMaxTimes
-	}
+	maxTimes := retryMaxTimes(req.MaxReconsumeTimes, g)
 
 	origTopic, ok := m.Properties.Get(message.PropRetryTopic)
 	if !ok {
@@ -271,13 +262,31 @@ func (b *Broker) sendBackMessage(req SendBackRequest, g metadata.SubscriptionGro
 		out.Properties.Set(message.PropTimerDeliverMS, strconv.FormatInt(b.cfg.Now().Add(d).UnixMilli(), 10))
 		return out, res
 	}
-	level := req.DelayLevel
-	if level == 0 {
-		level = retryFirstLevel + m.ReconsumeTimes
-	}
-	level = min(level, int32(len(b.cfg.MessageDelayLevel)))
-	out.Properties.Set(message.PropDelay, strconv.Itoa(int(level)))
+	out.Properties.Set(message.PropDelay, strconv.Itoa(int(b.retryLevel(req.DelayLevel, m.ReconsumeTimes))))
 	return out, res
+}
+
+// retryMaxTimes is the retries a message gets before the dead-letter
+// queue: asked (> 0), else the group's retryMaxTimes, else 16.
+func retryMaxTimes(asked int32, g metadata.SubscriptionGroup) int32 {
+	switch {
+	case asked > 0:
+		return asked
+	case g.RetryMaxTimes > 0:
+		return g.RetryMaxTimes
+	}
+	return defaultRetryMaxTimes
+}
+
+// retryLevel is the delay level of the retry of a message consumed times
+// times before: asked (> 0), else the ladder's 3 + times, at most the last
+// level.
+func (b *Broker) retryLevel(asked, times int32) int32 {
+	level := asked
+	if level == 0 {
+		level = retryFirstLevel + times
+	}
+	return min(level, int32(len(b.cfg.MessageDelayLevel)))
 }
 
 // exponentialDelay is the wait before retry n+1 of a message that failed
