@@ -38,19 +38,7 @@ func TestSendResponseAppendMarshalMatchesProto(t *testing.T) {
 		{name: "nil result", in: &SendResponse{Results: []*SendResult{nil}}, refused: true},
 		{name: "unknown field", in: withUnknown, refused: true},
 	} {
-		t.Run(tt.name, func(t *testing.T) {
-			size, ok := tt.in.MarshalSize()
-			if tt.refused {
-				assert.False(t, ok)
-				return
-			}
-			require.True(t, ok)
-			want, err := proto.Marshal(tt.in)
-			require.NoError(t, err)
-			assert.Equal(t, len(want), size, "MarshalSize")
-			assert.Equal(t, want, append([]byte{}, tt.in.AppendMarshal(nil)...))
-			assert.Equal(t, append([]byte("prefix"), want...), tt.in.AppendMarshal([]byte("prefix")), "appends")
-		})
+		t.Run(tt.name, func(t *testing.T) { checkAppendMarshal(t, tt.in, tt.refused) })
 	}
 }
 
@@ -67,20 +55,7 @@ func FuzzSendResponseAppendMarshal(f *testing.F) {
 		if code != 0 || msg != "" || indet {
 			in.Error = &Error{Code: code, Message: msg, Indeterminate: indet}
 		}
-		want, err := proto.Marshal(in)
-		size, ok := in.MarshalSize()
-		if !ok {
-			if err == nil {
-				t.Fatalf("MarshalSize declined what proto.Marshal encodes: %v", in)
-			}
-			return
-		}
-		if err != nil {
-			t.Fatalf("proto.Marshal refused what MarshalSize accepted: %v", err)
-		}
-		if got := in.AppendMarshal(nil); size != len(want) || string(got) != string(want) {
-			t.Fatalf("size %d, encoding %x; proto: %d, %x", size, got, len(want), want)
-		}
+		fuzzAppendMarshal(t, in)
 	})
 }
 
@@ -204,16 +179,9 @@ func TestSendBackBatchRequestAppendMarshalMatchesProto(t *testing.T) {
 		{name: "unknown field", in: withUnknown, refused: true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			size, ok := tt.in.MarshalSize()
-			if tt.refused {
-				assert.False(t, ok)
+			if !checkAppendMarshal(t, tt.in, tt.refused) {
 				return
 			}
-			require.True(t, ok)
-			want, err := proto.Marshal(tt.in)
-			require.NoError(t, err)
-			assert.Equal(t, len(want), size, "MarshalSize")
-			assert.Equal(t, want, append([]byte{}, tt.in.AppendMarshal(nil)...))
 			var back SendBackBatchRequest
 			require.NoError(t, back.UnmarshalOwned(tt.in.AppendMarshal(nil)))
 			assert.True(t, proto.Equal(tt.in, &back), "the broker's decoder reads it back")
@@ -231,19 +199,53 @@ func FuzzSendBackBatchRequestAppendMarshal(f *testing.F) {
 			{Group: group, MsgId: msgID, PhysicalOffset: phys, DelayLevel: level, MaxReconsumeTimes: maxTimes, Reason: reason},
 			{Group: reason, PhysicalOffset: int64(level)},
 		}}
-		want, err := proto.Marshal(in)
-		size, ok := in.MarshalSize()
-		if !ok {
-			if err == nil {
-				t.Fatalf("MarshalSize declined what proto.Marshal encodes: %v", in)
-			}
-			return
-		}
-		if err != nil {
-			t.Fatalf("proto.Marshal refused what MarshalSize accepted: %v", err)
-		}
-		if got := in.AppendMarshal(nil); size != len(want) || string(got) != string(want) {
-			t.Fatalf("size %d, encoding %x; proto: %d, %x", size, got, len(want), want)
-		}
+		fuzzAppendMarshal(t, in)
 	})
+}
+
+// appendMarshaler is a message with a reflection-free encoder.
+type appendMarshaler interface {
+	proto.Message
+	MarshalSize() (int, bool)
+	AppendMarshal(b []byte) []byte
+}
+
+// checkAppendMarshal checks that in's AppendMarshal writes what
+// proto.Marshal does (also after a prefix) and MarshalSize its length, or,
+// when refused, that MarshalSize declines in. It reports whether in was
+// encoded.
+func checkAppendMarshal(t *testing.T, in appendMarshaler, refused bool) bool {
+	t.Helper()
+	size, ok := in.MarshalSize()
+	if refused {
+		assert.False(t, ok)
+		return false
+	}
+	require.True(t, ok)
+	want, err := proto.Marshal(in)
+	require.NoError(t, err)
+	assert.Equal(t, len(want), size, "MarshalSize")
+	assert.Equal(t, want, append([]byte{}, in.AppendMarshal(nil)...))
+	assert.Equal(t, append([]byte("prefix"), want...), in.AppendMarshal([]byte("prefix")), "appends")
+	return true
+}
+
+// fuzzAppendMarshal fails when MarshalSize declines what proto.Marshal
+// encodes, accepts what it refuses, or AppendMarshal writes other bytes.
+func fuzzAppendMarshal(t *testing.T, in appendMarshaler) {
+	t.Helper()
+	want, err := proto.Marshal(in)
+	size, ok := in.MarshalSize()
+	if !ok {
+		if err == nil {
+			t.Fatalf("MarshalSize declined what proto.Marshal encodes: %v", in)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("proto.Marshal refused what MarshalSize accepted: %v", err)
+	}
+	if got := in.AppendMarshal(nil); size != len(want) || string(got) != string(want) {
+		t.Fatalf("size %d, encoding %x; proto: %d, %x", size, got, len(want), want)
+	}
 }
