@@ -70,6 +70,7 @@ type fakeBroker struct {
 	srv           *grpc.Server
 
 	sendRequests atomic.Int64 // SendRequests received (stream or unary)
+	sentBack     atomic.Int64 // messages taken by SendBackBatch
 	streams      atomic.Int64 // SendStreams opened
 
 	mu         sync.Mutex
@@ -304,6 +305,17 @@ func withErrorInfo(st *status.Status, reason string, md map[string]string) error
 	p := st.Proto()
 	p.Details = append(p.Details, &anypb.Any{TypeUrl: errorInfoTypeURL, Value: b})
 	return status.FromProto(p).Err()
+}
+
+// SendBackBatch takes every message and answers that each will be
+// retried.
+func (f *fakeMessaging) SendBackBatch(_ context.Context, req *gantryv1.SendBackBatchRequest) (*gantryv1.SendBackBatchResponse, error) {
+	resp := &gantryv1.SendBackBatchResponse{Results: make([]*gantryv1.SendBackResult, len(req.GetRequests()))}
+	for i := range resp.Results {
+		resp.Results[i] = &gantryv1.SendBackResult{ReconsumeTimes: 1}
+	}
+	f.b.sentBack.Add(int64(len(req.GetRequests())))
+	return resp, nil
 }
 
 func (f *fakeMessaging) queue(topic string, qid int32) ([][]byte, error) {

@@ -147,6 +147,7 @@ type pushOptions struct {
 	lockRenewEvery time.Duration
 	maxReconsume   int // <= 0: the group's (concurrent) or unlimited (ordered)
 	consumeTimeout time.Duration
+	backLinger     time.Duration // sendBackLinger; tests change it
 }
 
 func defaultPushOptions() pushOptions {
@@ -156,7 +157,7 @@ func defaultPushOptions() pushOptions {
 		maxSpan: DefaultMaxSpan, rebalanceEvery: DefaultRebalanceInterval, commitEvery: DefaultCommitInterval,
 		heartbeatEvery: DefaultHeartbeatInterval, hold: DefaultPushPullHold, holdMargin: DefaultHoldMargin,
 		retryDelay: DefaultRetryDelay, suspendTime: DefaultSuspendTime, lockRenewEvery: DefaultLockRenewInterval,
-		consumeTimeout: DefaultConsumeTimeout,
+		consumeTimeout: DefaultConsumeTimeout, backLinger: sendBackLinger,
 	}
 }
 

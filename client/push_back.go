@@ -90,7 +90,15 @@ func (p *PushConsumer) runBackSender(s *backSender) {
 	for it := range s.ch {
 		batch := make([]backItem, 1, maxSendBackBatch)
 		batch[0] = it
-		time.Sleep(sendBackLinger) // the queue takes what fails meanwhile; Shutdown waits this long at most
+		if len(s.ch) < maxSendBackBatch-1 {
+			// The queue takes what fails meanwhile; Shutdown waits this
+			// long at most. Not when a full batch waits already: a sender
+			// lingering after every call could send no more than 256
+			// messages per linger (51,000 a second), and a storm failing
+			// faster would hold its failed messages ever longer, stalling
+			// their queues' pulls at the span limit.
+			time.Sleep(p.opts.backLinger)
+		}
 	more:
 		for len(batch) < maxSendBackBatch {
 			select {

@@ -1,0 +1,51 @@
+package client
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gantrymq/gantry/message"
+)
+
+// A sender with a backlog sends it without lingering: the linger gathers
+// a batch from a trickle of failures, and a sender that lingered before
+// every call could send no more than a batch per linger, holding a storm's
+// failed messages (and their queues' pulls) ever longer.
+func TestBackSenderSendsBacklogWithoutLinger(t *testing.T) {
+	b := startBroker(t, "a", 1, "T")
+	ns := startNameServer(t, b)
+	p, err := NewPushConsumer(t.Context(), testConfig(t, ns), "g", func(context.Context, []*MessageExt) ConsumeResult { return ConsumeSuccess })
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.c.close() })
+	p.opts.backLinger = time.Hour // a linger would outlast the test
+
+	const n = 3 * maxSendBackBatch
+	aq := &assignedQueue{q: Queue{Topic: "T", BrokerName: "a", Broker: b.addr}, pq: newProcessQueue(0)}
+	msgs := make([]*MessageExt, n)
+	for i := range msgs {
+		msgs[i] = &MessageExt{Message: &message.Message{}, QueueOffset: int64(i), PhysicalOffset: int64(i) * 100}
+	}
+	aq.pq.put(msgs, n)
+	s := &backSender{addr: b.addr, ch: make(chan backItem, sendBackQueue)}
+	aq.inflight.Add(n)
+	for _, m := range msgs {
+		s.ch <- backItem{aq: aq, m: m}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		p.runBackSender(s)
+	}()
+	// Every message taken by the broker, in full batches, long before an
+	// hour's linger.
+	require.Eventually(t, func() bool { return b.sentBack.Load() == n }, 30*time.Second, time.Millisecond)
+	aq.inflight.Wait()
+	count, _, _ := aq.pq.load()
+	assert.Zero(t, count, "messages still held")
+	close(s.ch)
+	<-done
+}
