@@ -185,6 +185,8 @@ func measure(count, rounds, size int) error {
 
 func quantiles(d []time.Duration) string {
 	slices.Sort(d)
-	q := func(f float64) time.Duration { return d[min(len(d)-1, int(f*float64(len(d))))].Round(100 * time.Nanosecond) }
+	q := func(f float64) time.Duration {
+		return d[min(len(d)-1, int(f*float64(len(d))))].Round(100 * time.Nanosecond)
+	}
 	return fmt.Sprintf("p50 %v  p99 %v  p999 %v", q(0.5), q(0.99), q(0.999))
 }
