@@ -22,7 +22,6 @@ import (
 	"os/exec"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"google.golang.org/grpc"
@@ -71,7 +70,8 @@ func (echo) SendStream(st grpc.BidiStreamingServer[gantryv1.SendRequest, gantryv
 }
 
 // serve runs both servers on loopback, prints their addresses and runs
-// until its standard input closes (the measuring process ended).
+// until its standard input closes (the measuring process ended, however
+// it ended).
 func serve() error {
 	gl, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -106,7 +106,6 @@ func measure(count, rounds, size int) error {
 	srv := exec.Command(self)
 	srv.Env = append(os.Environ(), serverEnv+"=1")
 	srv.Stderr = os.Stderr
-	srv.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stdin, err := srv.StdinPipe()
 	if err != nil {
 		return err
