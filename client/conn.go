@@ -8,8 +8,10 @@ import (
 	mrand "math/rand/v2"
 	"sort"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/experimental"
@@ -21,7 +23,7 @@ import (
 
 // connPool holds one *grpc.ClientConn per address (brokers and
 // nameservers), created on first use. Connections connect lazily and
-// reconnect by themselves.
+// reconnect by themselves, with reconnectBackoff between attempts.
 type connPool struct {
 	opts []grpc.DialOption
 
@@ -30,8 +32,18 @@ type connPool struct {
 	closed bool
 }
 
+// reconnectBackoff paces the attempts to reconnect to an address that
+// went away: 50 ms after the first failure, doubling up to 1 s (Kafka's
+// reconnect.backoff.ms and reconnect.backoff.max.ms). gRPC's default
+// starts at 1 s and grows to 2 min, so a broker back after a restart of
+// a few seconds was not used again for seconds more: the calls meanwhile
+// fail at once with the last connection error (a push consumer then
+// retried its failed messages itself instead of sending them back).
+var reconnectBackoff = backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 2, Jitter: 0.2, MaxDelay: time.Second}
+
 func newConnPool(opts []grpc.DialOption) *connPool {
 	all := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: reconnectBackoff, MinConnectTimeout: 20 * time.Second}),
 		experimental.WithBufferPool(grpcbuf.Shared), grpc.WithDefaultCallOptions(grpc.ForceCodecV2(grpcbuf.Codec{})),
 		grpc.WithInitialWindowSize(grpcbuf.FlowWindow), grpc.WithInitialConnWindowSize(grpcbuf.FlowWindow),
 	}, opts...) // buffers not zeroed for every message, a fixed flow-control window (internal/grpcbuf)

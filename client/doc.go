@@ -13,7 +13,10 @@
 // cached route is kept (with a warning in the log) and the client keeps
 // working with the brokers it knows (DESIGN.md §5). Each broker and
 // nameserver address gets one *grpc.ClientConn, plaintext unless
-// Config.DialOptions says otherwise.
+// Config.DialOptions says otherwise. A connection that breaks is tried
+// again 50 ms later, then after twice as long each time up to 1 s (as
+// Kafka's clients do; gRPC's own default grows to 2 minutes), so a broker
+// back from a restart is used again within a second.
 //
 // # Errors
 //
@@ -114,7 +117,9 @@
 //     and leave on those streams, and drops a member at once when its
 //     streams end (a shutdown, or a killed process whose connection
 //     closed). Members rebalance on each report, and every 20 s as a
-//     safety net.
+//     safety net. A member its broker does not list (the broker restarted
+//     moments ago and has not had the member's heartbeat yet) keeps its
+//     queues and heartbeats at once instead of letting them all go.
 //   - Allocation: AllocateAveragely (default) or AllocateAveragelyByCircle,
 //     from the sorted client ids and queues, so every member computes the
 //     same split. In broadcasting every member takes every queue.
@@ -122,7 +127,8 @@
 //     before consuming it, renews the lock every 20 s, and after a
 //     rebalance releases it only once the queue's batches in flight are
 //     done and its offset committed; the next owner takes the queue when
-//     the lock is free (it retries every 200 ms). A queue never has two
+//     the lock is free (it retries every 200 ms), and the member that let
+//     it go takes it back only after that commit. A queue never has two
 //     live consumers.
 //   - Delivery: one long-polling pull loop per queue into a process queue
 //     with flow control (WithPullThreshold, WithMaxSpan: pulling pauses, a
@@ -163,7 +169,8 @@
 //   - NameServers: nameserver gRPC addresses; default ["127.0.0.1:9877"].
 //   - DialOptions: added to every connection; default plaintext, with a
 //     fixed 16 MiB HTTP/2 flow-control window (gRPC's dynamic one sends a
-//     PING with every request sent one at a time).
+//     PING with every request sent one at a time) and reconnection after
+//     50 ms to 1 s (grpc.WithConnectParams here replaces it).
 //   - RouteRefresh: route refresh period; default 30 s.
 //   - Logger: *slog.Logger; default discard.
 //   - ClientID: default hostname@pid@random.

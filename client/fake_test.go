@@ -71,6 +71,7 @@ type fakeBroker struct {
 
 	sendRequests atomic.Int64 // SendRequests received (stream or unary)
 	sentBack     atomic.Int64 // messages taken by SendBackBatch
+	members      []string     // GetConsumerList's answer, for every group
 	streams      atomic.Int64 // SendStreams opened
 
 	mu         sync.Mutex
@@ -305,6 +306,13 @@ func withErrorInfo(st *status.Status, reason string, md map[string]string) error
 	p := st.Proto()
 	p.Details = append(p.Details, &anypb.Any{TypeUrl: errorInfoTypeURL, Value: b})
 	return status.FromProto(p).Err()
+}
+
+// GetConsumerList answers the broker's members.
+func (f *fakeMessaging) GetConsumerList(context.Context, *gantryv1.GetConsumerListRequest) (*gantryv1.GetConsumerListResponse, error) {
+	f.b.mu.Lock()
+	defer f.b.mu.Unlock()
+	return &gantryv1.GetConsumerListResponse{ClientIds: slices.Clone(f.b.members)}, nil
 }
 
 // SendBackBatch takes every message and answers that each will be

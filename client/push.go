@@ -338,13 +338,18 @@ type PushConsumer struct {
 
 	lockMu sync.Mutex // serializes lock renewals and unlocks
 
-	mu      sync.Mutex
-	subs    map[string]string // topic -> expression
-	state   int               // pushNew, pushStarted, pushShut
-	queues  map[queueKey]*assignedQueue
-	brokers map[string]*brokerLink // by address
-	backs   map[string]*backSender // by broker address
-	tasks   group                  // loops, pullers, workers, watchers
+	mu     sync.Mutex
+	subs   map[string]string // topic -> expression
+	state  int               // pushNew, pushStarted, pushShut
+	queues map[queueKey]*assignedQueue
+	// releasing holds the queues a rebalance let go of whose release (the
+	// end of their batches and the commit of their offsets) has not ended:
+	// such a queue is not taken again before, or it would start over from
+	// an offset not yet committed.
+	releasing map[queueKey]bool
+	brokers   map[string]*brokerLink // by address
+	backs     map[string]*backSender // by broker address
+	tasks     group                  // loops, pullers, workers, watchers
 
 	life       context.Context // ends when Shutdown begins: pulling and rebalancing stop
 	stopLife   context.CancelFunc
@@ -397,7 +402,7 @@ func NewPushConsumer(ctx context.Context, cfg Config, group string, handler Mess
 	c.log = c.log.With("group", group)
 	return &PushConsumer{
 		c: c, group: group, handler: handler, opts: o, subs: map[string]string{},
-		queues: map[queueKey]*assignedQueue{}, brokers: map[string]*brokerLink{}, backs: map[string]*backSender{},
+		queues: map[queueKey]*assignedQueue{}, releasing: map[queueKey]bool{}, brokers: map[string]*brokerLink{}, backs: map[string]*backSender{},
 		work: make(chan consumeTask, workBuffer), kick: make(chan struct{}, 1), hbKick: make(chan struct{}, 1),
 	}, nil
 }

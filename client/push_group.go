@@ -264,9 +264,29 @@ func (p *PushConsumer) rebalance(ctx context.Context) bool {
 	for _, aq := range released {
 		aq.cancel() // stop at once; release waits for what runs
 		p.c.log.Info("rebalance: releasing queue", "queue", aq.q)
-		p.releases.Go(func() { p.release(aq) })
+		k := keyOf(aq.q)
+		p.mu.Lock()
+		p.releasing[k] = true
+		p.mu.Unlock()
+		p.releases.Go(func() {
+			p.release(aq)
+			p.mu.Lock()
+			delete(p.releasing, k)
+			p.mu.Unlock()
+		})
 	}
 	for _, q := range added {
+		p.mu.Lock()
+		releasing := p.releasing[keyOf(q)]
+		p.mu.Unlock()
+		if releasing {
+			// Let go of moments ago and its offset not committed yet
+			// (a member list that missed this client for a moment, say):
+			// the next try takes it from the committed offset.
+			complete = false
+			p.c.log.Info("rebalance: queue not taken yet: its release has not ended", "queue", q)
+			continue
+		}
 		if err := p.take(ctx, q); err != nil {
 			complete = false
 			if ctx.Err() == nil {
@@ -294,6 +314,15 @@ func (p *PushConsumer) share(ctx context.Context, topic string) ([]Queue, error)
 	ids, err := p.members(ctx, rt)
 	if err != nil {
 		return nil, err
+	}
+	if !slices.Contains(ids, p.c.cfg.ClientID) {
+		// The broker has not registered this client (yet): it restarted
+		// moments ago, or expired the client while it was cut off. A share
+		// computed without this member would be none, and letting every
+		// queue go would rewind them to their committed offsets; keep them
+		// until the heartbeat that is sent now registers the client again.
+		trigger(p.hbKick)
+		return nil, fmt.Errorf("client: the broker does not list this client (%s) in group %s yet: %w", p.c.cfg.ClientID, p.group, ErrUnavailable)
 	}
 	return p.opts.strategy.Allocate(p.c.cfg.ClientID, ids, qs), nil
 }

@@ -1,0 +1,39 @@
+package client
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// A member the broker does not list (the broker restarted moments ago and
+// has not had its heartbeat yet) gets no share computed: computed without
+// it, the share would be nothing, and letting every queue go would rewind
+// them to their committed offsets. It keeps its queues (the error) and
+// heartbeats at once.
+func TestShareNeedsTheClientListed(t *testing.T) {
+	b := startBroker(t, "a", 4, "T")
+	ns := startNameServer(t, b)
+	cfg := testConfig(t, ns)
+	cfg.ClientID = "me"
+	p, err := NewPushConsumer(t.Context(), cfg, "g", func(context.Context, []*MessageExt) ConsumeResult { return ConsumeSuccess })
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.c.close() })
+
+	b.configure(func(b *fakeBroker) { b.members = []string{"other"} })
+	_, err = p.share(t.Context(), "T")
+	require.ErrorIs(t, err, ErrUnavailable)
+	assert.ErrorContains(t, err, "does not list this client (me)")
+	select {
+	case <-p.hbKick:
+	default:
+		t.Error("no heartbeat asked for")
+	}
+
+	b.configure(func(b *fakeBroker) { b.members = []string{"me", "other"} })
+	mine, err := p.share(t.Context(), "T")
+	require.NoError(t, err)
+	assert.Len(t, mine, 2, "half of the 4 queues")
+}
