@@ -7,6 +7,7 @@ import (
 	"time"
 
 	gantryv1 "github.com/gantrymq/gantry/api/gantry/v1"
+	"github.com/gantrymq/gantry/message"
 )
 
 const (
@@ -32,9 +33,58 @@ const (
 // backItem is a failed message on its way back to its broker.
 type backItem struct {
 	aq     *assignedQueue
-	m      *MessageExt
+	m      *backCopy
 	dead   bool
 	reason string
+}
+
+// backCopy is the copy of a failed message that waits in its process
+// queue for its send-back (see settleFailed): it shares no memory with
+// the pull the message came in. Nothing but the process queue and the
+// sender sees it (the handler had the original), so once the broker took
+// the message it is recycled, body buffer included: a retry storm then
+// allocates no copy per failure. A copy handed to the handler again (the
+// send-back failed) is never recycled.
+type backCopy struct {
+	ext  MessageExt
+	msg  message.Message
+	body []byte
+}
+
+var backCopies = sync.Pool{New: func() any { return new(backCopy) }}
+
+// maxRecycledBody is the largest body buffer kept for reuse.
+const maxRecycledBody = 64 << 10
+
+// newBackCopy copies e (its decoded record, and its body, into a
+// recycled buffer).
+func newBackCopy(e *MessageExt) *backCopy {
+	c := backCopies.Get().(*backCopy)
+	c.ext = *e
+	if e.Message == nil {
+		c.body = append(c.body[:0], e.Body...)
+		c.ext.Body = c.body
+		return c
+	}
+	c.msg = *e.Message
+	inflated := len(e.Body) > 0 && len(e.Message.Body) > 0 && &e.Body[0] != &e.Message.Body[0]
+	c.body = append(c.body[:0], e.Message.Body...)
+	c.msg.Body = c.body
+	c.ext.Message = &c.msg
+	if !inflated { // an inflated body is its own already
+		c.ext.Body = c.body
+	}
+	return c
+}
+
+// recycle returns c to the pool; nothing may use it afterwards.
+func (c *backCopy) recycle() {
+	body := c.body[:0]
+	if cap(body) > maxRecycledBody {
+		body = nil
+	}
+	*c = backCopy{body: body}
+	backCopies.Put(c)
 }
 
 // backSender hands failed messages back to one broker, many per call, on
@@ -64,7 +114,7 @@ func (p *PushConsumer) backSenderFor(addr string) *backSender {
 
 // sendBackAsync queues msgs for their broker. Each holds one count of
 // aq.inflight until the broker took it or it was retried here.
-func (p *PushConsumer) sendBackAsync(aq *assignedQueue, msgs []*MessageExt, dead bool, reason string) {
+func (p *PushConsumer) sendBackAsync(aq *assignedQueue, msgs []*backCopy, dead bool, reason string) {
 	addr, err := p.c.brokerAddr(aq.q)
 	var s *backSender
 	if err == nil {
@@ -72,7 +122,7 @@ func (p *PushConsumer) sendBackAsync(aq *assignedQueue, msgs []*MessageExt, dead
 	}
 	for _, m := range msgs {
 		if s == nil {
-			p.retryLocally(aq, []*MessageExt{m})
+			p.retryLocally(aq, []*MessageExt{&m.ext})
 			aq.inflight.Done()
 			continue
 		}
@@ -128,7 +178,7 @@ func (p *PushConsumer) sendBackBatch(addr string, batch []backItem) {
 	reqs := make([]gantryv1.SendBackRequest, len(batch))
 	req := &gantryv1.SendBackBatchRequest{Requests: make([]*gantryv1.SendBackRequest, len(batch))}
 	for i, it := range batch {
-		p.fillSendBack(&reqs[i], it.m, it.dead, it.reason)
+		p.fillSendBack(&reqs[i], &it.m.ext, it.dead, it.reason)
 		req.Requests[i] = &reqs[i]
 	}
 	ctx, cancel := context.WithTimeout(p.c.life, nameServerCallTimeout)
@@ -164,14 +214,19 @@ func (p *PushConsumer) sendBackBatch(addr string, batch []backItem) {
 			}
 		}
 		if ierr != nil {
-			p.c.log.Warn("send back failed; retrying the message here", "queue", it.aq.q, "offset", it.m.QueueOffset, "err", ierr)
-			p.retryLocally(it.aq, []*MessageExt{it.m})
+			p.c.log.Warn("send back failed; retrying the message here", "queue", it.aq.q, "offset", it.m.ext.QueueOffset, "err", ierr)
+			p.retryLocally(it.aq, []*MessageExt{&it.m.ext})
+			batch[i].m = nil // the handler's now: not recycled
 			continue
 		}
-		taken = append(taken, it.m)
+		taken = append(taken, &it.m.ext)
 	}
 	flush()
+	clear(taken)
 	for _, it := range batch {
+		if it.m != nil { // taken by the broker and out of its process queue
+			it.m.recycle()
+		}
 		it.aq.inflight.Done()
 	}
 }

@@ -33,7 +33,7 @@ func TestBackSenderSendsBacklogWithoutLinger(t *testing.T) {
 	s := &backSender{addr: b.addr, ch: make(chan backItem, sendBackQueue)}
 	aq.inflight.Add(n)
 	for _, m := range msgs {
-		s.ch <- backItem{aq: aq, m: m}
+		s.ch <- backItem{aq: aq, m: newBackCopy(m)}
 	}
 	done := make(chan struct{})
 	go func() {
@@ -48,4 +48,31 @@ func TestBackSenderSendsBacklogWithoutLinger(t *testing.T) {
 	assert.Zero(t, count, "messages still held")
 	close(s.ch)
 	<-done
+}
+
+// A failed message's copy shares no memory with the pull it came in, an
+// inflated body stays the copy's own, and a recycled copy keeps only its
+// body buffer.
+func TestBackCopy(t *testing.T) {
+	pull := []byte("stored-body")
+	orig := &MessageExt{Message: &message.Message{Topic: "T", Body: pull[:6]}, Topic: "T", QueueOffset: 7, Body: pull[:6]}
+	c := newBackCopy(orig)
+	copy(pull, "XXXXXX")
+	assert.Equal(t, "stored", string(c.ext.Body))
+	assert.Equal(t, "stored", string(c.ext.Message.Body))
+	assert.Same(t, &c.msg, c.ext.Message)
+	assert.Equal(t, int64(7), c.ext.QueueOffset)
+
+	inflated := []byte("inflated body")
+	orig = &MessageExt{Message: &message.Message{Body: pull[:6]}, Body: inflated}
+	c2 := newBackCopy(orig)
+	assert.Same(t, &inflated[0], &c2.ext.Body[0], "the inflated body is the message's own")
+	assert.Equal(t, "XXXXXX", string(c2.ext.Message.Body))
+	require.NotSame(t, &pull[0], &c2.ext.Message.Body[0])
+
+	c.recycle()
+	assert.Zero(t, c.ext)
+	assert.Zero(t, c.msg)
+	assert.Empty(t, c.body)
+	assert.Positive(t, cap(c.body), "the buffer is kept")
 }

@@ -188,19 +188,24 @@ func (p *PushConsumer) settleFailed(aq *assignedQueue, msgs []*MessageExt, res C
 	// retry storm nearly every pull holds a failed message, and holding
 	// those pulls tripled the consumer's live heap (and its GC work).
 	copies := make([]*MessageExt, len(msgs))
+	if p.opts.model == Clustering {
+		// Back to the broker, which retries through the group's retry
+		// topic (or dead-letters); each message is in flight until then.
+		backs := make([]*backCopy, len(msgs))
+		for i, m := range msgs {
+			backs[i] = newBackCopy(m)
+			copies[i] = &backs[i].ext
+		}
+		aq.pq.swap(msgs, copies)
+		aq.inflight.Add(len(msgs))
+		p.sendBackAsync(aq, backs, res == ConsumeDeadLetter, reason)
+		return
+	}
 	for i, m := range msgs {
 		copies[i] = m.detached()
 	}
 	aq.pq.swap(msgs, copies)
-	msgs = copies
-	if p.opts.model == Clustering {
-		// Back to the broker, which retries through the group's retry
-		// topic (or dead-letters); each message is in flight until then.
-		aq.inflight.Add(len(msgs))
-		p.sendBackAsync(aq, msgs, res == ConsumeDeadLetter, reason)
-		return
-	}
-	p.retryLocally(aq, msgs)
+	p.retryLocally(aq, copies)
 }
 
 // retryLocally hands msgs to the handler again after the retry delay,
