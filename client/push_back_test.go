@@ -24,7 +24,7 @@ func TestBackSenderSendsBacklogWithoutLinger(t *testing.T) {
 	p.opts.backLinger = time.Hour // a linger would outlast the test
 
 	const n = 3 * maxSendBackBatch
-	aq := &assignedQueue{q: Queue{Topic: "T", BrokerName: "a", Broker: b.addr}, pq: newProcessQueue(0)}
+	aq := &assignedQueue{q: Queue{Topic: "T", BrokerName: "a", Broker: b.addr}, pq: newProcessQueue(0, false)}
 	msgs := make([]*MessageExt, n)
 	for i := range msgs {
 		msgs[i] = &MessageExt{Message: &message.Message{}, QueueOffset: int64(i), PhysicalOffset: int64(i) * 100}

@@ -184,27 +184,25 @@ func (p *PushConsumer) consume(t consumeTask) {
 // the broker, or retried here.
 func (p *PushConsumer) settleFailed(aq *assignedQueue, msgs []*MessageExt, res ConsumeResult, reason string) {
 	// What waits is a copy: the pull the messages came in, and every
-	// message of it, can then be freed once the others are handled. In a
-	// retry storm nearly every pull holds a failed message, and holding
-	// those pulls tripled the consumer's live heap (and its GC work).
-	copies := make([]*MessageExt, len(msgs))
+	// message of it, can then be freed once the others are handled (the
+	// process queue holds offsets only). In a retry storm nearly every
+	// pull holds a failed message, and holding those pulls tripled the
+	// consumer's live heap (and its GC work).
 	if p.opts.model == Clustering {
 		// Back to the broker, which retries through the group's retry
 		// topic (or dead-letters); each message is in flight until then.
 		backs := make([]*backCopy, len(msgs))
 		for i, m := range msgs {
 			backs[i] = newBackCopy(m)
-			copies[i] = &backs[i].ext
 		}
-		aq.pq.swap(msgs, copies)
 		aq.inflight.Add(len(msgs))
 		p.sendBackAsync(aq, backs, res == ConsumeDeadLetter, reason)
 		return
 	}
+	copies := make([]*MessageExt, len(msgs))
 	for i, m := range msgs {
 		copies[i] = m.detached()
 	}
-	aq.pq.swap(msgs, copies)
 	p.retryLocally(aq, copies)
 }
 

@@ -374,7 +374,7 @@ func (p *PushConsumer) take(ctx context.Context, q Queue) error {
 	}
 	actx, cancel := context.WithCancel(p.life)
 	aq := &assignedQueue{
-		q: q, filter: p.subExpression(q.Topic), pq: newProcessQueue(start), ctx: actx, cancel: cancel,
+		q: q, filter: p.subExpression(q.Topic), pq: newProcessQueue(start, p.opts.ordered), ctx: actx, cancel: cancel,
 		wake: make(chan struct{}, 1), needLock: needLock, committed: -1,
 	}
 	if needLock {

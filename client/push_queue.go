@@ -14,11 +14,13 @@ import (
 // Its load, for flow control, counts the messages not handled yet, as
 // RocketMQ's does: a message waiting at the front (its handler still
 // running, or its send-back to the broker) keeps the handled ones behind
-// it in the queue until it is done, only as offsets: the queue lets go of
-// a message once it is handled, so that neither it nor the pull it came
-// in stays in memory for the one in front (a failed message waiting to go
-// back is a copy, see swap). Handled messages count neither as messages
-// nor as bytes; the offset span bounds them (WithMaxSpan).
+// it in the queue until it is done, only as offsets. Only ordered
+// consumption, which hands messages out from here, keeps the messages
+// themselves; concurrent consumption keeps each one's offset and size, so
+// that neither a handled message nor the pull it came in stays in memory
+// for the one in front (a failed message waiting to go back is a copy held
+// by its sender). Handled messages count neither as messages nor as bytes;
+// the offset span bounds them (WithMaxSpan).
 type processQueue struct {
 	mu        sync.Mutex
 	entries   []pqEntry // ascending offsets; handled ones leave from the front
@@ -27,17 +29,21 @@ type processQueue struct {
 	next      int64     // the offset to pull next
 	taken     int       // ordered: entries[:taken] are handed to the handler
 	peak      int       // most messages held and not handled at once
+	keepMsgs  bool      // ordered: entries hold their messages until done
 	space     chan struct{}
 }
 
 type pqEntry struct {
-	off  int64       // msg.QueueOffset, here so that a search reads no message
-	msg  *MessageExt // nil once done
+	off  int64       // msg.QueueOffset
+	size int64       // body bytes
+	msg  *MessageExt // ordered only; nil once done
 	done bool
 }
 
-func newProcessQueue(next int64) *processQueue {
-	return &processQueue{next: next, space: make(chan struct{}, 1)}
+// newProcessQueue returns a queue that pulls from next on; keepMsgs for
+// ordered consumption (take, untake).
+func newProcessQueue(next int64, keepMsgs bool) *processQueue {
+	return &processQueue{next: next, keepMsgs: keepMsgs, space: make(chan struct{}, 1)}
 }
 
 // put adds pulled messages (ascending offsets, after those held) and sets
@@ -46,8 +52,12 @@ func (pq *processQueue) put(msgs []*MessageExt, next int64) {
 	pq.mu.Lock()
 	defer pq.mu.Unlock()
 	for _, m := range msgs {
-		pq.entries = append(pq.entries, pqEntry{off: m.QueueOffset, msg: m})
-		pq.bytes += int64(len(m.Body))
+		e := pqEntry{off: m.QueueOffset, size: int64(len(m.Body))}
+		if pq.keepMsgs {
+			e.msg = m
+		}
+		pq.entries = append(pq.entries, e)
+		pq.bytes += e.size
 	}
 	pq.unhandled += len(msgs)
 	pq.peak = max(pq.peak, pq.unhandled)
@@ -74,7 +84,7 @@ func (pq *processQueue) done(msgs []*MessageExt) {
 	defer pq.mu.Unlock()
 	j := -1 // the entry after the last one marked: msgs are usually a run
 	for _, m := range msgs {
-		if j < 0 || j >= len(pq.entries) || pq.entries[j].msg != m {
+		if j < 0 || j >= len(pq.entries) || pq.entries[j].off != m.QueueOffset {
 			i, ok := slices.BinarySearchFunc(pq.entries, m.QueueOffset, func(e pqEntry, off int64) int {
 				return cmp.Compare(e.off, off)
 			})
@@ -87,7 +97,7 @@ func (pq *processQueue) done(msgs []*MessageExt) {
 		if e := &pq.entries[j]; !e.done {
 			e.done = true
 			pq.unhandled--
-			pq.bytes -= int64(len(e.msg.Body))
+			pq.bytes -= e.size
 			e.msg = nil // handled: nothing here keeps it, or its pull, in memory
 		}
 		j++
@@ -104,22 +114,6 @@ func (pq *processQueue) done(msgs []*MessageExt) {
 	select { // fewer unhandled, or a smaller span
 	case pq.space <- struct{}{}:
 	default:
-	}
-}
-
-// swap puts copies in place of messages held and not done (same offsets,
-// in the order held): a message that waits, for its retry or its
-// send-back, then keeps no pull's memory alive.
-func (pq *processQueue) swap(olds, copies []*MessageExt) {
-	pq.mu.Lock()
-	defer pq.mu.Unlock()
-	for i, m := range olds {
-		j, ok := slices.BinarySearchFunc(pq.entries, m.QueueOffset, func(e pqEntry, off int64) int {
-			return cmp.Compare(e.off, off)
-		})
-		if ok && pq.entries[j].msg == m {
-			pq.entries[j].msg = copies[i]
-		}
 	}
 }
 

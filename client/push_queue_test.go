@@ -22,7 +22,7 @@ func msgsAt(offs ...int64) []*MessageExt {
 // The commit offset is the lowest offset still held, never past a message
 // that was not handled, and the next offset to pull once nothing is held.
 func TestProcessQueueCommitOffset(t *testing.T) {
-	pq := newProcessQueue(100)
+	pq := newProcessQueue(100, false)
 	assert.Equal(t, int64(100), pq.commitOffset())
 	ms := msgsAt(100, 101, 103, 104) // 102 was filtered out by the broker
 	pq.put(ms, 105)
@@ -61,7 +61,7 @@ func TestProcessQueueCommitOffset(t *testing.T) {
 // Ordered consumption hands messages out in order; a retried batch is
 // handed out again before anything after it.
 func TestProcessQueueTakeInOrder(t *testing.T) {
-	pq := newProcessQueue(0)
+	pq := newProcessQueue(0, true)
 	pq.put(msgsAt(0, 1, 2, 3, 4), 5)
 	first := pq.take(2)
 	assert.Equal(t, []int64{0, 1}, offsets(first))
@@ -82,28 +82,30 @@ func offsets(ms []*MessageExt) []int64 {
 	return out
 }
 
-// A handled message behind one still running is let go (only its offset
-// is kept), and a message swapped for its copy is held as the copy: the
-// queue keeps no pull's memory for the message in front.
+// A concurrent queue holds offsets and sizes, never a message (nor the
+// pull it came in); an ordered one holds a message until it is handled.
 func TestProcessQueueLetsGoOfHandledMessages(t *testing.T) {
-	pq := newProcessQueue(0)
+	pq := newProcessQueue(0, false)
 	ms := msgsAt(0, 1, 2, 3)
 	pq.put(ms, 4)
-	pq.done(ms[1:3])
-	for _, e := range pq.entries[1:3] {
-		assert.Nil(t, e.msg, "offset %d was handled", e.off)
+	for _, e := range pq.entries {
+		assert.Nil(t, e.msg, "offset %d", e.off)
 	}
-	c := ms[0].detached()
-	pq.swap(ms[:1], []*MessageExt{c})
-	assert.Same(t, c, pq.entries[0].msg)
-	pq.swap(ms[1:2], []*MessageExt{ms[1].detached()}) // already done: nothing to swap
-	assert.Nil(t, pq.entries[1].msg)
-
-	pq.done([]*MessageExt{c}) // found by its offset
+	pq.done(ms[1:3])
+	c := ms[0].detached() // a copy is done by its offset
+	pq.done([]*MessageExt{c})
 	assert.Equal(t, int64(3), pq.commitOffset())
 	n, b, _ := pq.load()
 	assert.Equal(t, 1, n)
-	assert.Equal(t, int64(10), b)
+	assert.Equal(t, int64(len(ms[3].Body)), b)
+
+	ordered := newProcessQueue(0, true)
+	ordered.put(ms, 4)
+	ordered.done(ms[1:3])
+	assert.Same(t, ms[0], ordered.entries[0].msg)
+	for _, e := range ordered.entries[1:3] {
+		assert.Nil(t, e.msg, "offset %d was handled", e.off)
+	}
 }
 
 // A detached message shares no memory with the pull it came in, and reads
