@@ -38,11 +38,11 @@ type backItem struct {
 	reason string
 }
 
-// backCopy is the copy of a failed message that waits in its process
-// queue for its send-back (see settleFailed): it shares no memory with
-// the pull the message came in. Nothing but the process queue and the
-// sender sees it (the handler had the original), so once the broker took
-// the message it is recycled, body buffer included: a retry storm then
+// backCopy is the copy of a failed message that waits for its send-back
+// (see settleFailed; its process queue holds only its offset): it shares
+// no memory with the pull the message came in. Nothing but the sender
+// sees it (the handler had the original), so once the broker took the
+// message it is recycled, body buffer included: a retry storm then
 // allocates no copy per failure. A copy handed to the handler again (the
 // send-back failed) is never recycled.
 type backCopy struct {
