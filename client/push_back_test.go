@@ -1,7 +1,6 @@
 package client
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -18,9 +17,7 @@ import (
 func TestBackSenderSendsBacklogWithoutLinger(t *testing.T) {
 	b := startBroker(t, "a", 1, "T")
 	ns := startNameServer(t, b)
-	p, err := NewPushConsumer(t.Context(), testConfig(t, ns), "g", func(context.Context, []*MessageExt) ConsumeResult { return ConsumeSuccess })
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = p.c.close() })
+	p := unstartedPushConsumer(t, testConfig(t, ns))
 	p.opts.backLinger = time.Hour // a linger would outlast the test
 
 	const n = 3 * maxSendBackBatch

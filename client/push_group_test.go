@@ -18,12 +18,10 @@ func TestShareNeedsTheClientListed(t *testing.T) {
 	ns := startNameServer(t, b)
 	cfg := testConfig(t, ns)
 	cfg.ClientID = "me"
-	p, err := NewPushConsumer(t.Context(), cfg, "g", func(context.Context, []*MessageExt) ConsumeResult { return ConsumeSuccess })
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = p.c.close() })
+	p := unstartedPushConsumer(t, cfg)
 
 	b.configure(func(b *fakeBroker) { b.members = []string{"other"} })
-	_, err = p.share(t.Context(), "T")
+	_, err := p.share(t.Context(), "T")
 	require.ErrorIs(t, err, ErrUnavailable)
 	assert.ErrorContains(t, err, "does not list this client (me)")
 	select {
@@ -36,4 +34,15 @@ func TestShareNeedsTheClientListed(t *testing.T) {
 	mine, err := p.share(t.Context(), "T")
 	require.NoError(t, err)
 	assert.Len(t, mine, 2, "half of the 4 queues")
+}
+
+// unstartedPushConsumer is a push consumer of group g with a handler that
+// succeeds, never started: tests call its parts. Its connections close at
+// the end of the test.
+func unstartedPushConsumer(t *testing.T, cfg Config) *PushConsumer {
+	t.Helper()
+	p, err := NewPushConsumer(t.Context(), cfg, "g", func(context.Context, []*MessageExt) ConsumeResult { return ConsumeSuccess })
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.c.close() })
+	return p
 }
