@@ -125,21 +125,34 @@ func newMessageExt(e *MessageExt, m *message.Message, q Queue) *MessageExt {
 // so that keeping it does not keep the pull's buffer and its other
 // messages in memory.
 func (e *MessageExt) detached() *MessageExt {
+	return &new(msgCopy).fill(e).ext
+}
+
+// msgCopy is a MessageExt and its decoded record in one allocation, with
+// the buffer its body is copied into.
+type msgCopy struct {
+	ext  MessageExt
+	msg  message.Message
+	body []byte
+}
+
+// fill makes c a copy of e sharing no memory with e's pull: the stored
+// body is copied into c.body (reused); an inflated body is e's own
+// already and is kept.
+func (c *msgCopy) fill(e *MessageExt) *msgCopy {
+	c.ext = *e
 	if e.Message == nil {
-		c := *e
-		c.Body = bytes.Clone(e.Body)
-		return &c
+		c.body = append(c.body[:0], e.Body...)
+		c.ext.Body = c.body
+		return c
 	}
-	both := &struct { // one allocation for the two
-		ext MessageExt
-		msg message.Message
-	}{ext: *e, msg: *e.Message}
-	c, m := &both.ext, &both.msg
-	inflated := len(e.Body) > 0 && len(m.Body) > 0 && &e.Body[0] != &m.Body[0]
-	m.Body = bytes.Clone(m.Body)
-	c.Message = m
-	if !inflated { // an inflated body is its own already
-		c.Body = m.Body
+	c.msg = *e.Message
+	inflated := len(e.Body) > 0 && len(e.Message.Body) > 0 && &e.Body[0] != &e.Message.Body[0]
+	c.body = append(c.body[:0], e.Message.Body...)
+	c.msg.Body = c.body
+	c.ext.Message = &c.msg
+	if !inflated {
+		c.ext.Body = c.body
 	}
 	return c
 }

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	gantryv1 "github.com/gantrymq/gantry/api/gantry/v1"
-	"github.com/gantrymq/gantry/message"
 )
 
 const (
@@ -33,57 +32,35 @@ const (
 // backItem is a failed message on its way back to its broker.
 type backItem struct {
 	aq     *assignedQueue
-	m      *backCopy
+	m      *msgCopy
 	dead   bool
 	reason string
 }
 
-// backCopy is the copy of a failed message that waits for its send-back
-// (see settleFailed; its process queue holds only its offset): it shares
-// no memory with the pull the message came in. Nothing but the sender
-// sees it (the handler had the original), so once the broker took the
-// message it is recycled, body buffer included: a retry storm then
-// allocates no copy per failure. A copy handed to the handler again (the
-// send-back failed) is never recycled.
-type backCopy struct {
-	ext  MessageExt
-	msg  message.Message
-	body []byte
-}
-
-var backCopies = sync.Pool{New: func() any { return new(backCopy) }}
+// A failed message waits for its send-back as a copy (see settleFailed;
+// its process queue holds only its offset) that shares no memory with the
+// pull the message came in. Nothing but the sender sees the copy (the
+// handler had the original), so once the broker took the message it is
+// recycled, body buffer included: a retry storm then allocates no copy per
+// failure. A copy handed to the handler again (the send-back failed) is
+// never recycled.
+var backCopies = sync.Pool{New: func() any { return new(msgCopy) }}
 
 // maxRecycledBody is the largest body buffer kept for reuse.
 const maxRecycledBody = 64 << 10
 
-// newBackCopy copies e (its decoded record, and its body, into a
-// recycled buffer).
-func newBackCopy(e *MessageExt) *backCopy {
-	c := backCopies.Get().(*backCopy)
-	c.ext = *e
-	if e.Message == nil {
-		c.body = append(c.body[:0], e.Body...)
-		c.ext.Body = c.body
-		return c
-	}
-	c.msg = *e.Message
-	inflated := len(e.Body) > 0 && len(e.Message.Body) > 0 && &e.Body[0] != &e.Message.Body[0]
-	c.body = append(c.body[:0], e.Message.Body...)
-	c.msg.Body = c.body
-	c.ext.Message = &c.msg
-	if !inflated { // an inflated body is its own already
-		c.ext.Body = c.body
-	}
-	return c
+// newBackCopy copies e for its send-back, into a recycled copy.
+func newBackCopy(e *MessageExt) *msgCopy {
+	return backCopies.Get().(*msgCopy).fill(e)
 }
 
-// recycle returns c to the pool; nothing may use it afterwards.
-func (c *backCopy) recycle() {
+// recycleBackCopy returns c to the pool; nothing may use it afterwards.
+func recycleBackCopy(c *msgCopy) {
 	body := c.body[:0]
 	if cap(body) > maxRecycledBody {
 		body = nil
 	}
-	*c = backCopy{body: body}
+	*c = msgCopy{body: body}
 	backCopies.Put(c)
 }
 
@@ -114,7 +91,7 @@ func (p *PushConsumer) backSenderFor(addr string) *backSender {
 
 // sendBackAsync queues msgs for their broker. Each holds one count of
 // aq.inflight until the broker took it or it was retried here.
-func (p *PushConsumer) sendBackAsync(aq *assignedQueue, msgs []*backCopy, dead bool, reason string) {
+func (p *PushConsumer) sendBackAsync(aq *assignedQueue, msgs []*msgCopy, dead bool, reason string) {
 	addr, err := p.c.brokerAddr(aq.q)
 	var s *backSender
 	if err == nil {
@@ -225,7 +202,7 @@ func (p *PushConsumer) sendBackBatch(addr string, batch []backItem) {
 	clear(taken)
 	for _, it := range batch {
 		if it.m != nil { // taken by the broker and out of its process queue
-			it.m.recycle()
+			recycleBackCopy(it.m)
 		}
 		it.aq.inflight.Done()
 	}

@@ -67,7 +67,7 @@ func TestBackCopy(t *testing.T) {
 	assert.Equal(t, "XXXXXX", string(c2.ext.Message.Body))
 	require.NotSame(t, &pull[0], &c2.ext.Message.Body[0])
 
-	c.recycle()
+	recycleBackCopy(c)
 	assert.Zero(t, c.ext)
 	assert.Zero(t, c.msg)
 	assert.Empty(t, c.body)

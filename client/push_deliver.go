@@ -191,7 +191,7 @@ func (p *PushConsumer) settleFailed(aq *assignedQueue, msgs []*MessageExt, res C
 	if p.opts.model == Clustering {
 		// Back to the broker, which retries through the group's retry
 		// topic (or dead-letters); each message is in flight until then.
-		backs := make([]*backCopy, len(msgs))
+		backs := make([]*msgCopy, len(msgs))
 		for i, m := range msgs {
 			backs[i] = newBackCopy(m)
 		}
