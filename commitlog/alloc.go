@@ -111,8 +111,8 @@ func (l *Log) createSegment(ctx context.Context, base int64, populate bool) (*se
 		return fail("map", err)
 	}
 	seg := &segment{base: base, size: size, path: path, file: f, m: m, b: m.Bytes()}
-	if populate && l.cfg.WriteMode == WriteMapped && l.cfg.PrefaultAhead > 0 {
-		if err := l.populate(ctx, seg, 0, min(l.cfg.PrefaultAhead, size)); err != nil {
+	if populate && l.cfg.WriteMode.mapsAppends() && l.prefaultNext.Load() && l.cfg.PrefaultAhead > 0 {
+		if _, err := l.populate(ctx, seg, 0, min(l.cfg.PrefaultAhead, size)); err != nil {
 			l.log.Warn("pre-fault of new segment failed; appends will take page faults", "segment", seg.path, "err", err)
 		}
 	}
@@ -139,13 +139,13 @@ func (l *Log) prefaultLoop(ctx context.Context) {
 		l.mu.Lock()
 		from, to := max(l.writeOff, done), l.prefaultTo
 		l.mu.Unlock()
-		for from < to && ctx.Err() == nil {
+		for from < to && ctx.Err() == nil && l.prefaultNext.Load() {
 			seg := l.segs.Load().find(from)
 			if seg == nil || !seg.acquire() {
 				break // past the active segment (not rolled to yet), or deleted
 			}
 			end := min(to, seg.end())
-			err := l.populate(ctx, seg, from-seg.base, end-seg.base)
+			reached, err := l.populate(ctx, seg, from-seg.base, end-seg.base)
 			seg.release()
 			if err != nil {
 				if !warned {
@@ -154,7 +154,10 @@ func (l *Log) prefaultLoop(ctx context.Context) {
 				}
 				break
 			}
-			from = end
+			from = seg.base + reached
+			if from < end {
+				break // stopped: a WriteHybrid decision against the window
+			}
 		}
 		done = from
 		if first {
@@ -165,19 +168,21 @@ func (l *Log) prefaultLoop(ctx context.Context) {
 }
 
 // populate pre-faults [from, to) of seg in chunks, stopping early when
-// ctx ends. The
-// chunks are small because the kernel holds the process's mmap lock for a
+// ctx ends or a WriteHybrid decision turned the window off, and returns
+// where it got to. The chunks are small because the kernel holds the process's mmap lock for a
 // whole madvise call: with 64 MiB chunks, mmap calls elsewhere (a new
 // consume-queue file) waited behind it long enough to delay dispatch by
 // more than 50 ms after start-up; 4 MiB takes about a millisecond.
-func (l *Log) populate(ctx context.Context, seg *segment, from, to int64) error {
+func (l *Log) populate(ctx context.Context, seg *segment, from, to int64) (int64, error) {
 	const chunk = 4 << 20
-	for off := from; off < to && ctx.Err() == nil; off += chunk {
-		if err := seg.m.Populate(int(off), int(min(chunk, to-off))); err != nil {
-			return err
+	w := seg.writerView(l.cfg.WriteMode == WriteHybrid)
+	off := from
+	for ; off < to && ctx.Err() == nil && l.prefaultNext.Load(); off += min(chunk, to-off) {
+		if err := w.Populate(int(off), int(min(chunk, to-off))); err != nil {
+			return off, err
 		}
 	}
-	return nil
+	return off, nil
 }
 
 // zeroFill writes zeros over [0, size) so the extents are written, not

@@ -27,7 +27,7 @@ func kib1(b *testing.B, i int) []byte {
 //
 //	go test -run=^$ -bench=AppendAsync -benchtime=40000x ./commitlog
 func BenchmarkAppendAsync(b *testing.B) {
-	for _, mode := range []commitlog.WriteMode{commitlog.WriteDirect, commitlog.WriteMapped} {
+	for _, mode := range []commitlog.WriteMode{commitlog.WriteDirect, commitlog.WriteMapped, commitlog.WriteHybrid} {
 		b.Run("write="+mode.String(), func(b *testing.B) { benchAppendAsync(b, mode) })
 	}
 }

@@ -45,7 +45,7 @@ func ParseFlushMode(s string) (FlushMode, error) {
 type WriteMode int
 
 const (
-	// WriteAuto picks WriteBuffered for SyncFlush and WriteMapped for AsyncFlush.
+	// WriteAuto picks WriteBuffered for SyncFlush and WriteHybrid for AsyncFlush.
 	WriteAuto WriteMode = iota
 	// WriteMapped copies records straight into the segment's mapping and
 	// flushes with msync; the segment is pre-faulted ahead of the writes
@@ -67,6 +67,17 @@ const (
 	// and twice as long at p999 (see docs/BENCHMARKS.md). For throughput
 	// over latency, under async flush.
 	WriteDirect
+	// WriteHybrid writes an append of DirectBytes or more as WriteDirect
+	// does and copies a smaller one into the mapping as WriteMapped does;
+	// the flusher msyncs. A page that pwrite fills whole is never zeroed,
+	// where a page of the fallocated segment that is faulted in (by the
+	// pre-faulter or an append) is zeroed and then overwritten: batches, the
+	// bulk of a busy broker's bytes, cost the broker less CPU, and one
+	// message at a time still takes no syscall. The PrefaultAhead window is
+	// kept only while small appends bring most of the bytes, and appends and
+	// pre-faulting go through a second mapping that reads nothing ahead
+	// (see segment.writerView). The default under AsyncFlush.
+	WriteHybrid
 )
 
 func (m WriteMode) String() string {
@@ -77,6 +88,8 @@ func (m WriteMode) String() string {
 		return "buffered"
 	case WriteDirect:
 		return "direct"
+	case WriteHybrid:
+		return "hybrid"
 	}
 	return "auto"
 }
@@ -126,6 +139,10 @@ type Config struct {
 	// costs nothing and dirties no page it does not need. Default 64 MiB;
 	// capped at SegmentBytes; negative turns pre-faulting off.
 	PrefaultAhead int64
+	// DirectBytes is the smallest append WriteHybrid writes with pwrite.
+	// Default 16 KiB: four pages, so that pwrite has the kernel zero at most
+	// the partial first and last pages.
+	DirectBytes int
 	// CheckpointInterval is how often the flushed offset is persisted. Default 1 s.
 	CheckpointInterval time.Duration
 
@@ -197,12 +214,15 @@ func (c Config) withDefaults() Config {
 	if c.SegmentBytes == 0 {
 		c.SegmentBytes = defaultSegmentBytes
 	}
+	if c.DirectBytes == 0 {
+		c.DirectBytes = 16 << 10
+	}
 	if c.PrefaultAhead == 0 {
 		c.PrefaultAhead = defaultPrefaultAhead
 	}
 	c.PrefaultAhead = min(c.PrefaultAhead, c.SegmentBytes)
 	if c.WriteMode == WriteAuto {
-		c.WriteMode = WriteMapped
+		c.WriteMode = WriteHybrid
 		if c.FlushMode == SyncFlush {
 			c.WriteMode = WriteBuffered
 		}
@@ -271,7 +291,7 @@ func (c Config) Validate() error {
 	if c.FlushMode != AsyncFlush && c.FlushMode != SyncFlush {
 		errs = append(errs, fmt.Errorf("commitlog: unknown FlushMode %d", c.FlushMode))
 	}
-	if c.WriteMode != WriteMapped && c.WriteMode != WriteBuffered && c.WriteMode != WriteDirect {
+	if c.WriteMode != WriteMapped && c.WriteMode != WriteBuffered && c.WriteMode != WriteDirect && c.WriteMode != WriteHybrid {
 		errs = append(errs, fmt.Errorf("commitlog: unknown WriteMode %d", c.WriteMode))
 	}
 	if c.WriteMode == WriteBuffered && c.FlushMode != SyncFlush {
@@ -285,6 +305,9 @@ func (c Config) Validate() error {
 		if d < 0 {
 			errs = append(errs, fmt.Errorf("commitlog: %s must not be negative, got %s", name, d))
 		}
+	}
+	if c.DirectBytes < 0 {
+		errs = append(errs, fmt.Errorf("commitlog: DirectBytes must not be negative, got %d", c.DirectBytes))
 	}
 	if c.FlushLeastPages < 0 {
 		errs = append(errs, fmt.Errorf("commitlog: FlushLeastPages must not be negative, got %d", c.FlushLeastPages))

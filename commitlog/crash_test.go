@@ -62,6 +62,7 @@ func TestCrashStates(t *testing.T) {
 		{"sync-buffered", commitlog.SyncFlush, commitlog.WriteBuffered},
 		{"async-mapped", commitlog.AsyncFlush, commitlog.WriteMapped},
 		{"async-direct", commitlog.AsyncFlush, commitlog.WriteDirect},
+		{"async-hybrid", commitlog.AsyncFlush, commitlog.WriteHybrid},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			w := runCrashWorkload(t, tt.flush, tt.write, crashStates(t))
@@ -93,7 +94,13 @@ func runCrashWorkload(t *testing.T, flush commitlog.FlushMode, write commitlog.W
 			Logger:     testLogger(t),
 		},
 	}
-	buffered := write != commitlog.WriteMapped // its file operations are crash points on any goroutine
+	if write == commitlog.WriteHybrid {
+		w.cfg.DirectBytes = 1500 // batches of one to four records: both paths
+	}
+	// Its file operations are crash points on any goroutine; with a mode
+	// that copies into the mapping, only the test goroutine's steps are
+	// (a crash state read on another would race with the copy).
+	buffered := write != commitlog.WriteMapped && write != commitlog.WriteHybrid
 	mem.SetHook(func(fsx.Op, string) {
 		if buffered || w.enabled.Load() {
 			w.takeStates(t, mem)

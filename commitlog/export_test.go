@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"os"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // Abandon simulates the death of the process: the loops stop, nothing is
@@ -55,4 +57,23 @@ func (l *Log) MappedPages(off, n int64) (int, error) {
 		}
 	}
 	return mapped, nil
+}
+
+// ResidentPages counts the pages of [off, off+n) (page-aligned, within one
+// segment) that are in the page cache (mincore), mapped or not.
+func (l *Log) ResidentPages(off, n int64) (int, error) {
+	seg := l.segs.Load().find(off)
+	if seg == nil {
+		return 0, ErrClosed
+	}
+	vec := make([]byte, (n+4095)/4096)
+	b := seg.b[off-seg.base : off-seg.base+n]
+	if _, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), uintptr(unsafe.Pointer(&vec[0]))); errno != 0 {
+		return 0, errno
+	}
+	resident := 0
+	for _, v := range vec {
+		resident += int(v & 1)
+	}
+	return resident, nil
 }

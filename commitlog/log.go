@@ -49,8 +49,12 @@ type Log struct {
 	pendSpare    []byte // WriteBuffered: an empty staging buffer to reuse
 	pendStart    int64
 	pendSplit    int    // index in pend where the active segment starts after a roll; -1 if none
-	scratch      []byte // WriteDirect: the batch being stamped and written (kept up to maxScratch)
+	scratch      []byte // WriteDirect, WriteHybrid: the batch being stamped and written (kept up to maxScratch)
 	allocPending bool
+
+	// WriteHybrid (under mu): bytes copied into the mapping and bytes
+	// written with pwrite since the last decision on the pre-fault window.
+	hybridMapped, hybridDirect int64
 
 	flushMu sync.Mutex // serializes flushes; taken before mu and wmu
 	cleanMu sync.Mutex // serializes retention passes; taken before mu
@@ -76,6 +80,11 @@ type Log struct {
 	prefaultTo   int64
 	prefaultKick chan struct{}
 	prefaulted   chan struct{} // closed after the pre-faulter's first pass
+	// prefaultNext: the pre-faulter keeps a window after the append
+	// position and the allocator pre-faults the start of each new segment
+	// (always with WriteMapped; with WriteHybrid while small appends bring
+	// most of the bytes, see tallyHybridLocked).
+	prefaultNext atomic.Bool
 
 	stats  stats
 	report RecoveryReport
@@ -128,8 +137,14 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	l.stop = stop
 	l.prefaulted = make(chan struct{})
-	if l.cfg.WriteMode == WriteMapped && l.cfg.PrefaultAhead > 0 {
-		l.prefaultTo = l.writeOff + l.cfg.PrefaultAhead // the window after the recovered end
+	if l.cfg.WriteMode.mapsAppends() && l.cfg.PrefaultAhead > 0 {
+		// WriteMapped: the window after the recovered end. WriteHybrid
+		// waits to see small appends first (tallyHybridLocked).
+		l.prefaultNext.Store(l.cfg.WriteMode == WriteMapped)
+		l.prefaultTo = l.writeOff
+		if l.prefaultNext.Load() {
+			l.prefaultTo += l.cfg.PrefaultAhead
+		}
 		l.prefaultKick <- struct{}{}
 		l.wg.Go(func() { l.prefaultLoop(runCtx) })
 	} else {
@@ -392,6 +407,7 @@ func (l *Log) appendLocked(ctx context.Context, chunks [][]byte, size, nrec int,
 		}
 	}
 	start := l.writeOff
+	direct := l.cfg.WriteMode == WriteDirect || l.cfg.WriteMode == WriteHybrid && size >= l.cfg.DirectBytes
 	var dst []byte
 	if l.cfg.WriteMode == WriteBuffered {
 		n := len(l.pend)
@@ -399,14 +415,14 @@ func (l *Log) appendLocked(ctx context.Context, chunks [][]byte, size, nrec int,
 			l.pend = append(l.pend, c...)
 		}
 		dst = l.pend[n:]
-	} else if l.cfg.WriteMode == WriteDirect {
+	} else if direct {
 		dst = l.scratch[:0]
 		for _, c := range chunks {
 			dst = append(dst, c...)
 		}
 	} else {
 		pos := start - l.active.base
-		dst = l.active.b[pos : pos+int64(size)]
+		dst = l.active.writerView(l.cfg.WriteMode == WriteHybrid).Bytes()[pos : pos+int64(size)]
 		at := 0
 		for _, c := range chunks {
 			at += copy(dst[at:], c)
@@ -428,7 +444,7 @@ func (l *Log) appendLocked(ctx context.Context, chunks [][]byte, size, nrec int,
 		pos += size
 		off += int64(size)
 	}
-	if l.cfg.WriteMode == WriteDirect {
+	if direct {
 		err := l.writeAt(dst, start)
 		if cap(dst) <= maxScratch {
 			l.scratch = dst[:0]
@@ -442,20 +458,59 @@ func (l *Log) appendLocked(ctx context.Context, chunks [][]byte, size, nrec int,
 	}
 	l.writeOff = off
 	l.lastTs.Store(now)
-	if l.cfg.WriteMode == WriteDirect {
-		l.publish(off)
+	if l.cfg.WriteMode == WriteBuffered {
+		return AppendResult{Offset: start, End: off, Records: nrec, StoreTimestamp: now}, nil
 	}
-	if l.cfg.WriteMode == WriteMapped {
-		if ahead := l.cfg.PrefaultAhead; ahead > 0 && off+ahead/2 > l.prefaultTo {
-			l.prefaultTo = off + ahead
-			select {
-			case l.prefaultKick <- struct{}{}:
-			default:
-			}
-		}
-		l.publish(off)
+	if l.cfg.WriteMode == WriteHybrid {
+		l.tallyHybridLocked(size, direct)
 	}
+	if l.cfg.WriteMode.mapsAppends() && !direct && l.prefaultNext.Load() {
+		l.kickPrefaultLocked(off)
+	}
+	l.publish(off)
 	return AppendResult{Offset: start, End: off, Records: nrec, StoreTimestamp: now}, nil
+}
+
+// mapsAppends reports whether appends (all, or the small ones) are copied
+// into the mapping, which the pre-faulter then keeps faulted in ahead.
+func (m WriteMode) mapsAppends() bool { return m == WriteMapped || m == WriteHybrid }
+
+// tallyHybridLocked counts an append's bytes by path and, every
+// hybridQuantum bytes, decides whether the pre-faulter keeps a window: only
+// while appends copied into the mapping brought at least as many bytes as
+// pwrite did. Under batches a window would zero pages that pwrite then
+// overwrites whole; a few small appends among them fault their own pages
+// in. The pre-faulter stops within a chunk of a decision against it. l.mu
+// is held.
+func (l *Log) tallyHybridLocked(size int, direct bool) {
+	if direct {
+		l.hybridDirect += int64(size)
+	} else {
+		l.hybridMapped += int64(size)
+	}
+	if l.hybridMapped+l.hybridDirect >= hybridQuantum(l.cfg.PrefaultAhead) {
+		l.prefaultNext.Store(l.hybridMapped >= l.hybridDirect)
+		l.hybridMapped, l.hybridDirect = 0, 0
+	}
+}
+
+// hybridQuantum is how many appended bytes each WriteHybrid decision on the
+// window looks at: a sixteenth of the window, at most 4 MiB.
+func hybridQuantum(ahead int64) int64 { return max(min(ahead/16, 4<<20), 1) }
+
+// kickPrefaultLocked asks the pre-faulter to extend its window once an
+// append copied into the mapping came within half a window of its end.
+// l.mu is held.
+func (l *Log) kickPrefaultLocked(off int64) {
+	ahead := l.cfg.PrefaultAhead
+	if ahead <= 0 || off+ahead/2 <= l.prefaultTo {
+		return
+	}
+	l.prefaultTo = off + ahead
+	select {
+	case l.prefaultKick <- struct{}{}:
+	default:
+	}
 }
 
 // makeRoomLocked waits until a batch of n bytes can be appended at writeOff
@@ -510,7 +565,7 @@ func (l *Log) rollLocked(ctx context.Context) error {
 			return l.failLocked(err)
 		}
 	default:
-		copy(old.b[pos:], blank[:])
+		copy(old.writerView(l.cfg.WriteMode == WriteHybrid).Bytes()[pos:], blank[:])
 	}
 	sl := l.segs.Load()
 	segs := make([]*segment, len(sl.segs), len(sl.segs)+1)

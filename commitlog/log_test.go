@@ -28,7 +28,9 @@ func modes() []struct {
 		name string
 		cfg  commitlog.Config
 	}{
-		{"async-mapped", commitlog.Config{FlushMode: commitlog.AsyncFlush}},
+		{"async-hybrid", commitlog.Config{FlushMode: commitlog.AsyncFlush}},
+		{"async-hybrid-small", commitlog.Config{FlushMode: commitlog.AsyncFlush, WriteMode: commitlog.WriteHybrid, DirectBytes: 300}},
+		{"async-mapped", commitlog.Config{FlushMode: commitlog.AsyncFlush, WriteMode: commitlog.WriteMapped}},
 		{"sync-buffered", commitlog.Config{FlushMode: commitlog.SyncFlush}},
 		{"sync-mapped", commitlog.Config{FlushMode: commitlog.SyncFlush, WriteMode: commitlog.WriteMapped}},
 		{"async-direct", commitlog.Config{FlushMode: commitlog.AsyncFlush, WriteMode: commitlog.WriteDirect}},
@@ -329,6 +331,53 @@ func TestPrefaultWindowSlides(t *testing.T) {
 	assert.Eventually(t, func() bool { return mapped(ahead, window/2) == window/2/page },
 		5*time.Second, 5*time.Millisecond, "the window after %d", end)
 	assert.Zero(t, mapped(far, 8<<20), "far beyond the writes")
+}
+
+// WriteHybrid writes batches of DirectBytes or more with pwrite, which
+// needs no page faulted in. While they bring most of the bytes nothing
+// after the appends is brought into the page cache: no pre-fault window
+// (it would zero pages that pwrite then overwrites), and no readahead,
+// although small appends faulted pages in and readers fault in what was
+// written. Once small appends, copied into the mapping, bring most of the
+// bytes, a window follows the writes.
+func TestHybridPrefaultsForSmallAppendsOnly(t *testing.T) {
+	const page, window = 4096, 1 << 20
+	l := open(t, commitlog.Config{Dir: t.TempDir(), SegmentBytes: 64 << 20, PrefaultAhead: window,
+		WriteMode: commitlog.WriteHybrid, DirectBytes: 16 << 10})
+	defer l.Close()
+	require.NoError(t, l.WaitPrefault(t.Context()))
+	resident := func(off, n int64) int {
+		r, err := l.ResidentPages(off, n)
+		require.NoError(t, err)
+		return r
+	}
+	assert.Zero(t, resident(0, window), "no window before small appends")
+
+	appendUntil := func(rec []byte, end int64) int64 {
+		var r commitlog.AppendResult
+		for r.End < end {
+			var err error
+			r, err = l.Append(t.Context(), rec, nil)
+			require.NoError(t, err)
+		}
+		return r.End
+	}
+	var batch []byte
+	for i := range 32 {
+		batch = append(batch, record(t, i, 1000)...)
+	}
+	appendUntil(record(t, 0, 1000), window/2) // small appends: the window follows
+	require.Eventually(t, func() bool { return resident(window/2, window/4) == window/4/page },
+		5*time.Second, 5*time.Millisecond, "the window after the first small appends")
+	big := appendUntil(batch, 4*window)
+	require.NotEmpty(t, readAll(t, l)) // the readers fault in every written page
+	past := (big + page - 1) / page * page
+	assert.Zero(t, resident(past, 2*window), "pages in the page cache after the batches' end %d", big)
+
+	small := appendUntil(record(t, 1, 1000), big+window)
+	ahead := (small + page - 1) / page * page // the window reaches at least half a window past the end
+	assert.Eventually(t, func() bool { return resident(ahead, window/2-page) == window/2/page-1 },
+		5*time.Second, 5*time.Millisecond, "the window after the small appends' end %d", small)
 }
 
 // A segment Open creates is pre-faulted in the background; WaitPrefault

@@ -240,22 +240,25 @@ func TestEIOAtFlushIsFinal(t *testing.T) {
 		name string
 		mode commitlog.WriteMode
 		op   fsx.Op
+		body int // of the failing append: WriteHybrid writes one of DirectBytes (1,000) or more with pwrite
 	}{
-		{"mapped-msync", commitlog.WriteMapped, fsx.OpMsync},
-		{"buffered-fdatasync", commitlog.WriteBuffered, fsx.OpSync},
-		{"buffered-write", commitlog.WriteBuffered, fsx.OpWrite},
-		{"direct-fdatasync", commitlog.WriteDirect, fsx.OpSync},
-		{"direct-write", commitlog.WriteDirect, fsx.OpWrite},
+		{"mapped-msync", commitlog.WriteMapped, fsx.OpMsync, 100},
+		{"buffered-fdatasync", commitlog.WriteBuffered, fsx.OpSync, 100},
+		{"buffered-write", commitlog.WriteBuffered, fsx.OpWrite, 100},
+		{"direct-fdatasync", commitlog.WriteDirect, fsx.OpSync, 100},
+		{"direct-write", commitlog.WriteDirect, fsx.OpWrite, 100},
+		{"hybrid-msync", commitlog.WriteHybrid, fsx.OpMsync, 100},
+		{"hybrid-write", commitlog.WriteHybrid, fsx.OpWrite, 2000},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var faults fsx.Faults
 			dir := t.TempDir()
 			l := open(t, commitlog.Config{Dir: dir, SegmentBytes: 8 << 10, FS: fsx.WithFaults(fsx.OS, &faults),
-				FlushMode: commitlog.SyncFlush, WriteMode: tt.mode})
+				FlushMode: commitlog.SyncFlush, WriteMode: tt.mode, DirectBytes: 1000})
 			want := appendN(t, l, 0, 5, 100)
 			flushed := l.FlushedOffset()
 			faults.Add(fsx.Fault{Op: tt.op, Path: "/000", Err: syscall.EIO})
-			_, err := l.Append(t.Context(), record(t, 5, 100), nil)
+			_, err := l.Append(t.Context(), record(t, 5, tt.body), nil)
 			require.ErrorIs(t, err, commitlog.ErrFlushFailed)
 			require.ErrorIs(t, err, syscall.EIO)
 			assert.Equal(t, flushed, l.FlushedOffset())

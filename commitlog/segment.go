@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 
 	"github.com/gantrymq/gantry/internal/fsx"
@@ -17,6 +18,10 @@ type segment struct {
 	file fsx.File
 	m    fsx.Mapping
 	b    []byte // m.Bytes()
+
+	// wm is WriteHybrid's writer mapping (see writerView), made once.
+	wOnce sync.Once
+	wm    fsx.Mapping
 
 	// refs counts readers holding Regions; the closed bit is set when the
 	// segment is deleted, after which no new reference is granted and the
@@ -73,7 +78,38 @@ func (s *segment) retire() {
 	}
 }
 
+// writerView returns the mapping appends are copied into and pre-faulted
+// through. With separate (WriteHybrid) it is a second mapping of the file,
+// marked random access, so that faulting its pages in reads nothing ahead:
+// readahead past the append position would zero pages that pwrite then
+// overwrites whole, and marks a page to read ahead again once the readers
+// fault it in, so that it would run ahead of the appends for good. The
+// readers' mapping keeps its readahead for data read back from disk.
+// Without separate, or if the second mapping cannot be had, it is the
+// segment's mapping.
+func (s *segment) writerView(separate bool) fsx.Mapping {
+	if !separate {
+		return s.m
+	}
+	s.wOnce.Do(func() {
+		s.wm = s.m
+		m, err := s.file.Map(int(s.size))
+		if err != nil {
+			return
+		}
+		if err := m.Random(0, int(s.size)); err != nil {
+			m.Unmap()
+			return
+		}
+		s.wm = m
+	})
+	return s.wm
+}
+
 func (s *segment) unmap() {
+	if s.wm != nil && s.wm != s.m {
+		s.wm.Unmap()
+	}
 	if s.m != nil {
 		s.m.Unmap()
 	}

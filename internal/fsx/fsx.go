@@ -71,6 +71,10 @@ type Mapping interface {
 	// Sequential marks [off, off+n) as read once in order (madvise
 	// SEQUENTIAL: larger read-ahead), for recovery scans. Advisory.
 	Sequential(off, n int) error
+	// Random marks [off, off+n) as accessed at random (madvise RANDOM): a
+	// page fault brings in that page only, with no read-ahead around or
+	// after it, for a mapping that only writes. Advisory.
+	Random(off, n int) error
 	// Unmap releases the mapping. Bytes must not be used afterwards.
 	Unmap() error
 }

@@ -235,6 +235,17 @@ func (m *osMapping) Sequential(off, n int) error {
 	return nil
 }
 
+func (m *osMapping) Random(off, n int) error {
+	lo, hi := pageRange(off, n, len(m.b))
+	if lo >= hi {
+		return nil
+	}
+	if err := unix.Madvise(m.b[lo:hi], unix.MADV_RANDOM); err != nil {
+		return &os.PathError{Op: "madvise(random)", Path: m.name, Err: err}
+	}
+	return nil
+}
+
 func (m *osMapping) Unmap() error {
 	if m.b == nil {
 		return nil
