@@ -138,13 +138,10 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 	l.stop = stop
 	l.prefaulted = make(chan struct{})
 	if l.cfg.WriteMode.mapsAppends() && l.cfg.PrefaultAhead > 0 {
-		// WriteMapped: the window after the recovered end. WriteHybrid
-		// waits to see small appends first (tallyHybridLocked).
-		l.prefaultNext.Store(l.cfg.WriteMode == WriteMapped)
-		l.prefaultTo = l.writeOff
-		if l.prefaultNext.Load() {
-			l.prefaultTo += l.cfg.PrefaultAhead
-		}
+		// The window after the recovered end (WriteHybrid keeps it while
+		// small appends bring most of the bytes, see tallyHybridLocked).
+		l.prefaultNext.Store(true)
+		l.prefaultTo = l.writeOff + l.cfg.PrefaultAhead
 		l.prefaultKick <- struct{}{}
 		l.wg.Go(func() { l.prefaultLoop(runCtx) })
 	} else {
