@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# A/B of produce between gantry builds (docs/BENCHMARKS.md): for each of
+# PAIRS rounds, each BIN in turn starts a fresh `gantry dev` on the default
+# ports, `gantry bench produce` sends COUNT messages of 1 KiB with INFLIGHT
+# in flight, and one line gives the rate, the client's CPU (user+sys), the
+# broker's CPU and the latency p50 p99. Builds alternate so that the
+# machine's drift falls on all of them.
+#
+# Usage: scripts/abprod.sh PAIRS BIN...      (env COUNT=1000000 INFLIGHT=4096)
+#   go build -o /tmp/a ./cmd/gantry; git stash; go build -o /tmp/b ./cmd/gantry; git stash pop
+#   scripts/abprod.sh 3 /tmp/a /tmp/b
+set -uo pipefail
+pairs=$1
+shift
+cpu() { awk '{printf "%.2f", ($14+$15)/100}' /proc/$1/stat; }
+for _ in $(seq "$pairs"); do
+  for bin in "$@"; do
+    d=$(mktemp -d /tmp/gantry-ab.XXXXXX)
+    "$bin" dev --dir "$d/data" >"$d/dev.log" 2>&1 &
+    dev=$!
+    sleep 1.5
+    out=$( { /usr/bin/time -f "TIME %U %S" "$bin" bench produce -t Bench --count "${COUNT:-1000000}" --inflight "${INFLIGHT:-4096}" 2>&1; } 2>&1 )
+    b=$(cpu $dev)
+    kill -INT $dev
+    wait $dev
+    rate=$(echo "$out" | sed -n 's/.* = \([0-9]*\) msgs\/s.*/\1/p')
+    lat=$(echo "$out" | sed -n 's/.*p50 \([^ ]*\) p99 \([^ ]*\) .*/\1 \2/p')
+    c=$(echo "$out" | awk '/^TIME/{printf "%.2f", $2+$3}')
+    printf "%-28s %7s msgs/s  client %5ss  broker %5ss  lat %s\n" "$(basename "$bin")" "$rate" "$c" "$b" "$lat"
+    rm -rf "$d"
+    sleep 2
+  done
+done
