@@ -45,7 +45,7 @@ func ParseFlushMode(s string) (FlushMode, error) {
 type WriteMode int
 
 const (
-	// WriteAuto picks WriteBuffered for SyncFlush and WriteHybrid for AsyncFlush.
+	// WriteAuto picks WriteBuffered for SyncFlush and WriteMapped for AsyncFlush.
 	WriteAuto WriteMode = iota
 	// WriteMapped copies records straight into the segment's mapping and
 	// flushes with msync; the segment is pre-faulted ahead of the writes
@@ -76,7 +76,11 @@ const (
 	// message at a time still takes no syscall. The PrefaultAhead window is
 	// kept only while small appends bring most of the bytes, and appends and
 	// pre-faulting go through a second mapping that reads nothing ahead
-	// (see segment.writerView). The default under AsyncFlush.
+	// (see segment.writerView). But pwrite fills the page cache with single
+	// pages where faulting the mapping in (readahead) brings large folios,
+	// and reading the records back costs more: a push consumer of freshly
+	// produced messages took the broker 1.35x to 2.5x the CPU here (see
+	// docs/BENCHMARKS.md). For produce-heavy logs, under async flush.
 	WriteHybrid
 )
 
@@ -222,7 +226,7 @@ func (c Config) withDefaults() Config {
 	}
 	c.PrefaultAhead = min(c.PrefaultAhead, c.SegmentBytes)
 	if c.WriteMode == WriteAuto {
-		c.WriteMode = WriteHybrid
+		c.WriteMode = WriteMapped
 		if c.FlushMode == SyncFlush {
 			c.WriteMode = WriteBuffered
 		}

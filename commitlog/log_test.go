@@ -28,9 +28,9 @@ func modes() []struct {
 		name string
 		cfg  commitlog.Config
 	}{
-		{"async-hybrid", commitlog.Config{FlushMode: commitlog.AsyncFlush}},
+		{"async-mapped", commitlog.Config{FlushMode: commitlog.AsyncFlush}},
+		{"async-hybrid", commitlog.Config{FlushMode: commitlog.AsyncFlush, WriteMode: commitlog.WriteHybrid}},
 		{"async-hybrid-small", commitlog.Config{FlushMode: commitlog.AsyncFlush, WriteMode: commitlog.WriteHybrid, DirectBytes: 300}},
-		{"async-mapped", commitlog.Config{FlushMode: commitlog.AsyncFlush, WriteMode: commitlog.WriteMapped}},
 		{"sync-buffered", commitlog.Config{FlushMode: commitlog.SyncFlush}},
 		{"sync-mapped", commitlog.Config{FlushMode: commitlog.SyncFlush, WriteMode: commitlog.WriteMapped}},
 		{"async-direct", commitlog.Config{FlushMode: commitlog.AsyncFlush, WriteMode: commitlog.WriteDirect}},
