@@ -169,10 +169,11 @@ func (l *Log) prefaultLoop(ctx context.Context) {
 
 // populate pre-faults [from, to) of seg in chunks, stopping early when
 // ctx ends or a WriteHybrid decision turned the window off, and returns
-// where it got to. The chunks are small because the kernel holds the process's mmap lock for a
-// whole madvise call: with 64 MiB chunks, mmap calls elsewhere (a new
-// consume-queue file) waited behind it long enough to delay dispatch by
-// more than 50 ms after start-up; 4 MiB takes about a millisecond.
+// where it got to. The chunks are small because the kernel holds the
+// process's mmap lock for a whole madvise call: with 64 MiB chunks, mmap
+// calls elsewhere (a new consume-queue file) waited behind it long enough
+// to delay dispatch by more than 50 ms after start-up; 4 MiB takes about a
+// millisecond.
 func (l *Log) populate(ctx context.Context, seg *segment, from, to int64) (int64, error) {
 	const chunk = 4 << 20
 	w := seg.writerView(l.cfg.WriteMode == WriteHybrid)
