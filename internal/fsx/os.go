@@ -225,23 +225,21 @@ func (m *osMapping) Populate(off, n int) error {
 }
 
 func (m *osMapping) Sequential(off, n int) error {
-	lo, hi := pageRange(off, n, len(m.b))
-	if lo >= hi {
-		return nil
-	}
-	if err := unix.Madvise(m.b[lo:hi], unix.MADV_SEQUENTIAL); err != nil {
-		return &os.PathError{Op: "madvise(sequential)", Path: m.name, Err: err}
-	}
-	return nil
+	return m.advise(off, n, unix.MADV_SEQUENTIAL, "madvise(sequential)")
 }
 
 func (m *osMapping) Random(off, n int) error {
+	return m.advise(off, n, unix.MADV_RANDOM, "madvise(random)")
+}
+
+// advise applies a read-pattern advice to the whole pages of [off, off+n).
+func (m *osMapping) advise(off, n, advice int, op string) error {
 	lo, hi := pageRange(off, n, len(m.b))
 	if lo >= hi {
 		return nil
 	}
-	if err := unix.Madvise(m.b[lo:hi], unix.MADV_RANDOM); err != nil {
-		return &os.PathError{Op: "madvise(random)", Path: m.name, Err: err}
+	if err := unix.Madvise(m.b[lo:hi], advice); err != nil {
+		return &os.PathError{Op: op, Path: m.name, Err: err}
 	}
 	return nil
 }
