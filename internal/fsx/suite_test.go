@@ -182,6 +182,7 @@ func TestFileMap(t *testing.T) {
 				assert.NoError(t, m.Sync(r.off, r.n), "sync %s", r.name)
 				assert.NoError(t, m.Populate(r.off, r.n), "populate %s", r.name)
 				assert.NoError(t, m.Sequential(r.off, r.n), "sequential %s", r.name)
+				assert.NoError(t, m.Random(r.off, r.n), "random %s", r.name)
 			}
 			got := contentOf(t, f)
 			for i := range got {
