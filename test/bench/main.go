@@ -53,6 +53,14 @@ func main() {
 		// applies to both clients (and an embedded nats-server) alike.
 		debug.SetGCPercent(400)
 	}
+	if os.Getenv("GOMEMLIMIT") == "" && cfg.nats == "process" {
+		// And `gantry bench`'s soft memory limit, for both clients alike
+		// (not with an embedded nats-server, which would be held to it
+		// too): a heap that stays small reuses its memory, where one that
+		// swings touches memory the VM gave back to its host, at 4-6 µs a
+		// page here (docs/BENCHMARKS.md, tenth session).
+		debug.SetMemoryLimit(40 << 20)
+	}
 	cfg.only = map[string]bool{}
 	for _, w := range strings.Split(*only, ",") {
 		cfg.only[strings.TrimSpace(w)] = true
