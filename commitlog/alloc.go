@@ -111,7 +111,7 @@ func (l *Log) createSegment(ctx context.Context, base int64, populate bool) (*se
 		return fail("map", err)
 	}
 	seg := &segment{base: base, size: size, path: path, file: f, m: m, b: m.Bytes()}
-	if populate && l.cfg.WriteMode.mapsAppends() && l.prefaultNext.Load() && l.cfg.PrefaultAhead > 0 {
+	if populate && l.prefaultNext.Load() {
 		if _, err := l.populate(ctx, seg, 0, min(l.cfg.PrefaultAhead, size)); err != nil {
 			l.log.Warn("pre-fault of new segment failed; appends will take page faults", "segment", seg.path, "err", err)
 		}

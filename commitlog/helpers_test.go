@@ -128,3 +128,27 @@ func copyDir(t *testing.T, src string) string {
 	require.NoError(t, os.CopyFS(dst, os.DirFS(src)))
 	return dst
 }
+
+// appendUntil appends rec until the log ends at or after end, and returns
+// where it ends.
+func appendUntil(tb testing.TB, l *commitlog.Log, rec []byte, end int64) int64 {
+	tb.Helper()
+	var r commitlog.AppendResult
+	for r.End < end {
+		var err error
+		r, err = l.Append(tb.Context(), rec, nil)
+		require.NoError(tb, err)
+	}
+	return r.End
+}
+
+// pageCount turns a page counter of the log (MappedPages, ResidentPages)
+// into one that fails the test on an error.
+func pageCount(tb testing.TB, count func(off, n int64) (int, error)) func(off, n int64) int {
+	return func(off, n int64) int {
+		tb.Helper()
+		r, err := count(off, n)
+		require.NoError(tb, err)
+		return r
+	}
+}

@@ -83,7 +83,8 @@ type Log struct {
 	// prefaultNext: the pre-faulter keeps a window after the append
 	// position and the allocator pre-faults the start of each new segment
 	// (always with WriteMapped; with WriteHybrid while small appends bring
-	// most of the bytes, see tallyHybridLocked).
+	// most of the bytes, see tallyHybridLocked). Never set without
+	// pre-faulting (PrefaultAhead > 0, WriteMapped or WriteHybrid).
 	prefaultNext atomic.Bool
 
 	stats  stats
@@ -137,7 +138,7 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	l.stop = stop
 	l.prefaulted = make(chan struct{})
-	if l.cfg.WriteMode.mapsAppends() && l.cfg.PrefaultAhead > 0 {
+	if (l.cfg.WriteMode == WriteMapped || l.cfg.WriteMode == WriteHybrid) && l.cfg.PrefaultAhead > 0 {
 		// The window after the recovered end (WriteHybrid keeps it while
 		// small appends bring most of the bytes, see tallyHybridLocked).
 		l.prefaultNext.Store(true)
@@ -458,19 +459,15 @@ func (l *Log) appendLocked(ctx context.Context, chunks [][]byte, size, nrec int,
 	if l.cfg.WriteMode == WriteBuffered {
 		return AppendResult{Offset: start, End: off, Records: nrec, StoreTimestamp: now}, nil
 	}
-	if l.cfg.WriteMode == WriteHybrid {
+	if l.cfg.WriteMode == WriteHybrid && l.cfg.PrefaultAhead > 0 {
 		l.tallyHybridLocked(size, direct)
 	}
-	if l.cfg.WriteMode.mapsAppends() && !direct && l.prefaultNext.Load() {
+	if !direct && l.prefaultNext.Load() {
 		l.kickPrefaultLocked(off)
 	}
 	l.publish(off)
 	return AppendResult{Offset: start, End: off, Records: nrec, StoreTimestamp: now}, nil
 }
-
-// mapsAppends reports whether appends (all, or the small ones) are copied
-// into the mapping, which the pre-faulter then keeps faulted in ahead.
-func (m WriteMode) mapsAppends() bool { return m == WriteMapped || m == WriteHybrid }
 
 // tallyHybridLocked counts an append's bytes by path and, every
 // hybridQuantum bytes, decides whether the pre-faulter keeps a window: only
@@ -497,10 +494,10 @@ func hybridQuantum(ahead int64) int64 { return max(min(ahead/16, 4<<20), 1) }
 
 // kickPrefaultLocked asks the pre-faulter to extend its window once an
 // append copied into the mapping came within half a window of its end.
-// l.mu is held.
+// Called only while prefaultNext is set; l.mu is held.
 func (l *Log) kickPrefaultLocked(off int64) {
 	ahead := l.cfg.PrefaultAhead
-	if ahead <= 0 || off+ahead/2 <= l.prefaultTo {
+	if off+ahead/2 <= l.prefaultTo {
 		return
 	}
 	l.prefaultTo = off + ahead

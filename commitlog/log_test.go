@@ -311,22 +311,12 @@ func TestPrefaultWindowSlides(t *testing.T) {
 	l := open(t, commitlog.Config{Dir: t.TempDir(), SegmentBytes: 64 << 20, PrefaultAhead: window, WriteMode: commitlog.WriteMapped})
 	defer l.Close()
 	require.NoError(t, l.WaitPrefault(t.Context()))
-	mapped := func(off, n int64) int {
-		r, err := l.MappedPages(off, n)
-		require.NoError(t, err)
-		return r
-	}
+	mapped := pageCount(t, l.MappedPages)
 	assert.Equal(t, window/page, mapped(0, window), "the first window")
 	assert.Zero(t, mapped(far, 8<<20), "far beyond the window")
 
 	// Append past half the window, three times over: the window follows.
-	rec := record(t, 1, 16<<10)
-	var end int64
-	for end < 3*window {
-		r, err := l.Append(t.Context(), rec, nil)
-		require.NoError(t, err)
-		end = r.End
-	}
+	end := appendUntil(t, l, record(t, 1, 16<<10), 3*window)
 	ahead := (end+page-1)/page*page + window/4
 	assert.Eventually(t, func() bool { return mapped(ahead, window/2) == window/2/page },
 		5*time.Second, 5*time.Millisecond, "the window after %d", end)
@@ -346,35 +336,22 @@ func TestHybridPrefaultsForSmallAppendsOnly(t *testing.T) {
 		WriteMode: commitlog.WriteHybrid, DirectBytes: 16 << 10})
 	defer l.Close()
 	require.NoError(t, l.WaitPrefault(t.Context()))
-	resident := func(off, n int64) int {
-		r, err := l.ResidentPages(off, n)
-		require.NoError(t, err)
-		return r
-	}
+	resident := pageCount(t, l.ResidentPages)
 	require.Equal(t, window/page, resident(0, window), "the first window")
 
-	appendUntil := func(rec []byte, end int64) int64 {
-		var r commitlog.AppendResult
-		for r.End < end {
-			var err error
-			r, err = l.Append(t.Context(), rec, nil)
-			require.NoError(t, err)
-		}
-		return r.End
-	}
 	var batch []byte
 	for i := range 32 {
 		batch = append(batch, record(t, i, 1000)...)
 	}
-	appendUntil(record(t, 0, 1000), window) // small appends: the window follows
+	appendUntil(t, l, record(t, 0, 1000), window) // small appends: the window follows
 	require.Eventually(t, func() bool { return resident(window, window/4) == window/4/page },
 		5*time.Second, 5*time.Millisecond, "the window after the first small appends")
-	big := appendUntil(batch, 4*window)
+	big := appendUntil(t, l, batch, 4*window)
 	require.NotEmpty(t, readAll(t, l)) // the readers fault in every written page
 	past := (big + page - 1) / page * page
 	assert.Zero(t, resident(past, 2*window), "pages in the page cache after the batches' end %d", big)
 
-	small := appendUntil(record(t, 1, 1000), big+window)
+	small := appendUntil(t, l, record(t, 1, 1000), big+window)
 	ahead := (small + page - 1) / page * page // the window reaches at least half a window past the end
 	assert.Eventually(t, func() bool { return resident(ahead, window/2-page) == window/2/page-1 },
 		5*time.Second, 5*time.Millisecond, "the window after the small appends' end %d", small)
