@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
+	"runtime"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -22,6 +24,7 @@ func newDevCmd() *cobra.Command {
 		brokerRemoting       string
 		httpListen           string
 		flush                string
+		procs                int
 		verbose              bool
 	)
 	cmd := &cobra.Command{
@@ -52,6 +55,11 @@ flight and flushes).`,
 				return &exitError{code: exitUsage, err: fmt.Errorf("--flush %q: want ASYNC_FLUSH or SYNC_FLUSH", flush)}
 			}
 			serverGC()
+			if procs < 0 {
+				return &exitError{code: exitUsage, err: fmt.Errorf("--procs %d: want 0 (the default) or more", procs)}
+			}
+			prev := runtime.GOMAXPROCS(devProcs(procs, mode, runtime.GOMAXPROCS(0)))
+			defer runtime.GOMAXPROCS(prev) // dev runs inside tests too
 			start := time.Now()
 			c, err := embedded.Start(cmd.Context(), embedded.Options{
 				Dir: dir, NameServerListen: nsListen, BrokerListen: brokerList, HTTPListen: httpListen, Logger: logger,
@@ -69,9 +77,10 @@ flight and flushes).`,
   broker      %s   (RocketMQ remoting)
   metrics     http://%s/metrics   health /healthz /readyz
   store       %s   (%s, topics auto-created)
+  cpus        Go code on %d of %d (--procs)
 Ctrl-C to stop.
 `, time.Since(start).Round(time.Millisecond), c.NameServerAddr(), c.NameServerRemotingAddr(), c.BrokerAddr(),
-				c.BrokerRemotingAddr(), c.HTTPAddr(), abs, mode)
+				c.BrokerRemotingAddr(), c.HTTPAddr(), abs, mode, runtime.GOMAXPROCS(0), runtime.NumCPU())
 			<-cmd.Context().Done()
 			fmt.Fprintln(cmd.OutOrStdout(), "shutting down")
 			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
@@ -91,6 +100,28 @@ Ctrl-C to stop.
 	f.StringVar(&brokerRemoting, "broker-remoting-listen", "127.0.0.1:10911", "broker RocketMQ remoting listen address (its listenPort)")
 	f.StringVar(&httpListen, "http-listen", "127.0.0.1:5557", "broker metrics and health listen address")
 	f.StringVar(&flush, "flush", "ASYNC_FLUSH", "flushDiskType: ASYNC_FLUSH or SYNC_FLUSH")
+	f.IntVar(&procs, "procs", 0, "CPUs the process runs Go code on at once (GOMAXPROCS); 0: half of them (at least 1) under ASYNC_FLUSH, all under SYNC_FLUSH, unless GOMAXPROCS is set")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log at info level")
 	return cmd
+}
+
+// devProcs is how many CPUs the dev process runs Go code on at once:
+// n, or, for 0 under ASYNC_FLUSH, half of what Go would use (at least
+// one), unless the GOMAXPROCS environment variable is set. A dev broker
+// shares its machine with the application and tests that use it, and a
+// request answered at once then costs less on one CPU than on two: the
+// hand-overs between gRPC's goroutines no longer wake an idle CPU (system
+// calls, such as the disk's, do not count against the limit). Under
+// SYNC_FLUSH the group commit's flush runs beside the requests and every
+// CPU is kept. docs/BENCHMARKS.md has the measurements.
+// It returns the setting from the flag n, the flush mode and the current
+// GOMAXPROCS.
+func devProcs(n int, mode commitlog.FlushMode, current int) int {
+	switch {
+	case n > 0:
+		return n
+	case os.Getenv("GOMAXPROCS") == "" && mode == commitlog.AsyncFlush:
+		return max(1, current/2)
+	}
+	return current
 }

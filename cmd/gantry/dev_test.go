@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/gantrymq/gantry/commitlog"
 )
 
 // syncBuffer is a bytes.Buffer safe for one writer and one reader.
@@ -32,6 +35,7 @@ func (s *syncBuffer) String() string {
 
 // gantry dev starts, prints its endpoints, and stops cleanly on Ctrl-C.
 func TestDevStartsAndStopsOnInterrupt(t *testing.T) {
+	procs := runtime.GOMAXPROCS(0)
 	var out, errOut syncBuffer
 	done := make(chan int, 1)
 	go func() {
@@ -44,6 +48,7 @@ func TestDevStartsAndStopsOnInterrupt(t *testing.T) {
 	assert.Contains(t, out.String(), "nameserver  127.0.0.1:")
 	assert.Regexp(t, `nameserver  127\.0\.0\.1:\d+   \(RocketMQ remoting`, out.String())
 	assert.Regexp(t, `broker      127\.0\.0\.1:\d+   \(RocketMQ remoting\)`, out.String())
+	assert.Regexp(t, `cpus        Go code on \d+ of \d+ \(--procs\)`, out.String())
 	require.NoError(t, syscall.Kill(syscall.Getpid(), syscall.SIGINT)) // run catches it
 	select {
 	case code := <-done:
@@ -52,4 +57,36 @@ func TestDevStartsAndStopsOnInterrupt(t *testing.T) {
 		t.Fatal("gantry dev did not stop on SIGINT")
 	}
 	assert.Contains(t, out.String(), "stopped")
+	assert.Equal(t, procs, runtime.GOMAXPROCS(0), "dev gives back the GOMAXPROCS it found")
+}
+
+func TestDevProcs(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		flag    int
+		mode    commitlog.FlushMode
+		env     string
+		current int
+		want    int
+	}{
+		{"async: half", 0, commitlog.AsyncFlush, "", 8, 4},
+		{"async: at least one", 0, commitlog.AsyncFlush, "", 1, 1},
+		{"async, odd: rounded down", 0, commitlog.AsyncFlush, "", 3, 1},
+		{"sync: all", 0, commitlog.SyncFlush, "", 8, 8},
+		{"GOMAXPROCS set: kept", 0, commitlog.AsyncFlush, "6", 6, 6},
+		{"the flag wins", 3, commitlog.AsyncFlush, "6", 6, 3},
+		{"the flag under sync", 1, commitlog.SyncFlush, "", 8, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("GOMAXPROCS", tc.env) // read by devProcs only; the runtime read it at start
+			assert.Equal(t, tc.want, devProcs(tc.flag, tc.mode, tc.current))
+		})
+	}
+}
+
+func TestDevRefusesNegativeProcs(t *testing.T) {
+	var out, errOut syncBuffer
+	code := run([]string{"dev", "--dir", t.TempDir(), "--procs", "-1"}, &out, &errOut)
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, errOut.String(), "--procs -1: want 0 (the default) or more")
 }

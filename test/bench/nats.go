@@ -118,6 +118,15 @@ func (n *natsServer) stream(ctx context.Context, name string) (jetstream.Stream,
 		Name: strings.ToUpper(name), Subjects: []string{name + ".>"}, Storage: jetstream.FileStorage})
 }
 
+// pid is the nats-server process's, or 0 when the server is embedded
+// (its CPU is then the benchmark process's).
+func (n *natsServer) pid() int {
+	if n.cmd == nil || n.cmd.Process == nil {
+		return 0
+	}
+	return n.cmd.Process.Pid
+}
+
 // produce publishes asynchronously with at most cfg.inflight pending: a
 // collector waits for the acknowledgements in publish order.
 func (n *natsServer) produce(ctx context.Context, name string, cfg config) (benchkit.Result, error) {
@@ -151,8 +160,10 @@ func (n *natsServer) produce(ctx context.Context, name string, cfg config) (benc
 		}
 		acks <- pending{f, done}
 	}
+	cpu := benchkit.StartCPU(n.pid())
 	res, err := benchkit.Produce(ctx, send, benchkit.ProduceConfig{Count: cfg.count, Size: cfg.size, Inflight: cfg.inflight, Run: benchkit.NewRunID()})
 	fmt.Println("jetstream", res)
+	fmt.Println("         ", cpu.Stop(res.Msgs))
 	return res, err
 }
 
@@ -174,6 +185,7 @@ func (n *natsServer) consume(ctx context.Context, name string, cfg config) (benc
 	defer it.Stop()
 	var v benchkit.Verifier
 	res := benchkit.Result{Op: "consume", Latency: &histogram.Histogram{}}
+	cpu := benchkit.StartCPU(n.pid())
 	start := time.Now()
 	for res.Msgs < cfg.count {
 		msg, err := it.Next()
@@ -186,6 +198,7 @@ func (n *natsServer) consume(ctx context.Context, name string, cfg config) (benc
 	}
 	res.Elapsed = time.Since(start)
 	fmt.Println("jetstream", res)
+	fmt.Println("         ", cpu.Stop(res.Msgs))
 	lines, _ := v.Report()
 	fmt.Println("         ", strings.Join(lines, "; "))
 	return res, nil

@@ -175,9 +175,11 @@ func gantryProduce(ctx context.Context, g *gantryProc, topic string, cfg config)
 	}
 	defer p.Close()
 	warm(ctx, p, topic)
+	cpu := benchkit.StartCPU(g.cmd.Process.Pid)
 	res, err := benchkit.Produce(ctx, benchkit.GantrySender(p, topic), benchkit.ProduceConfig{
 		Count: cfg.count, Size: cfg.size, Inflight: cfg.inflight, Run: benchkit.NewRunID()})
 	fmt.Println("gantry   ", res)
+	fmt.Println("         ", cpu.Stop(res.Msgs))
 	return res, err
 }
 
@@ -196,8 +198,10 @@ func gantryConsume(ctx context.Context, g *gantryProc, topic string, cfg config)
 	}
 	defer pc.Close()
 	var v benchkit.Verifier
+	cpu := benchkit.StartCPU(g.cmd.Process.Pid)
 	res, err := benchkit.ConsumeGantry(ctx, pc, topic, benchkit.ConsumeConfig{Count: cfg.count, FromMin: true}, &v)
 	fmt.Println("gantry   ", res)
+	fmt.Println("         ", cpu.Stop(res.Msgs))
 	lines, _ := v.Report()
 	fmt.Println("         ", strings.Join(lines, "; "))
 	return res, err
