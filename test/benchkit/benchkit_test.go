@@ -2,8 +2,10 @@ package benchkit
 
 import (
 	"fmt"
+	"os"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -44,4 +46,25 @@ func TestVerifierConcurrent(t *testing.T) {
 		"1 messages not written by gantry bench",
 	}, lines)
 	require.Equal(t, int64(total-10+100), v.Received())
+}
+
+// ProcCPU reads a process's CPU time, and CPUMeter reports what was spent
+// between Start and Stop.
+func TestCPUMeter(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("no /proc")
+	}
+	m := StartCPU(os.Getpid()) // this process as the "server" too
+	sum := 0
+	for start := time.Now(); time.Since(start) < 200*time.Millisecond; {
+		sum++ // spin: user time
+	}
+	line := m.Stop(1000)
+	assert.NotZero(t, sum)
+	assert.Greater(t, m.Client, 0.05, line)
+	assert.InDelta(t, m.Client, m.Server, 0.05, line)
+	assert.Regexp(t, `^cpu: client \d+\.\d\d s, server \d+\.\d\d s; \d+\.\d\d µs a message in all$`, line)
+
+	_, err := ProcCPU(-1)
+	assert.Error(t, err)
 }
