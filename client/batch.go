@@ -281,7 +281,10 @@ func (s *queueSender) send(batch []*sendOp) {
 }
 
 // roundTrip sends the batch, waiting at most until the latest deadline of
-// its ops.
+// its ops. A Send's op alone in its request bounds it with its own context
+// (its attempt's, which has the send timeout): that Send waits no longer
+// anyway, and one send at a time then sets up no context and timer of its
+// own.
 func (s *queueSender) roundTrip(batch []*sendOp) ([]*gantryv1.SendResult, error) {
 	var deadline time.Time
 	n, size := 0, int64(0)
@@ -291,11 +294,17 @@ func (s *queueSender) roundTrip(batch []*sendOp) ([]*gantryv1.SendResult, error)
 		}
 		n, size = n+op.n, size+op.bytes
 	}
-	if deadline.IsZero() {
-		deadline = time.Now().Add(s.p.opts.sendTimeout)
+	var ctx context.Context
+	if op := batch[0]; len(batch) == 1 && op.onDone == nil && !deadline.IsZero() {
+		ctx = op.ctx
+	} else {
+		if deadline.IsZero() {
+			deadline = time.Now().Add(s.p.opts.sendTimeout)
+		}
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(s.p.c.life, deadline)
+		defer cancel()
 	}
-	ctx, cancel := context.WithDeadline(s.p.c.life, deadline)
-	defer cancel()
 	req := &gantryv1.SendRequest{Topic: s.q.Topic, ProducerGroup: s.p.opts.group, Records: make([][]byte, 0, len(batch))}
 	for _, op := range batch {
 		req.Records = append(req.Records, op.records)
