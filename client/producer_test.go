@@ -651,3 +651,42 @@ func (o *closeOutcomes) count(t *testing.T, i int, err error) {
 		t.Errorf("message %d: unexpected error %v", i, err)
 	}
 }
+
+// A Send alone in its request ends at its send timeout, or as soon as its
+// context is cancelled, while the broker has not answered: indeterminate,
+// since the request was written. Later sends go through once the broker
+// answers again.
+func TestLoneSendEndsWithItsContext(t *testing.T) {
+	a := startBroker(t, "a", 1, "T")
+	ns := startNameServer(t, a)
+	short := newTestProducer(t, testConfig(t, ns), WithSendTimeout(100*time.Millisecond), WithRetries(0))
+	long := newTestProducer(t, testConfig(t, ns), WithSendTimeout(time.Minute), WithRetries(0))
+	for _, p := range []*Producer{short, long} {
+		_, err := p.Send(t.Context(), &Message{Topic: "T", Body: []byte("warm")})
+		require.NoError(t, err)
+	}
+	a.configure(func(b *fakeBroker) { b.delay = 3 * time.Second })
+
+	start := time.Now()
+	_, err := short.Send(t.Context(), &Message{Topic: "T", Body: []byte("timed out")})
+	var ind *IndeterminateError
+	require.ErrorAs(t, err, &ind)
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Less(t, time.Since(start), 2*time.Second, "ended at the send timeout, not at the broker's answer")
+
+	ctx, cancel := context.WithCancel(t.Context())
+	time.AfterFunc(50*time.Millisecond, cancel)
+	start = time.Now()
+	_, err = long.Send(ctx, &Message{Topic: "T", Body: []byte("cancelled")})
+	require.ErrorAs(t, err, &ind)
+	assert.ErrorIs(t, err, context.Canceled)
+	assert.Less(t, time.Since(start), 2*time.Second, "ended at the cancel, not at the broker's answer")
+
+	a.configure(func(b *fakeBroker) { b.delay = 0 })
+	for _, p := range []*Producer{short, long} {
+		require.Eventually(t, func() bool { // once the fake has answered the one before
+			_, err := p.Send(t.Context(), &Message{Topic: "T", Body: []byte("after")})
+			return err == nil
+		}, 15*time.Second, 10*time.Millisecond)
+	}
+}
