@@ -105,17 +105,16 @@ Ctrl-C to stop.
 	return cmd
 }
 
-// devProcs is how many CPUs the dev process runs Go code on at once:
-// n, or, for 0 under ASYNC_FLUSH, half of what Go would use (at least
-// one), unless the GOMAXPROCS environment variable is set. A dev broker
+// devProcs returns how many CPUs the dev process runs Go code on at once,
+// from the flag n, the flush mode and the current GOMAXPROCS: n, or, for
+// 0 under ASYNC_FLUSH, half of current (at least one), unless the
+// GOMAXPROCS environment variable is set. A dev broker
 // shares its machine with the application and tests that use it, and a
 // request answered at once then costs less on one CPU than on two: the
 // hand-overs between gRPC's goroutines no longer wake an idle CPU (system
 // calls, such as the disk's, do not count against the limit). Under
 // SYNC_FLUSH the group commit's flush runs beside the requests and every
 // CPU is kept. docs/BENCHMARKS.md has the measurements.
-// It returns the setting from the flag n, the flush mode and the current
-// GOMAXPROCS.
 func devProcs(n int, mode commitlog.FlushMode, current int) int {
 	switch {
 	case n > 0:

@@ -67,4 +67,5 @@ func TestCPUMeter(t *testing.T) {
 
 	_, err := ProcCPU(-1)
 	assert.Error(t, err)
+	assert.Regexp(t, `^cpu: not measured: `, StartCPU(1<<30).Stop(1), "a server that cannot be read")
 }

@@ -68,27 +68,36 @@ func ProcCPU(pid int) (float64, error) {
 type CPUMeter struct {
 	server         int
 	self0, srv0    float64
+	err            error
 	Client, Server float64 // seconds, after Stop
 }
 
 // StartCPU starts measuring; server is the server's pid (0: none).
 func StartCPU(server int) *CPUMeter {
 	m := &CPUMeter{server: server}
-	m.self0, _ = ProcCPU(os.Getpid())
-	if server > 0 {
-		m.srv0, _ = ProcCPU(server)
+	m.self0, m.err = ProcCPU(os.Getpid())
+	if server > 0 && m.err == nil {
+		m.srv0, m.err = ProcCPU(server)
 	}
 	return m
 }
 
 // Stop ends the measurement and returns a line for the report.
 func (m *CPUMeter) Stop(msgs int64) string {
-	self, _ := ProcCPU(os.Getpid())
+	self, err := ProcCPU(os.Getpid())
+	if m.err == nil {
+		m.err = err
+	}
 	m.Client = self - m.self0
+	if m.server > 0 && m.err == nil {
+		srv, err := ProcCPU(m.server)
+		m.Server, m.err = srv-m.srv0, err
+	}
+	if m.err != nil {
+		return fmt.Sprintf("cpu: not measured: %v", m.err)
+	}
 	line := fmt.Sprintf("cpu: client %.2f s", m.Client)
 	if m.server > 0 {
-		srv, _ := ProcCPU(m.server)
-		m.Server = srv - m.srv0
 		line += fmt.Sprintf(", server %.2f s", m.Server)
 	}
 	if msgs > 0 {
