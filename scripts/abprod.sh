@@ -12,7 +12,7 @@
 set -uo pipefail
 pairs=$1
 shift
-cpu() { awk '{printf "%.2f", ($14+$15)/100}' /proc/$1/stat; }
+. "$(dirname "$0")/lib.sh"
 for _ in $(seq "$pairs"); do
   for bin in "$@"; do
     d=$(mktemp -d /tmp/gantry-ab.XXXXXX)

@@ -13,6 +13,7 @@
 # Run it on an otherwise idle machine; it takes about 30 s a pair.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib.sh
 pairs=${1:-5}
 count=${2:-1000000}
 work=$(mktemp -d /tmp/gantry-storm.XXXXXX)
@@ -28,20 +29,13 @@ trap cleanup EXIT
 sleep 2
 "$bin" bench produce -n $ns -t StormTest --count "$count" | tail -1
 sleep 5
-cpu() { awk '{printf "%.2f", ($14+$15)/100}' /proc/$1/stat; }
 drops=()
 for i in $(seq "$pairs"); do
   for mode in healthy storm; do
     extra=()
     [ $mode = storm ] && extra=(--fail-every 10)
-    b0=$(cpu $dev)
-    out=$( { /usr/bin/time -f "TIME %U %S" "$bin" bench consume -n $ns -t StormTest --count "$count" --push \
-      -g "storm-$mode-$i-$RANDOM" "${extra[@]}" 2>&1; } 2>&1 )
-    b1=$(cpu $dev)
-    rate=$(echo "$out" | sed -n 's/.* msgs in .* = \([0-9]*\) msgs\/s.*/\1/p')
-    secs=$(echo "$out" | sed -n 's/.* msgs in \([0-9.]*s\) = .*/\1/p')
-    ccpu=$(echo "$out" | awk '/^TIME/ {printf "%.2f", $2+$3}')
-    printf '%-7s %6s %7s msgs/s  consumer %ss  broker %.2fs\n' $mode "$secs" "$rate" "$ccpu" "$(echo "$b1 - $b0" | bc)"
+    push_run $dev "$bin" $ns "$count" "storm-$mode-$i-$RANDOM" "${extra[@]}"
+    printf '%-7s %6s %7s msgs/s  consumer %ss  broker %.2fs\n' $mode "$secs" "$rate" "$ccpu" "$bcpu"
     if [ $mode = healthy ]; then healthy=$rate; else
       drops+=("$(echo "scale=1; 100 * ($healthy - $rate) / $healthy" | bc)")
     fi

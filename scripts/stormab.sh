@@ -10,6 +10,7 @@
 #
 # Usage: scripts/stormab.sh ROUNDS BIN_A BIN_B
 set -u
+. "$(dirname "$0")/lib.sh"
 rounds=$1; A=$2; B=$3
 work=$(mktemp -d /tmp/gantry-storm.XXXXXX)
 start() { # bin idx
@@ -24,19 +25,14 @@ sleep 2
 $A bench produce -n 127.0.0.1:28877 -t StormTest --count 1000000 | tail -1
 $B bench produce -n 127.0.0.1:29877 -t StormTest --count 1000000 | tail -1
 sleep 5
-cpu() { awk '{printf "%.2f", ($14+$15)/100}' /proc/$1/stat; }
 for i in $(seq $rounds); do
   for x in A B; do
     if [ $x = A ]; then bin=$A; dev=$devA; ns=127.0.0.1:28877; else bin=$B; dev=$devB; ns=127.0.0.1:29877; fi
     for mode in healthy storm; do
       extra=(); [ $mode = storm ] && extra=(--fail-every 10)
-      b0=$(cpu $dev)
-      out=$( { /usr/bin/time -f "TIME %U %S" "$bin" bench consume -n $ns -t StormTest --count 1000000 --push -g "g-$mode-$i-$RANDOM" "${extra[@]}" 2>&1; } 2>&1 )
-      b1=$(cpu $dev)
-      rate=$(echo "$out" | sed -n 's/.* msgs in .* = \([0-9]*\) msgs\/s.*/\1/p')
-      ccpu=$(echo "$out" | awk '/^TIME/ {printf "%.2f", $2+$3}')
+      push_run $dev "$bin" $ns 1000000 "g-$mode-$i-$RANDOM" "${extra[@]}"
       if [ $mode = healthy ]; then h=$rate; d=""; else d="drop $(echo "scale=1; 100 * ($h - $rate) / $h" | bc) %"; fi
-      printf '%s %-7s %7s msgs/s  consumer %ss  broker %.2fs %s\n' $x $mode "$rate" "$ccpu" "$(echo "$b1 - $b0" | bc)" "$d"
+      printf '%s %-7s %7s msgs/s  consumer %ss  broker %.2fs %s\n' $x $mode "$rate" "$ccpu" "$bcpu" "$d"
       sleep 13
     done
   done
