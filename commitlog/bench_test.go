@@ -108,6 +108,60 @@ func BenchmarkAppendSync(b *testing.B) {
 	}
 }
 
+// BenchmarkReadAfterFlush reads back, record by record, 64 MiB of 1 KiB
+// records that were appended, read once (as the broker's dispatcher reads
+// each record it indexes) and then flushed: what a consumer catching up on
+// a backlog makes the broker do. Each op appends, reads and flushes (not
+// timed) and then reads again (timed) a fresh 64 MiB:
+//
+//	go test -run=^$ -bench=ReadAfterFlush -benchtime=12x ./commitlog
+func BenchmarkReadAfterFlush(b *testing.B) {
+	for _, mode := range []commitlog.WriteMode{commitlog.WriteMapped, commitlog.WriteHybrid} {
+		b.Run("write="+mode.String(), func(b *testing.B) {
+			l, err := commitlog.Open(b.Context(), commitlog.Config{Dir: testutil.BenchDir(b), WriteMode: mode})
+			require.NoError(b, err)
+			defer l.Close()
+			var batch []byte
+			for i := range 64 {
+				batch = append(batch, kib1(b, i)...)
+			}
+			// read touches the first and the last byte of every record
+			// from off on, as a pull's check and its copy do.
+			var sum int64
+			read := func(off int64) (records int64) {
+				for off < l.MaxOffset() {
+					rec, next, err := l.ReadRecord(off)
+					if err != nil {
+						b.Fatal(err)
+					}
+					sum += int64(rec.B[len(rec.B)-1])
+					rec.Release()
+					off = next
+					records++
+				}
+				return records
+			}
+			const chunk = 64 << 20
+			var records int64
+			for b.Loop() {
+				b.StopTimer()
+				from := l.MaxOffset()
+				for l.MaxOffset()-from < chunk {
+					if _, err := l.Append(b.Context(), batch, nil); err != nil {
+						b.Fatal(err)
+					}
+				}
+				read(from)
+				require.NoError(b, l.Flush())
+				b.StartTimer()
+				records += read(from)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(records), "ns/record")
+			_ = sum
+		})
+	}
+}
+
 // BenchmarkRecoverFullSegment measures Open after a crash with a full
 // 1 GiB segment to validate (no checkpoint: every record is checked). With
 // GANTRY_DROP_CACHES=1 (root only) the page cache is dropped before each

@@ -74,11 +74,11 @@ const (
 	// pre-faulter or an append) is zeroed and then overwritten: batches, the
 	// bulk of a busy broker's bytes, cost the broker less CPU, and one
 	// message at a time still takes no syscall. The PrefaultAhead window is
-	// kept only while small appends bring most of the bytes, and appends and
-	// pre-faulting go through a second mapping that reads nothing ahead
-	// (see segment.writerView). But pwrite fills the page cache with single
-	// pages where faulting the mapping in (readahead) brings large folios,
-	// and reading the records back costs more: a push consumer of freshly
+	// kept only while small appends bring most of the bytes, and the
+	// appends' mapping (see segment.writerView) reads nothing ahead. But
+	// pwrite fills the page cache with single pages where faulting the
+	// mapping in (readahead) brings large folios, and reading the records
+	// back costs more: a push consumer of freshly
 	// produced messages took the broker 1.35x to 2.5x the CPU here (see
 	// docs/BENCHMARKS.md). For produce-heavy logs, under async flush.
 	WriteHybrid

@@ -33,19 +33,35 @@ func (l *Log) SettleAlloc() {
 }
 
 // MappedPages counts the pages of [off, off+n) (page-aligned, within one
-// segment) that are mapped into this process (/proc/self/pagemap's present
-// bit): pre-faulted or written, not merely read ahead into the page cache.
+// segment) that are mapped into the appends' mapping of this process
+// (/proc/self/pagemap's present bit): pre-faulted or written, not merely
+// read ahead into the page cache.
 func (l *Log) MappedPages(off, n int64) (int, error) {
 	seg := l.segs.Load().find(off)
 	if seg == nil {
 		return 0, ErrClosed
 	}
+	return presentPages(seg.writerView(l.cfg.WriteMode == WriteHybrid).Bytes()[off-seg.base:], n)
+}
+
+// ReaderMappedPages is MappedPages of the readers' mapping.
+func (l *Log) ReaderMappedPages(off, n int64) (int, error) {
+	seg := l.segs.Load().find(off)
+	if seg == nil {
+		return 0, ErrClosed
+	}
+	return presentPages(seg.b[off-seg.base:], n)
+}
+
+// presentPages counts the pages of the n bytes from b[0] (page-aligned)
+// that /proc/self/pagemap says are present.
+func presentPages(b []byte, n int64) (int, error) {
 	f, err := os.Open("/proc/self/pagemap")
 	if err != nil {
 		return 0, err
 	}
 	defer f.Close()
-	addr := uintptr(unsafe.Pointer(&seg.b[off-seg.base]))
+	addr := uintptr(unsafe.Pointer(&b[0]))
 	buf := make([]byte, 8*((n+4095)/4096))
 	if _, err := f.ReadAt(buf, int64(addr/4096*8)); err != nil {
 		return 0, err

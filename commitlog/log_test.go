@@ -323,6 +323,38 @@ func TestPrefaultWindowSlides(t *testing.T) {
 	assert.Zero(t, mapped(far, 8<<20), "far beyond the writes")
 }
 
+// Appends and the pre-faulter go through a mapping of their own, so that
+// writeback, which write-protects the entries of every writable mapping of
+// the pages it cleans, leaves the readers' mapping alone: the readers map
+// a page only when they first read it, and see what was appended through
+// the other mapping (the same page cache), before and after a flush.
+func TestReadersHaveAMappingOfTheirOwn(t *testing.T) {
+	const page, window = 4096, 256 << 10
+	for _, mode := range []commitlog.WriteMode{commitlog.WriteMapped, commitlog.WriteHybrid} {
+		t.Run(mode.String(), func(t *testing.T) {
+			l := open(t, commitlog.Config{Dir: t.TempDir(), SegmentBytes: 64 << 20, PrefaultAhead: window, WriteMode: mode})
+			defer l.Close()
+			require.NoError(t, l.WaitPrefault(t.Context()))
+			readers := pageCount(t, l.ReaderMappedPages)
+			assert.Equal(t, window/page, pageCount(t, l.MappedPages)(0, window), "the appends' window")
+			assert.Zero(t, readers(0, window), "pre-faulting maps nothing for the readers")
+
+			rec := record(t, 1, 1000)
+			res, err := l.Append(t.Context(), rec, nil)
+			require.NoError(t, err)
+			assert.Zero(t, readers(0, page), "an append maps nothing for the readers")
+			for range 2 { // before and after the flush
+				r, err := l.Read(res.Offset, len(rec))
+				require.NoError(t, err)
+				assert.NoError(t, message.Check(r.B, res.Offset, true), "the appended record, read through the readers' mapping")
+				r.Release()
+				assert.Equal(t, 1, readers(0, page), "the page read")
+				require.NoError(t, l.Flush())
+			}
+		})
+	}
+}
+
 // WriteHybrid writes batches of DirectBytes or more with pwrite, which
 // needs no page faulted in. While they bring most of the bytes nothing
 // after the appends is brought into the page cache: no pre-fault window

@@ -19,7 +19,7 @@ type segment struct {
 	m    fsx.Mapping
 	b    []byte // m.Bytes()
 
-	// wm is WriteHybrid's writer mapping (see writerView), made once.
+	// wm is the appends' mapping (see writerView), made once.
 	wOnce sync.Once
 	wm    fsx.Mapping
 
@@ -79,27 +79,35 @@ func (s *segment) retire() {
 }
 
 // writerView returns the mapping appends are copied into and pre-faulted
-// through. With separate (WriteHybrid) it is a second mapping of the file,
-// marked random access, so that faulting its pages in reads nothing ahead:
-// readahead past the append position would zero pages that pwrite then
-// overwrites whole, and marks a page to read ahead again once the readers
-// fault it in, so that it would run ahead of the appends for good. The
-// readers' mapping keeps its readahead for data read back from disk.
-// Without separate, or if the second mapping cannot be had, it is the
-// segment's mapping.
-func (s *segment) writerView(separate bool) fsx.Mapping {
-	if !separate {
-		return s.m
-	}
+// through: a second mapping of the file, made on first use, so that the
+// readers' mapping (s.m) is never written through. Writeback write-protects
+// every writable page table entry of the pages it cleans, so that the next
+// write faults to dirty the page again; with one mapping for both, every
+// flush took the readers' entries with it, and on this VM (a guest whose
+// page tables the host shadows) the first read of a flushed page then cost
+// about 1.3 µs, 300-480 ns a 1 KiB record against 34-49 with a mapping of
+// their own (BenchmarkReadAfterFlush). The readers fault their entries in
+// read-only, and writeback leaves those alone.
+//
+// With random (WriteHybrid) the writer's mapping is marked random access,
+// so that faulting its pages in reads nothing ahead: readahead past the
+// append position would zero pages that pwrite then overwrites whole, and
+// marks a page to read ahead again once the readers fault it in, so that it
+// would run ahead of the appends for good. WriteMapped keeps readahead,
+// which fills the page cache with large folios. If the second mapping cannot
+// be had, it is the segment's mapping.
+func (s *segment) writerView(random bool) fsx.Mapping {
 	s.wOnce.Do(func() {
 		s.wm = s.m
 		m, err := s.file.Map(int(s.size))
 		if err != nil {
 			return
 		}
-		if err := m.Random(0, int(s.size)); err != nil {
-			m.Unmap()
-			return
+		if random {
+			if err := m.Random(0, int(s.size)); err != nil {
+				m.Unmap()
+				return
+			}
 		}
 		s.wm = m
 	})
