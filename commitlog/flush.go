@@ -163,7 +163,40 @@ func (l *Log) flush() error {
 		return l.fail(err)
 	}
 	l.advanceFlushed(end)
+	l.dropWritten(end)
 	return nil
+}
+
+// dropUnit is the granule in which the appends' mapping lets go of what
+// was flushed: a huge page, which the page cache often holds the log in.
+const dropUnit = 2 << 20
+
+// dropWritten drops the appends' mapping's page table entries below end
+// (flushed), in whole dropUnits: appends never go back there, and the
+// readers map what they read on their own, so the pages would otherwise
+// count twice in the process's RSS (RssFile). It stops short of the unit
+// end is in, which appends may still be writing. l.flushMu is held.
+func (l *Log) dropWritten(end int64) {
+	to := end &^ (dropUnit - 1)
+	from := max(l.dropped, l.minOff.Load())
+	for from < to {
+		seg := l.segs.Load().find(from)
+		if seg == nil {
+			break
+		}
+		hi := min(to, seg.end())
+		if seg.acquire() {
+			if w := seg.ownWriter(); w != nil {
+				if err := w.Drop(int(from-seg.base), int(hi-from)); err != nil && !l.dropWarned {
+					l.log.Warn("could not drop the appends' mapping of flushed data; RSS counts those pages twice", "segment", seg.path, "err", err)
+					l.dropWarned = true
+				}
+			}
+			seg.release()
+		}
+		from = hi
+	}
+	l.dropped = from
 }
 
 // injectFlush evaluates a flush failpoint (package failpoint): an injected

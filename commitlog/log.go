@@ -60,6 +60,11 @@ type Log struct {
 	cleanMu sync.Mutex // serializes retention passes; taken before mu
 	cpMu    sync.Mutex // serializes checkpoint writes
 
+	// dropped (under flushMu): the appends' mapping has no entries below
+	// it (see dropWritten); dropWarned: a failure to drop was logged.
+	dropped    int64
+	dropWarned bool
+
 	wmu     sync.Mutex // guards waiters; taken after mu
 	waiters []*waiter  // SyncFlush appenders by End, ascending
 

@@ -355,6 +355,29 @@ func TestReadersHaveAMappingOfTheirOwn(t *testing.T) {
 	}
 }
 
+// Once flushed, whole 2 MiB units of the log leave the appends' mapping,
+// so that the process's RSS does not count them twice; the records stay
+// readable, and appends go on after them.
+func TestFlushDropsTheAppendsMapping(t *testing.T) {
+	const page, unit = 4096, 2 << 20
+	l := open(t, commitlog.Config{Dir: t.TempDir(), SegmentBytes: 64 << 20, PrefaultAhead: 1 << 20, WriteMode: commitlog.WriteMapped,
+		FlushInterval: time.Hour, FlushThoroughInterval: time.Hour})
+	defer l.Close()
+	require.NoError(t, l.WaitPrefault(t.Context()))
+	mapped := pageCount(t, l.MappedPages)
+	end := appendUntil(t, l, record(t, 1, 16<<10), 5<<20)
+	require.Equal(t, 2*unit/page, mapped(0, 2*unit), "written, not yet flushed")
+	require.NoError(t, l.Flush())
+	assert.Zero(t, mapped(0, 2*unit), "the whole units below the flushed end %d", end)
+	assert.Equal(t, 1, mapped(2*unit, page), "the unit the appends are in")
+
+	recs := readAll(t, l)
+	require.NotEmpty(t, recs)
+	more := appendUntil(t, l, record(t, 2, 16<<10), end+(1<<20))
+	require.NoError(t, l.Flush())
+	assert.Len(t, readAll(t, l), len(recs)+int((more-end)/int64(len(record(t, 2, 16<<10)))), "every record, before and after the drop")
+}
+
 // WriteHybrid writes batches of DirectBytes or more with pwrite, which
 // needs no page faulted in. While they bring most of the bytes nothing
 // after the appends is brought into the page cache: no pre-fault window

@@ -19,9 +19,11 @@ type segment struct {
 	m    fsx.Mapping
 	b    []byte // m.Bytes()
 
-	// wm is the appends' mapping (see writerView), made once.
+	// wm is the appends' mapping (see writerView), made once; wOwn is set
+	// once it is a mapping of its own, not m.
 	wOnce sync.Once
 	wm    fsx.Mapping
+	wOwn  atomic.Bool
 
 	// refs counts readers holding Regions; the closed bit is set when the
 	// segment is deleted, after which no new reference is granted and the
@@ -110,8 +112,18 @@ func (s *segment) writerView(random bool) fsx.Mapping {
 			}
 		}
 		s.wm = m
+		s.wOwn.Store(true)
 	})
 	return s.wm
+}
+
+// ownWriter returns the appends' mapping if one of its own was made, else
+// nil; it never makes one.
+func (s *segment) ownWriter() fsx.Mapping {
+	if s.wOwn.Load() {
+		return s.wm
+	}
+	return nil
 }
 
 func (s *segment) unmap() {

@@ -585,6 +585,8 @@ func (m *memMapping) Sequential(int, int) error { return nil }
 
 func (m *memMapping) Random(int, int) error { return nil }
 
+func (m *memMapping) Drop(int, int) error { return nil }
+
 func (m *memMapping) Unmap() error {
 	if m.b == nil {
 		return nil

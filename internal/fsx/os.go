@@ -232,6 +232,10 @@ func (m *osMapping) Random(off, n int) error {
 	return m.advise(off, n, unix.MADV_RANDOM, "madvise(random)")
 }
 
+func (m *osMapping) Drop(off, n int) error {
+	return m.advise(off, n, unix.MADV_DONTNEED, "madvise(dontneed)")
+}
+
 // advise applies a read-pattern advice to the whole pages of [off, off+n).
 func (m *osMapping) advise(off, n, advice int, op string) error {
 	lo, hi := pageRange(off, n, len(m.b))
