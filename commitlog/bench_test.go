@@ -21,6 +21,15 @@ func kib1(b *testing.B, i int) []byte {
 	return rec
 }
 
+// kib64 is a batch of 64 1 KiB records.
+func kib64(b *testing.B) []byte {
+	var batch []byte
+	for i := range 64 {
+		batch = append(batch, kib1(b, i)...)
+	}
+	return batch
+}
+
 // BenchmarkAppendAsync appends batches of 64 1 KiB records with async
 // flush, in each write mode (mapped is the default). Run it over at least
 // 2 GiB so segments roll:
@@ -36,10 +45,7 @@ func benchAppendAsync(b *testing.B, mode commitlog.WriteMode) {
 	l, err := commitlog.Open(b.Context(), commitlog.Config{Dir: testutil.BenchDir(b), WriteMode: mode})
 	require.NoError(b, err)
 	defer l.Close()
-	var batch []byte
-	for i := range 64 {
-		batch = append(batch, kib1(b, i)...)
-	}
+	batch := kib64(b)
 	b.SetBytes(int64(len(batch)))
 	b.ReportAllocs()
 	require.NoError(b, l.WaitPrefault(b.Context())) // the first segment's one-time pre-fault is not append work
@@ -121,10 +127,7 @@ func BenchmarkReadAfterFlush(b *testing.B) {
 			l, err := commitlog.Open(b.Context(), commitlog.Config{Dir: testutil.BenchDir(b), WriteMode: mode})
 			require.NoError(b, err)
 			defer l.Close()
-			var batch []byte
-			for i := range 64 {
-				batch = append(batch, kib1(b, i)...)
-			}
+			batch := kib64(b)
 			// read touches the first and the last byte of every record
 			// from off on, as a pull's check and its copy do.
 			var sum int64
@@ -172,10 +175,7 @@ func BenchmarkRecoverFullSegment(b *testing.B) {
 	dir := testutil.BenchDir(b)
 	l, err := commitlog.Open(b.Context(), commitlog.Config{Dir: dir})
 	require.NoError(b, err)
-	var batch []byte
-	for i := range 64 {
-		batch = append(batch, kib1(b, i)...)
-	}
+	batch := kib64(b)
 	for l.MaxOffset() < l.SegmentBytes()+int64(len(batch)) { // fill segment 0, spill into 1
 		_, err := l.Append(b.Context(), batch, nil)
 		require.NoError(b, err)
