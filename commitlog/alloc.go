@@ -176,7 +176,7 @@ func (l *Log) prefaultLoop(ctx context.Context) {
 // millisecond.
 func (l *Log) populate(ctx context.Context, seg *segment, from, to int64) (int64, error) {
 	const chunk = 4 << 20
-	w := seg.writerView(l.cfg.WriteMode == WriteHybrid)
+	w := l.writer(seg)
 	off := from
 	for ; off < to && ctx.Err() == nil && l.prefaultNext.Load(); off += min(chunk, to-off) {
 		if err := w.Populate(int(off), int(min(chunk, to-off))); err != nil {

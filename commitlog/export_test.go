@@ -41,7 +41,7 @@ func (l *Log) MappedPages(off, n int64) (int, error) {
 	if seg == nil {
 		return 0, ErrClosed
 	}
-	return presentPages(seg.writerView(l.cfg.WriteMode == WriteHybrid).Bytes()[off-seg.base:], n)
+	return presentPages(l.writer(seg).Bytes()[off-seg.base:], n)
 }
 
 // ReaderMappedPages is MappedPages of the readers' mapping.

@@ -425,7 +425,7 @@ func (l *Log) appendLocked(ctx context.Context, chunks [][]byte, size, nrec int,
 		}
 	} else {
 		pos := start - l.active.base
-		dst = l.active.writerView(l.cfg.WriteMode == WriteHybrid).Bytes()[pos : pos+int64(size)]
+		dst = l.writer(l.active).Bytes()[pos : pos+int64(size)]
 		at := 0
 		for _, c := range chunks {
 			at += copy(dst[at:], c)
@@ -564,7 +564,7 @@ func (l *Log) rollLocked(ctx context.Context) error {
 			return l.failLocked(err)
 		}
 	default:
-		copy(old.writerView(l.cfg.WriteMode == WriteHybrid).Bytes()[pos:], blank[:])
+		copy(l.writer(old).Bytes()[pos:], blank[:])
 	}
 	sl := l.segs.Load()
 	segs := make([]*segment, len(sl.segs), len(sl.segs)+1)
@@ -580,6 +580,10 @@ func (l *Log) rollLocked(ctx context.Context) error {
 	l.log.Debug("rolled segment", "sealed", old.path, "active", next.path)
 	return nil
 }
+
+// writer returns seg's mapping for appends and pre-faulting (see
+// segment.writerView): marked random access under WriteHybrid.
+func (l *Log) writer(seg *segment) fsx.Mapping { return seg.writerView(l.cfg.WriteMode == WriteHybrid) }
 
 // publish makes [.., end) readable.
 func (l *Log) publish(end int64) {

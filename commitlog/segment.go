@@ -127,8 +127,8 @@ func (s *segment) ownWriter() fsx.Mapping {
 }
 
 func (s *segment) unmap() {
-	if s.wm != nil && s.wm != s.m {
-		s.wm.Unmap()
+	if w := s.ownWriter(); w != nil {
+		w.Unmap()
 	}
 	if s.m != nil {
 		s.m.Unmap()

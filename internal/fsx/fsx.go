@@ -75,8 +75,8 @@ type Mapping interface {
 	// page fault brings in that page only, with no read-ahead around or
 	// after it, for a mapping that only writes. Advisory.
 	Random(off, n int) error
-	// Drop removes the mapping's page table entries for the whole pages of
-	// [off, off+n) (madvise DONTNEED): the file's pages, and what was
+	// Drop removes the mapping's page table entries for the pages [off,
+	// off+n) covers (madvise DONTNEED): the file's pages, and what was
 	// written to them, stay in the page cache, and a later access maps them
 	// in again. For a mapping done with a range, so that the process's RSS
 	// counts no page twice. Advisory.
