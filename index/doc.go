@@ -40,12 +40,15 @@
 //
 // # Guarantees and recovery
 //
-// Flush msyncs, per file, the new entries, then the slots, then the header,
-// so a durable indexCount implies durable entries. After a crash, pages
-// written since the last Flush may be torn in any order, so Open rebuilds
-// the slots and chains of the two newest files from their entries (up to
-// indexCount), skipping entries that cannot be right; entries of older
-// files are never torn because files fill far more slowly than Flush runs.
+// Flush msyncs, per file, the new entries, then the slots (once, when the
+// file is full), then the header, so a durable indexCount implies durable
+// entries. A file that fills is synced whole before the next one is
+// started, so only the newest file can hold bytes written since the last
+// sync, however fast files fill. After a crash, pages written since then
+// may be torn in any order, so Open rebuilds the slots and chains of the
+// two newest files (the newest may be an empty one, prepared or just
+// started) from their entries (up to indexCount), skipping entries that
+// cannot be right.
 // Open deletes a file whose
 // header is impossible (bad slot count, size, indexCount or ranges, or a
 // phyOffset range below the previous file's) together with every newer

@@ -50,9 +50,10 @@ func (s *Store) recover(ctx context.Context) error {
 	if err := s.dropEmpty(); err != nil {
 		return err
 	}
-	// Only the two newest files can hold entries written since the last
-	// Flush (files fill far more slowly than Flush runs): rebuild their
-	// chains so that a crash-torn entry cannot hide older ones.
+	// Only the newest file can hold entries written since the last sync
+	// (a full file is synced before the next one starts), and the newest
+	// may be empty: rebuild the two newest files' chains so that a
+	// crash-torn entry cannot hide older ones.
 	for _, f := range s.files[max(0, len(s.files)-rebuildFiles):] {
 		if n := f.rebuild(); n > 0 {
 			s.log.Warn("skipped torn index entries", "file", f.path, "entries", n)

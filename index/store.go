@@ -107,6 +107,15 @@ func (s *Store) PutHash(hash int32, phyOffset int64, storeTimestamp int64) error
 	if n := len(s.files); n > 0 && !s.files[n-1].full() {
 		f = s.files[n-1]
 	} else {
+		// A full file is written no more: sync all of it (its slots, which
+		// Flush leaves until a file is full, included) before the next one
+		// exists, so that a crash finds every file but the newest whole,
+		// however many files fill between two Flushes (see doc.go).
+		if n > 0 {
+			if err := s.files[n-1].flush(); err != nil {
+				return err
+			}
+		}
 		var err error
 		if f, err = s.newFile(); err != nil {
 			return err

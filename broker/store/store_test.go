@@ -73,10 +73,14 @@ func putAll(t *testing.T, s *store.Store, from, n int) []store.PutResult {
 	return out
 }
 
-// waitDispatched waits until every queue holds what the log holds.
+// waitDispatched waits until the dispatcher has passed the log's end (a
+// record's index entries are written after its queue entry) and every
+// queue holds what the log holds.
 func waitDispatched(t *testing.T, s *store.Store) {
 	t.Helper()
-	require.Eventually(t, func() bool { return equalQueues(s, reference(t, s)) }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool {
+		return s.DispatchedOffset() >= s.CommitLog().MaxOffset() && equalQueues(s, reference(t, s))
+	}, 5*time.Second, time.Millisecond)
 }
 
 // reference builds every queue's entries by walking the commit log.
