@@ -408,8 +408,9 @@ func (x *indexFile) syncAll() error {
 // The slots are synced once, when the file is full (Put flushes a full
 // file before it starts the next): Open rebuilds the slots of the newest
 // files from their entries (rebuildFiles), so only a full file needs them
-// on disk. Syncing the slot table every Flush wrote most of it (Put dirties random
-// slots) under the writer lock, stalling the dispatcher. Writer only.
+// on disk. Syncing the slot table every Flush wrote most of it (Put
+// dirties random slots) under the writer lock, stalling the dispatcher.
+// Writer only.
 func (x *indexFile) flush() error {
 	count := x.count.Load()
 	syncSlots := count >= x.entryCount && !x.slotsSynced
