@@ -78,9 +78,9 @@ const (
 	// appends' mapping (see segment.writerView) reads nothing ahead. But
 	// pwrite fills the page cache with single pages where faulting the
 	// mapping in (readahead) brings large folios, and reading the records
-	// back costs more: a push consumer of freshly
-	// produced messages took the broker 1.35x to 2.5x the CPU here (see
-	// docs/BENCHMARKS.md). For produce-heavy logs, under async flush.
+	// back costs more: a push consumer of freshly produced messages took
+	// the broker 1.35x to 2.5x the CPU here (see docs/BENCHMARKS.md). For
+	// produce-heavy logs, under async flush.
 	WriteHybrid
 )
 

@@ -405,8 +405,8 @@ func (x *indexFile) syncAll() error {
 }
 
 // flush msyncs the entries written since the last flush, then the header.
-// The slots are synced once, when the file is full (Put flushes a full
-// file before it starts the next): Open rebuilds the slots of the newest
+// The slots are synced once, when the file is full (newFile flushes a
+// full file before it starts the next): Open rebuilds the slots of the newest
 // files from their entries (rebuildFiles), so only a full file needs them
 // on disk. Syncing the slot table every Flush wrote most of it (Put
 // dirties random slots) under the writer lock, stalling the dispatcher.

@@ -107,15 +107,6 @@ func (s *Store) PutHash(hash int32, phyOffset int64, storeTimestamp int64) error
 	if n := len(s.files); n > 0 && !s.files[n-1].full() {
 		f = s.files[n-1]
 	} else {
-		// A full file is written no more: sync all of it (its slots, which
-		// Flush leaves until a file is full, included) before the next one
-		// exists, so that a crash finds every file but the newest whole,
-		// however many files fill between two Flushes (see doc.go).
-		if n > 0 {
-			if err := s.files[n-1].flush(); err != nil {
-				return err
-			}
-		}
 		var err error
 		if f, err = s.newFile(); err != nil {
 			return err
@@ -127,7 +118,17 @@ func (s *Store) PutHash(hash int32, phyOffset int64, storeTimestamp int64) error
 
 // newFile creates the next file (or takes the one created in the
 // background) and appends it to the list. Writer only.
+//
+// The newest file, full, is written no more: newFile first syncs all of it
+// (its slots, which Flush leaves until a file is full, included), so that a
+// crash finds every file but the newest whole, however many files fill
+// between two Flushes (see doc.go).
 func (s *Store) newFile() (*indexFile, error) {
+	if n := len(s.files); n > 0 {
+		if err := s.files[n-1].flush(); err != nil {
+			return nil, err
+		}
+	}
 	if f := s.takePrepared(); f != nil {
 		if len(s.files) == 0 {
 			s.mu.Lock()
