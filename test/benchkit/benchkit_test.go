@@ -1,9 +1,11 @@
 package benchkit
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -68,4 +70,76 @@ func TestCPUMeter(t *testing.T) {
 	_, err := ProcCPU(-1)
 	assert.Error(t, err)
 	assert.Regexp(t, `^cpu: not measured: `, StartCPU(1<<30).Stop(1), "a server that cannot be read")
+}
+
+// Produce returns once every send is answered, with the counts and bytes
+// of the answers, never more in flight than the window, and the first
+// error.
+func TestProduce(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		count    int64
+		inflight int
+		failEach int64 // every failEach-th send fails; 0: none
+	}{
+		{"one in flight", 100, 1, 0},
+		{"window", 5000, 64, 0},
+		{"failures", 5000, 64, 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, maxOut, answered atomic.Int64
+			var seq atomic.Int64
+			send := func(_ context.Context, body []byte, done func(error)) {
+				require.Len(t, body, 100)
+				n := seq.Add(1)
+				cur := out.Add(1)
+				for m := maxOut.Load(); cur > m && !maxOut.CompareAndSwap(m, cur); m = maxOut.Load() {
+				}
+				go func() { // answered later, on another goroutine
+					time.Sleep(time.Duration(n%3) * time.Microsecond)
+					out.Add(-1)
+					answered.Add(1)
+					if tc.failEach > 0 && n%tc.failEach == 0 {
+						done(fmt.Errorf("send %d refused", n))
+						return
+					}
+					done(nil)
+				}()
+			}
+			res, err := Produce(context.Background(), send, ProduceConfig{Count: tc.count, Size: 100, Inflight: tc.inflight, Run: NewRunID()})
+			assert.Equal(t, tc.count, answered.Load(), "returned before every answer")
+			assert.LessOrEqual(t, maxOut.Load(), int64(tc.inflight))
+			fails := int64(0)
+			if tc.failEach > 0 {
+				fails = tc.count / tc.failEach
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), fmt.Sprintf("%d sends failed, the first: send ", fails))
+			} else {
+				require.NoError(t, err)
+			}
+			assert.Equal(t, tc.count-fails, res.Msgs)
+			assert.Equal(t, fails, res.Errors)
+			assert.Equal(t, (tc.count-fails)*100, res.Bytes)
+			assert.Equal(t, tc.count, res.Latency.Count())
+		})
+	}
+}
+
+// With a duration, Produce stops sending when it ends and still waits for
+// the sends out.
+func TestProduceDuration(t *testing.T) {
+	var out atomic.Int64
+	send := func(_ context.Context, _ []byte, done func(error)) {
+		out.Add(1)
+		go func() {
+			time.Sleep(time.Millisecond)
+			out.Add(-1)
+			done(nil)
+		}()
+	}
+	res, err := Produce(context.Background(), send, ProduceConfig{Duration: 50 * time.Millisecond, Size: 64, Inflight: 16, Run: NewRunID()})
+	require.NoError(t, err)
+	assert.Zero(t, out.Load())
+	assert.Positive(t, res.Msgs)
+	assert.GreaterOrEqual(t, res.Elapsed, 50*time.Millisecond)
 }
