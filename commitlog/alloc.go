@@ -110,6 +110,17 @@ func (l *Log) createSegment(ctx context.Context, base int64, populate bool) (*se
 	if err != nil {
 		return fail("map", err)
 	}
+	// A new segment is written and read in order, in bulk: huge pages
+	// (fsx.Mapping.Huge). Not with WriteDirect or WriteHybrid, which write
+	// with pwrite so that no page is zeroed ahead of the writes, where a
+	// reader's fault would fill a 2 MiB folio. Segments reopened at startup
+	// are not asked either: what is read of them is mostly read once, and
+	// a cold fault would read 2-4 MiB.
+	if l.cfg.WriteMode == WriteMapped || l.cfg.WriteMode == WriteBuffered {
+		if err := m.Huge(0, int(size)); err != nil {
+			l.log.Debug("huge page advice failed", "segment", path, "err", err)
+		}
+	}
 	seg := &segment{base: base, size: size, path: path, file: f, m: m, b: m.Bytes()}
 	if populate && l.prefaultNext.Load() {
 		if _, err := l.populate(ctx, seg, 0, min(l.cfg.PrefaultAhead, size)); err != nil {

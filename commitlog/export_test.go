@@ -44,6 +44,19 @@ func (l *Log) MappedPages(off, n int64) (int, error) {
 	return presentPages(l.writer(seg).Bytes()[off-seg.base:], n)
 }
 
+// Mappings returns the readers' mapping of the segment holding off and
+// the appends' own mapping (nil when the appends use the readers').
+func (l *Log) Mappings(off int64) (readers, appends []byte) {
+	seg := l.segs.Load().find(off)
+	if seg == nil {
+		return nil, nil
+	}
+	if w := seg.ownWriter(); w != nil {
+		appends = w.Bytes()
+	}
+	return seg.b, appends
+}
+
 // ReaderMappedPages is MappedPages of the readers' mapping.
 func (l *Log) ReaderMappedPages(off, n int64) (int, error) {
 	seg := l.segs.Load().find(off)

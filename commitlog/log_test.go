@@ -15,6 +15,7 @@ import (
 
 	"github.com/gantrymq/gantry/commitlog"
 	"github.com/gantrymq/gantry/internal/fsx"
+	"github.com/gantrymq/gantry/internal/testutil"
 	"github.com/gantrymq/gantry/message"
 )
 
@@ -426,4 +427,47 @@ func TestWaitPrefault(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 	defer cancel()
 	require.NoError(t, l.WaitPrefault(ctx))
+}
+
+// New segments ask for huge pages where their bytes are written in bulk
+// and in order (WriteMapped, WriteBuffered), and not where pwrite is to
+// fill pages that nothing faulted in ahead (WriteDirect, WriteHybrid,
+// whose appends' mapping reads nothing ahead).
+func TestSegmentsAskForHugePages(t *testing.T) {
+	for _, tt := range []struct {
+		mode             commitlog.WriteMode
+		flush            commitlog.FlushMode
+		readers, appends string // a flag the mapping must have; "" for no huge pages
+	}{
+		{commitlog.WriteMapped, commitlog.AsyncFlush, "hg", "hg"},
+		{commitlog.WriteBuffered, commitlog.SyncFlush, "hg", ""},
+		{commitlog.WriteHybrid, commitlog.AsyncFlush, "", "nh"},
+		{commitlog.WriteDirect, commitlog.AsyncFlush, "", ""},
+	} {
+		t.Run(tt.mode.String(), func(t *testing.T) {
+			l := open(t, commitlog.Config{Dir: t.TempDir(), SegmentBytes: 8 << 20, PrefaultAhead: 1 << 20,
+				FlushMode: tt.flush, WriteMode: tt.mode})
+			defer l.Close()
+			_, err := l.Append(t.Context(), record(t, 1, 100), nil)
+			require.NoError(t, err)
+			require.NoError(t, l.WaitPrefault(t.Context()))
+
+			readers, appends := l.Mappings(0)
+			require.NotNil(t, readers)
+			check := func(which string, b []byte, want string) {
+				flags := testutil.VMFlags(t, b)
+				if want == "" {
+					assert.NotContains(t, flags, "hg", which)
+				} else {
+					assert.Contains(t, flags, want, which)
+				}
+			}
+			check("readers' mapping", readers, tt.readers)
+			if appends != nil {
+				check("appends' mapping", appends, tt.appends)
+			} else {
+				assert.Empty(t, tt.appends, "the appends' own mapping was never made")
+			}
+		})
+	}
 }

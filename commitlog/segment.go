@@ -96,8 +96,8 @@ func (s *segment) retire() {
 // append position would zero pages that pwrite then overwrites whole, and
 // marks a page to read ahead again once the readers fault it in, so that it
 // would run ahead of the appends for good. WriteMapped keeps readahead,
-// which fills the page cache with large folios. If the second mapping cannot
-// be had, it is the segment's mapping.
+// which fills the page cache with large folios, and asks for huge pages. If
+// the second mapping cannot be had, it is the segment's mapping.
 func (s *segment) writerView(random bool) fsx.Mapping {
 	s.wOnce.Do(func() {
 		s.wm = s.m
@@ -110,6 +110,8 @@ func (s *segment) writerView(random bool) fsx.Mapping {
 				m.Unmap()
 				return
 			}
+		} else {
+			_ = m.Huge(0, int(s.size)) // WriteMapped: appends fill it in order; advisory
 		}
 		s.wm = m
 		s.wOwn.Store(true)

@@ -583,6 +583,8 @@ func (m *memMapping) Populate(int, int) error { return nil }
 
 func (m *memMapping) Sequential(int, int) error { return nil }
 
+func (m *memMapping) Huge(int, int) error { return nil }
+
 func (m *memMapping) Random(int, int) error { return nil }
 
 func (m *memMapping) Drop(int, int) error { return nil }

@@ -182,15 +182,6 @@ func (f *osFile) Map(size int) (Mapping, error) {
 	if err != nil {
 		return nil, &os.PathError{Op: "mmap", Path: f.f.Name(), Err: err}
 	}
-	// Huge pages where the kernel can give them (transparent huge pages
-	// for files: ext4 and XFS on recent kernels): a fault then brings in a
-	// 2 MiB folio mapped by one page table entry instead of 512 of 4 KiB,
-	// with fewer entries to set, to flush from the TLB and to miss in it.
-	// On this VM, whose host shadows the guest's page tables, that took
-	// 8-21 % of the broker's CPU off a million messages produced, 15-20 %
-	// under sync flush (docs/BENCHMARKS.md, fifteenth session). Advisory: a
-	// kernel without them refuses, and the mapping works as before.
-	_ = unix.Madvise(b, unix.MADV_HUGEPAGE)
 	return &osMapping{b: b, name: f.f.Name()}, nil
 }
 
@@ -237,10 +228,18 @@ func (m *osMapping) Sequential(off, n int) error {
 	return m.advise(off, n, unix.MADV_SEQUENTIAL, "madvise(sequential)")
 }
 
+func (m *osMapping) Huge(off, n int) error {
+	err := m.advise(off, n, unix.MADV_HUGEPAGE, "madvise(hugepage)")
+	if errors.Is(err, unix.EINVAL) {
+		return nil // a kernel without transparent huge pages
+	}
+	return err
+}
+
 func (m *osMapping) Random(off, n int) error {
-	// No huge pages either: a fault would still fill a whole 2 MiB folio
-	// (the kernel reads a huge page's worth even where it reads nothing
-	// ahead), which is what a random mapping is to avoid.
+	// No huge pages either (see Huge): a fault would still fill a whole 2
+	// MiB folio (the kernel reads a huge page's worth even where it reads
+	// nothing ahead), which is what a random mapping is to avoid.
 	if err := m.advise(off, n, unix.MADV_NOHUGEPAGE, "madvise(nohugepage)"); err != nil && !errors.Is(err, unix.EINVAL) {
 		return err
 	}

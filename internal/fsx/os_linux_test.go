@@ -1,61 +1,40 @@
 package fsx_test
 
 import (
-	"fmt"
-	"os"
 	"path/filepath"
-	"strings"
 	"testing"
-	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/gantrymq/gantry/internal/fsx"
+	"github.com/gantrymq/gantry/internal/testutil"
 )
 
-// vmFlags returns the VmFlags line of /proc/self/smaps for the mapping
-// that starts at b, or skips the test when the kernel does not show them.
-func vmFlags(t *testing.T, b []byte) []string {
-	t.Helper()
-	smaps, err := os.ReadFile("/proc/self/smaps")
-	if err != nil {
-		t.Skipf("no /proc/self/smaps: %v", err)
-	}
-	start := fmt.Sprintf("%x-", uintptr(unsafe.Pointer(&b[0])))
-	found := false
-	for line := range strings.SplitSeq(string(smaps), "\n") {
-		if strings.HasPrefix(line, start) {
-			found = true
-		}
-		if found && strings.HasPrefix(line, "VmFlags:") {
-			return strings.Fields(strings.TrimPrefix(line, "VmFlags:"))
-		}
-	}
-	t.Skipf("no VmFlags for the mapping at %s in /proc/self/smaps", start)
-	return nil
-}
-
-func TestOSMapAsksForHugePages(t *testing.T) {
-	if _, err := os.Stat("/sys/kernel/mm/transparent_hugepage"); err != nil {
-		t.Skip("kernel without transparent huge pages")
-	}
+// A mapping asks for huge pages only when told to; a mapping marked
+// random access refuses them, as it reads nothing ahead and a fault would
+// fill a 2 MiB folio.
+func TestOSHugeAndRandom(t *testing.T) {
+	const size = 4 << 20
 	f := createFile(t, fsx.OS, filepath.Join(t.TempDir(), "seg"), nil)
-	require.NoError(t, f.Allocate(0, 4<<20))
+	require.NoError(t, f.Allocate(0, size))
+	mapping := func() fsx.Mapping {
+		m, err := f.Map(size)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = m.Unmap() })
+		return m
+	}
 
-	m, err := f.Map(4 << 20)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = m.Unmap() })
-	assert.Contains(t, vmFlags(t, m.Bytes()), "hg", "a mapping asks for huge pages (MADV_HUGEPAGE)")
+	plain := mapping()
+	assert.NotContains(t, testutil.VMFlags(t, plain.Bytes()), "hg", "no huge pages unless asked")
 
-	// A mapping marked random access reads nothing ahead, so it must not
-	// fill 2 MiB folios either.
-	r, err := f.Map(4 << 20)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = r.Unmap() })
-	require.NoError(t, r.Random(0, 4<<20))
-	flags := vmFlags(t, r.Bytes())
-	assert.Contains(t, flags, "nh", "a random mapping refuses huge pages (MADV_NOHUGEPAGE)")
-	assert.Contains(t, flags, "rr", "and reads nothing ahead (MADV_RANDOM)")
-	assert.NotContains(t, flags, "hg")
+	huge := mapping()
+	require.NoError(t, huge.Huge(0, size))
+	assert.Contains(t, testutil.VMFlags(t, huge.Bytes()), "hg", "Huge: madvise HUGEPAGE")
+
+	random := mapping()
+	require.NoError(t, random.Random(0, size))
+	flags := testutil.VMFlags(t, random.Bytes())
+	assert.Contains(t, flags, "nh", "Random: madvise NOHUGEPAGE")
+	assert.Contains(t, flags, "rr", "and RANDOM")
 }
