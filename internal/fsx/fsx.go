@@ -76,8 +76,8 @@ type Mapping interface {
 	// fault then brings in a 2 MiB folio mapped by one page table entry
 	// instead of 512 of 4 KiB, with fewer entries to set, to flush from the
 	// TLB and to miss in it (on this VM, whose host shadows the guest's
-	// page tables, 8-21 % of the broker's CPU a message produced: see
-	// docs/BENCHMARKS.md, fifteenth session). For files written and read
+	// page tables, about a tenth of the broker's CPU a message produced:
+	// see docs/BENCHMARKS.md, fifteenth session). For files written and read
 	// in bulk: a cold fault reads 2-4 MiB from disk, and a write after a
 	// flush dirties (and has the kernel write back) the whole folio, so not
 	// for small files or ones read at random. Advisory: a kernel without
