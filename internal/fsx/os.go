@@ -229,21 +229,26 @@ func (m *osMapping) Sequential(off, n int) error {
 }
 
 func (m *osMapping) Huge(off, n int) error {
-	err := m.advise(off, n, unix.MADV_HUGEPAGE, "madvise(hugepage)")
-	if errors.Is(err, unix.EINVAL) {
-		return nil // a kernel without transparent huge pages
-	}
-	return err
+	return m.adviseTHP(off, n, unix.MADV_HUGEPAGE, "madvise(hugepage)")
 }
 
 func (m *osMapping) Random(off, n int) error {
 	// No huge pages either (see Huge): a fault would still fill a whole 2
 	// MiB folio (the kernel reads a huge page's worth even where it reads
 	// nothing ahead), which is what a random mapping is to avoid.
-	if err := m.advise(off, n, unix.MADV_NOHUGEPAGE, "madvise(nohugepage)"); err != nil && !errors.Is(err, unix.EINVAL) {
+	if err := m.adviseTHP(off, n, unix.MADV_NOHUGEPAGE, "madvise(nohugepage)"); err != nil {
 		return err
 	}
 	return m.advise(off, n, unix.MADV_RANDOM, "madvise(random)")
+}
+
+// adviseTHP is advise for a transparent huge page advice, which a kernel
+// without them refuses (EINVAL): then there is nothing to do.
+func (m *osMapping) adviseTHP(off, n, advice int, op string) error {
+	if err := m.advise(off, n, advice, op); err != nil && !errors.Is(err, unix.EINVAL) {
+		return err
+	}
+	return nil
 }
 
 func (m *osMapping) Drop(off, n int) error {

@@ -42,8 +42,11 @@ func NewRunID() RunID {
 // Body returns message seq of a run of total messages (0: unbounded), size
 // bytes long (at least the header).
 func Body(run RunID, seq, total int64, size int) []byte {
-	return fillBody(make([]byte, max(size, headerSize)), run, seq, total)
+	return fillBody(make([]byte, bodyLen(size)), run, seq, total)
 }
+
+// bodyLen is the length of a Body asked to be size bytes long.
+func bodyLen(size int) int { return max(size, headerSize) }
 
 // fillBody writes the header of Body into b, a buffer of Body's length
 // whose other bytes are zero, and returns it.
@@ -139,7 +142,7 @@ func Produce(ctx context.Context, send AsyncSender, cfg ProduceConfig) (Result, 
 	// message: its allocation alone was 7 % of the benchmark process's CPU
 	// in a profile of gantry bench produce, before collecting it).
 	free := make(chan []byte, cfg.Inflight)
-	size := max(cfg.Size, headerSize) // every body's length
+	size := bodyLen(cfg.Size)
 	stop := progress(cfg.Progress, "sent", &acked, &failed, cfg.Count)
 	start := time.Now()
 	for seq := int64(0); cfg.Count == 0 || seq < cfg.Count; seq++ {
