@@ -1,14 +1,20 @@
 package client
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
+
 	gantryv1 "github.com/gantrymq/gantry/api/gantry/v1"
+	"github.com/gantrymq/gantry/internal/grpcbuf"
 )
 
 // senderIdle is how long a queue sender waits for work before it exits.
@@ -29,10 +35,17 @@ const (
 // sender.
 type sendOp struct {
 	ctx     context.Context // the attempt's context; its deadline bounds the request
-	records []byte          // the messages encoded for the attempt's queue
-	n       int             // how many
-	bytes   int64
-	state   atomic.Int32
+	records []byte          // the messages encoded for the attempt's queue (Send)
+	// lazy, for the first attempt of a SendAsync, is its batch, which
+	// enqueue encodes straight into the queue's next request instead of
+	// records: the message is copied once on its way to gRPC, not twice.
+	lazy  *batch
+	n     int // how many
+	bytes int64
+	state atomic.Int32
+	// page, off and end locate the op's records in its chunk (under
+	// queueSender.mu until the chunk is taken, then the sender's).
+	page, off, end int
 
 	done    chan struct{} // closed when results or err is set (Send)
 	results []*gantryv1.SendResult
@@ -54,11 +67,19 @@ func newSendOp(ctx context.Context, records []byte, n int, bytes int64) *sendOp 
 	return &sendOp{ctx: ctx, records: records, n: n, bytes: bytes, done: make(chan struct{})}
 }
 
-// initAsync makes op, which must be new, an op whose outcome goes to
-// onDone: no waiting goroutine.
-func (op *sendOp) initAsync(ctx context.Context, records []byte, n int, bytes int64, onDone opCompleter) *sendOp {
-	op.ctx, op.records, op.n, op.bytes, op.onDone = ctx, records, n, bytes, onDone
+// initAsync makes op, which must be new, the first attempt of SendAsync
+// batch b, whose outcome goes to onDone: no waiting goroutine.
+func (op *sendOp) initAsync(ctx context.Context, b *batch, onDone opCompleter) *sendOp {
+	op.ctx, op.lazy, op.n, op.bytes, op.onDone = ctx, b, len(b.msgs), b.bytes, onDone
 	return op
+}
+
+// size is the length of the op's encoding.
+func (op *sendOp) size() int {
+	if op.lazy != nil {
+		return op.lazy.encSize
+	}
+	return len(op.records)
 }
 
 // errOpNotStarted: the op's context ended while it was still queued, so it
@@ -89,12 +110,121 @@ func (op *sendOp) finish(results []*gantryv1.SendResult, err error) {
 	close(op.done)
 }
 
+// fail finishes op with err. A SendAsync's op first keeps a copy of its
+// records, in c, for the attempts that may follow: they send the message
+// as SendAsync encoded it.
+func (op *sendOp) fail(c *sendChunk, err error) {
+	if b := op.lazy; b != nil && b.enc == nil {
+		b.enc = bytes.Clone(c.recs(op))
+	}
+	op.finish(nil, err)
+}
+
+// chunkPage is the size of the buffers a chunk's records are encoded into.
+const chunkPage = 64 << 10
+
+// sendChunk is the ops of one request and their records, encoded in order
+// into pages: each op's records are in one page, back to back with the
+// ops' before and after it in that page, and the request sends the pages'
+// bytes one after the other. The ops queued while a request is out are
+// encoded into the queue's last chunk until it reaches the batch limits.
+// (Pages, not one growing buffer: growing would copy the records again.)
+type sendChunk struct {
+	ops   []*sendOp
+	msgs  int
+	bytes int64
+	pages []page
+}
+
+// page is one buffer of a chunk's records.
+type page struct {
+	b   []byte
+	buf *[]byte    // b's buffer from grpcbuf.Shared, or nil: b is an op's own
+	mb  mem.Buffer // b as a reference-counted buffer once a request has it
+}
+
+// recs returns op's records in c.
+func (c *sendChunk) recs(op *sendOp) []byte { return c.pages[op.page].b[op.off:op.end] }
+
+// size is the length of c's records.
+func (c *sendChunk) size() int {
+	n := 0
+	for _, p := range c.pages {
+		n += len(p.b)
+	}
+	return n
+}
+
+// add appends op's records to c; queueID is the queue's.
+func (c *sendChunk) add(op *sendOp, queueID int32) error {
+	size := op.size()
+	if n := len(c.pages); n == 0 || cap(c.pages[n-1].b)-len(c.pages[n-1].b) < size {
+		buf := grpcbuf.Shared.Get(max(size, chunkPage))
+		c.pages = append(c.pages, page{b: (*buf)[:0], buf: buf})
+	}
+	p := &c.pages[len(c.pages)-1]
+	op.page, op.off = len(c.pages)-1, len(p.b)
+	if op.lazy != nil {
+		b, err := op.lazy.appendTo(p.b, queueID)
+		if err != nil {
+			p.b = p.b[:op.off]
+			return err
+		}
+		p.b = b
+	} else {
+		p.b = append(p.b, op.records...)
+	}
+	op.end = len(p.b)
+	c.ops = append(c.ops, op)
+	c.msgs, c.bytes = c.msgs+op.n, c.bytes+op.bytes
+	return nil
+}
+
+// buffers returns c's records as gRPC buffers for a request, each with a
+// reference for gRPC, which frees them once written; c's own references,
+// which release drops, keep the records valid for c until then.
+func (c *sendChunk) buffers(dst mem.BufferSlice) mem.BufferSlice {
+	for i := range c.pages {
+		p := &c.pages[i]
+		switch {
+		case len(p.b) == 0:
+			continue
+		case p.mb == nil && p.buf == nil:
+			p.mb = mem.SliceBuffer(p.b)
+		case p.mb == nil:
+			*p.buf = p.b
+			p.mb, p.buf = mem.NewBuffer(p.buf, grpcbuf.Shared), nil
+		}
+		p.mb.Ref()
+		dst = append(dst, p.mb)
+	}
+	return dst
+}
+
+// release gives c's buffers back to the pool once gRPC is done with them
+// too; c's records must not be read after.
+func (c *sendChunk) release() {
+	for i := range c.pages {
+		p := &c.pages[i]
+		switch {
+		case p.mb != nil:
+			p.mb.Free()
+		case p.buf != nil:
+			*p.buf = p.b[:0]
+			grpcbuf.Shared.Put(p.buf)
+		}
+		*p = page{}
+	}
+	c.pages = c.pages[:0]
+}
+
 // queueSender coalesces the sends to one queue: its goroutine sends one
 // request at a time, and the ops that arrive while a request is in flight
-// go together in the next one (up to the batch limits). With nothing in
-// flight an op is sent at once, so coalescing adds no latency. It exits
-// after senderIdle without work, and when the producer closes (after
-// sending what is queued).
+// go together in the next one (up to the batch limits), encoded as they
+// are queued into that request's chunk. With nothing in flight an op is
+// sent at once, so coalescing adds no latency. It exits after senderIdle
+// without work, and when the producer closes (after sending what is
+// queued).
 type queueSender struct {
 	p     *Producer
 	q     Queue
@@ -106,10 +236,10 @@ type queueSender struct {
 		bytes int64
 	}
 
-	mu       sync.Mutex // taken after Producer.mu
-	ops      []*sendOp
-	inflight bool  // a request of the queue is out (from run or from a direct Send)
-	gone     error // non-nil once the sender takes no more ops
+	mu       sync.Mutex   // taken after Producer.mu
+	chunks   []*sendChunk // the queued ops, in order, by request
+	inflight bool         // a request of the queue is out (from run or from a direct Send)
+	gone     error        // non-nil once the sender takes no more ops
 }
 
 func newQueueSender(p *Producer, q Queue, b *brokerSender) *queueSender {
@@ -119,15 +249,33 @@ func newQueueSender(p *Producer, q Queue, b *brokerSender) *queueSender {
 }
 
 // enqueue queues op, or returns why the sender takes no more ops
-// (errSenderIdle or ErrClosed).
+// (errSenderIdle or ErrClosed) or why op cannot be encoded.
 func (s *queueSender) enqueue(op *sendOp) error {
 	s.mu.Lock()
 	if s.gone != nil {
 		defer s.mu.Unlock()
 		return s.gone
 	}
-	s.ops = append(s.ops, op)
+	var c *sendChunk
+	if n := len(s.chunks); n > 0 {
+		c = s.chunks[n-1]
+		if c.msgs+op.n > s.limit.msgs || c.bytes+op.bytes > s.limit.bytes {
+			c = nil
+		}
+	}
+	if c == nil {
+		c = &sendChunk{}
+		s.chunks = append(s.chunks, c)
+	}
+	err := c.add(op, s.q.ID)
+	if err != nil && len(c.ops) == 0 {
+		s.chunks = s.chunks[:len(s.chunks)-1]
+		c.release()
+	}
 	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
 	select {
 	case s.wake <- struct{}{}:
 	default:
@@ -164,22 +312,23 @@ func (s *queueSender) run() {
 func (s *queueSender) retireIfIdle() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.ops) > 0 || s.inflight || s.gone != nil {
+	if len(s.chunks) > 0 || s.inflight || s.gone != nil {
 		return false
 	}
 	s.gone = errSenderIdle
 	return true
 }
 
-// flush sends batches until nothing is queued, or until it finds a direct
+// flush sends requests until nothing is queued, or until it finds a direct
 // Send's request out: that Send flushes after it (see release).
 func (s *queueSender) flush() {
 	for {
-		batch := s.take()
-		if len(batch) == 0 {
+		c := s.take()
+		if c == nil {
 			return
 		}
-		s.send(batch)
+		s.send(c)
+		c.release()
 		s.release()
 	}
 }
@@ -191,12 +340,18 @@ func (s *queueSender) flush() {
 func (s *queueSender) direct(op *sendOp) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.gone != nil || s.inflight || len(s.ops) > 0 {
+	if s.gone != nil || s.inflight || len(s.chunks) > 0 {
 		return false
 	}
 	op.state.Store(opTaken)
 	s.inflight = true
 	return true
+}
+
+// oneChunk is the request of op alone, whose records are recs.
+func oneChunk(op *sendOp, recs []byte) *sendChunk {
+	op.page, op.off, op.end = 0, 0, len(recs)
+	return &sendChunk{ops: []*sendOp{op}, msgs: op.n, bytes: op.bytes, pages: []page{{b: recs}}}
 }
 
 // release ends the request out. What was queued meanwhile goes next: by
@@ -205,7 +360,7 @@ func (s *queueSender) direct(op *sendOp) bool {
 func (s *queueSender) release() {
 	s.mu.Lock()
 	s.inflight = false
-	queued, gone := len(s.ops) > 0, s.gone != nil
+	queued, gone := len(s.chunks) > 0, s.gone != nil
 	s.mu.Unlock()
 	switch {
 	case !queued:
@@ -219,13 +374,17 @@ func (s *queueSender) release() {
 	}
 }
 
-// take removes the next batch from the queue: the queued ops in order, up
-// to the limits (but at least one op), skipping abandoned ones.
-func (s *queueSender) take() []*sendOp {
+// take removes the next request's chunk from the queue, without its
+// abandoned ops, or returns nil when there is none or a request is out.
+func (s *queueSender) take() *sendChunk {
 	var expired []*sendOp
+	var dropped []*sendChunk
 	defer func() { // outside the lock: they never went out
 		for _, op := range expired {
 			op.finish(nil, op.ctx.Err())
+		}
+		for _, c := range dropped {
+			c.release()
 		}
 	}()
 	s.mu.Lock()
@@ -233,46 +392,73 @@ func (s *queueSender) take() []*sendOp {
 	if s.inflight {
 		return nil
 	}
-	var batch []*sendOp
-	msgs, bytes, i := 0, int64(0), 0
-	for ; i < len(s.ops); i++ {
-		op := s.ops[i]
-		if len(batch) > 0 && (msgs+op.n > s.limit.msgs || bytes+op.bytes > s.limit.bytes) {
-			break
+	for len(s.chunks) > 0 {
+		c := s.chunks[0]
+		n := copy(s.chunks, s.chunks[1:])
+		s.chunks[n] = nil
+		s.chunks = s.chunks[:n]
+		if c.claim(&expired) {
+			s.inflight = true
+			return c
+		}
+		dropped = append(dropped, c)
+	}
+	return nil
+}
+
+// claim marks c's ops taken and removes from c the ops their callers
+// abandoned (Send) or whose context ended (SendAsync, added to expired);
+// it reports whether any op is left.
+func (c *sendChunk) claim(expired *[]*sendOp) bool {
+	kept, pg, at := c.ops[:0], -1, 0
+	c.msgs, c.bytes = 0, 0
+	for _, op := range c.ops {
+		if op.page != pg { // the page's first op
+			pg, at = op.page, 0
+			c.pages[pg].b = c.pages[pg].b[:0]
 		}
 		if op.onDone != nil && op.ctx.Err() != nil { // an async caller gave up
 			op.state.Store(opAbandoned)
-			expired = append(expired, op)
+			if b := op.lazy; b != nil && b.enc == nil { // as fail does, before the bytes move
+				b.enc = bytes.Clone(c.pages[pg].b[op.off:op.end])
+			}
+			*expired = append(*expired, op)
 			continue
 		}
 		if !op.state.CompareAndSwap(opQueued, opTaken) {
 			continue // abandoned
 		}
-		batch = append(batch, op)
-		msgs, bytes = msgs+op.n, bytes+op.bytes
+		p := &c.pages[pg]
+		if op.off != at {
+			copy(p.b[at:cap(p.b)], p.b[op.off:op.end])
+			op.off, op.end = at, at+op.end-op.off
+		}
+		at = op.end
+		p.b = p.b[:at]
+		kept = append(kept, op)
+		c.msgs, c.bytes = c.msgs+op.n, c.bytes+op.bytes
 	}
-	n := copy(s.ops, s.ops[i:])
-	clear(s.ops[n:])
-	s.ops = s.ops[:n]
-	s.inflight = len(batch) > 0
-	return batch
+	clear(c.ops[len(kept):])
+	c.ops = kept
+	return len(kept) > 0
 }
 
-// send sends batch as one request and gives each op its results. When a
+// send sends c as one request and gives each op its results. When a
 // coalesced request is refused as invalid (nothing was stored), each op is
 // sent again on its own, so the error reaches only the callers it concerns.
-func (s *queueSender) send(batch []*sendOp) {
-	results, err := s.roundTrip(batch)
+// c's records stay valid until the caller releases c.
+func (s *queueSender) send(c *sendChunk) {
+	results, err := s.roundTrip(c)
 	var ind *IndeterminateError
-	if err != nil && len(batch) > 1 && errors.Is(err, ErrInvalidArgument) && !errors.As(err, &ind) {
-		for _, op := range batch {
-			s.send([]*sendOp{op})
+	if err != nil && len(c.ops) > 1 && errors.Is(err, ErrInvalidArgument) && !errors.As(err, &ind) {
+		for _, op := range c.ops {
+			s.send(oneChunk(op, bytes.Clone(c.recs(op)))) // a copy: gRPC may still hold c's
 		}
 		return
 	}
-	for _, op := range batch {
+	for _, op := range c.ops {
 		if err != nil {
-			op.finish(nil, err)
+			op.fail(c, err)
 			continue
 		}
 		op.finish(results[:op.n:op.n], nil)
@@ -280,22 +466,20 @@ func (s *queueSender) send(batch []*sendOp) {
 	}
 }
 
-// roundTrip sends the batch, waiting at most until the latest deadline of
-// its ops. A Send's op alone in its request bounds it with its own context
-// (its attempt's, which has the send timeout): that Send waits no longer
+// roundTrip sends c, waiting at most until the latest deadline of its ops.
+// A Send's op alone in its request bounds it with its own context (its
+// attempt's, which has the send timeout): that Send waits no longer
 // anyway, and one send at a time then sets up no context and timer of its
 // own.
-func (s *queueSender) roundTrip(batch []*sendOp) ([]*gantryv1.SendResult, error) {
+func (s *queueSender) roundTrip(c *sendChunk) ([]*gantryv1.SendResult, error) {
 	var deadline time.Time
-	n, size := 0, int64(0)
-	for _, op := range batch {
+	for _, op := range c.ops {
 		if d, ok := op.ctx.Deadline(); ok && d.After(deadline) {
 			deadline = d
 		}
-		n, size = n+op.n, size+op.bytes
 	}
 	var ctx context.Context
-	if op := batch[0]; len(batch) == 1 && op.onDone == nil && !deadline.IsZero() {
+	if op := c.ops[0]; len(c.ops) == 1 && op.onDone == nil && !deadline.IsZero() {
 		ctx = op.ctx
 	} else {
 		if deadline.IsZero() {
@@ -305,13 +489,50 @@ func (s *queueSender) roundTrip(batch []*sendOp) ([]*gantryv1.SendResult, error)
 		ctx, cancel = context.WithDeadline(s.p.c.life, deadline)
 		defer cancel()
 	}
-	req := &gantryv1.SendRequest{Topic: s.q.Topic, ProducerGroup: s.p.opts.group, Records: make([][]byte, 0, len(batch))}
-	for _, op := range batch {
-		req.Records = append(req.Records, op.records)
-	}
-	results, err := s.b.roundTrip(ctx, req, size)
-	if err == nil && len(results) != n {
-		err = &IndeterminateError{Broker: s.b.addr, Err: fmt.Errorf("client: send to %s: %d results for %d messages: %w", s.b.addr, len(results), n, ErrInternal)}
+	results, err := s.b.roundTrip(ctx, &outgoing{topic: s.q.Topic, group: s.p.opts.group, c: c}, c.bytes)
+	if err == nil && len(results) != c.msgs {
+		err = &IndeterminateError{Broker: s.b.addr, Err: fmt.Errorf("client: send to %s: %d results for %d messages: %w", s.b.addr, len(results), c.msgs, ErrInternal)}
 	}
 	return results, err
+}
+
+// outgoing is a request of records, which the stream encodes itself
+// (grpcbuf.Encoded): its records go to gRPC as they are, not copied into
+// a SendRequest's encoding.
+type outgoing struct {
+	topic, group string
+	id           uint64 // request_id, set by the stream
+	c            *sendChunk
+}
+
+// TakeEncoding implements grpcbuf.Encoded: the SendRequest's encoding,
+// its records field first (one element holding every record), then its
+// topic, producer_group and request_id.
+func (o *outgoing) TakeEncoding() (mem.BufferSlice, error) {
+	b := make([]byte, 0, 2*binary.MaxVarintLen64+len(o.topic)+len(o.group)+binary.MaxVarintLen64+8)
+	b = protowire.AppendTag(b, 5, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(o.c.size()))
+	head := len(b)
+	b = protowire.AppendString(protowire.AppendTag(b, 1, protowire.BytesType), o.topic)
+	if o.group != "" {
+		b = protowire.AppendString(protowire.AppendTag(b, 3, protowire.BytesType), o.group)
+	}
+	if o.id != 0 {
+		b = protowire.AppendVarint(protowire.AppendTag(b, 4, protowire.VarintType), o.id)
+	}
+	var room [6]mem.Buffer
+	out := append(room[:0], mem.SliceBuffer(b[:head]))
+	out = o.c.buffers(out)
+	return append(out, mem.SliceBuffer(b[head:])), nil
+}
+
+// request returns o as a SendRequest, for unary Send.
+func (o *outgoing) request() *gantryv1.SendRequest {
+	req := &gantryv1.SendRequest{Topic: o.topic, ProducerGroup: o.group}
+	for _, p := range o.c.pages {
+		if len(p.b) > 0 {
+			req.Records = append(req.Records, p.b)
+		}
+	}
+	return req
 }

@@ -147,8 +147,11 @@ type batch struct {
 	uniq  []string
 	born  int64
 	bytes int64
-	enc   []byte // the messages encoded, queue id 0
-	used  bool   // enc went into a request: later attempts copy it
+	enc   []byte // the messages encoded, queue id 0; nil until a SendAsync's first attempt fails
+	// encSize is the size of the encoding of a SendAsync's message, which
+	// its first attempt writes straight into its request (sendOp.lazy).
+	encSize int
+	used    bool // enc went into a request: later attempts copy it
 	// copied: a later attempt took a copy of enc, so enc may still be in
 	// the request of an attempt its caller gave up on.
 	copied bool
@@ -197,36 +200,68 @@ func (a *asyncAttempt) completeOp(res []*gantryv1.SendResult, err error) {
 func (b *batch) encode() error {
 	buf, p := encBuffer(int(b.bytes) + len(b.msgs)*256)
 	b.encp = p
-	var room [6]message.Property // tags, keys, a delay and a few user properties without allocating
-	props := message.Properties(room[:0])
-	for i, m := range b.msgs {
-		props = props[:0]
-		if m.Tags != "" {
-			props = append(props, message.Property{Key: message.PropTags, Value: m.Tags})
-		}
-		if len(m.Keys) > 0 {
-			props = append(props, message.Property{Key: message.PropKeys, Value: strings.Join(m.Keys, " ")})
-		}
-		for k, v := range b.props[i] {
-			props = append(props, message.Property{Key: k, Value: v})
-		}
-		if m.IdempotencyKey != "" {
-			props = append(props, message.Property{Key: message.PropIdempotencyKey, Value: m.IdempotencyKey})
-		}
-		switch {
-		case !m.DeliverAt.IsZero():
-			props = append(props, message.Property{Key: message.PropTimerDeliverMS, Value: strconv.FormatInt(m.DeliverAt.UnixMilli(), 10)})
-		case m.DelayLevel > 0:
-			props = append(props, message.Property{Key: message.PropDelay, Value: strconv.Itoa(m.DelayLevel)})
-		}
-		rec := message.Message{Topic: b.topic, Body: m.Body, BornTimestamp: b.born, Properties: props}
-		var err error
-		if buf, err = message.AppendUnsealed(buf, &rec, b.uniq[i]); err != nil {
-			return fmt.Errorf("client: message %d: %w: %w", i, ErrInvalidArgument, err)
-		}
+	buf, err := b.appendTo(buf, 0)
+	if err != nil {
+		return err
 	}
 	b.enc = buf
 	return nil
+}
+
+// appendTo appends the messages' records for queue queueID to dst, as
+// encode does.
+func (b *batch) appendTo(dst []byte, queueID int32) ([]byte, error) {
+	var room [6]message.Property // tags, keys, a delay and a few user properties without allocating
+	for i := range b.msgs {
+		rec := b.record(i, room[:0], queueID)
+		var err error
+		if dst, err = message.AppendUnsealed(dst, &rec, b.uniq[i]); err != nil {
+			return dst, fmt.Errorf("client: message %d: %w: %w", i, ErrInvalidArgument, err)
+		}
+	}
+	return dst, nil
+}
+
+// measure validates what encode would write, without writing it, and
+// returns its size: a SendAsync's message is encoded later, straight into
+// its queue's next request (appendTo), but its errors belong to SendAsync.
+func (b *batch) measure() (int, error) {
+	var room [6]message.Property
+	n := 0
+	for i := range b.msgs {
+		rec := b.record(i, room[:0], 0)
+		size, err := message.UnsealedSize(&rec, b.uniq[i])
+		if err != nil {
+			return 0, fmt.Errorf("client: message %d: %w: %w", i, ErrInvalidArgument, err)
+		}
+		n += size
+	}
+	return n, nil
+}
+
+// record returns message i as the record to encode, its properties in
+// props (which it appends to).
+func (b *batch) record(i int, props message.Properties, queueID int32) message.Message {
+	m := b.msgs[i]
+	if m.Tags != "" {
+		props = append(props, message.Property{Key: message.PropTags, Value: m.Tags})
+	}
+	if len(m.Keys) > 0 {
+		props = append(props, message.Property{Key: message.PropKeys, Value: strings.Join(m.Keys, " ")})
+	}
+	for k, v := range b.props[i] {
+		props = append(props, message.Property{Key: k, Value: v})
+	}
+	if m.IdempotencyKey != "" {
+		props = append(props, message.Property{Key: message.PropIdempotencyKey, Value: m.IdempotencyKey})
+	}
+	switch {
+	case !m.DeliverAt.IsZero():
+		props = append(props, message.Property{Key: message.PropTimerDeliverMS, Value: strconv.FormatInt(m.DeliverAt.UnixMilli(), 10)})
+	case m.DelayLevel > 0:
+		props = append(props, message.Property{Key: message.PropDelay, Value: strconv.Itoa(m.DelayLevel)})
+	}
+	return message.Message{Topic: b.topic, QueueID: queueID, Body: m.Body, BornTimestamp: b.born, Properties: props}
 }
 
 // records returns the encoded messages for queue id: the encoding itself
@@ -304,15 +339,17 @@ func (p *Producer) Send(ctx context.Context, msgs ...*Message) ([]SendResult, er
 }
 
 // SendAsync sends msg in the background like Send and calls cb with the
-// result, exactly once. ctx bounds the send as in Send. The message joins
-// its queue's next request without a goroutine of its own; cb runs on the
+// result, exactly once. ctx bounds the send as in Send. The message is
+// encoded into its queue's next request before SendAsync returns, so the
+// caller may reuse msg and its body at once (retries send that encoding).
+// It joins the request without a goroutine of its own; cb runs on the
 // producer's sender goroutine for that queue (or, after a retry, on
 // another), so it must return quickly: hand slow work to a goroutine of
 // yours. For an invalid message or a closed producer cb runs before
 // SendAsync returns. Close waits for pending asynchronous sends, so cb must
 // not call Close.
 func (p *Producer) SendAsync(ctx context.Context, msg *Message, cb func(SendResult, error)) {
-	b, err := prepareOne(msg)
+	b, err := prepareAsync(msg)
 	if err != nil {
 		cb(SendResult{}, err)
 		return
@@ -334,7 +371,7 @@ func (p *Producer) SendAsync(ctx context.Context, msg *Message, cb func(SendResu
 		}
 		a := &b.async
 		*a = asyncAttempt{p: p, b: b, ctx: ctx, q: q, writable: writable, cb: cb}
-		op := a.op.initAsync(ctx, b.records(q.ID), len(b.msgs), b.bytes, a)
+		op := a.op.initAsync(ctx, b, a)
 		err = s.enqueue(op)
 		if errors.Is(err, errSenderIdle) {
 			continue // it just exited; the next lookup makes a new one
@@ -354,6 +391,13 @@ func (p *Producer) asyncFailed(ctx context.Context, b *batch, q Queue, writable 
 		cb(SendResult{}, err)
 		p.async.done()
 		return
+	}
+	if b.enc == nil { // it failed before it was encoded: SendAsync has not returned
+		if err := b.encode(); err != nil {
+			cb(SendResult{}, err)
+			p.async.done()
+			return
+		}
 	}
 	go func() {
 		defer p.async.done()
@@ -555,7 +599,7 @@ func (p *Producer) attempt(ctx context.Context, q Queue, b *batch) ([]*gantryv1.
 			return nil, err
 		}
 		if s.direct(op) {
-			s.send([]*sendOp{op})
+			s.send(oneChunk(op, op.records))
 			s.release()
 			break
 		}
@@ -681,10 +725,21 @@ func (p *Producer) brokerLocked(addr string) (*brokerSender, error) {
 // prepareOne is prepare of one message: the batch holds it and its
 // properties and id in its own arrays (one allocation).
 func prepareOne(msg *Message) (*batch, error) {
+	return one(msg).fill(true)
+}
+
+// prepareAsync is prepareOne for SendAsync: the message is validated and
+// measured, and encoded by enqueue into its queue's next request, before
+// SendAsync returns.
+func prepareAsync(msg *Message) (*batch, error) {
+	return one(msg).fill(false)
+}
+
+func one(msg *Message) *batch {
 	b := &batch{born: time.Now().UnixMilli()}
 	b.oneMsg[0] = msg
 	b.msgs, b.props, b.uniq = b.oneMsg[:], b.oneProps[:0], b.oneUniq[:0]
-	return b.fill()
+	return b
 }
 
 func prepare(msgs []*Message) (*batch, error) {
@@ -695,12 +750,12 @@ func prepare(msgs []*Message) (*batch, error) {
 		return prepareOne(msgs[0])
 	}
 	b := &batch{msgs: msgs, born: time.Now().UnixMilli()}
-	return b.fill()
+	return b.fill(true)
 }
 
 // fill validates b.msgs, gives each its properties copy and client id, and
-// encodes them.
-func (b *batch) fill() (*batch, error) {
+// encodes them (encode) or measures their encoding (encSize).
+func (b *batch) fill(encode bool) (*batch, error) {
 	for i, m := range b.msgs {
 		if m == nil {
 			return nil, fmt.Errorf("client: message %d is nil: %w", i, ErrInvalidArgument)
@@ -718,7 +773,13 @@ func (b *batch) fill() (*batch, error) {
 		b.props = append(b.props, maps.Clone(m.Properties))
 		b.uniq = append(b.uniq, message.NewUniqIDAt(b.born)) // one clock read for both
 	}
-	if err := b.encode(); err != nil {
+	var err error
+	if encode {
+		err = b.encode()
+	} else {
+		b.encSize, err = b.measure()
+	}
+	if err != nil {
 		return nil, err
 	}
 	return b, nil

@@ -68,15 +68,15 @@ const largeRequestBytes = 3 << 20
 // roundTrip sends req and waits for its results until ctx ends. Errors are
 // definite (*StatusError and others) or *IndeterminateError. size is the
 // request's approximate size.
-func (b *brokerSender) roundTrip(ctx context.Context, req *gantryv1.SendRequest, size int64) ([]*gantryv1.SendResult, error) {
+func (b *brokerSender) roundTrip(ctx context.Context, o *outgoing, size int64) ([]*gantryv1.SendResult, error) {
 	if !b.unary.Load() && size < largeRequestBytes {
-		res, err := b.viaStream(ctx, req)
+		res, err := b.viaStream(ctx, o)
 		if !errors.Is(err, errStreamUnimplemented) {
 			return res, err
 		}
 		b.log.Info("broker does not implement SendStream; using unary Send")
 	}
-	return b.viaUnary(ctx, req)
+	return b.viaUnary(ctx, o.request())
 }
 
 // oneway writes req without waiting for an answer.
@@ -85,7 +85,7 @@ func (b *brokerSender) oneway(ctx context.Context, req *gantryv1.SendRequest, si
 		s, err := b.stream(ctx)
 		if err == nil {
 			req.RequestId = b.ids.Add(1)
-			_, err = s.send(ctx, req, false)
+			_, err = s.send(ctx, req.RequestId, req, false)
 		}
 		if !errors.Is(err, errStreamUnimplemented) {
 			return err
@@ -107,13 +107,13 @@ func (b *brokerSender) viaUnary(ctx context.Context, req *gantryv1.SendRequest) 
 	return resp.GetResults(), nil
 }
 
-func (b *brokerSender) viaStream(ctx context.Context, req *gantryv1.SendRequest) ([]*gantryv1.SendResult, error) {
+func (b *brokerSender) viaStream(ctx context.Context, o *outgoing) ([]*gantryv1.SendResult, error) {
 	s, err := b.stream(ctx)
 	if err != nil {
 		return nil, err
 	}
-	req.RequestId = b.ids.Add(1)
-	ch, err := s.send(ctx, req, true)
+	o.id = b.ids.Add(1)
+	ch, err := s.send(ctx, o.id, o, true)
 	if err != nil {
 		return nil, err
 	}
@@ -121,7 +121,7 @@ func (b *brokerSender) viaStream(ctx context.Context, req *gantryv1.SendRequest)
 	case r := <-ch:
 		return r.results, r.err
 	case <-ctx.Done():
-		if s.forget(req.RequestId) {
+		if s.forget(o.id) {
 			return nil, &IndeterminateError{Broker: b.addr, Err: ctx.Err()}
 		}
 		r := <-ch // answered meanwhile
@@ -221,9 +221,10 @@ func (s *sendStream) working() bool {
 	return s.err == nil
 }
 
-// send writes req. With track it returns the channel its answer comes on;
+// send writes req, a *gantryv1.SendRequest or an *outgoing whose request
+// id is id. With track it returns the channel its answer comes on;
 // without, the answer is dropped. An error means req was not written.
-func (s *sendStream) send(ctx context.Context, req *gantryv1.SendRequest, track bool) (<-chan streamResult, error) {
+func (s *sendStream) send(ctx context.Context, id uint64, req any, track bool) (<-chan streamResult, error) {
 	var ch chan streamResult
 	s.mu.Lock()
 	if s.err != nil {
@@ -232,7 +233,7 @@ func (s *sendStream) send(ctx context.Context, req *gantryv1.SendRequest, track 
 	}
 	if track {
 		ch = make(chan streamResult, 1)
-		s.pending[req.RequestId] = ch
+		s.pending[id] = ch
 	}
 	s.mu.Unlock()
 
@@ -242,17 +243,17 @@ func (s *sendStream) send(ctx context.Context, req *gantryv1.SendRequest, track 
 	s.sendMu.Lock()
 	if err := ctx.Err(); err != nil {
 		s.sendMu.Unlock()
-		s.forget(req.RequestId)
+		s.forget(id)
 		return nil, err // not written
 	}
 	stop := context.AfterFunc(ctx, s.cancel)
-	err := s.st.Send(req)
+	err := s.st.SendMsg(req)
 	stop()
 	s.sendMu.Unlock()
 	if err == nil {
 		return ch, nil
 	}
-	s.forget(req.RequestId)
+	s.forget(id)
 	if errors.Is(err, io.EOF) { // the stream ended; Recv has its status
 		select {
 		case <-s.recvDone:

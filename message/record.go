@@ -249,6 +249,10 @@ func AppendUnsealed(dst []byte, m *Message, uniqKey string) ([]byte, error) {
 	return appendRecord(dst, m, true, false, uniqKey)
 }
 
+// UnsealedSize returns the size of the record AppendUnsealed writes for m
+// and uniqKey, or why it cannot (the errors of EncodedSize).
+func UnsealedSize(m *Message, uniqKey string) (int, error) { return encodedSize(m, true, uniqKey) }
+
 func appendRecord(dst []byte, m *Message, withCRC, seal bool, uniqKey string) ([]byte, error) {
 	size, err := encodedSize(m, withCRC, uniqKey)
 	if err != nil {

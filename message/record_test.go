@@ -420,9 +420,14 @@ func TestAppendUnsealed(t *testing.T) {
 	require.NoError(t, err)
 	rec, err = message.AppendUnsealed(nil, m, "ID-1")
 	require.NoError(t, err)
+	size, err := message.UnsealedSize(m, "ID-1")
+	require.NoError(t, err)
+	assert.Equal(t, len(rec), size)
 	require.NoError(t, message.SealCRC(rec))
 	assert.Equal(t, want, rec)
 	_, err = message.AppendUnsealed(nil, m, "bad\x01id")
+	assert.ErrorIs(t, err, message.ErrInvalidProperty)
+	_, err = message.UnsealedSize(m, "bad\x01id")
 	assert.ErrorIs(t, err, message.ErrInvalidProperty)
 }
 
