@@ -67,7 +67,9 @@
 // request is in flight wait and then go together in the next request, up
 // to WithMaxBatch (256 messages, 1 MiB). Each caller gets its own results.
 // A coalesced request refused as invalid is split again, so one caller's
-// bad message does not fail the others.
+// bad message does not fail the others. A waiting message is already
+// encoded in its request (SendAsync encodes it there before it returns),
+// which gRPC then writes without another copy.
 //
 // Pipelining: requests go on one SendStream per broker, shared by all the
 // queues of that broker, with a request_id matched to each response, so

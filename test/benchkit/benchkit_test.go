@@ -166,3 +166,24 @@ func TestProduceEndedContext(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkProduceHarness is Produce's own cost a message, with a sender
+// that answers at once from another goroutine, as a client's would: what
+// the peer benchmark adds to both systems' figures.
+//
+//	go test -run=^$ -bench=ProduceHarness -benchmem ./test/benchkit
+func BenchmarkProduceHarness(b *testing.B) {
+	answers := make(chan func(error), 4096)
+	go func() {
+		for done := range answers {
+			done(nil)
+		}
+	}()
+	defer close(answers)
+	send := func(_ context.Context, _ []byte, done func(error)) { answers <- done }
+	b.ReportAllocs()
+	b.ResetTimer()
+	res, err := Produce(b.Context(), send, ProduceConfig{Count: int64(b.N), Size: 1024, Inflight: 4096})
+	require.NoError(b, err)
+	require.Equal(b, int64(b.N), res.Msgs)
+}
