@@ -3,6 +3,7 @@ package index
 import (
 	"math"
 	"testing"
+	"unicode/utf16"
 
 	"github.com/stretchr/testify/assert"
 )
@@ -36,4 +37,34 @@ func TestTopicKeyHash(t *testing.T) {
 		assert.Equal(t, KeyHash(tk[0]+"#"+tk[1]), TopicKeyHash(tk[0], tk[1]), "%q", tk)
 	}
 	assert.Zero(t, testing.AllocsPerRun(10, func() { TopicKeyHash("Orders", "order-42") }))
+}
+
+// javaHashRef is String.hashCode written the obvious way, over UTF-16.
+func javaHashRef(s string) int32 {
+	var h int32
+	for _, u := range utf16.Encode([]rune(s)) {
+		h = 31*h + int32(u)
+	}
+	return h
+}
+
+func FuzzJavaHashCode(f *testing.F) {
+	for _, s := range []string{"", "abc", "abcd", "TopicTest#C0A8000100002A9F0000000000000A76", "ab\xffcdefgh", "键🙂abcdefgh", "abcdefg😀hijk"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := JavaHashCode(s), javaHashRef(s); got != want {
+			t.Fatalf("JavaHashCode(%q) = %d, want %d", s, got, want)
+		}
+	})
+}
+
+// BenchmarkTopicKeyHash hashes a topic and a UNIQ_KEY, as the dispatcher
+// does for every message it indexes.
+//
+//	go test -run=^$ -bench=TopicKeyHash ./index
+func BenchmarkTopicKeyHash(b *testing.B) {
+	for b.Loop() {
+		TopicKeyHash("BenchTopic", "C0A8000100002A9F0000000000000A76")
+	}
 }
