@@ -341,7 +341,8 @@ func (p *Producer) Send(ctx context.Context, msgs ...*Message) ([]SendResult, er
 // SendAsync sends msg in the background like Send and calls cb with the
 // result, exactly once. ctx bounds the send as in Send. The message is
 // encoded into its queue's next request before SendAsync returns, so the
-// caller may reuse msg and its body at once (retries send that encoding).
+// caller may reuse the body's buffer at once (retries send that encoding);
+// msg itself is the producer's until cb (it records the queue in it).
 // It joins the request without a goroutine of its own; cb runs on the
 // producer's sender goroutine for that queue (or, after a retry, on
 // another), so it must return quickly: hand slow work to a goroutine of
