@@ -29,6 +29,18 @@ func recordsIn(t *testing.T, req *gantryv1.SendRequest) int {
 	return n
 }
 
+// storedBodies returns the bodies stored in a queue of broker b, in order.
+func storedBodies(t *testing.T, b *fakeBroker, topic string, qid int32) []string {
+	t.Helper()
+	var out []string
+	for _, rec := range b.records(topic, qid) {
+		m, _, err := message.Decode(rec)
+		require.NoError(t, err)
+		out = append(out, string(m.Body))
+	}
+	return out
+}
+
 // asyncBodies waits for SendAsync callbacks and collects what each stored.
 type asyncBodies struct {
 	wg      sync.WaitGroup
@@ -147,12 +159,7 @@ func TestQueuedOpsLeaveTheirRequest(t *testing.T) {
 	for body, err := range out.errs {
 		assert.ErrorIs(t, err, context.Canceled, body)
 	}
-	var got []string
-	for _, rec := range a.records("T", 0)[1:] {
-		m, _, err := message.Decode(rec)
-		require.NoError(t, err)
-		got = append(got, string(m.Body))
-	}
+	got := storedBodies(t, a, "T", 0)[1:] // after "warm"
 	assert.Equal(t, append([]string{"first"}, kept...), got)
 	assert.Equal(t, int64(3), a.sendRequests.Load(), "warm, first, then the kept ones together")
 }
@@ -181,12 +188,7 @@ func TestRequestOfManyPages(t *testing.T) {
 	}
 	out.wg.Wait()
 	require.Empty(t, out.errs)
-	var got []string
-	for _, rec := range a.records("T", 0)[1:] {
-		m, _, err := message.Decode(rec)
-		require.NoError(t, err)
-		got = append(got, string(m.Body))
-	}
+	got := storedBodies(t, a, "T", 0)[1:] // after "warm"
 	assert.Equal(t, want, got)
 	assert.Equal(t, int64(3), a.sendRequests.Load(), "the 200 in one request")
 }
