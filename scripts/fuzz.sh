@@ -5,8 +5,8 @@
 # Go 1.26's fuzz coordinator can fail a run with a bare "context deadline
 # exceeded" when a duration-based -fuzztime ends while a worker is busy
 # (go.dev/issue/75804, fixed in Go 1.27). Such a failure writes no failing
-# input: it is run again, up to twice (this CI run hit it in two targets
-# of 30); a failure that wrote an input under
+# input: it is run again, up to twice (one CI run hit it in two targets
+# of 26); a failure that wrote an input under
 # testdata/fuzz/<target>/ always fails the script.
 set -euo pipefail
 cd "$(dirname "$0")/.."
