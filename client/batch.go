@@ -3,7 +3,6 @@ package client
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc/mem"
-	"google.golang.org/protobuf/encoding/protowire"
 
 	gantryv1 "github.com/gantrymq/gantry/api/gantry/v1"
 	"github.com/gantrymq/gantry/internal/grpcbuf"
@@ -417,11 +415,8 @@ func (c *sendChunk) claim(expired *[]*sendOp) bool {
 			pg, at = op.page, 0
 			c.pages[pg].b = c.pages[pg].b[:0]
 		}
-		if op.onDone != nil && op.ctx.Err() != nil { // an async caller gave up
+		if op.onDone != nil && op.ctx.Err() != nil { // an async caller gave up (and so no retry follows)
 			op.state.Store(opAbandoned)
-			if b := op.lazy; b != nil && b.enc == nil { // as fail does, before the bytes move
-				b.enc = bytes.Clone(c.pages[pg].b[op.off:op.end])
-			}
 			*expired = append(*expired, op)
 			continue
 		}
@@ -489,50 +484,42 @@ func (s *queueSender) roundTrip(c *sendChunk) ([]*gantryv1.SendResult, error) {
 		ctx, cancel = context.WithDeadline(s.p.c.life, deadline)
 		defer cancel()
 	}
-	results, err := s.b.roundTrip(ctx, &outgoing{topic: s.q.Topic, group: s.p.opts.group, c: c}, c.bytes)
+	o := &outgoing{req: &gantryv1.SendRequest{Topic: s.q.Topic, ProducerGroup: s.p.opts.group}, c: c}
+	results, err := s.b.roundTrip(ctx, o, c.bytes)
 	if err == nil && len(results) != c.msgs {
 		err = &IndeterminateError{Broker: s.b.addr, Err: fmt.Errorf("client: send to %s: %d results for %d messages: %w", s.b.addr, len(results), c.msgs, ErrInternal)}
 	}
 	return results, err
 }
 
-// outgoing is a request of records, which the stream encodes itself
-// (grpcbuf.Encoded): its records go to gRPC as they are, not copied into
-// a SendRequest's encoding.
+// outgoing is a request of c's records, which the stream encodes itself
+// (grpcbuf.Encoded): the records go to gRPC as they are, not copied into
+// a proto.Marshal of req. req has the request's other fields (the stream
+// sets its RequestId).
 type outgoing struct {
-	topic, group string
-	id           uint64 // request_id, set by the stream
-	c            *sendChunk
+	req *gantryv1.SendRequest
+	c   *sendChunk
 }
 
 // TakeEncoding implements grpcbuf.Encoded: the SendRequest's encoding,
 // its records field first (one element holding every record), then its
-// topic, producer_group and request_id.
+// other fields.
 func (o *outgoing) TakeEncoding() (mem.BufferSlice, error) {
-	b := make([]byte, 0, 2*binary.MaxVarintLen64+len(o.topic)+len(o.group)+binary.MaxVarintLen64+8)
-	b = protowire.AppendTag(b, 5, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(o.c.size()))
+	b := gantryv1.AppendRecordsKey(make([]byte, 0, 48+len(o.req.Topic)+len(o.req.ProducerGroup)), o.c.size())
 	head := len(b)
-	b = protowire.AppendString(protowire.AppendTag(b, 1, protowire.BytesType), o.topic)
-	if o.group != "" {
-		b = protowire.AppendString(protowire.AppendTag(b, 3, protowire.BytesType), o.group)
-	}
-	if o.id != 0 {
-		b = protowire.AppendVarint(protowire.AppendTag(b, 4, protowire.VarintType), o.id)
-	}
-	var room [6]mem.Buffer
-	out := append(room[:0], mem.SliceBuffer(b[:head]))
+	b = o.req.AppendFieldsAfterRecords(b)
+	out := append(make(mem.BufferSlice, 0, len(o.c.pages)+2), mem.SliceBuffer(b[:head]))
 	out = o.c.buffers(out)
 	return append(out, mem.SliceBuffer(b[head:])), nil
 }
 
-// request returns o as a SendRequest, for unary Send.
+// request returns o as a SendRequest with its records, for unary Send.
 func (o *outgoing) request() *gantryv1.SendRequest {
-	req := &gantryv1.SendRequest{Topic: o.topic, ProducerGroup: o.group}
+	o.req.Records = o.req.Records[:0]
 	for _, p := range o.c.pages {
 		if len(p.b) > 0 {
-			req.Records = append(req.Records, p.b)
+			o.req.Records = append(o.req.Records, p.b)
 		}
 	}
-	return req
+	return o.req
 }

@@ -207,17 +207,17 @@ func TestOutgoingEncoding(t *testing.T) {
 	}
 	require.Greater(t, len(c.pages), 1)
 	for _, o := range []*outgoing{
-		{topic: "T", group: "G", id: 42, c: c},
-		{topic: "T", c: c},
+		{req: &gantryv1.SendRequest{Topic: "T", ProducerGroup: "G", RequestId: 42}, c: c},
+		{req: &gantryv1.SendRequest{Topic: "T"}, c: c},
 	} {
 		data, err := o.TakeEncoding()
 		require.NoError(t, err)
 		var req gantryv1.SendRequest
 		require.NoError(t, proto.Unmarshal(data.Materialize(), &req))
 		data.Free()
-		assert.Equal(t, o.topic, req.GetTopic())
-		assert.Equal(t, o.group, req.GetProducerGroup())
-		assert.Equal(t, o.id, req.GetRequestId())
+		assert.Equal(t, o.req.GetTopic(), req.GetTopic())
+		assert.Equal(t, o.req.GetProducerGroup(), req.GetProducerGroup())
+		assert.Equal(t, o.req.GetRequestId(), req.GetRequestId())
 		require.Len(t, req.GetRecords(), 1)
 		assert.Equal(t, want, req.GetRecords()[0])
 		ms, err := message.DecodeAll(req.GetRecords()[0])

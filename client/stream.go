@@ -112,8 +112,8 @@ func (b *brokerSender) viaStream(ctx context.Context, o *outgoing) ([]*gantryv1.
 	if err != nil {
 		return nil, err
 	}
-	o.id = b.ids.Add(1)
-	ch, err := s.send(ctx, o.id, o, true)
+	o.req.RequestId = b.ids.Add(1)
+	ch, err := s.send(ctx, o.req.RequestId, o, true)
 	if err != nil {
 		return nil, err
 	}
@@ -121,7 +121,7 @@ func (b *brokerSender) viaStream(ctx context.Context, o *outgoing) ([]*gantryv1.
 	case r := <-ch:
 		return r.results, r.err
 	case <-ctx.Done():
-		if s.forget(o.id) {
+		if s.forget(o.req.RequestId) {
 			return nil, &IndeterminateError{Broker: b.addr, Err: ctx.Err()}
 		}
 		r := <-ch // answered meanwhile

@@ -211,6 +211,33 @@ func (x *PullResponse) AppendMarshalFunc(b []byte, n int, appendRecords func([]b
 	return b
 }
 
+// AppendRecordsKey appends the key and length of a SendRequest's records
+// field holding n bytes of records in one element: a producer that hands
+// gRPC its records where it encoded them sends this, then the records,
+// then AppendFieldsAfterRecords, instead of copying them into a
+// proto.Marshal of the request.
+func AppendRecordsKey(b []byte, n int) []byte {
+	return appendVarint(append(b, tag(5, protowire.BytesType)), uint64(n))
+}
+
+// AppendFieldsAfterRecords appends x's topic, producer_group and
+// request_id as proto.Marshal writes them (x.Messages, x.Records and
+// unknown fields are not written). After AppendRecordsKey and the records
+// they make a SendRequest's encoding with its fields out of number order,
+// which protobuf decoders accept.
+func (x *SendRequest) AppendFieldsAfterRecords(b []byte) []byte {
+	if x.Topic != "" {
+		b = appendString(b, 1, x.Topic)
+	}
+	if x.ProducerGroup != "" {
+		b = appendString(b, 3, x.ProducerGroup)
+	}
+	if x.RequestId != 0 {
+		b = appendVarint(append(b, tag(4, protowire.VarintType)), x.RequestId)
+	}
+	return b
+}
+
 // MarshalSize is SendResponse.MarshalSize for a consumer's send-back call:
 // in a retry storm a push consumer sends hundreds of requests per call,
 // and proto.Marshal spent about 0.5 µs on each.

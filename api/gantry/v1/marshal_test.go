@@ -2,6 +2,7 @@ package gantryv1
 
 import (
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -247,5 +248,29 @@ func fuzzAppendMarshal(t *testing.T, in appendMarshaler) {
 	}
 	if got := in.AppendMarshal(nil); size != len(want) || string(got) != string(want) {
 		t.Fatalf("size %d, encoding %x; proto: %d, %x", size, got, len(want), want)
+	}
+}
+
+// AppendRecordsKey, the records and AppendFieldsAfterRecords make an
+// encoding that proto.Unmarshal reads as the request with its records in
+// one element.
+func TestSendRequestAppendAroundRecords(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		in   *SendRequest
+	}{
+		{name: "all fields", in: &SendRequest{Topic: "Orders", ProducerGroup: "G", RequestId: 42, Records: [][]byte{[]byte("abcdefgh")}}},
+		{name: "no group, unary", in: &SendRequest{Topic: "T", Records: [][]byte{[]byte("x")}}},
+		{name: "large records and id", in: &SendRequest{Topic: strings.Repeat("t", 127), ProducerGroup: "g", RequestId: math.MaxUint64, Records: [][]byte{make([]byte, 300_000)}}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			recs := tt.in.Records[0]
+			b := AppendRecordsKey([]byte("prefix"), len(recs))
+			b = append(b, recs...)
+			b = tt.in.AppendFieldsAfterRecords(b)
+			var got SendRequest
+			require.NoError(t, proto.Unmarshal(b[len("prefix"):], &got))
+			assert.True(t, proto.Equal(tt.in, &got), "got %v", &got)
+		})
 	}
 }
