@@ -75,42 +75,84 @@ type dedupTable struct {
 	dups       atomic.Int64    // messages answered as duplicates
 
 	mu     sync.Mutex
-	keys   map[dedupID]dedupSlot // keys claimed by sends in flight, and recent keys
-	recent int                   // keys landed (no claim) in keys
-	landed []recentRef           // the recent keys in the order they landed, from head on
+	keys   map[dedupID]*dedupSlot // keys claimed by sends in flight, and recent keys
+	recent int                    // keys landed (no claim) in keys
+	landed []recentRef            // the recent keys in the order they landed, from head on
 	head   int
+	slots  slotSlab
 }
 
-// recentRef names a recent key and the physical offset of its record.
+// recentRef names a recent key, by its slot, and the physical offset of
+// its record: the key is still that recent one if the slot holds no claim
+// and that offset (a slot freed or claimed again since holds another).
 type recentRef struct {
-	id   dedupID
+	slot *dedupSlot
 	phys int64
 }
 
 // dedupID is the id of a key of a topic in the table.
 type dedupID [16]byte
 
-// dedupSlot is a key in the table (32 bytes, with a 16-byte id):
-// claimed by a send in flight (fl set), or a recent key, landed, with its
-// record's physical offset and store time. The rest of a duplicate's
-// result is read from that record (completeDuplicate).
+// dedupSlot is a key in the table: claimed by a send in flight (fl set),
+// or a recent key, landed, with its record's physical offset and store
+// time. The rest of a duplicate's result is read from that record
+// (completeDuplicate). Slots live in the table's slotSlab, so that a
+// send's claims, its landing and the dispatcher's passing update a key in
+// place: the map is looked up once a key (claim), added to once and
+// deleted from once.
 type dedupSlot struct {
+	id      dedupID      // the key's id in keys
 	fl      *dedupFlight // the claim; nil once landed
 	idx     int32        // the message's index in fl's send
-	phys    int64
-	storeTS int64 // unix ms
+	phys    int64        // -1 while claimed, or free
+	storeTS int64        // unix ms
+}
+
+// slotSlab hands out dedupSlots from arrays of slabSlots and takes back
+// the ones the table drops, for reuse.
+type slotSlab struct {
+	free []*dedupSlot
+	next []dedupSlot // the rest of the newest array
+}
+
+const slabSlots = 256
+
+func (sl *slotSlab) get() *dedupSlot {
+	if n := len(sl.free); n > 0 {
+		s := sl.free[n-1]
+		sl.free = sl.free[:n-1]
+		return s
+	}
+	if len(sl.next) == 0 {
+		sl.next = make([]dedupSlot, slabSlots)
+	}
+	s := &sl.next[0]
+	sl.next = sl.next[1:]
+	return s
+}
+
+// put takes s back, cleared: a recentRef to it no longer matches.
+func (sl *slotSlab) put(s *dedupSlot) {
+	*s = dedupSlot{phys: -1}
+	sl.free = append(sl.free, s)
+}
+
+// drop removes s's key from the table and frees s. Under mu.
+func (t *dedupTable) drop(s *dedupSlot) {
+	delete(t.keys, s.id)
+	t.slots.put(s)
 }
 
 // dedupFlight is one send's claim on its keys.
 type dedupFlight struct {
 	done   chan struct{} // made by the first send that waits for this one, closed when it lands
 	marks  []int32       // per message: markNone, markNew, markDup, markFound or an earlier index
-	ids    []dedupID     // per message: the id of its key (markNew, markFound: claimed)
+	slots  []*dedupSlot  // per message: the slot of its key (markNew, markFound: claimed)
 	stores int           // messages to store (markNone and markNew)
 	now    int64         // unix ms of the claim: the window ends there
 
 	oneMark [1]int32 // backing arrays of a one-message send
-	oneID   [1]dedupID
+	oneSlot [1]*dedupSlot
 }
 
 // newDedupTable returns a table for window; dispatched reports the store's
@@ -118,7 +160,7 @@ type dedupFlight struct {
 func newDedupTable(window time.Duration, now func() time.Time, dispatched func() int64) *dedupTable {
 	return &dedupTable{window: window.Milliseconds(), now: now, dispatched: dispatched,
 		seeds: [4]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed(), maphash.MakeSeed(), maphash.MakeSeed()},
-		keys:  map[dedupID]dedupSlot{}}
+		keys:  map[dedupID]*dedupSlot{}}
 }
 
 // openDedup sets up the de-duplication of sends, unless it is off. Nothing
@@ -216,10 +258,11 @@ func (t *dedupTable) forgetIndexed() {
 	d := t.dispatched()
 	for ; t.head < len(t.landed) && t.landed[t.head].phys < d; t.head++ {
 		ref := t.landed[t.head]
-		if s, ok := t.keys[ref.id]; ok && s.fl == nil && s.phys == ref.phys { // not claimed nor landed again since
-			delete(t.keys, ref.id)
+		if s := ref.slot; s.fl == nil && s.phys == ref.phys { // not claimed, landed again nor freed since
+			t.drop(s)
 			t.recent--
 		}
+		t.landed[t.head].slot = nil
 	}
 	switch {
 	case t.head == len(t.landed):
@@ -241,9 +284,9 @@ func (t *dedupTable) forgetIndexed() {
 // ctx ends.
 func claimKeys[K dedupKey](ctx context.Context, t *dedupTable, topic string, keys []K, out []SendResult) (*dedupFlight, error) {
 	fl := &dedupFlight{}
-	fl.marks, fl.ids = fl.oneMark[:], fl.oneID[:]
+	fl.marks, fl.slots = fl.oneMark[:], fl.oneSlot[:]
 	if len(keys) > 1 {
-		fl.marks, fl.ids = make([]int32, len(keys)), make([]dedupID, len(keys))
+		fl.marks, fl.slots = make([]int32, len(keys)), make([]*dedupSlot, len(keys))
 	}
 	for {
 		wait := tryClaim(t, topic, keys, fl, out)
@@ -291,11 +334,15 @@ func tryClaim[K dedupKey](t *dedupTable, topic string, keys []K, fl *dedupFlight
 			out[i] = SendResult{Duplicate: true, PutResult: store.PutResult{PhysicalOffset: s.phys, StoreTimestamp: s.storeTS}}
 			continue
 		case ok:
-			t.recent-- // expired: the claim replaces it
+			t.recent-- // expired: the claim takes its slot
+		default:
+			s = t.slots.get()
+			s.id = kid
+			t.keys[kid] = s
 		}
-		fl.marks[i], fl.ids[i] = markNew, kid
+		s.fl, s.idx, s.phys, s.storeTS = fl, int32(i), -1, 0
+		fl.marks[i], fl.slots[i] = markNew, s
 		fl.stores++
-		t.keys[kid] = dedupSlot{fl: fl, idx: int32(i)}
 	}
 	return nil
 }
@@ -304,7 +351,7 @@ func tryClaim[K dedupKey](t *dedupTable, topic string, keys []K, fl *dedupFlight
 func (t *dedupTable) unclaim(fl *dedupFlight, n int) {
 	for i, m := range fl.marks[:n] {
 		if m == markNew || m == markFound {
-			delete(t.keys, fl.ids[i])
+			t.drop(fl.slots[i])
 		}
 	}
 }
@@ -331,7 +378,7 @@ func (t *dedupTable) land(fl *dedupFlight, res []store.PutResult, out []SendResu
 	for i, m := range fl.marks {
 		switch {
 		case m == markFound:
-			delete(t.keys, fl.ids[i])
+			t.drop(fl.slots[i])
 			continue
 		case m != markNone && m != markNew:
 			continue
@@ -340,12 +387,13 @@ func (t *dedupTable) land(fl *dedupFlight, res []store.PutResult, out []SendResu
 			r := res[j]
 			out[i] = SendResult{PutResult: r}
 			if m == markNew {
-				t.keys[fl.ids[i]] = dedupSlot{phys: r.PhysicalOffset, storeTS: r.StoreTimestamp}
+				s := fl.slots[i]
+				s.fl, s.phys, s.storeTS = nil, r.PhysicalOffset, r.StoreTimestamp
 				t.recent++
-				t.landed = append(t.landed, recentRef{id: fl.ids[i], phys: r.PhysicalOffset})
+				t.landed = append(t.landed, recentRef{slot: s, phys: r.PhysicalOffset})
 			}
 		} else if m == markNew {
-			delete(t.keys, fl.ids[i])
+			t.drop(fl.slots[i])
 		}
 		j++
 	}
@@ -405,6 +453,21 @@ func (fl *dedupFlight) keepRecords(chunks [][]byte) [][]byte {
 		}
 		if from >= 0 {
 			out = append(out, c[from:])
+		}
+	}
+	return out
+}
+
+// keepInfos returns the elements of recs (one per message of fl's send)
+// of the records that fl stores: recs itself when none is a duplicate.
+func (fl *dedupFlight) keepInfos(recs []store.RecordInfo) []store.RecordInfo {
+	if fl.stores == len(recs) {
+		return recs
+	}
+	out := make([]store.RecordInfo, 0, fl.stores)
+	for i, r := range recs {
+		if fl.stored(i) {
+			out = append(out, r)
 		}
 	}
 	return out

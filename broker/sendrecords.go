@@ -30,10 +30,11 @@ func (b *Broker) SendRecords(ctx context.Context, topic string, chunks [][]byte)
 	}
 	dedup := b.dedup != nil && dedupTopic(topic)
 	var keys [][]byte // per record, when de-duplicating
+	var recs []store.RecordInfo
 	n, delayed := 0, false
 	for _, c := range chunks {
 		for off := 0; off < len(c); n++ {
-			rec, d, key, err := b.checkRecord(tc, c[off:])
+			rec, d, info, key, err := b.checkRecord(tc, c[off:])
 			if err != nil {
 				return nil, fmt.Errorf("record %d: %w", n, err)
 			}
@@ -41,6 +42,7 @@ func (b *Broker) SendRecords(ctx context.Context, topic string, chunks [][]byte)
 			if dedup {
 				keys = append(keys, key)
 			}
+			recs = append(recs, info)
 			off += len(rec)
 		}
 	}
@@ -61,18 +63,18 @@ func (b *Broker) SendRecords(ctx context.Context, topic string, chunks [][]byte)
 		})
 	}
 	if !dedup {
-		res, err := b.putRecords(ctx, topic, chunks, n)
+		res, err := b.putRecords(ctx, topic, chunks, recs)
 		return sendResults(res), err
 	}
 	return dedupSend(ctx, b, topic, keys, func(fl *dedupFlight) ([]store.PutResult, error) {
-		return b.putRecords(ctx, topic, fl.keepRecords(chunks), fl.stores)
+		return b.putRecords(ctx, topic, fl.keepRecords(chunks), fl.keepInfos(recs))
 	})
 }
 
-// putRecords stores n checked records and counts them; topic names the
-// send in errors.
-func (b *Broker) putRecords(ctx context.Context, topic string, chunks [][]byte, n int) ([]store.PutResult, error) {
-	res, err := b.store.PutRecords(ctx, topic, chunks, n)
+// putRecords stores checked records (recs: what checkRecord read of each)
+// and counts them; topic names the send in errors.
+func (b *Broker) putRecords(ctx context.Context, topic string, chunks [][]byte, recs []store.RecordInfo) ([]store.PutResult, error) {
+	res, err := b.store.PutCheckedRecords(ctx, topic, chunks, recs)
 	if len(res) > 0 {
 		b.msgsPut.Add(int64(len(res)))
 	}
@@ -84,13 +86,13 @@ func (b *Broker) putRecords(ctx context.Context, topic string, chunks [][]byte, 
 
 // checkRecord checks the record at the front of b as checkMessage checks a
 // message, picks its queue if asked, and returns the record's bytes,
-// whether it may need parking (a DELAY other than 0, a timer property) and
-// its de-duplication key (its IDEMPOTENCY_KEY, else its UNIQ_KEY), a view
-// of the record.
-func (b *Broker) checkRecord(tc metadata.TopicConfig, buf []byte) (rec []byte, delayed bool, key []byte, err error) {
+// whether it may need parking (a DELAY other than 0, a timer property),
+// its queue and UNIQ_KEY for the store, and its de-duplication key (its
+// IDEMPOTENCY_KEY, else its UNIQ_KEY); keys are views of the record.
+func (b *Broker) checkRecord(tc metadata.TopicConfig, buf []byte) (rec []byte, delayed bool, info store.RecordInfo, key []byte, err error) {
 	v, err := message.NewView(buf)
 	if err != nil {
-		return nil, false, nil, fmt.Errorf("%w: %w", ErrInvalidMessage, err)
+		return nil, false, info, nil, fmt.Errorf("%w: %w", ErrInvalidMessage, err)
 	}
 	rec = v.Bytes()
 	props := v.PropertiesLen() - message.CRCTailSize
@@ -107,15 +109,17 @@ func (b *Broker) checkRecord(tc metadata.TopicConfig, buf []byte) (rec []byte, d
 		}
 	}
 	if err := b.checkRecordFields(tc, v, uniq, props); err != nil {
-		return nil, false, nil, err
+		return nil, false, info, nil, err
 	}
-	if v.QueueID() == BrokerPicksQueue {
-		message.SetQueueID(rec, b.nextQueue(tc))
+	info = store.RecordInfo{QueueID: v.QueueID(), UniqKey: uniq}
+	if info.QueueID == BrokerPicksQueue {
+		info.QueueID = b.nextQueue(tc)
+		message.SetQueueID(rec, info.QueueID)
 	}
 	if len(idem) == 0 {
 		idem = uniq
 	}
-	return rec, d.delayed(), idem, nil
+	return rec, d.delayed(), info, idem, nil
 }
 
 // checkRecordFields makes checkRecord's checks of one record.

@@ -441,7 +441,7 @@ func (l *Log) appendLocked(ctx context.Context, chunks [][]byte, size, nrec int,
 		if stamp != nil {
 			stamp(rec, off)
 		}
-		if err := message.SealCRC(rec); err != nil {
+		if err := message.SealTail(rec); err != nil {
 			panic(fmt.Sprintf("commitlog: seal validated record: %v", err)) // validateBatch checked the tail
 		}
 		pos += size

@@ -246,3 +246,26 @@ func SealCRC(rec []byte) error {
 	l.seal(rec)
 	return nil
 }
+
+// SealTail is SealCRC for a record whose tail HasCRC has already accepted,
+// such as the commit log's appends, which it checks before it copies them:
+// it finds the tail from TOTALSIZE alone, without reading the record's
+// other fields again, and fails with ErrNoCRC if the bytes there are not a
+// __CRC32# tail (or TOTALSIZE does not fit rec).
+func SealTail(rec []byte) error {
+	if len(rec) < 4 {
+		return ErrNoCRC
+	}
+	size := uint64(binary.BigEndian.Uint32(rec))
+	if size < MinRecordSize || size > uint64(len(rec)) {
+		return ErrNoCRC
+	}
+	rec = rec[:size]
+	tail := rec[len(rec)-CRCTailSize:]
+	if string(tail[:len(PropCRC)]) != PropCRC || tail[len(PropCRC)] != nameValueSeparator ||
+		tail[CRCTailSize-1] != propertySeparator {
+		return ErrNoCRC
+	}
+	writeCRCDigits(tail, recordCRC(rec))
+	return nil
+}

@@ -100,6 +100,9 @@ func FuzzCheck(f *testing.F) {
 		if message.HasCRC(b) {
 			c := bytes.Clone(b)
 			require.NoError(t, message.SealCRC(c))
+			d := bytes.Clone(b)
+			require.NoError(t, message.SealTail(d), "SealTail seals what HasCRC accepts")
+			require.Equal(t, c, d, "SealTail writes what SealCRC writes")
 			if err := message.Check(c, -1, true); err != nil {
 				var ce *message.CheckError
 				require.ErrorAs(t, err, &ce)

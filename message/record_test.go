@@ -279,8 +279,11 @@ func TestStampThenSealThenCheck(t *testing.T) {
 			message.SetPreparedTransactionOffset(rec, 55)
 			err := message.Check(rec, 4096, true)
 			require.ErrorIs(t, err, message.ErrInvalidRecord, "the tail is stale until resealed")
+			tailSealed := bytes.Clone(rec)
 			require.NoError(t, message.SealCRC(rec))
 			require.NoError(t, message.Check(rec, 4096, true))
+			require.NoError(t, message.SealTail(tailSealed))
+			require.Equal(t, rec, tailSealed, "SealTail writes what SealCRC writes")
 
 			got, _, err := message.Decode(rec)
 			require.NoError(t, err)
@@ -310,6 +313,9 @@ func TestStampWithoutCRC(t *testing.T) {
 	require.NoError(t, message.Check(rec, 77, false))
 	require.ErrorIs(t, message.SealCRC(rec), message.ErrNoCRC)
 	require.ErrorIs(t, message.SealCRC(rec[:20]), message.ErrTruncated)
+	for name, b := range map[string][]byte{"no tail": rec, "short": rec[:3], "truncated": rec[:len(rec)-1], "empty": nil} {
+		require.ErrorIs(t, message.SealTail(b), message.ErrNoCRC, name)
+	}
 }
 
 func TestBlank(t *testing.T) {

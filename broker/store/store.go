@@ -309,47 +309,88 @@ func (s *Store) Put(ctx context.Context, msgs []*message.Message) ([]PutResult, 
 // one unit: like Put, each gets the next offset of its queue (QUEUEID as
 // written), its store host and the log's stamps; the log seals each
 // __CRC32# tail. Every record must carry a UNIQ_KEY and a __CRC32# tail,
-// and its STOREHOST the family of the store's (callers check with
-// message.View; the broker does). The pieces are modified in place; n is
-// how many records they hold.
+// and its STOREHOST the family of the store's. The pieces are modified in
+// place; n is how many records they hold. PutRecords reads each record to
+// check it; a caller that has done so already calls PutCheckedRecords.
 func (s *Store) PutRecords(ctx context.Context, topic string, pieces [][]byte, n int) ([]PutResult, error) {
 	if n == 0 {
 		return nil, errors.New("store: put of no records")
 	}
-	results := make([]PutResult, 0, n)
-	var keys []byte // the UNIQ_KEYs back to back, and where each ends: views below
-	ends := make([]int, 0, n)
+	recs := make([]RecordInfo, 0, n)
 	for _, piece := range pieces {
 		for off := 0; off < len(piece); {
 			v, err := message.NewView(piece[off:])
 			if err != nil {
-				return nil, fmt.Errorf("store: record %d: %w", len(results), err)
+				return nil, fmt.Errorf("store: record %d: %w", len(recs), err)
 			}
-			rec := v.Bytes()
 			if string(v.Topic()) != topic {
-				return nil, fmt.Errorf("store: record %d is for topic %q, not %q", len(results), v.Topic(), topic)
-			}
-			if !message.SetStoreHost(rec, s.cfg.StoreHost) {
-				return nil, fmt.Errorf("store: record %d: store host %s does not fit its STOREHOST field", len(results), s.cfg.StoreHost)
+				return nil, fmt.Errorf("store: record %d is for topic %q, not %q", len(recs), v.Topic(), topic)
 			}
 			uniq, ok := v.Property(message.PropUniqKey)
 			if !ok || len(uniq) == 0 {
-				return nil, fmt.Errorf("store: record %d has no UNIQ_KEY", len(results))
+				return nil, fmt.Errorf("store: record %d has no UNIQ_KEY", len(recs))
 			}
-			keys = append(keys, uniq...)
-			ends = append(ends, len(keys))
-			results = append(results, PutResult{QueueID: v.QueueID()})
-			off += len(rec)
+			recs = append(recs, RecordInfo{QueueID: v.QueueID(), UniqKey: uniq})
+			off += len(v.Bytes())
 		}
 	}
-	if len(results) != n {
-		return nil, fmt.Errorf("store: %d records in the batch, %d announced", len(results), n)
+	if len(recs) != n {
+		return nil, fmt.Errorf("store: %d records in the batch, %d announced", len(recs), n)
 	}
-	for i, at := 0, 0; i < len(ends); i++ { // keys is complete: nothing writes it again
-		results[i].UniqKey = unsafe.String(&keys[at], ends[i]-at)
-		at = ends[i]
+	return s.PutCheckedRecords(ctx, topic, pieces, recs)
+}
+
+// RecordInfo is what PutCheckedRecords takes from its caller of each
+// record: its QUEUEID and its UNIQ_KEY (a view of the record is fine: it
+// is copied).
+type RecordInfo struct {
+	QueueID int32
+	UniqKey []byte
+}
+
+// PutCheckedRecords is PutRecords for records the caller has read and
+// checked already (message.NewView, as the broker's SendRecords does):
+// each is well formed, of topic, with a UNIQ_KEY and a __CRC32# tail, and
+// recs[i] is what record i holds. The log still checks each record's
+// framing and tail before it copies any; the rest is not read again.
+func (s *Store) PutCheckedRecords(ctx context.Context, topic string, pieces [][]byte, recs []RecordInfo) ([]PutResult, error) {
+	n := len(recs)
+	if n == 0 {
+		return nil, errors.New("store: put of no records")
 	}
+	results := make([]PutResult, n)
+	size := 0
+	for _, r := range recs {
+		size += len(r.UniqKey)
+	}
+	keys := make([]byte, 0, size) // the UNIQ_KEYs back to back: views below
 	i := 0
+	for _, piece := range pieces {
+		for off := 0; off < len(piece); i++ {
+			size, _, ok := message.RecordSize(piece[off:])
+			switch {
+			case !ok || size < message.MinRecordSize || int(size) > len(piece)-off:
+				return nil, fmt.Errorf("store: record %d: size %d does not fit the %d bytes left", i, size, len(piece)-off)
+			case i >= n:
+				return nil, fmt.Errorf("store: more records in the batch than the %d announced", n)
+			}
+			rec := piece[off : off+int(size)]
+			if !message.SetStoreHost(rec, s.cfg.StoreHost) {
+				return nil, fmt.Errorf("store: record %d: store host %s does not fit its STOREHOST field", i, s.cfg.StoreHost)
+			}
+			if len(recs[i].UniqKey) == 0 {
+				return nil, fmt.Errorf("store: record %d has no UNIQ_KEY", i)
+			}
+			at := len(keys)
+			keys = append(keys, recs[i].UniqKey...)
+			results[i] = PutResult{QueueID: recs[i].QueueID, UniqKey: unsafe.String(&keys[at], len(keys)-at)} // keys never grows: sized above
+			off += int(size)
+		}
+	}
+	if i != n {
+		return nil, fmt.Errorf("store: %d records in the batch, %d announced", i, n)
+	}
+	i = 0
 	res, err := s.cl.AppendV(ctx, pieces, func(rec []byte, off int64) {
 		var qo int64
 		if tx := message.SysFlagOf(rec) & message.TransactionMask; tx != message.TransactionPrepared && tx != message.TransactionRollback {

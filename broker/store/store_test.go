@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -363,6 +364,23 @@ func TestPutRecords(t *testing.T) {
 	require.NoError(t, err)
 	_, err = s.PutRecords(t.Context(), "Orders", [][]byte{rec}, 2)
 	assert.ErrorContains(t, err, "announced")
+
+	// PutCheckedRecords takes the queue and UNIQ_KEY from its caller, and
+	// still refuses a count that does not match and a missing key.
+	two := append(bytes.Clone(rec), rec...)
+	_, err = s.PutCheckedRecords(t.Context(), "Orders", [][]byte{two}, []store.RecordInfo{{UniqKey: []byte("U")}})
+	assert.ErrorContains(t, err, "more records")
+	_, err = s.PutCheckedRecords(t.Context(), "Orders", [][]byte{rec}, []store.RecordInfo{{UniqKey: []byte("U")}, {UniqKey: []byte("V")}})
+	assert.ErrorContains(t, err, "announced")
+	_, err = s.PutCheckedRecords(t.Context(), "Orders", [][]byte{rec}, []store.RecordInfo{{}})
+	assert.ErrorContains(t, err, "UNIQ_KEY")
+	_, err = s.PutCheckedRecords(t.Context(), "Orders", [][]byte{rec[:40]}, []store.RecordInfo{{UniqKey: []byte("U")}})
+	assert.ErrorContains(t, err, "does not fit")
+	res, err = s.PutCheckedRecords(t.Context(), "Orders", [][]byte{rec}, []store.RecordInfo{{QueueID: 0, UniqKey: []byte("U")}})
+	require.NoError(t, err)
+	require.Len(t, res, 1)
+	assert.Equal(t, "U", res[0].UniqKey)
+	assert.Equal(t, int64(3), res[0].QueueOffset, "queue 0 held offsets 0, 1 and 2")
 }
 
 // A full disk refusing the index's next file stops dispatching; once it
