@@ -170,18 +170,21 @@ func inflate(b []byte) ([]byte, error) {
 // decodeRecords decodes records stored back to back. On a damaged record it
 // returns the messages before it and the error.
 //
-// b is the response's own buffer: the messages' bodies alias it rather
-// than copy it (one allocation per pull instead of one per message).
+// b is the response's own buffer, which nothing modifies: the messages'
+// bodies, topics and properties alias it rather than copy it
+// (message.DecodeShared: a few allocations per pull instead of three per
+// message).
 func decodeRecords(b []byte, q Queue, count int) ([]*MessageExt, error) {
 	count = max(count, 1)
 	out := make([]*MessageExt, 0, count)
 	// Slabs: one allocation each for a pull's records, not per message.
 	ms, exts, j := make([]message.Message, count), make([]MessageExt, count), 0
+	props := make(message.Properties, 0, 4*count)
 	for off := 0; off < len(b); j++ {
 		if j == len(ms) { // more records than announced
 			ms, exts, j = make([]message.Message, count), make([]MessageExt, count), 0
 		}
-		n, err := message.DecodeInto(&ms[j], b[off:], false)
+		n, err := message.DecodeShared(&ms[j], b[off:], &props)
 		if err != nil {
 			return out, fmt.Errorf("client: decode records from %s: record %d at byte %d: %w", q.Broker, len(out), off, err)
 		}

@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"strings"
+	"unsafe"
 )
 
 // Decode decodes the record at the front of b and returns it with the
@@ -34,6 +36,24 @@ func Decode(b []byte) (*Message, int, error) {
 // as long as b is not modified. The topic and the property strings share one
 // allocation. On error m is left unchanged.
 func DecodeInto(m *Message, b []byte, copyBody bool) (int, error) {
+	return decodeInto(m, b, copyBody, nil)
+}
+
+// DecodeShared is DecodeInto for a buffer that nothing modifies again,
+// such as a consumer's pull response: the body, the topic and the
+// property strings alias b instead of copying it, and m.Properties is
+// carved from *slab (with its capacity clipped to its length; a new slab
+// is made when this one is short), so that decoding the many records of
+// one buffer allocates per buffer, not per message. The messages keep b
+// alive.
+func DecodeShared(m *Message, b []byte, slab *Properties) (int, error) {
+	if slab == nil {
+		slab = new(Properties)
+	}
+	return decodeInto(m, b, false, slab)
+}
+
+func decodeInto(m *Message, b []byte, copyBody bool, slab *Properties) (int, error) {
 	l, err := parseLayout(b)
 	if err != nil {
 		return 0, err
@@ -48,8 +68,14 @@ func DecodeInto(m *Message, b []byte, copyBody bool) (int, error) {
 		}
 	}
 	// Topic, PROPERTIESLEN and properties in one string.
-	s := string(rec[l.topicOff:l.size])
+	var s string
 	props := m.Properties[:0]
+	if slab != nil {
+		s = unsafe.String(&rec[l.topicOff], l.size-l.topicOff) // b is never modified: see DecodeShared
+		props = carve(slab, s[l.topicLen+2:])
+	} else {
+		s = string(rec[l.topicOff:l.size])
+	}
 	*m = Message{
 		StoreSize:                 int32(l.size),
 		BodyCRC:                   int32(be.Uint32(rec[offBodyCRC:])),
@@ -68,7 +94,26 @@ func DecodeInto(m *Message, b []byte, copyBody bool) (int, error) {
 		Topic:                     s[:l.topicLen],
 		Properties:                parseProperties(props, s[l.topicLen+2:]),
 	}
+	if slab != nil {
+		*slab = (*slab)[:len(*slab)+len(m.Properties)]
+		if len(m.Properties) == 0 {
+			m.Properties = nil
+		} else {
+			m.Properties = m.Properties[:len(m.Properties):len(m.Properties)]
+		}
+	}
 	return l.size, nil
+}
+
+// carve returns an empty slice at the end of *slab with room for the
+// properties encoded in props, making *slab a new slab if it is short.
+func carve(slab *Properties, props string) Properties {
+	n := strings.Count(props, "\x02") + 1
+	if cap(*slab)-len(*slab) < n {
+		*slab = make(Properties, 0, max(n, 64))
+	}
+	at := len(*slab)
+	return (*slab)[at : at : at+n]
 }
 
 // readHost decodes a stored host of hostV4Len or hostV6Len bytes; the port

@@ -3,10 +3,13 @@ package message_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"hash/crc32"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -450,4 +453,40 @@ func TestSetQueueIDAndStoreHost(t *testing.T) {
 	assert.Equal(t, other, got.StoreHost)
 	assert.Equal(t, m.Body, got.Body)
 	assert.False(t, message.SetStoreHost(rec, netip.MustParseAddrPort("[::1]:10911")), "the field would change size")
+}
+
+// DecodeShared decodes what Decode decodes, with the topic and property
+// strings aliasing the buffer and the properties carved from one slab,
+// each message's clipped so that appending to it leaves the next alone.
+func TestDecodeShared(t *testing.T) {
+	a, b, d, c := sampleMessage(10), sampleMessage(0), sampleMessage(5), sampleMessage(300)
+	b.Properties = nil
+	for i := range 70 { // more than a fresh slab holds
+		c.Properties = append(c.Properties, message.Property{Key: fmt.Sprintf("k%d", i), Value: "v"})
+	}
+	var buf []byte
+	for _, m := range []*message.Message{a, b, d, c} {
+		buf = append(buf, encode(t, m, m != b)...) // b: no property at all
+	}
+	var slab message.Properties
+	var got [4]message.Message
+	for i, off := 0, 0; i < len(got); i++ {
+		want, n, err := message.Decode(buf[off:])
+		require.NoError(t, err)
+		ns, err := message.DecodeShared(&got[i], buf[off:], &slab)
+		require.NoError(t, err)
+		require.Equal(t, n, ns)
+		assert.Equal(t, want, &got[i], "message %d", i)
+		off += n
+	}
+	assert.Nil(t, got[1].Properties, "no properties: nil, as Decode gives")
+	at := uintptr(unsafe.Pointer(unsafe.StringData(got[0].Topic))) - uintptr(unsafe.Pointer(&buf[0]))
+	assert.Less(t, at, uintptr(len(buf)), "the topic aliases the buffer")
+	p0 := got[0].Properties
+	require.Equal(t, len(p0), cap(p0), "clipped")
+	next := unsafe.Add(unsafe.Pointer(&p0[0]), uintptr(len(p0))*unsafe.Sizeof(p0[0]))
+	require.Equal(t, next, unsafe.Pointer(&got[2].Properties[0]), "the next message's properties follow in the slab")
+	before := slices.Clone(got[2].Properties)
+	_ = append(p0, message.Property{Key: "x", Value: "y"})
+	assert.Equal(t, before, got[2].Properties, "appending to one message's properties leaves the others alone")
 }

@@ -135,6 +135,9 @@ func (s *Store) get(k QueueKey, q *cqueue, offset int64, maxMsgs, maxBytes int, 
 	bytes := 0
 	res.Status = NoMatchedMessage
 	res.Records = make([]commitlog.Region, 0, min(maxMsgs, len(entries)))
+	cbuf := checkPool.Get().(*[]entryAt)
+	defer checkPool.Put(cbuf)
+	checks := (*cbuf)[:0] // each record's entry and queue offset
 	for i, e := range entries {
 		if len(res.Records) >= maxMsgs || (bytes > 0 && bytes+int(e.Size) > maxBytes) {
 			break
@@ -156,13 +159,7 @@ func (s *Store) get(k QueueKey, q *cqueue, offset int64, maxMsgs, maxBytes int, 
 			}
 			continue
 		}
-		if err == nil {
-			if p := entryProblem(rec.B, e, k, qo, false); p != "" {
-				rec.Release()
-				res.Release()
-				return res, fmt.Sprintf("offset %d: %s", qo, p), nil
-			}
-		} else if errors.Is(err, commitlog.ErrOffsetTooBig) || errors.Is(err, commitlog.ErrBadOffset) {
+		if errors.Is(err, commitlog.ErrOffsetTooBig) || errors.Is(err, commitlog.ErrBadOffset) {
 			res.Release()
 			return res, fmt.Sprintf("offset %d: entry (log offset %d, size %d): %v", qo, e.Offset, e.Size, err), nil
 		}
@@ -171,13 +168,54 @@ func (s *Store) get(k QueueKey, q *cqueue, offset int64, maxMsgs, maxBytes int, 
 			return res, "", err
 		}
 		res.Records = append(res.Records, rec)
+		checks = append(checks, entryAt{e, qo})
 		res.Status = Found
 		bytes += int(e.Size)
+	}
+	*cbuf = checks[:0]
+	// Each record is checked against its entry. The records lie apart in
+	// the log, and a check reads the front and the back of one: reading
+	// those of all the batch's records first, loads that do not wait for
+	// one another, has the memory fetch them side by side instead of one
+	// after the other (a pull of 1 KiB records read back from a log larger
+	// than the caches spent a quarter of the broker's CPU in the checks).
+	touchRecords(res.Records)
+	for j, rec := range res.Records {
+		if p := entryProblem(rec.B, checks[j].e, k, checks[j].qo, false); p != "" {
+			res.Release()
+			return res, fmt.Sprintf("offset %d: %s", checks[j].qo, p), nil
+		}
 	}
 	return res, "", nil
 }
 
+// touchRecords reads a byte of each cache line of the fixed fields at the
+// front of each record (92 bytes with IPv4 hosts) and of its last 192
+// bytes (topic and properties): entryProblem's reads, made ahead of it
+// (see get).
+//
+//go:noinline
+func touchRecords(recs []commitlog.Region) byte {
+	var x byte
+	for _, r := range recs {
+		b := r.B
+		if n := len(b); n > 0 {
+			x ^= b[0] ^ b[min(45, n-1)] ^ b[min(91, n-1)]
+			x ^= b[max(n-192, 0)] ^ b[max(n-128, 0)] ^ b[max(n-64, 0)] ^ b[n-1]
+		}
+	}
+	return x
+}
+
+// entryAt is a consume queue entry and its queue offset.
+type entryAt struct {
+	e  consumequeue.Entry
+	qo int64
+}
+
 var entryPool = sync.Pool{New: func() any { b := make([]consumequeue.Entry, 0, 33); return &b }}
+
+var checkPool = sync.Pool{New: func() any { b := make([]entryAt, 0, 64); return &b }}
 
 // MessageAt returns the record at a physical offset, decoded.
 func (s *Store) MessageAt(phys int64) (*message.Message, error) {
