@@ -194,12 +194,19 @@ func (w *sendStreamer) work() {
 // answer. One allocation of a request's size per request was the
 // broker's largest garbage under produce load.
 type pooledSendRequest struct {
-	req gantryv1.SendRequest
-	buf *[]byte
+	req    gantryv1.SendRequest
+	buf    *[]byte         // the request joined, or the records unmarshalFrames copied
+	frames mem.BufferSlice // gRPC's buffers, when the records are views of them
 }
 
-// UnmarshalPooled implements grpcbuf.PooledUnmarshaler.
+// UnmarshalPooled implements grpcbuf.PooledUnmarshaler. A request of
+// records, as Gantry's producer sends them, keeps gRPC's buffers and its
+// records are views of them (unmarshalFrames); anything else is joined
+// into one Shared buffer and decoded by UnmarshalOwned.
 func (p *pooledSendRequest) UnmarshalPooled(data mem.BufferSlice) error {
+	if p.unmarshalFrames(data) {
+		return nil
+	}
 	p.buf = grpcbuf.JoinPooled(data)
 	return p.req.UnmarshalOwned(*p.buf)
 }
@@ -208,6 +215,10 @@ func (p *pooledSendRequest) release() {
 	if p.buf != nil {
 		grpcbuf.Shared.Put(p.buf)
 		p.buf = nil
+	}
+	if p.frames != nil {
+		p.frames.Free()
+		p.frames = nil
 	}
 }
 
