@@ -48,22 +48,24 @@
 //
 // Check validates one record (structure, body CRC, position, __CRC32#) at
 // memory speed without allocating; a record that passes Check decodes.
-// Decode, DecodeInto and DecodeAll check every length against TOTALSIZE and
-// the buffer before slicing and never panic, whatever the input; they do
-// not verify checksums. RecordSize and the ...Of accessors read single
-// fields of an encoded record without decoding it.
+// Decode, DecodeInto, DecodeShared and DecodeAll check every length
+// against TOTALSIZE and the buffer before slicing and never panic,
+// whatever the input; they do not verify checksums. RecordSize and the
+// ...Of accessors read single fields of an encoded record without
+// decoding it.
 //
 // # Concurrency and allocation
 //
 // Every function is safe for concurrent use on distinct buffers (the
 // setters write their rec argument); a UniqIDGenerator is safe for
 // concurrent use. These do not allocate: Append into a dst with room,
-// Check, HasCRC, SealCRC, Stamp, the Set... and ...Of functions,
+// Check, HasCRC, SealCRC, SealTail, Stamp, the Set... and ...Of functions,
 // RecordSize, AppendBlank, AppendOffsetMsgID into a dst with room,
 // UniqIDGenerator.AppendNext (but once a month), JavaHashCode and TagsCode,
 // Properties.Get. Errors allocate. These allocate: Decode (the Message, the
 // body copy, one string for topic and properties, the Properties slice),
 // DecodeInto (one string, and the Properties slice unless m's can be
-// reused), DecodeAll, DecodeProperties, EncodeOffsetMsgID,
+// reused), DecodeShared (only when its slab of properties is short: its
+// strings and body alias the buffer, which must not change), DecodeAll, DecodeProperties, EncodeOffsetMsgID,
 // UniqIDGenerator.Next, NewUniqID and the Message id and key methods.
 package message
