@@ -262,7 +262,6 @@ func (t *dedupTable) forgetIndexed() {
 			t.drop(s)
 			t.recent--
 		}
-		t.landed[t.head].slot = nil
 	}
 	switch {
 	case t.head == len(t.landed):

@@ -132,8 +132,7 @@ func (l *layout) hasCRC(rec []byte) bool {
 		return false
 	}
 	tail := rec[tailOff:l.size]
-	if string(tail[:len(PropCRC)]) != PropCRC || tail[len(PropCRC)] != nameValueSeparator ||
-		tail[CRCTailSize-1] != propertySeparator {
+	if !tailMarked(tail) {
 		return false
 	}
 	for _, c := range tail[len(PropCRC)+1 : CRCTailSize-1] {
@@ -142,6 +141,13 @@ func (l *layout) hasCRC(rec []byte) bool {
 		}
 	}
 	return true
+}
+
+// tailMarked reports whether the CRCTailSize bytes of tail are framed as
+// a __CRC32# tail: "__CRC32#" 0x01 before the digits, 0x02 after them.
+func tailMarked(tail []byte) bool {
+	return string(tail[:len(PropCRC)]) == PropCRC && tail[len(PropCRC)] == nameValueSeparator &&
+		tail[CRCTailSize-1] == propertySeparator
 }
 
 // storedCRC reads the digits of a tail that hasCRC accepted.
@@ -262,8 +268,7 @@ func SealTail(rec []byte) error {
 	}
 	rec = rec[:size]
 	tail := rec[len(rec)-CRCTailSize:]
-	if string(tail[:len(PropCRC)]) != PropCRC || tail[len(PropCRC)] != nameValueSeparator ||
-		tail[CRCTailSize-1] != propertySeparator {
+	if !tailMarked(tail) {
 		return ErrNoCRC
 	}
 	writeCRCDigits(tail, recordCRC(rec))

@@ -15,22 +15,17 @@ shift
 count=${COUNT:-1000000}
 for _ in $(seq "$pairs"); do
   for bin in "$@"; do
-    d=$(mktemp -d /tmp/gantry-ab.XXXXXX)
-    "$bin" dev --dir "$d/data" >"$d/dev.log" 2>&1 &
-    dev=$!
-    sleep 1.5
+    dev_start "$bin"
     "$bin" bench produce -t Bench --count "$count" --inflight 4096 >/dev/null 2>&1
     sleep 2
     b0=$(cpu $dev)
     out=$( { /usr/bin/time -f "TIME %U %S" "$bin" bench consume -t Bench --count "$count" 2>&1; } 2>&1 )
     b1=$(cpu $dev)
-    kill -INT $dev
-    wait $dev
+    dev_stop
     rate=$(echo "$out" | sed -n 's/.* = \([0-9]*\) msgs\/s.*/\1/p')
     c=$(echo "$out" | awk '/^TIME/{printf "%.2f", $2+$3}')
     seen=$(echo "$out" | grep -o 'none lost, 0 duplicates' | head -1)
     printf "%-28s %7s msgs/s  consumer %5ss  broker %5.2fs  %s\n" "$(basename "$bin")" "$rate" "$c" "$(echo "$b1 - $b0" | bc)" "${seen:-LOST OR DUPLICATED}"
-    rm -rf "$d"
     sleep 2
   done
 done

@@ -10,18 +10,14 @@
 set -uo pipefail
 pairs=$1
 shift
+. "$(dirname "$0")/lib.sh"
 for _ in $(seq "$pairs"); do
   for bin in "$@"; do
-    d=$(mktemp -d /tmp/gantry-ab.XXXXXX)
-    "$bin" dev --dir "$d/data" >"$d/dev.log" 2>&1 &
-    dev=$!
-    sleep 1.5
+    dev_start "$bin"
     "$bin" bench produce -t Lat --count 2000 --inflight 1 >/dev/null 2>&1
     out=$("$bin" bench produce -t Lat --count "${COUNT:-20000}" --inflight 1 2>&1 | tail -1)
-    kill -INT $dev
-    wait $dev
+    dev_stop
     printf "%-28s %s\n" "$(basename "$bin")" "$(echo "$out" | sed -n 's/.*latency \(p50 [^ ]* p99 [^ ]* p999 [^ ]*\).*/\1/p')"
-    rm -rf "$d"
     sleep 1
   done
 done

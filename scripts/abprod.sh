@@ -15,19 +15,14 @@ shift
 . "$(dirname "$0")/lib.sh"
 for _ in $(seq "$pairs"); do
   for bin in "$@"; do
-    d=$(mktemp -d /tmp/gantry-ab.XXXXXX)
-    "$bin" dev --dir "$d/data" >"$d/dev.log" 2>&1 &
-    dev=$!
-    sleep 1.5
+    dev_start "$bin"
     out=$( { /usr/bin/time -f "TIME %U %S" "$bin" bench produce -t Bench --count "${COUNT:-1000000}" --inflight "${INFLIGHT:-4096}" 2>&1; } 2>&1 )
     b=$(cpu $dev)
-    kill -INT $dev
-    wait $dev
+    dev_stop
     rate=$(echo "$out" | sed -n 's/.* = \([0-9]*\) msgs\/s.*/\1/p')
     lat=$(echo "$out" | sed -n 's/.*p50 \([^ ]*\) p99 \([^ ]*\) .*/\1 \2/p')
     c=$(echo "$out" | awk '/^TIME/{printf "%.2f", $2+$3}')
     printf "%-28s %7s msgs/s  client %5ss  broker %5ss  lat %s\n" "$(basename "$bin")" "$rate" "$c" "$b" "$lat"
-    rm -rf "$d"
     sleep 2
   done
 done

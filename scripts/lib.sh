@@ -19,3 +19,21 @@ push_run() {
   ccpu=$(echo "$out" | awk '/^TIME/ {printf "%.2f", $2+$3}')
   bcpu=$(echo "$b1 - $b0" | bc)
 }
+
+# dev_start BIN starts a fresh `BIN dev` on the default ports with its
+# store in a new temporary directory, waits for it to be ready, and sets
+# dev (its PID) and devdir (the directory).
+dev_start() {
+  devdir=$(mktemp -d /tmp/gantry-ab.XXXXXX)
+  "$1" dev --dir "$devdir/data" >"$devdir/dev.log" 2>&1 &
+  dev=$!
+  sleep 1.5
+}
+
+# dev_stop stops the `gantry dev` of dev_start (Ctrl-C) and removes its
+# directory.
+dev_stop() {
+  kill -INT "$dev"
+  wait "$dev"
+  rm -rf "$devdir"
+}

@@ -2,7 +2,6 @@ package grpcapi
 
 import (
 	"encoding/binary"
-	"unicode/utf8"
 
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -55,6 +54,9 @@ func (f *frames) skip(n int) {
 	}
 }
 
+// inSegment reports whether the next n bytes lie in one segment.
+func (f *frames) inSegment(n int) bool { return f.i < len(f.segs) && len(f.segs[f.i])-f.off >= n }
+
 // varint reads a varint.
 func (f *frames) varint() (uint64, bool) {
 	var b [binary.MaxVarintLen64]byte
@@ -67,23 +69,31 @@ func (f *frames) varint() (uint64, bool) {
 }
 
 // take reads the next n bytes (at most f.left): a view of their segment
-// (view set) when one holds them all, else a copy, appended to *stitch
-// if it has the room (it never grows), else in a buffer of its own.
-func (f *frames) take(n int, stitch *[]byte) (b []byte, view bool) {
-	if f.i < len(f.segs) && len(f.segs[f.i])-f.off >= n {
-		b = f.segs[f.i][f.off : f.off+n : f.off+n]
+// when one holds them all, else a copy, into *stitch (a Shared buffer,
+// got when first needed) if it has the room (it never grows), else into a
+// buffer of its own. The stitch buffer is not a field of frames: escape
+// analysis follows a struct as a whole, and the buffer goes to the heap
+// (the request keeps it), which would take the segments' array along.
+func (f *frames) take(n int, stitch **[]byte) []byte {
+	if f.inSegment(n) {
+		b := f.segs[f.i][f.off : f.off+n : f.off+n]
 		f.skip(n)
-		return b, true
+		return b
 	}
-	if s := *stitch; cap(s)-len(s) >= n {
+	if *stitch == nil {
+		*stitch = grpcbuf.Shared.Get(stitchSize)
+		**stitch = (**stitch)[:0]
+	}
+	var b []byte
+	if s := **stitch; cap(s)-len(s) >= n {
 		b = s[len(s) : len(s)+n : len(s)+n]
-		*stitch = s[:len(s)+n]
+		**stitch = s[:len(s)+n]
 	} else {
 		b = make([]byte, n)
 	}
 	f.peek(b)
 	f.skip(n)
-	return b, false
+	return b
 }
 
 // stitchSize is the buffer a request's records that straddle two
@@ -93,72 +103,62 @@ const stitchSize = 32 << 10
 // unmarshalFrames decodes a SendRequest of records from data without
 // joining its buffers: each records element is cut at its records'
 // boundaries (TOTALSIZE) into chunks that are views of the buffers, but
-// for a record that straddles two buffers, which is copied (into
-// p.stitch) and is a chunk of its own. The buffers are kept (Ref) until
-// release. It reports false, having kept nothing, for a request of any
-// other form (messages, unknown fields, a record size that does not fit
-// its element): the caller then joins the buffers and UnmarshalOwned
-// decodes the request or says what is wrong with it.
+// for a record that straddles two buffers, which is copied (into p.buf)
+// and is a chunk of its own; the other fields go to SetHeaderField. The
+// buffers are kept (Ref) until release. It reports false, having kept
+// nothing, for a request of any other form (messages, unknown fields, a
+// record size that does not fit its element): the caller then joins the
+// buffers and UnmarshalOwned, which starts afresh, decodes the request or
+// says what is wrong with it.
 func (p *pooledSendRequest) unmarshalFrames(data mem.BufferSlice) bool {
 	var small [32][]byte
 	f := newFrames(data, small[:])
-	req := gantryv1.SendRequest{}
 	chunks := make([][]byte, 0, 2*len(f.segs)+1) // a run and a copied record a segment, at most
 	var stitch *[]byte
-	ok := p.readFields(&f, &req, &chunks, &stitch)
-	if !ok || len(chunks) == 0 {
+	if !readFields(&f, &p.req, &chunks, &stitch) || len(chunks) == 0 {
 		if stitch != nil {
 			grpcbuf.Shared.Put(stitch)
 		}
 		return false
 	}
-	req.Records = chunks
-	p.req.Topic, p.req.ProducerGroup, p.req.RequestId, p.req.Records = req.Topic, req.ProducerGroup, req.RequestId, req.Records
+	p.req.Records = chunks
 	data.Ref()
 	p.frames, p.buf = data, stitch
 	return true
 }
 
-// readFields reads f's fields into req and its records into chunks.
-func (p *pooledSendRequest) readFields(f *frames, req *gantryv1.SendRequest, chunks *[][]byte, stitch **[]byte) bool {
+// readFields reads f's fields into req and its records into chunks,
+// copying what straddles segments into *stitch (see take).
+func readFields(f *frames, req *gantryv1.SendRequest, chunks *[][]byte, stitch **[]byte) bool {
 	for f.left > 0 {
 		tag, ok := f.varint()
 		if !ok {
 			return false
 		}
 		num, typ := protowire.DecodeTag(tag)
-		if typ == protowire.VarintType {
-			v, ok := f.varint()
-			if !ok || num != 4 {
+		var v []byte
+		var u uint64
+		switch typ {
+		case protowire.VarintType:
+			if u, ok = f.varint(); !ok {
 				return false
 			}
-			req.RequestId = v
-			continue
-		}
-		if typ != protowire.BytesType {
-			return false
-		}
-		l, ok := f.varint()
-		if !ok || l > uint64(f.left) {
-			return false
-		}
-		switch num {
-		case 1, 3:
-			var scratch []byte
-			b, _ := f.take(int(l), &scratch)
-			if !utf8.Valid(b) {
+		case protowire.BytesType:
+			l, ok := f.varint()
+			if !ok || l > uint64(f.left) {
 				return false
 			}
-			if num == 1 {
-				req.Topic = string(b)
-			} else {
-				req.ProducerGroup = string(b)
+			if num == 5 {
+				if l == 0 || !readRecords(f, int(l), chunks, stitch) {
+					return false
+				}
+				continue
 			}
-		case 5:
-			if l == 0 || !readRecords(f, int(l), chunks, stitch) {
-				return false
-			}
+			v = f.take(int(l), stitch)
 		default:
+			return false
+		}
+		if !req.SetHeaderField(num, typ, v, u) {
 			return false
 		}
 	}
@@ -166,10 +166,16 @@ func (p *pooledSendRequest) readFields(f *frames, req *gantryv1.SendRequest, chu
 }
 
 // readRecords reads a records element of n bytes into chunks of whole
-// records.
+// records: a run of records in one segment is one chunk.
 func readRecords(f *frames, n int, chunks *[][]byte, stitch **[]byte) bool {
-	var run []byte // the records read since the last chunk, in one segment
+	var run []byte // the run of records read last, a view of segment runSeg
 	runSeg := -1
+	flush := func() {
+		if len(run) > 0 {
+			*chunks = append(*chunks, run[:len(run):len(run)])
+		}
+		run, runSeg = nil, -1
+	}
 	for n > 0 {
 		var hdr [4]byte
 		if f.peek(hdr[:]) < len(hdr) {
@@ -179,33 +185,19 @@ func readRecords(f *frames, n int, chunks *[][]byte, stitch **[]byte) bool {
 		if size < message.MinRecordSize || size > n {
 			return false
 		}
-		seg := f.i
-		if seg == runSeg && len(f.segs[seg])-f.off >= size { // follows run in its segment
-			run = run[:len(run)+size]
+		if f.inSegment(size) {
+			if f.i != runSeg {
+				flush()
+				run, runSeg = f.segs[f.i][f.off:f.off], f.i
+			}
+			run = run[:len(run)+size] // the records follow each other in the segment
 			f.skip(size)
-			n -= size
-			continue
+		} else {
+			flush()
+			*chunks = append(*chunks, f.take(size, stitch))
 		}
-		if run != nil {
-			*chunks = append(*chunks, run[:len(run):len(run)])
-			run, runSeg = nil, -1
-		}
-		if len(f.segs[seg])-f.off >= size {
-			run, runSeg = f.segs[seg][f.off:f.off+size], seg
-			f.skip(size)
-			n -= size
-			continue
-		}
-		if *stitch == nil {
-			*stitch = grpcbuf.Shared.Get(stitchSize)
-			**stitch = (**stitch)[:0]
-		}
-		rec, _ := f.take(size, *stitch)
-		*chunks = append(*chunks, rec)
 		n -= size
 	}
-	if run != nil {
-		*chunks = append(*chunks, run[:len(run):len(run)])
-	}
+	flush()
 	return true
 }

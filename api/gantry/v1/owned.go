@@ -111,25 +111,37 @@ func (x *SendRequest) unmarshalRecords(b []byte) bool {
 		x.Records = make([][]byte, 0, n)
 	}
 	return eachField(b, func(num protowire.Number, typ protowire.Type, v []byte, u uint64) bool {
-		switch {
-		case (num == 1 || num == 3) && typ == protowire.BytesType:
-			if !utf8.Valid(v) {
-				return false
-			}
-			if num == 1 {
-				x.Topic = string(v)
-			} else {
-				x.ProducerGroup = string(v)
-			}
-		case num == 4 && typ == protowire.VarintType:
-			x.RequestId = u
-		case num == 5 && typ == protowire.BytesType:
+		if num == 5 && typ == protowire.BytesType {
 			x.Records = append(x.Records, v[:len(v):len(v)])
-		default:
+			return true
+		}
+		return x.SetHeaderField(num, typ, v, u)
+	})
+}
+
+// SetHeaderField sets x's topic (1), producer_group (3) or request_id (4)
+// from one decoded field: its number, its wire type and its value (a
+// string's bytes, which it copies, or a varint's value). It reports false
+// for any other field, and for a string that is not UTF-8 (which
+// proto.Unmarshal refuses). A decoder of the records field's bytes of its
+// own, such as the broker's from gRPC's buffers, leaves the rest to it.
+func (x *SendRequest) SetHeaderField(num protowire.Number, typ protowire.Type, v []byte, u uint64) bool {
+	switch {
+	case (num == 1 || num == 3) && typ == protowire.BytesType:
+		if !utf8.Valid(v) {
 			return false
 		}
-		return true
-	})
+		if num == 1 {
+			x.Topic = string(v)
+		} else {
+			x.ProducerGroup = string(v)
+		}
+	case num == 4 && typ == protowire.VarintType:
+		x.RequestId = u
+	default:
+		return false
+	}
+	return true
 }
 
 // unmarshalResults decodes b's results and request_id, and reports false
