@@ -9,23 +9,18 @@
 #
 # Usage: scripts/abcons.sh PAIRS BIN...      (env COUNT=1000000)
 set -uo pipefail
-pairs=$1
-shift
 . "$(dirname "$0")/lib.sh"
 count=${COUNT:-1000000}
-for _ in $(seq "$pairs"); do
-  for bin in "$@"; do
-    dev_start "$bin"
-    "$bin" bench produce -t Bench --count "$count" --inflight 4096 >/dev/null 2>&1
-    sleep 2
-    b0=$(cpu $dev)
-    out=$( { /usr/bin/time -f "TIME %U %S" "$bin" bench consume -t Bench --count "$count" 2>&1; } 2>&1 )
-    b1=$(cpu $dev)
-    dev_stop
-    rate=$(echo "$out" | sed -n 's/.* = \([0-9]*\) msgs\/s.*/\1/p')
-    c=$(echo "$out" | awk '/^TIME/{printf "%.2f", $2+$3}')
-    seen=$(echo "$out" | grep -o 'none lost, 0 duplicates' | head -1)
-    printf "%-28s %7s msgs/s  consumer %5ss  broker %5.2fs  %s\n" "$(basename "$bin")" "$rate" "$c" "$(echo "$b1 - $b0" | bc)" "${seen:-LOST OR DUPLICATED}"
-    sleep 2
-  done
-done
+round() {
+  local out b0 b1 rate c seen
+  "$1" bench produce -t Bench --count "$count" --inflight 4096 >/dev/null 2>&1
+  sleep 2
+  b0=$(cpu "$dev")
+  out=$( { /usr/bin/time -f "TIME %U %S" "$1" bench consume -t Bench --count "$count" 2>&1; } 2>&1 )
+  b1=$(cpu "$dev")
+  rate=$(echo "$out" | sed -n 's/.* = \([0-9]*\) msgs\/s.*/\1/p')
+  c=$(echo "$out" | awk '/^TIME/{printf "%.2f", $2+$3}')
+  seen=$(echo "$out" | grep -o 'none lost, 0 duplicates' | head -1)
+  printf "%-28s %7s msgs/s  consumer %5ss  broker %5.2fs  %s\n" "$(basename "$1")" "$rate" "$c" "$(echo "$b1 - $b0" | bc)" "${seen:-LOST OR DUPLICATED}"
+}
+ab_rounds "$@"

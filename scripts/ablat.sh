@@ -8,16 +8,11 @@
 #
 # Usage: scripts/ablat.sh PAIRS BIN...      (env COUNT=20000)
 set -uo pipefail
-pairs=$1
-shift
 . "$(dirname "$0")/lib.sh"
-for _ in $(seq "$pairs"); do
-  for bin in "$@"; do
-    dev_start "$bin"
-    "$bin" bench produce -t Lat --count 2000 --inflight 1 >/dev/null 2>&1
-    out=$("$bin" bench produce -t Lat --count "${COUNT:-20000}" --inflight 1 2>&1 | tail -1)
-    dev_stop
-    printf "%-28s %s\n" "$(basename "$bin")" "$(echo "$out" | sed -n 's/.*latency \(p50 [^ ]* p99 [^ ]* p999 [^ ]*\).*/\1/p')"
-    sleep 1
-  done
-done
+round() {
+  local out
+  "$1" bench produce -t Lat --count 2000 --inflight 1 >/dev/null 2>&1
+  out=$("$1" bench produce -t Lat --count "${COUNT:-20000}" --inflight 1 2>&1 | tail -1)
+  printf "%-28s %s\n" "$(basename "$1")" "$(echo "$out" | sed -n 's/.*latency \(p50 [^ ]* p99 [^ ]* p999 [^ ]*\).*/\1/p')"
+}
+PAUSE=${PAUSE:-1} ab_rounds "$@"

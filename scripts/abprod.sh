@@ -10,19 +10,13 @@
 #   go build -o /tmp/a ./cmd/gantry; git stash; go build -o /tmp/b ./cmd/gantry; git stash pop
 #   scripts/abprod.sh 3 /tmp/a /tmp/b
 set -uo pipefail
-pairs=$1
-shift
 . "$(dirname "$0")/lib.sh"
-for _ in $(seq "$pairs"); do
-  for bin in "$@"; do
-    dev_start "$bin"
-    out=$( { /usr/bin/time -f "TIME %U %S" "$bin" bench produce -t Bench --count "${COUNT:-1000000}" --inflight "${INFLIGHT:-4096}" 2>&1; } 2>&1 )
-    b=$(cpu $dev)
-    dev_stop
-    rate=$(echo "$out" | sed -n 's/.* = \([0-9]*\) msgs\/s.*/\1/p')
-    lat=$(echo "$out" | sed -n 's/.*p50 \([^ ]*\) p99 \([^ ]*\) .*/\1 \2/p')
-    c=$(echo "$out" | awk '/^TIME/{printf "%.2f", $2+$3}')
-    printf "%-28s %7s msgs/s  client %5ss  broker %5ss  lat %s\n" "$(basename "$bin")" "$rate" "$c" "$b" "$lat"
-    sleep 2
-  done
-done
+round() {
+  local out rate lat c
+  out=$( { /usr/bin/time -f "TIME %U %S" "$1" bench produce -t Bench --count "${COUNT:-1000000}" --inflight "${INFLIGHT:-4096}" 2>&1; } 2>&1 )
+  rate=$(echo "$out" | sed -n 's/.* = \([0-9]*\) msgs\/s.*/\1/p')
+  lat=$(echo "$out" | sed -n 's/.*p50 \([^ ]*\) p99 \([^ ]*\) .*/\1 \2/p')
+  c=$(echo "$out" | awk '/^TIME/{printf "%.2f", $2+$3}')
+  printf "%-28s %7s msgs/s  client %5ss  broker %5ss  lat %s\n" "$(basename "$1")" "$rate" "$c" "$(cpu "$dev")" "$lat"
+}
+ab_rounds "$@"

@@ -21,19 +21,45 @@ push_run() {
 }
 
 # dev_start BIN starts a fresh `BIN dev` on the default ports with its
-# store in a new temporary directory, waits for it to be ready, and sets
+# store in a new temporary directory, waits until it says it is ready (at
+# most 10 s; it returns 1 if the process ended or never said so), and sets
 # dev (its PID) and devdir (the directory).
 dev_start() {
   devdir=$(mktemp -d /tmp/gantry-ab.XXXXXX)
   "$1" dev --dir "$devdir/data" >"$devdir/dev.log" 2>&1 &
   dev=$!
-  sleep 1.5
+  for _ in $(seq 100); do
+    grep -q 'ready in' "$devdir/dev.log" && return 0
+    kill -0 "$dev" 2>/dev/null || break
+    sleep 0.1
+  done
+  echo "dev_start: $1 dev did not get ready; its log:" >&2
+  cat "$devdir/dev.log" >&2
+  return 1
 }
 
 # dev_stop stops the `gantry dev` of dev_start (Ctrl-C) and removes its
 # directory.
 dev_stop() {
-  kill -INT "$dev"
+  kill -INT "$dev" 2>/dev/null
   wait "$dev"
   rm -rf "$devdir"
+}
+
+# ab_rounds PAIRS BIN... runs the A/B scripts' rounds: PAIRS times, each
+# BIN in turn (builds alternate, so that the machine's drift falls on all
+# of them) gets a fresh `gantry dev` (dev_start), the script's round
+# function is called with BIN while it runs, and it is stopped (dev_stop),
+# with a pause of PAUSE seconds (default 2) after each.
+ab_rounds() {
+  local pairs=$1 bin
+  shift
+  for _ in $(seq "$pairs"); do
+    for bin in "$@"; do
+      dev_start "$bin" || { dev_stop; return 1; }
+      round "$bin"
+      dev_stop
+      sleep "${PAUSE:-2}"
+    done
+  done
 }

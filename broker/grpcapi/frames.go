@@ -111,6 +111,7 @@ const stitchSize = 32 << 10
 // buffers and UnmarshalOwned, which starts afresh, decodes the request or
 // says what is wrong with it.
 func (p *pooledSendRequest) unmarshalFrames(data mem.BufferSlice) bool {
+	p.req.Reset() // as UnmarshalOwned does: a field the request lacks is left zero
 	var small [32][]byte
 	f := newFrames(data, small[:])
 	chunks := make([][]byte, 0, 2*len(f.segs)+1) // a run and a copied record a segment, at most

@@ -45,6 +45,23 @@ func split(b []byte, size int) mem.BufferSlice {
 	return out
 }
 
+// A request decoded from frames into a pooledSendRequest that held one
+// before starts afresh, as UnmarshalOwned does: a field it lacks is zero.
+func TestUnmarshalFramesStartsAfresh(t *testing.T) {
+	recs := records(t, 3, 100)
+	var p pooledSendRequest
+	require.NoError(t, p.UnmarshalPooled(split(sendRequest(recs), 64)))
+	p.release()
+	bare := gantryv1.AppendRecordsKey(nil, len(recs)) // records alone: no topic, group or id
+	require.NoError(t, p.UnmarshalPooled(split(append(bare, recs...), 64)))
+	defer p.release()
+	require.NotNil(t, p.frames, "decoded from the frames")
+	assert.Empty(t, p.req.Topic)
+	assert.Empty(t, p.req.ProducerGroup)
+	assert.Zero(t, p.req.RequestId)
+	assert.Equal(t, recs, bytes.Join(p.req.Records, nil))
+}
+
 // A request of records received in frames is decoded without joining
 // them: the records come out in order, in chunks of whole records, the
 // chunks views of the frames but for the records that straddle two.
