@@ -94,6 +94,33 @@ func readAll(tb testing.TB, l *commitlog.Log) []stored {
 	}
 }
 
+// copyAll walks the log from MinOffset to MaxOffset with CopyRecords and
+// a buffer of bufSize bytes, checking that each call returns whole records.
+func copyAll(tb testing.TB, l *commitlog.Log, bufSize int) []stored {
+	tb.Helper()
+	var out []stored
+	buf := make([]byte, bufSize)
+	off := l.MinOffset()
+	for {
+		recs, start, next, err := l.CopyRecords(off, buf)
+		if errors.Is(err, commitlog.ErrOffsetTooBig) {
+			return out
+		}
+		require.NoError(tb, err, "copy at %d", off)
+		require.NotEmpty(tb, recs, "copy at %d", off)
+		require.GreaterOrEqual(tb, start, off)
+		require.Equal(tb, start+int64(len(recs)), next)
+		for p := 0; p < len(recs); {
+			size, _, _ := message.RecordSize(recs[p:])
+			require.GreaterOrEqual(tb, int(size), message.MinRecordSize)
+			require.LessOrEqual(tb, p+int(size), len(recs))
+			out = append(out, stored{off: start + int64(p), b: bytes.Clone(recs[p : p+int(size)])})
+			p += int(size)
+		}
+		off = next
+	}
+}
+
 // appendN appends n records of bodySize, one per Append, and returns what
 // the log stored.
 func appendN(t *testing.T, l *commitlog.Log, from, n, bodySize int) []stored {

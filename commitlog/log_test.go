@@ -195,6 +195,39 @@ func TestReadErrors(t *testing.T) {
 	r.Release()
 }
 
+// CopyRecords returns every record ReadRecord does, whole, with any buffer
+// size: over segment fillers, across the ends of its buffer, and a record
+// larger than the buffer alone; it stops at the readable end and refuses
+// an offset below the log's start.
+func TestCopyRecords(t *testing.T) {
+	for _, mode := range []commitlog.WriteMode{commitlog.WriteMapped, commitlog.WriteBuffered} {
+		t.Run(mode.String(), func(t *testing.T) {
+			cfg := commitlog.Config{Dir: t.TempDir(), SegmentBytes: 16 << 10, WriteMode: mode}
+			if mode == commitlog.WriteBuffered {
+				cfg.FlushMode = commitlog.SyncFlush
+			}
+			l := open(t, cfg)
+			defer l.Close()
+			var want []stored
+			for i, size := range []int{50, 3000, 700, 9000, 10, 5000, 200, 11000, 1} {
+				want = append(want, appendN(t, l, 10*i, 4, size)...)
+			}
+			require.Greater(t, l.Stats().SegmentsRolled, int64(2), "fillers in the way")
+			require.Equal(t, want, readAll(t, l))
+			for _, size := range []int{64, 1000, 4096, 20000, 1 << 20} {
+				assert.Equal(t, want, copyAll(t, l, size), "a buffer of %d bytes", size)
+			}
+
+			_, _, _, err := l.CopyRecords(l.MaxOffset(), make([]byte, 4096))
+			require.ErrorIs(t, err, commitlog.ErrOffsetTooBig)
+			_, _, _, err = l.CopyRecords(-1, make([]byte, 4096))
+			require.ErrorIs(t, err, commitlog.ErrOffsetTooSmall)
+			_, _, _, err = l.CopyRecords(want[0].off+1, make([]byte, 4096))
+			require.ErrorIs(t, err, commitlog.ErrBadOffset, "not at a record")
+		})
+	}
+}
+
 func TestConfigValidate(t *testing.T) {
 	_, err := commitlog.Open(t.Context(), commitlog.Config{})
 	require.ErrorContains(t, err, "Dir is required")

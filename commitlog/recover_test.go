@@ -141,6 +141,7 @@ func TestRecoverBitFlipFollowedByValidRecords(t *testing.T) {
 			l := open(t, commitlog.Config{Dir: d, SkipCorrupt: true})
 			got := readAll(t, l)
 			assert.Equal(t, append(append([]stored{}, want[:victim]...), want[victim+1:]...), got)
+			assert.Equal(t, got, copyAll(t, l, 4096), "CopyRecords steps over the hole")
 			rep := l.Recovery()
 			require.Len(t, rep.Corrupt, 1)
 			assert.Equal(t, want[victim].off, rep.Corrupt[0].Offset)

@@ -23,10 +23,12 @@ push_run() {
 # dev_start BIN starts a fresh `BIN dev` on the default ports with its
 # store in a new temporary directory, waits until it says it is ready (at
 # most 10 s; it returns 1 if the process ended or never said so), and sets
-# dev (its PID) and devdir (the directory).
+# dev (its PID) and devdir (the directory). DEVFLAGS (env) are more flags
+# for `gantry dev`, such as --flush SYNC_FLUSH.
 dev_start() {
   devdir=$(mktemp -d /tmp/gantry-ab.XXXXXX)
-  "$1" dev --dir "$devdir/data" >"$devdir/dev.log" 2>&1 &
+  # shellcheck disable=SC2086 # DEVFLAGS is a list of flags
+  "$1" dev --dir "$devdir/data" ${DEVFLAGS:-} >"$devdir/dev.log" 2>&1 &
   dev=$!
   for _ in $(seq 100); do
     grep -q 'ready in' "$devdir/dev.log" && return 0

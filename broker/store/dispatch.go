@@ -61,11 +61,33 @@ func (s *Store) dispatchLoop(ctx context.Context) {
 // dispatch writes consume-queue and index entries for every record between
 // the dispatch position and the log's readable end, and returns how many
 // records it dispatched.
+//
+// Under a commit log that writes its files with pwrite (sync flush), it
+// copies the records out with pread (CopyRecords), at about a tenth of a
+// microsecond a 1 KiB record against one for the first read of each page
+// through the log's mapping (see CopyRecords; a consumer reading the
+// record later pays that read instead, but a produce that nothing reads at
+// once does not). Under one written through its mapping (async flush) the
+// pages are already in the mapping's page tables and it reads them there.
 func (s *Store) dispatch() (n int64, err error) {
 	s.dispatchMu.Lock()
 	defer s.dispatchMu.Unlock()
+	copying := s.cl.WriteMode() != commitlog.WriteMapped
+	if copying && s.dbuf == nil {
+		s.dbuf = make([]byte, dispatchChunk)
+	}
 	for off := s.dispatched.Load(); off < s.cl.MaxOffset(); {
-		r, next, err := s.cl.ReadRecord(off)
+		var (
+			recs        []byte
+			start, next int64
+			r           commitlog.Region
+		)
+		if copying {
+			recs, start, next, err = s.cl.CopyRecords(off, s.dbuf)
+		} else {
+			r, next, err = s.cl.ReadRecord(off)
+			recs, start = r.B, next-int64(len(r.B))
+		}
 		switch {
 		case errors.Is(err, commitlog.ErrOffsetTooBig):
 			return n, nil
@@ -75,20 +97,39 @@ func (s *Store) dispatch() (n int64, err error) {
 		case err != nil:
 			return n, fmt.Errorf("store: dispatch read at %d: %w", off, err)
 		}
-		start := next - int64(len(r.B))
-		v, err := message.NewView(r.B)
-		if err == nil {
-			err = s.dispatchOne(v, start)
-		} else {
-			err = fmt.Errorf("store: dispatch decode at %d: %w", start, err)
-		}
+		k, err := s.dispatchRecords(recs, start)
 		r.Release()
+		n += k
 		if err != nil {
 			return n, err
 		}
-		s.dispatched.Store(next)
-		n++
 		off = next
+	}
+	return n, nil
+}
+
+// dispatchChunk is how many bytes of records the dispatcher copies out of
+// the log at a time.
+const dispatchChunk = 256 << 10
+
+// dispatchRecords dispatches records lying back to back in recs, the first
+// at log offset start, advancing the dispatch position past each.
+func (s *Store) dispatchRecords(recs []byte, start int64) (n int64, err error) {
+	for p := 0; p < len(recs); {
+		size, _, _ := message.RecordSize(recs[p:])
+		phys := start + int64(p)
+		v, err := message.NewView(recs[p : p+int(size)])
+		if err == nil {
+			err = s.dispatchOne(v, phys)
+		} else {
+			err = fmt.Errorf("store: dispatch decode at %d: %w", phys, err)
+		}
+		if err != nil {
+			return n, err
+		}
+		p += int(size)
+		s.dispatched.Store(start + int64(p))
+		n++
 	}
 	return n, nil
 }

@@ -132,6 +132,7 @@ type Store struct {
 	indexFrom  int64                        // records below it are already indexed (set by recovery)
 	dispatchMu sync.Mutex                   // one dispatcher at a time
 	dcache     map[string]map[int32]*cqueue // the dispatcher's queues by topic; under dispatchMu
+	dbuf       []byte                       // the dispatcher's copy of the records it reads; under dispatchMu
 	kick       chan struct{}
 	report     RecoveryReport
 	repairs    atomic.Int64 // consume queues rebuilt after a damaged entry was found
