@@ -3,10 +3,12 @@ package commitlog
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
 	"time"
 
 	"github.com/gantrymq/gantry/internal/failpoint"
+	"github.com/gantrymq/gantry/internal/fsx"
 )
 
 // waiter is a SyncFlush appender waiting for its records to be durable.
@@ -150,7 +152,7 @@ func (l *Log) flush() error {
 	from, end := l.flushed.Load(), l.committed.Load()
 	sync := func(s *segment, lo, hi int64) error { return s.m.Sync(int(lo), int(hi-lo)) }
 	if l.cfg.WriteMode == WriteDirect {
-		sync = func(s *segment, _, _ int64) error { return s.file.Sync() }
+		sync = func(s *segment, _, _ int64) error { return l.syncFile(s) }
 	}
 	err := injectFlush("commitlog/flush-before-sync")
 	if err == nil {
@@ -253,7 +255,7 @@ func (l *Log) flushBufferedOnce() bool {
 		err = injectFlush("commitlog/flush-before-sync")
 	}
 	if err == nil {
-		err = l.syncRange(start, end, func(s *segment, _, _ int64) error { return s.file.Sync() })
+		err = l.syncRange(start, end, func(s *segment, _, _ int64) error { return l.syncFile(s) })
 	}
 	if err == nil {
 		err = injectFlush("commitlog/flush-after-sync")
@@ -281,10 +283,66 @@ func (l *Log) writeAt(b []byte, off int64) error {
 		return fmt.Errorf("commitlog: no segment for offset %d", off)
 	}
 	defer seg.release()
-	if _, err := seg.file.WriteAt(b, off-seg.base); err != nil {
+	var err error
+	if in := l.inlineFile(seg.file); in != nil {
+		t0 := l.cfg.Now()
+		_, err = in.WriteAtInline(b, off-seg.base)
+		l.inlineTook("pwrite", seg.path, l.cfg.Now().Sub(t0))
+	} else {
+		_, err = seg.file.WriteAt(b, off-seg.base)
+	}
+	if err != nil {
 		return fmt.Errorf("write %s at %d: %w", seg.path, off-seg.base, err)
 	}
 	return nil
+}
+
+// syncFile makes seg's written data durable (fdatasync).
+func (l *Log) syncFile(seg *segment) error {
+	in := l.inlineFile(seg.file)
+	if in == nil {
+		return seg.file.Sync()
+	}
+	t0 := l.cfg.Now()
+	err := in.SyncInline()
+	l.inlineTook("fdatasync", seg.path, l.cfg.Now().Sub(t0))
+	return err
+}
+
+// inlineLimit is how long a system call made inline (fsx.InlineFile) may
+// take before the log stops making them so for inlinePause: the call held
+// its processor, and any stop-the-world phase of the garbage collector,
+// that long. (An fdatasync of a few MiB takes 2-15 ms on this project's
+// VM; a disk that stalls takes far longer.)
+const (
+	inlineLimit = 50 * time.Millisecond
+	inlinePause = time.Minute
+)
+
+// inlineFile returns f as an fsx.InlineFile if the log makes its file
+// writes and syncs inline: with GOMAXPROCS 2 or more, so that a processor
+// is left to the rest of the process meanwhile, and unless one took longer
+// than inlineLimit in the last inlinePause. Otherwise it returns nil.
+func (l *Log) inlineFile(f fsx.File) fsx.InlineFile {
+	if runtime.GOMAXPROCS(0) < 2 {
+		return nil
+	}
+	if until := l.inlineOffUntil.Load(); until != 0 && l.cfg.Now().UnixNano() < until {
+		return nil
+	}
+	in, _ := f.(fsx.InlineFile)
+	return in
+}
+
+// inlineTook turns inline calls off for inlinePause after one took longer
+// than inlineLimit (a slow or stalled disk), and says so.
+func (l *Log) inlineTook(op, path string, d time.Duration) {
+	if d <= inlineLimit {
+		return
+	}
+	l.inlineOffUntil.Store(l.cfg.Now().Add(inlinePause).UnixNano())
+	l.log.Warn("a file system call took long; the log makes them the usual way for a while, handing the processor off while they wait",
+		"call", op, "file", path, "took", d, "limit", inlineLimit, "for", inlinePause)
 }
 
 // syncRange calls sync for each segment overlapping [from, end), oldest

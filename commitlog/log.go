@@ -69,13 +69,14 @@ type Log struct {
 	wmu     sync.Mutex // guards waiters; taken after mu
 	waiters []*waiter  // SyncFlush appenders by End, ascending
 
-	committed atomic.Int64 // readable end: bytes below it are in the files' page cache
-	flushed   atomic.Int64 // durable end
-	minOff    atomic.Int64 // first readable offset
-	failErr   atomic.Pointer[error]
-	diskFull  atomic.Bool
-	closed    atomic.Bool
-	lastTs    atomic.Int64 // store time of the last appended record
+	committed      atomic.Int64 // readable end: bytes below it are in the files' page cache
+	flushed        atomic.Int64 // durable end
+	minOff         atomic.Int64 // first readable offset
+	failErr        atomic.Pointer[error]
+	inlineOffUntil atomic.Int64 // file writes and syncs are not made inline before this Unix time in ns (inlineFile)
+	diskFull       atomic.Bool
+	closed         atomic.Bool
+	lastTs         atomic.Int64 // store time of the last appended record
 
 	flushKick chan struct{}
 	done      chan struct{} // closed by Close

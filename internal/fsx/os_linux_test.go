@@ -1,7 +1,9 @@
 package fsx_test
 
 import (
+	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -37,4 +39,47 @@ func TestOSHugeAndRandom(t *testing.T) {
 	flags := testutil.VMFlags(t, random.Bytes())
 	assert.Contains(t, flags, "nh", "Random: madvise NOHUGEPAGE")
 	assert.Contains(t, flags, "rr", "and RANDOM")
+}
+
+// The real filesystem's files make writes and syncs inline; what they
+// write reads back, a large write is whole, and a failing call answers a
+// PathError naming the file.
+func TestOSInline(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "seg")
+	f := createFile(t, fsx.OS, path, nil)
+	in, ok := f.(fsx.InlineFile)
+	require.True(t, ok, "an OS file is an InlineFile")
+
+	big := make([]byte, 3<<20)
+	for i := range big {
+		big[i] = byte(i * 7)
+	}
+	n, err := in.WriteAtInline(big, 4096)
+	require.NoError(t, err)
+	assert.Equal(t, len(big), n)
+	n, err = in.WriteAtInline([]byte("head"), 0)
+	require.NoError(t, err)
+	assert.Equal(t, 4, n)
+	require.NoError(t, in.SyncInline())
+	got, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Len(t, got, 4096+len(big))
+	assert.Equal(t, "head", string(got[:4]))
+	assert.Equal(t, big, got[4096:])
+
+	ro, err := fsx.OS.OpenFile(path, os.O_RDONLY, 0)
+	require.NoError(t, err)
+	defer ro.Close()
+	_, err = ro.(fsx.InlineFile).WriteAtInline([]byte("x"), 0)
+	var pe *os.PathError
+	require.ErrorAs(t, err, &pe)
+	assert.Equal(t, "write", pe.Op)
+	assert.Equal(t, path, pe.Path)
+	assert.ErrorIs(t, err, syscall.EBADF)
+
+	require.NoError(t, ro.Close())
+	err = ro.(fsx.InlineFile).SyncInline()
+	require.ErrorAs(t, err, &pe)
+	assert.Equal(t, "fdatasync", pe.Op)
+	assert.ErrorIs(t, err, syscall.EBADF, "a closed file")
 }
