@@ -456,8 +456,9 @@ func (s *queueSender) send(c *sendChunk) {
 			op.fail(c, err)
 			continue
 		}
-		op.finish(results[:op.n:op.n], nil)
-		results = results[op.n:]
+		n := op.n // op may be reused once finished (SendAsync's recycle)
+		op.finish(results[:n:n], nil)
+		results = results[n:]
 	}
 }
 

@@ -231,3 +231,61 @@ func TestOutgoingEncoding(t *testing.T) {
 	c.release()
 	assert.Empty(t, c.pages)
 }
+
+// A SendAsync's batch is used again for a later one once its callback has
+// returned: with sends made from the callbacks, two thousand messages
+// through 32 batches or so each get their own result, their message
+// stored as sent and their queue recorded in them.
+func TestSendAsyncRecycledBatches(t *testing.T) {
+	a := startBroker(t, "a", 4, "T")
+	p := newTestProducer(t, testConfig(t, startNameServer(t, a)))
+	const total, window = 2000, 32
+	var (
+		mu      sync.Mutex
+		wg      sync.WaitGroup
+		next    int
+		results = map[int]SendResult{}
+		msgs    = map[int]*Message{}
+	)
+	var sendNext func()
+	sendNext = func() {
+		mu.Lock()
+		i := next
+		if i == total {
+			mu.Unlock()
+			return
+		}
+		next++
+		m := &Message{Topic: "T", Body: fmt.Appendf(nil, "body-%d", i), Tags: fmt.Sprint("tag", i%7), Keys: []string{fmt.Sprint("key-", i)}, QueueID: -1}
+		msgs[i] = m
+		mu.Unlock()
+		wg.Add(1)
+		p.SendAsync(t.Context(), m, func(r SendResult, err error) {
+			defer wg.Done()
+			assert.NoError(t, err)
+			mu.Lock()
+			results[i] = r
+			mu.Unlock()
+			sendNext() // from the callback: reuses a batch just recycled
+		})
+	}
+	for range window {
+		sendNext()
+	}
+	wg.Wait()
+	require.Len(t, results, total)
+	uniq := map[string]int{}
+	for i, r := range results {
+		if j, dup := uniq[r.UniqKey]; dup {
+			t.Fatalf("messages %d and %d got the same result (uniq key %s)", i, j, r.UniqKey)
+		}
+		uniq[r.UniqKey] = i
+		assert.Equal(t, r.QueueID, msgs[i].QueueID, "message %d records its queue", i)
+		m := storedMessage(t, a, "T", r)
+		assert.Equal(t, fmt.Sprint("body-", i), string(m.Body))
+		assert.Equal(t, fmt.Sprint("tag", i%7), m.Tags())
+		assert.Equal(t, []string{fmt.Sprint("key-", i)}, m.Keys())
+		u, _ := m.Properties.Get(message.PropUniqKey)
+		assert.Equal(t, r.UniqKey, u)
+	}
+}

@@ -192,6 +192,21 @@ func (a *asyncAttempt) completeOp(res []*gantryv1.SendResult, err error) {
 	b.release()
 	a.cb(p.result(a.q, b, 0, res[0], 1), nil)
 	p.async.done()
+	b.recycle()
+}
+
+// batchPool holds the batches of SendAsyncs that are done (recycle), so
+// that a producer does not allocate (and collect) one per message.
+var batchPool sync.Pool // of *batch
+
+// recycle puts b, a SendAsync's batch whose first attempt succeeded and
+// whose callback has returned, in batchPool. Nothing refers to it any more:
+// its op was the sender's until finish, which the sender reads nothing of
+// afterwards, and no retry was made (a failed attempt goes to asyncFailed
+// instead).
+func (b *batch) recycle() {
+	*b = batch{}
+	batchPool.Put(b)
 }
 
 // encode writes the messages in RocketMQ's record layout (what the broker
@@ -737,7 +752,11 @@ func prepareAsync(msg *Message) (*batch, error) {
 }
 
 func one(msg *Message) *batch {
-	b := &batch{born: time.Now().UnixMilli()}
+	b, _ := batchPool.Get().(*batch)
+	if b == nil {
+		b = new(batch)
+	}
+	b.born = time.Now().UnixMilli()
 	b.oneMsg[0] = msg
 	b.msgs, b.props, b.uniq = b.oneMsg[:], b.oneProps[:0], b.oneUniq[:0]
 	return b
