@@ -310,19 +310,24 @@ func (l *Log) syncFile(seg *segment) error {
 }
 
 // inlineLimit is how long a system call made inline (fsx.InlineFile) may
-// take before the log stops making them so for inlinePause: the call held
-// its processor, and any stop-the-world phase of the garbage collector,
-// that long. (An fdatasync of a few MiB takes 2-15 ms on this project's
-// VM; a disk that stalls takes far longer.)
+// take before the log stops making them so for a while: the call held its
+// processor, and any stop-the-world phase of the garbage collector, that
+// long. An fdatasync of a few MiB takes 2-15 ms on this project's VM, but
+// the first of a new log can take 100 ms while the disk is busy with
+// other writes; a disk that stalls takes longer again and again. So the
+// first slow call stops them for inlinePauseMin, and each slow one right
+// after a pause doubles the pause, up to inlinePauseMax; a quick one sets
+// it back.
 const (
-	inlineLimit = 50 * time.Millisecond
-	inlinePause = time.Minute
+	inlineLimit    = 50 * time.Millisecond
+	inlinePauseMin = time.Second
+	inlinePauseMax = time.Minute
 )
 
 // inlineFile returns f as an fsx.InlineFile if the log makes its file
 // writes and syncs inline: with GOMAXPROCS 2 or more, so that a processor
-// is left to the rest of the process meanwhile, and unless one took longer
-// than inlineLimit in the last inlinePause. Otherwise it returns nil.
+// is left to the rest of the process meanwhile, and outside a pause after
+// a slow call (inlineTook). Otherwise it returns nil.
 func (l *Log) inlineFile(f fsx.File) fsx.InlineFile {
 	if runtime.GOMAXPROCS(0) < 2 {
 		return nil
@@ -334,15 +339,21 @@ func (l *Log) inlineFile(f fsx.File) fsx.InlineFile {
 	return in
 }
 
-// inlineTook turns inline calls off for inlinePause after one took longer
-// than inlineLimit (a slow or stalled disk), and says so.
+// inlineTook records how long an inline call took: a slow one (over
+// inlineLimit) stops inline calls for a pause, twice the last one if that
+// was the previous call's doing, and says so; a quick one sets the pause
+// back to inlinePauseMin.
 func (l *Log) inlineTook(op, path string, d time.Duration) {
 	if d <= inlineLimit {
+		l.inlinePause.Store(0)
 		return
 	}
-	l.inlineOffUntil.Store(l.cfg.Now().Add(inlinePause).UnixNano())
+	pause := time.Duration(l.inlinePause.Load())
+	pause = min(max(2*pause, inlinePauseMin), inlinePauseMax)
+	l.inlinePause.Store(int64(pause))
+	l.inlineOffUntil.Store(l.cfg.Now().Add(pause).UnixNano())
 	l.log.Warn("a file system call took long; the log makes them the usual way for a while, handing the processor off while they wait",
-		"call", op, "file", path, "took", d, "limit", inlineLimit, "for", inlinePause)
+		"call", op, "file", path, "took", d, "limit", inlineLimit, "for", pause)
 }
 
 // syncRange calls sync for each segment overlapping [from, end), oldest

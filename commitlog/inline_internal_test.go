@@ -13,7 +13,8 @@ import (
 
 // Writes and syncs are made inline while they are quick and a second
 // processor is there; one that takes longer than inlineLimit turns them
-// off for inlinePause, after which they are made inline again.
+// off for inlinePauseMin, a slow one right after that pause for twice as
+// long (up to inlinePauseMax), and a quick one sets the pause back.
 func TestInlineCallsBackOffAfterASlowOne(t *testing.T) {
 	if runtime.GOMAXPROCS(0) < 2 {
 		t.Skip("needs GOMAXPROCS >= 2")
@@ -24,16 +25,34 @@ func TestInlineCallsBackOffAfterASlowOne(t *testing.T) {
 	defer l.Close()
 	f := l.segs.Load().last().file
 	require.Implements(t, (*fsx.InlineFile)(nil), f)
+	slow := func() { l.inlineTook("fdatasync", "seg", inlineLimit+time.Millisecond) }
+	// pausedFor checks that inline calls are off for d from now, then
+	// moves the clock past it.
+	pausedFor := func(d time.Duration, msg string) {
+		t.Helper()
+		assert.Nil(t, l.inlineFile(f), "%s: paused", msg)
+		now = now.Add(d - time.Millisecond)
+		assert.Nil(t, l.inlineFile(f), "%s: still paused just before %v", msg, d)
+		now = now.Add(time.Millisecond)
+		assert.NotNil(t, l.inlineFile(f), "%s: inline again after %v", msg, d)
+	}
 
 	assert.NotNil(t, l.inlineFile(f), "inline at first")
 	l.inlineTook("fdatasync", "seg", inlineLimit)
 	assert.NotNil(t, l.inlineFile(f), "a call of inlineLimit is not too long")
-	l.inlineTook("fdatasync", "seg", inlineLimit+time.Millisecond)
-	assert.Nil(t, l.inlineFile(f), "after a slow call")
-	now = now.Add(inlinePause - time.Second)
-	assert.Nil(t, l.inlineFile(f), "still within the pause")
-	now = now.Add(time.Second)
-	assert.NotNil(t, l.inlineFile(f), "after the pause")
+	slow()
+	pausedFor(inlinePauseMin, "a slow call")
+	slow()
+	pausedFor(2*inlinePauseMin, "another right after the pause")
+	for range 10 {
+		slow()
+		now = now.Add(inlinePauseMax)
+	}
+	slow()
+	pausedFor(inlinePauseMax, "the longest pause")
+	l.inlineTook("fdatasync", "seg", time.Millisecond)
+	slow()
+	pausedFor(inlinePauseMin, "a quick call sets the pause back")
 
 	prev := runtime.GOMAXPROCS(1)
 	defer runtime.GOMAXPROCS(prev)

@@ -74,6 +74,7 @@ type Log struct {
 	minOff         atomic.Int64 // first readable offset
 	failErr        atomic.Pointer[error]
 	inlineOffUntil atomic.Int64 // file writes and syncs are not made inline before this Unix time in ns (inlineFile)
+	inlinePause    atomic.Int64 // the last pause of inline calls (inlineTook), 0 after a quick one
 	diskFull       atomic.Bool
 	closed         atomic.Bool
 	lastTs         atomic.Int64 // store time of the last appended record

@@ -7,6 +7,7 @@
 # machine's drift falls on all of them.
 #
 # Usage: scripts/abprod.sh PAIRS BIN...      (env COUNT=1000000 INFLIGHT=4096)
+#   DEVFLAGS="--flush SYNC_FLUSH" scripts/abprod.sh 3 /tmp/a /tmp/b   (sync flush)
 #   go build -o /tmp/a ./cmd/gantry; git stash; go build -o /tmp/b ./cmd/gantry; git stash pop
 #   scripts/abprod.sh 3 /tmp/a /tmp/b
 set -uo pipefail
