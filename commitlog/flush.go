@@ -313,14 +313,14 @@ func (l *Log) syncFile(seg *segment) error {
 // take before the log stops making them so for a while: the call held its
 // processor, and any stop-the-world phase of the garbage collector, that
 // long. An fdatasync of a few MiB takes 2-15 ms on this project's VM, but
-// the first of a new log can take 100 ms while the disk is busy with
-// other writes; a disk that stalls takes longer again and again. So the
-// first slow call stops them for inlinePauseMin, and each slow one right
-// after a pause doubles the pause, up to inlinePauseMax; a quick one sets
-// it back.
+// one in a few hundred takes 60-150 ms (the disk's hiccups, more of them
+// right after large deletes); a disk that stalls takes longer again and
+// again. So a slow call stops them for inlinePauseMin, and each slow one
+// right after a pause doubles the pause, up to inlinePauseMax; a quick one
+// sets it back.
 const (
 	inlineLimit    = 50 * time.Millisecond
-	inlinePauseMin = time.Second
+	inlinePauseMin = 100 * time.Millisecond
 	inlinePauseMax = time.Minute
 )
 
