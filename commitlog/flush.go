@@ -3,6 +3,7 @@ package commitlog
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"runtime"
 	"sync"
 	"time"
@@ -341,8 +342,8 @@ func (l *Log) inlineFile(f fsx.File) fsx.InlineFile {
 
 // inlineTook records how long an inline call took: a slow one (over
 // inlineLimit) stops inline calls for a pause, twice the last one if that
-// was the previous call's doing, and says so; a quick one sets the pause
-// back to inlinePauseMin.
+// was the previous call's doing, and says so (a warning once the pause
+// reaches a second); a quick one sets the pause back to inlinePauseMin.
 func (l *Log) inlineTook(op, path string, d time.Duration) {
 	if d <= inlineLimit {
 		l.inlinePause.Store(0)
@@ -352,7 +353,11 @@ func (l *Log) inlineTook(op, path string, d time.Duration) {
 	pause = min(max(2*pause, inlinePauseMin), inlinePauseMax)
 	l.inlinePause.Store(int64(pause))
 	l.inlineOffUntil.Store(l.cfg.Now().Add(pause).UnixNano())
-	l.log.Warn("a file system call took long; the log makes them the usual way for a while, handing the processor off while they wait",
+	level := slog.LevelInfo // a hiccup
+	if pause >= time.Second {
+		level = slog.LevelWarn // slow call after slow call: the disk stalls
+	}
+	l.log.Log(context.Background(), level, "a file system call took long; the log makes them the usual way for a while, handing the processor off while they wait",
 		"call", op, "file", path, "took", d, "limit", inlineLimit, "for", pause)
 }
 
