@@ -15,7 +15,7 @@ package fsx
 // The price: while the call runs, its P runs nothing else, and a
 // stop-the-world phase of the garbage collector waits for it. The caller
 // uses it only with another P to spare and only while calls stay short
-// (commitlog: GOMAXPROCS >= 2, each call under 10 ms).
+// (commitlog: GOMAXPROCS >= 2, and a pause after a call over 50 ms).
 type InlineFile interface {
 	// WriteAtInline is WriteAt made inline.
 	WriteAtInline(b []byte, off int64) (int, error)
