@@ -634,15 +634,13 @@ func (l *Log) ReadRecord(off int64) (rec Region, next int64, err error) {
 		size, magic, _ := message.RecordSize(hdr.B)
 		seg := hdr.seg
 		hdr.Release()
-		switch {
-		case magic == message.MagicBlank:
-			off = seg.end()
+		skip, err := frontAt(seg, off, size, magic)
+		if err != nil {
+			return Region{}, off, err
+		}
+		if skip != 0 {
+			off = skip
 			continue
-		case magic == magicHole && size >= 8:
-			off += int64(size)
-			continue
-		case size < message.MinRecordSize:
-			return Region{}, off, fmt.Errorf("%w: %d: size %d", ErrBadOffset, off, size)
 		}
 		r, err := l.Read(off, int(size))
 		return r, off + int64(size), err
@@ -688,40 +686,49 @@ func (l *Log) CopyRecords(off int64, buf []byte) (recs []byte, start, next int64
 		}
 		b := buf[:k]
 		size, magic, _ := message.RecordSize(b)
+		skip, err := frontAt(seg, off, size, magic)
+		if err == nil && skip == 0 && off+int64(size) > min(end, seg.end()) {
+			err = fmt.Errorf("%w: record at %d of %d bytes beyond %d", ErrBadOffset, off, size, min(end, seg.end()))
+		}
 		switch {
-		case magic == message.MagicBlank:
-			off = seg.end()
+		case err != nil:
 			seg.release()
+			return nil, off, off, err
+		case skip != 0: // a filler or a hole
+			seg.release()
+			off = skip
 			continue
-		case magic == magicHole && size >= 8:
-			off += int64(size)
+		case int(size) > len(b): // larger than buf (in bounds, so n was len(buf)): read it alone
 			seg.release()
-			continue
-		case size < message.MinRecordSize:
-			seg.release()
-			return nil, off, off, fmt.Errorf("%w: %d: size %d", ErrBadOffset, off, size)
-		case int(size) > len(b):
-			if off+int64(size) > min(end, seg.end()) {
-				seg.release()
-				return nil, off, off, fmt.Errorf("%w: record at %d of %d bytes beyond %d", ErrBadOffset, off, size, min(end, seg.end()))
-			}
-			if int(size) > len(buf) { // a record larger than buf: read it alone
-				buf = make([]byte, size)
-			}
-			seg.release()
+			buf = make([]byte, size)
 			continue
 		}
 		p := int(size)
 		for p+8 <= len(b) {
 			size, magic, _ := message.RecordSize(b[p:])
-			if magic == message.MagicBlank || magic == magicHole || size < message.MinRecordSize || p+int(size) > len(b) {
-				break
+			if skip, err := frontAt(seg, off+int64(p), size, magic); skip != 0 || err != nil || p+int(size) > len(b) {
+				break // a filler, a hole or a bad front is for the next call; a record cut short too
 			}
 			p += int(size)
 		}
 		seg.release()
 		return b[:p], off, off + int64(p), nil
 	}
+}
+
+// frontAt reads the size and magic at log offset off in seg: a record's
+// front (skip 0, nil), a segment's filler or a range skipped at recovery
+// (skip: where the next record may start), or neither (ErrBadOffset).
+func frontAt(seg *segment, off int64, size, magic int32) (skip int64, err error) {
+	switch {
+	case magic == message.MagicBlank:
+		return seg.end(), nil
+	case magic == magicHole && size >= 8:
+		return off + int64(size), nil
+	case size < message.MinRecordSize:
+		return 0, fmt.Errorf("%w: %d: size %d", ErrBadOffset, off, size)
+	}
+	return 0, nil
 }
 
 // Region is a read-only view of log bytes in a segment's mapping.
