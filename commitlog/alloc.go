@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+	"time"
 )
 
 type allocResult struct {
@@ -46,10 +47,21 @@ func (l *Log) requestSegmentLocked() {
 	l.allocReq <- l.active.end()
 }
 
+// allocRetry is how long rolls fail at once with the last error after a
+// segment could not be had, instead of each trying again: under a burst of
+// sends every append would otherwise repeat the failing create (and log
+// it), thousands of times a second, while the disk is full or the
+// directory is gone.
+const allocRetry = time.Second
+
 // nextSegmentLocked returns the preallocated segment after the active one,
 // asking again once if the ahead-of-time attempt failed (space may have
-// returned since). l.mu is held.
+// returned since). After a failure it fails at once with the same error
+// for allocRetry. l.mu is held.
 func (l *Log) nextSegmentLocked(ctx context.Context) (*segment, error) {
+	if l.allocFailed != nil && l.cfg.Now().Before(l.allocRetryAt) {
+		return nil, l.allocFailed
+	}
 	want := l.active.end()
 	for attempt := 0; ; attempt++ {
 		l.requestSegmentLocked()
@@ -64,6 +76,7 @@ func (l *Log) nextSegmentLocked(ctx context.Context) (*segment, error) {
 		l.allocPending = false
 		switch {
 		case r.err == nil && r.base == want:
+			l.allocFailed = nil
 			return r.seg, nil
 		case r.err == nil:
 			r.seg.retire() // stale: cannot happen while appends hold l.mu, but never use a wrong segment
@@ -71,6 +84,7 @@ func (l *Log) nextSegmentLocked(ctx context.Context) (*segment, error) {
 		case attempt == 0:
 			continue
 		default:
+			l.allocFailed, l.allocRetryAt = r.err, l.cfg.Now().Add(allocRetry)
 			return nil, r.err
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/gantrymq/gantry/internal/failpoint"
 	"github.com/gantrymq/gantry/internal/fsx"
@@ -52,6 +53,11 @@ type Log struct {
 	pendSplit    int    // index in pend where the active segment starts after a roll; -1 if none
 	scratch      []byte // WriteDirect, WriteHybrid: the batch being stamped and written (kept up to maxScratch)
 	allocPending bool
+	// allocFailed is why the last segment could not be had; until
+	// allocRetryAt rolls fail with it at once instead of trying again
+	// (see nextSegmentLocked).
+	allocFailed  error
+	allocRetryAt time.Time
 
 	// WriteHybrid (under mu): bytes copied into the mapping and bytes
 	// written with pwrite since the last decision on the pre-fault window.

@@ -6,12 +6,14 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/gantrymq/gantry/commitlog"
 	"github.com/gantrymq/gantry/internal/fsx"
+	"github.com/gantrymq/gantry/internal/testutil"
 )
 
 // writeLog appends n records in segments of segBytes and abandons the log
@@ -198,11 +200,13 @@ func TestRecoverMissingCheckpointScansEverything(t *testing.T) {
 }
 
 // ENOSPC at fallocate surfaces as ErrDiskFull before anything is written,
-// the log stays usable, and appends resume when space returns.
+// the log stays usable, rolls fail at once for a second after a failed
+// attempt (no create per append), and appends resume when space returns.
 func TestENOSPCAtFallocate(t *testing.T) {
 	var faults fsx.Faults
 	dir := t.TempDir()
-	cfg := commitlog.Config{Dir: dir, SegmentBytes: 8 << 10, FS: fsx.WithFaults(fsx.OS, &faults)}
+	clock := testutil.NewClock(time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC))
+	cfg := commitlog.Config{Dir: dir, SegmentBytes: 8 << 10, FS: fsx.WithFaults(fsx.OS, &faults), Now: clock.Now}
 	l := open(t, cfg)
 	defer l.Close()
 	l.SettleAlloc()                                                          // the second segment is ready
@@ -230,6 +234,9 @@ func TestENOSPCAtFallocate(t *testing.T) {
 
 	remove()
 	_, err = l.Append(t.Context(), record(t, 1001, 200), nil)
+	require.ErrorIs(t, err, commitlog.ErrDiskFull, "within a second of the failure no new attempt is made")
+	clock.Advance(time.Second)
+	_, err = l.Append(t.Context(), record(t, 1002, 200), nil)
 	require.NoError(t, err, "appends resume when space returns")
 }
 
