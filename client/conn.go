@@ -19,6 +19,7 @@ import (
 
 	gantryv1 "github.com/gantrymq/gantry/api/gantry/v1"
 	"github.com/gantrymq/gantry/internal/grpcbuf"
+	"github.com/gantrymq/gantry/internal/inlinenet"
 )
 
 // connPool holds one *grpc.ClientConn per address (brokers and
@@ -46,7 +47,8 @@ func newConnPool(opts []grpc.DialOption) *connPool {
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: reconnectBackoff, MinConnectTimeout: 20 * time.Second}),
 		experimental.WithBufferPool(grpcbuf.Shared), grpc.WithDefaultCallOptions(grpc.ForceCodecV2(grpcbuf.Codec{})),
 		grpc.WithInitialWindowSize(grpcbuf.FlowWindow), grpc.WithInitialConnWindowSize(grpcbuf.FlowWindow),
-	}, opts...) // buffers not zeroed for every message, a fixed flow-control window (internal/grpcbuf)
+		grpc.WithContextDialer(inlinenet.Dial),
+	}, opts...) // buffers not zeroed for every message, a fixed flow-control window (internal/grpcbuf), socket calls inline (internal/inlinenet)
 	return &connPool{opts: all, conns: map[string]*grpc.ClientConn{}}
 }
 

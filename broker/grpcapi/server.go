@@ -19,6 +19,7 @@ import (
 	"github.com/gantrymq/gantry/broker"
 	"github.com/gantrymq/gantry/broker/remotingapi"
 	"github.com/gantrymq/gantry/internal/grpcbuf"
+	"github.com/gantrymq/gantry/internal/inlinenet"
 	"github.com/gantrymq/gantry/remoting"
 )
 
@@ -131,7 +132,7 @@ func Start(ctx context.Context, cfg ServerConfig) (*Server, error) {
 	registered := func() bool { return len(b.Config().NamesrvAddr) == 0 || s.reg.Load() != nil }
 	s.hs = &http.Server{Handler: httpHandler(b, registered), ReadHeaderTimeout: 5 * time.Second}
 	s.wg.Go(func() {
-		if err := s.gs.Serve(glis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+		if err := s.gs.Serve(inlinenet.Listen(glis)); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 			s.log.Error("gRPC server stopped", "err", err)
 		}
 	})
@@ -142,7 +143,7 @@ func Start(ctx context.Context, cfg ServerConfig) (*Server, error) {
 	})
 	s.wg.Go(func() {
 		// Close stops accepting by closing rlis first: Serve's net.ErrClosed then is no failure.
-		if err := s.rs.Serve(rlis); err != nil && !errors.Is(err, net.ErrClosed) && !errors.Is(err, remoting.ErrClosed) {
+		if err := s.rs.Serve(inlinenet.Listen(rlis)); err != nil && !errors.Is(err, net.ErrClosed) && !errors.Is(err, remoting.ErrClosed) {
 			s.log.Error("remoting server stopped", "err", err)
 		}
 	})
