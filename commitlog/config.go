@@ -61,10 +61,11 @@ const (
 	// copy); readers read through the mapping, which shares the page cache;
 	// the flusher fdatasyncs. No page is faulted in for writing: the
 	// kernel's write path costs the broker less CPU than faulting the
-	// mapping in (about 17 % less per message produced here), but each
-	// append makes a syscall, which updates the file's times through the
-	// journal: one send at a time waits about 10 µs longer at the median
-	// and twice as long at p999 (see docs/BENCHMARKS.md). For throughput
+	// mapping in (a third less per message produced here on 2026-12-02),
+	// but each append makes a syscall: one send at a time waits about
+	// 30 µs longer at the median (see docs/BENCHMARKS.md). The page cache
+	// holds small folios, which readers of many records should copy with
+	// ReadCopy rather than fault in through the mapping. For throughput
 	// over latency, under async flush.
 	WriteDirect
 	// WriteHybrid writes an append of DirectBytes or more as WriteDirect
@@ -76,10 +77,11 @@ const (
 	// message at a time still takes no syscall. The PrefaultAhead window is
 	// kept only while small appends bring most of the bytes, and the
 	// appends' mapping (see segment.writerView) reads nothing ahead. But
-	// pwrite fills the page cache with single pages where faulting the
-	// mapping in (readahead) brings large folios, and reading the records
-	// back costs more: a push consumer of freshly produced messages took
-	// the broker 1.35x to 2.5x the CPU here (see docs/BENCHMARKS.md). For
+	// pwrite fills the page cache with small folios where faulting the
+	// mapping in (readahead) brings large ones, and reading the records
+	// back through the mapping costs more (a push consumer of freshly
+	// produced messages took the broker 1.35x to 2.5x the CPU here): as for
+	// WriteDirect, readers of many records should use ReadCopy. For
 	// produce-heavy logs, under async flush.
 	WriteHybrid
 )

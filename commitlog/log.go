@@ -737,16 +737,21 @@ func frontAt(seg *segment, off int64, size, magic int32) (skip int64, err error)
 	return 0, nil
 }
 
-// Region is a read-only view of log bytes in a segment's mapping.
+// Region is a read-only view of log bytes: in a segment's mapping, or in
+// a copy of them (ReadCopy).
 type Region struct {
 	B   []byte
-	seg *segment
+	seg *segment // B is in seg's mapping
+	cp  *Copy    // or in a copy (ReadCopy)
 }
 
 // Release returns the region; B must not be used afterwards.
 func (r Region) Release() {
-	if r.seg != nil {
+	switch {
+	case r.seg != nil:
 		r.seg.release()
+	case r.cp != nil:
+		r.cp.Release()
 	}
 }
 

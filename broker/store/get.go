@@ -134,17 +134,15 @@ func (s *Store) get(k QueueKey, q *cqueue, offset int64, maxMsgs, maxBytes int, 
 	}
 	bytes := 0
 	res.Status = NoMatchedMessage
-	res.Records = make([]commitlog.Region, 0, min(maxMsgs, len(entries)))
 	cbuf := checkPool.Get().(*[]entryAt)
 	defer checkPool.Put(cbuf)
 	checks := (*cbuf)[:0] // each record's entry and queue offset
 	for i, e := range entries {
-		if len(res.Records) >= maxMsgs || (bytes > 0 && bytes+int(e.Size) > maxBytes) {
+		if len(checks) >= maxMsgs || (bytes > 0 && bytes+int(e.Size) > maxBytes) {
 			break
 		}
 		qo := offset + int64(i)
 		if e.Offset < prevEnd || e.Size <= 0 {
-			res.Release()
 			return res, fmt.Sprintf("offset %d: entry (log offset %d, size %d) is not past the previous entry's end %d", qo, e.Offset, e.Size, prevEnd), nil
 		}
 		prevEnd = e.End()
@@ -152,25 +150,36 @@ func (s *Store) get(k QueueKey, q *cqueue, offset int64, maxMsgs, maxBytes int, 
 		if filter != nil && !filter(e.TagsCode) {
 			continue
 		}
-		rec, err := s.cl.Read(e.Offset, int(e.Size))
-		if errors.Is(err, commitlog.ErrOffsetTooSmall) {
-			if len(res.Records) == 0 {
-				res.Status = OffsetFoundNull
-			}
-			continue
-		}
-		if errors.Is(err, commitlog.ErrOffsetTooBig) || errors.Is(err, commitlog.ErrBadOffset) {
-			res.Release()
-			return res, fmt.Sprintf("offset %d: entry (log offset %d, size %d): %v", qo, e.Offset, e.Size, err), nil
-		}
-		if err != nil {
-			res.Release()
-			return res, "", err
-		}
-		res.Records = append(res.Records, rec)
 		checks = append(checks, entryAt{e, qo})
-		res.Status = Found
 		bytes += int(e.Size)
+	}
+	if len(checks) == 0 {
+		return res, "", nil
+	}
+	res.Records = make([]commitlog.Region, 0, len(checks))
+	if !s.readCopied(&res, checks) {
+		kept := checks[:0]
+		for _, c := range checks {
+			rec, err := s.cl.Read(c.e.Offset, int(c.e.Size))
+			if errors.Is(err, commitlog.ErrOffsetTooSmall) { // deleted meanwhile by retention
+				if len(res.Records) == 0 {
+					res.Status = OffsetFoundNull
+				}
+				continue
+			}
+			if errors.Is(err, commitlog.ErrOffsetTooBig) || errors.Is(err, commitlog.ErrBadOffset) {
+				res.Release()
+				return res, fmt.Sprintf("offset %d: entry (log offset %d, size %d): %v", c.qo, c.e.Offset, c.e.Size, err), nil
+			}
+			if err != nil {
+				res.Release()
+				return res, "", err
+			}
+			res.Records = append(res.Records, rec)
+			kept = append(kept, c)
+			res.Status = Found
+		}
+		checks = kept
 	}
 	*cbuf = checks[:0]
 	// Each record is checked against its entry. The records lie apart in
@@ -188,6 +197,52 @@ func (s *Store) get(k QueueKey, q *cqueue, offset int64, maxMsgs, maxBytes int, 
 	}
 	return res, "", nil
 }
+
+// readCopied reads the records of checks into res with pread
+// (commitlog.ReadCopy) when the log is written with pwrite (WriteDirect:
+// its page cache is in small folios, which a read through the mapping
+// faults in a page at a time): one read for each run of records that lie
+// close together, as a queue's messages do when they were sent in batches.
+// It reports false, with res untouched, when they are to be read from the
+// mapping.
+func (s *Store) readCopied(res *GetResult, checks []entryAt) bool {
+	if m := s.cl.WriteMode(); m != commitlog.WriteDirect && m != commitlog.WriteHybrid {
+		return false
+	}
+	sbuf := spanPool.Get().(*[]commitlog.Span)
+	defer spanPool.Put(sbuf)
+	spans := (*sbuf)[:0]
+	for _, c := range checks {
+		if n := len(spans); n > 0 && c.e.Offset-spans[n-1].End <= copyGap {
+			spans[n-1].End = c.e.End()
+			continue
+		}
+		spans = append(spans, commitlog.Span{Off: c.e.Offset, End: c.e.End()})
+	}
+	*sbuf = spans[:0]
+	cp, err := s.cl.ReadCopy(spans)
+	if err != nil {
+		return false // the mapping reads name the problem, or skip what retention deleted
+	}
+	at, j := 0, 0 // spans[j] starts at at in the copy
+	for _, c := range checks {
+		for c.e.Offset >= spans[j].End {
+			at += int(spans[j].End - spans[j].Off)
+			j++
+		}
+		p := at + int(c.e.Offset-spans[j].Off)
+		res.Records = append(res.Records, cp.Region(p, p+int(c.e.Size)))
+	}
+	cp.Release()
+	res.Status = Found
+	return true
+}
+
+// copyGap is the most bytes of other records between two of a pull that
+// are read with them rather than read apart.
+const copyGap = 16 << 10
+
+var spanPool = sync.Pool{New: func() any { b := make([]commitlog.Span, 0, 16); return &b }}
 
 // touchRecords reads a byte of each cache line of the fixed fields at the
 // front of each record (92 bytes with IPv4 hosts) and of its last 192
