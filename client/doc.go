@@ -172,7 +172,9 @@
 //   - DialOptions: added to every connection; default plaintext, with a
 //     fixed 16 MiB HTTP/2 flow-control window (gRPC's dynamic one sends a
 //     PING with every request sent one at a time) and reconnection after
-//     50 ms to 1 s (grpc.WithConnectParams here replaces it).
+//     50 ms to 1 s (grpc.WithConnectParams here replaces it), over TCP
+//     connections whose reads and writes are inline system calls
+//     (grpc.WithContextDialer here replaces them).
 //   - RouteRefresh: route refresh period; default 30 s.
 //   - Logger: *slog.Logger; default discard.
 //   - ClientID: default hostname@pid@random.
