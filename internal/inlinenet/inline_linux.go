@@ -122,24 +122,15 @@ func (c *Conn) result(op string, n int, errno syscall.Errno, err error) (int, er
 }
 
 // readInline is read(2) as an inline call, retried on EINTR.
-func readInline(fd uintptr, p []byte) (int, syscall.Errno) {
-	for {
-		r, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
-		if e == syscall.EINTR {
-			continue
-		}
-		runtime.KeepAlive(p)
-		if e != 0 {
-			return 0, e
-		}
-		return int(r), 0
-	}
-}
+func readInline(fd uintptr, p []byte) (int, syscall.Errno) { return inline(syscall.SYS_READ, fd, p) }
 
 // writeInline is write(2) as an inline call, retried on EINTR.
-func writeInline(fd uintptr, b []byte) (int, syscall.Errno) {
+func writeInline(fd uintptr, b []byte) (int, syscall.Errno) { return inline(syscall.SYS_WRITE, fd, b) }
+
+// inline makes the read or write trap on fd over b (not empty).
+func inline(trap, fd uintptr, b []byte) (int, syscall.Errno) {
 	for {
-		r, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+		r, _, e := syscall.RawSyscall(trap, fd, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
 		if e == syscall.EINTR {
 			continue
 		}
