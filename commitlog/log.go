@@ -607,25 +607,35 @@ func (l *Log) publish(end int64) {
 // retention deletes the segment. [off, off+size) must lie in one segment
 // and below MaxOffset. Safe for concurrent use.
 func (l *Log) Read(off int64, size int) (Region, error) {
-	if size < 0 {
-		return Region{}, fmt.Errorf("%w: negative size %d", ErrBadOffset, size)
-	}
-	if off < l.minOff.Load() {
-		return Region{}, fmt.Errorf("%w: %d < %d", ErrOffsetTooSmall, off, l.minOff.Load())
-	}
-	if end := l.committed.Load(); off+int64(size) > end {
-		return Region{}, fmt.Errorf("%w: [%d, %d) beyond %d", ErrOffsetTooBig, off, off+int64(size), end)
-	}
-	seg := l.segs.Load().find(off)
-	if seg == nil || !seg.acquire() {
-		return Region{}, fmt.Errorf("%w: %d (segment deleted)", ErrOffsetTooSmall, off)
-	}
-	if off+int64(size) > seg.end() {
-		seg.release()
-		return Region{}, fmt.Errorf("%w: [%d, %d) crosses the end of segment %s", ErrBadOffset, off, off+int64(size), seg.path)
+	seg, err := l.acquireRange(off, size)
+	if err != nil {
+		return Region{}, err
 	}
 	p := off - seg.base
 	return Region{B: seg.b[p : p+int64(size) : p+int64(size)], seg: seg}, nil
+}
+
+// acquireRange returns the segment holding [off, off+size), with a reader
+// reference the caller releases, under Read's rules.
+func (l *Log) acquireRange(off int64, size int) (*segment, error) {
+	if size < 0 {
+		return nil, fmt.Errorf("%w: negative size %d", ErrBadOffset, size)
+	}
+	if off < l.minOff.Load() {
+		return nil, fmt.Errorf("%w: %d < %d", ErrOffsetTooSmall, off, l.minOff.Load())
+	}
+	if end := l.committed.Load(); off+int64(size) > end {
+		return nil, fmt.Errorf("%w: [%d, %d) beyond %d", ErrOffsetTooBig, off, off+int64(size), end)
+	}
+	seg := l.segs.Load().find(off)
+	if seg == nil || !seg.acquire() {
+		return nil, fmt.Errorf("%w: %d (segment deleted)", ErrOffsetTooSmall, off)
+	}
+	if off+int64(size) > seg.end() {
+		seg.release()
+		return nil, fmt.Errorf("%w: [%d, %d) crosses the end of segment %s", ErrBadOffset, off, off+int64(size), seg.path)
+	}
+	return seg, nil
 }
 
 // ReadRecord returns the record at off and the offset of the next one,

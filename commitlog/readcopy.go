@@ -109,21 +109,11 @@ const maxCopy = 1 << 30
 
 // readAt fills b from log offset off with pread, under Read's rules.
 func (l *Log) readAt(b []byte, off int64) error {
-	if off < l.minOff.Load() {
-		return fmt.Errorf("%w: %d < %d", ErrOffsetTooSmall, off, l.minOff.Load())
-	}
-	end := off + int64(len(b))
-	if committed := l.committed.Load(); end > committed {
-		return fmt.Errorf("%w: [%d, %d) beyond %d", ErrOffsetTooBig, off, end, committed)
-	}
-	seg := l.segs.Load().find(off)
-	if seg == nil || !seg.acquire() {
-		return fmt.Errorf("%w: %d (segment deleted)", ErrOffsetTooSmall, off)
+	seg, err := l.acquireRange(off, len(b))
+	if err != nil {
+		return err
 	}
 	defer seg.release()
-	if end > seg.end() {
-		return fmt.Errorf("%w: [%d, %d) crosses the end of segment %s", ErrBadOffset, off, end, seg.path)
-	}
 	if k, err := seg.file.ReadAt(b, off-seg.base); k < len(b) {
 		return fmt.Errorf("commitlog: read %s at %d: %d of %d bytes: %w", seg.path, off-seg.base, k, len(b), err)
 	}
