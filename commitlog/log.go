@@ -680,17 +680,11 @@ func (l *Log) ReadRecord(off int64) (rec Region, next int64, err error) {
 // whose page tables the host shadows, about 1 µs a 1 KiB record).
 func (l *Log) CopyRecords(off int64, buf []byte) (recs []byte, start, next int64, err error) {
 	for {
+		seg, err := l.acquireRange(off, 8) // a record's front at least
+		if err != nil {
+			return nil, off, off, err
+		}
 		end := l.committed.Load()
-		if off < l.minOff.Load() {
-			return nil, off, off, fmt.Errorf("%w: %d < %d", ErrOffsetTooSmall, off, l.minOff.Load())
-		}
-		if off+8 > end {
-			return nil, off, off, fmt.Errorf("%w: %d beyond %d", ErrOffsetTooBig, off, end)
-		}
-		seg := l.segs.Load().find(off)
-		if seg == nil || !seg.acquire() {
-			return nil, off, off, fmt.Errorf("%w: %d (segment deleted)", ErrOffsetTooSmall, off)
-		}
 		n := min(int64(len(buf)), end-off, seg.end()-off)
 		k, err := seg.file.ReadAt(buf[:n], off-seg.base)
 		if err == nil && k < 8 {

@@ -202,11 +202,7 @@ func TestReadErrors(t *testing.T) {
 func TestCopyRecords(t *testing.T) {
 	for _, mode := range []commitlog.WriteMode{commitlog.WriteMapped, commitlog.WriteBuffered} {
 		t.Run(mode.String(), func(t *testing.T) {
-			cfg := commitlog.Config{Dir: t.TempDir(), SegmentBytes: 16 << 10, WriteMode: mode}
-			if mode == commitlog.WriteBuffered {
-				cfg.FlushMode = commitlog.SyncFlush
-			}
-			l := open(t, cfg)
+			l := openMode(t, mode, 16<<10)
 			defer l.Close()
 			var want []stored
 			for i, size := range []int{50, 3000, 700, 9000, 10, 5000, 200, 11000, 1} {
@@ -510,11 +506,7 @@ func TestSegmentsAskForHugePages(t *testing.T) {
 func TestReadCopy(t *testing.T) {
 	for _, mode := range []commitlog.WriteMode{commitlog.WriteMapped, commitlog.WriteDirect, commitlog.WriteBuffered} {
 		t.Run(mode.String(), func(t *testing.T) {
-			cfg := commitlog.Config{Dir: t.TempDir(), SegmentBytes: 64 << 10, WriteMode: mode}
-			if mode == commitlog.WriteBuffered {
-				cfg.FlushMode = commitlog.SyncFlush
-			}
-			l := open(t, cfg)
+			l := openMode(t, mode, 64<<10)
 			defer l.Close()
 			want := appendN(t, l, 0, 120, 900) // rolls: a filler ends each segment
 			require.Positive(t, l.Stats().SegmentsRolled)
@@ -582,4 +574,15 @@ func TestReadCopyRegionsOutliveTheCopy(t *testing.T) {
 	}
 	assert.Equal(t, want[3].b, keep.B)
 	keep.Release()
+}
+
+// openMode opens a log in a new directory with the write mode and segment
+// size; WriteBuffered with sync flush, as it is used.
+func openMode(t *testing.T, mode commitlog.WriteMode, segmentBytes int64) *commitlog.Log {
+	t.Helper()
+	cfg := commitlog.Config{Dir: t.TempDir(), SegmentBytes: segmentBytes, WriteMode: mode}
+	if mode == commitlog.WriteBuffered {
+		cfg.FlushMode = commitlog.SyncFlush
+	}
+	return open(t, cfg)
 }
