@@ -130,12 +130,13 @@ func (l *Log) createSegment(ctx context.Context, base int64, populate bool) (*se
 	// reader's fault would fill a 2 MiB folio. Segments reopened at startup
 	// are not asked either: what is read of them is mostly read once, and
 	// a cold fault would read 2-4 MiB.
-	if l.cfg.WriteMode == WriteMapped || l.cfg.WriteMode == WriteBuffered {
+	if l.cfg.WriteMode == WriteMapped || l.cfg.WriteMode == WriteBuffered && !l.directOn.Load() {
 		if err := m.Huge(0, int(size)); err != nil {
 			l.log.Debug("huge page advice failed", "segment", path, "err", err)
 		}
 	}
 	seg := &segment{base: base, size: size, path: path, file: f, m: m, b: m.Bytes()}
+	l.prepareDirect(seg)
 	if populate && l.prefaultNext.Load() {
 		if _, err := l.populate(ctx, seg, 0, min(l.cfg.PrefaultAhead, size)); err != nil {
 			l.log.Warn("pre-fault of new segment failed; appends will take page faults", "segment", seg.path, "err", err)

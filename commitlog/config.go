@@ -131,6 +131,12 @@ type Config struct {
 	// MaxPendingBytes bounds the staging buffer of WriteBuffered: appenders
 	// wait while this much is not yet written. Default 64 MiB.
 	MaxPendingBytes int
+	// NoDirectWrites has WriteBuffered write every flush through the page
+	// cache. By default large flushes are written with O_DIRECT where the
+	// file system takes it and SegmentBytes is a multiple of 4 KiB (see
+	// stage.go): the page cache's copy and writeback were most of a
+	// sync-flush broker's flush cost.
+	NoDirectWrites bool
 	// ZeroFillAhead has the preallocator write zeros over each new segment
 	// so that later writes land in already-written extents (RocketMQ's
 	// warm-up; on ext4 a write into a fallocated-but-unwritten extent can

@@ -55,20 +55,28 @@ type placed struct {
 // everything after it.
 func TestCrashStates(t *testing.T) {
 	for _, tt := range []struct {
-		name  string
-		flush commitlog.FlushMode
-		write commitlog.WriteMode
+		name      string
+		flush     commitlog.FlushMode
+		write     commitlog.WriteMode
+		directMin int // WriteBuffered: smallest flush written directly and padded; 0 for none
 	}{
-		{"sync-buffered", commitlog.SyncFlush, commitlog.WriteBuffered},
-		{"async-mapped", commitlog.AsyncFlush, commitlog.WriteMapped},
-		{"async-direct", commitlog.AsyncFlush, commitlog.WriteDirect},
-		{"async-hybrid", commitlog.AsyncFlush, commitlog.WriteHybrid},
+		{"sync-buffered", commitlog.SyncFlush, commitlog.WriteBuffered, 0},
+		{"sync-buffered-direct", commitlog.SyncFlush, commitlog.WriteBuffered, 1},
+		{"async-mapped", commitlog.AsyncFlush, commitlog.WriteMapped, 0},
+		{"async-direct", commitlog.AsyncFlush, commitlog.WriteDirect, 0},
+		{"async-hybrid", commitlog.AsyncFlush, commitlog.WriteHybrid, 0},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
+			if tt.directMin > 0 {
+				commitlog.SetDirectMinBytes(t, tt.directMin)
+			}
 			w := runCrashWorkload(t, tt.flush, tt.write, crashStates(t))
 			t.Logf("%s: %d crash states checked, %d records appended", tt.name, w.states, len(w.at))
 			assert.Empty(t, w.failures)
 			assert.GreaterOrEqual(t, w.states, w.target)
+			if tt.directMin > 0 {
+				assert.Positive(t, w.log.Load().Stats().DirectWrites, "flushes written directly")
+			}
 		})
 	}
 }

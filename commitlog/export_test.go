@@ -19,6 +19,14 @@ func (l *Log) Abandon() {
 	})
 }
 
+// SetDirectMinBytes sets the smallest flush WriteBuffered writes directly
+// until the test ends.
+func SetDirectMinBytes(t interface{ Cleanup(func()) }, n int) {
+	old := directMinBytes
+	directMinBytes = n
+	t.Cleanup(func() { directMinBytes = old })
+}
+
 // CheckpointNow writes the checkpoint.
 func (l *Log) CheckpointNow() error { return l.writeCheckpoint() }
 

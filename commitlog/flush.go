@@ -2,6 +2,7 @@ package commitlog
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"runtime"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/gantrymq/gantry/internal/failpoint"
 	"github.com/gantrymq/gantry/internal/fsx"
+	"github.com/gantrymq/gantry/message"
 )
 
 // waiter is a SyncFlush appender waiting for its records to be durable.
@@ -224,9 +226,9 @@ func (l *Log) advanceFlushed(end int64) {
 }
 
 // flushBufferedOnce takes the staging buffer, writes it into the segment
-// files (one write per segment), publishes it to readers, fdatasyncs and
-// advances the flushed offset. It reports whether it took anything.
-// l.flushMu is held.
+// files (one write per segment; one direct write if it can, see stage.go),
+// publishes it to readers, fdatasyncs and advances the flushed offset. It
+// reports whether it took anything. l.flushMu is held.
 func (l *Log) flushBufferedOnce() bool {
 	if l.failErr.Load() != nil {
 		return false
@@ -238,19 +240,50 @@ func (l *Log) flushBufferedOnce() bool {
 		return false
 	}
 	nextBase := l.active.base
+	direct := false
+	if split < 0 && len(buf) >= directMinBytes && l.directOn.Load() {
+		// Pad to a block boundary (if the segment keeps room for its
+		// end filler), so that the next flush may go direct too.
+		if pad := padSize(end); pad > 0 && end+pad+message.BlankSize <= l.active.end() {
+			buf = appendPad(buf, pad)
+			end += pad
+			l.writeOff = end
+		}
+		direct = start%fsx.DirectAlign == 0 && isAligned(buf)
+	}
 	l.pend, l.pendSpare = l.pendSpare[:0], nil
 	l.pendStart, l.pendSplit = end, -1
 	l.roomCond.Broadcast()
 	l.mu.Unlock()
 
-	first, second := buf, []byte(nil)
+	var err error
+	if direct {
+		err = l.writeDirect(buf, start)
+		if errors.Is(err, errors.ErrUnsupported) {
+			l.directOff(l.segs.Load().find(start).path, err)
+			direct = false
+		} else if err == nil {
+			l.stats.direct.Add(1)
+		}
+	}
+	if !direct {
+		first, second := buf, []byte(nil)
+		if split >= 0 {
+			first, second = buf[:split], buf[split:]
+		}
+		err = l.writeAt(first, start)
+		if err == nil && len(second) > 0 {
+			err = l.writeAt(second, nextBase)
+		}
+	}
+	// The buffer just written stays readable for a while (stage.go); of
+	// one across a roll, the part in the new segment. One that stops being
+	// readable, which no reader holds any more, is reused.
+	staged := stagedBytes{b: buf, mem: buf, off: start}
 	if split >= 0 {
-		first, second = buf[:split], buf[split:]
+		staged.b, staged.off = buf[split:], nextBase
 	}
-	err := l.writeAt(first, start)
-	if err == nil && len(second) > 0 {
-		err = l.writeAt(second, nextBase)
-	}
+	gone := l.pushStaged(staged)
 	if err == nil {
 		l.publish(end)
 		err = injectFlush("commitlog/flush-before-sync")
@@ -262,10 +295,13 @@ func (l *Log) flushBufferedOnce() bool {
 		err = injectFlush("commitlog/flush-after-sync")
 	}
 	l.mu.Lock()
-	if l.pendSpare == nil && cap(buf) <= 2*l.cfg.MaxPendingBytes {
-		l.pendSpare = buf[:0]
+	if l.pendSpare == nil && len(gone) > 0 && cap(gone[0]) <= 2*l.cfg.MaxPendingBytes {
+		l.pendSpare, gone[0] = gone[0][:0], nil
 	}
 	l.mu.Unlock()
+	for _, b := range gone {
+		freeStage(b)
+	}
 	if err != nil {
 		l.fail(err)
 		return false

@@ -47,7 +47,7 @@ type Log struct {
 	roomCond     *sync.Cond // WriteBuffered: signalled when the staging buffer is taken
 	active       *segment
 	writeOff     int64  // next append offset
-	pend         []byte // WriteBuffered: staged bytes for [pendStart, writeOff)
+	pend         []byte // WriteBuffered: staged bytes for [pendStart, writeOff), in an aligned buffer (stage.go)
 	pendSpare    []byte // WriteBuffered: an empty staging buffer to reuse
 	pendStart    int64
 	pendSplit    int    // index in pend where the active segment starts after a roll; -1 if none
@@ -75,7 +75,14 @@ type Log struct {
 	wmu     sync.Mutex // guards waiters; taken after mu
 	waiters []*waiter  // SyncFlush appenders by End, ascending
 
-	committed      atomic.Int64 // readable end: bytes below it are in the files' page cache
+	// WriteBuffered (stage.go): directOn says flushes may be written with
+	// O_DIRECT; staged holds the last staging buffers written, oldest
+	// first, which readers copy from, under stageMu.
+	directOn atomic.Bool
+	stageMu  sync.RWMutex
+	staged   []stagedBytes
+
+	committed      atomic.Int64 // readable end: bytes below it are in the files or in staged
 	flushed        atomic.Int64 // durable end
 	minOff         atomic.Int64 // first readable offset
 	failErr        atomic.Pointer[error]
@@ -132,6 +139,7 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 		allocRes:     make(chan allocResult, 1),
 	}
 	l.roomCond = sync.NewCond(&l.mu)
+	l.directOn.Store(cfg.WriteMode == WriteBuffered && !cfg.NoDirectWrites && cfg.SegmentBytes%fsx.DirectAlign == 0)
 	for _, d := range []string{cfg.Dir, cfg.StateDir} {
 		if err := l.fs.MkdirAll(d, 0o755); err != nil {
 			return nil, fmt.Errorf("commitlog: create %s: %w", d, err)
@@ -252,7 +260,20 @@ func (l *Log) shutdown() error {
 		}
 	}
 	l.closeSegments()
+	l.freeStages()
 	return err
+}
+
+// freeStages unmaps the staging buffers (stage.go) at Close.
+func (l *Log) freeStages() {
+	for _, b := range l.pushStaged(stagedBytes{}) {
+		freeStage(b)
+	}
+	l.mu.Lock()
+	freeStage(l.pend)
+	freeStage(l.pendSpare)
+	l.pend, l.pendSpare = nil, nil
+	l.mu.Unlock()
 }
 
 func (l *Log) closeSegments() {
@@ -423,6 +444,7 @@ func (l *Log) appendLocked(ctx context.Context, chunks [][]byte, size, nrec int,
 	var dst []byte
 	if l.cfg.WriteMode == WriteBuffered {
 		n := len(l.pend)
+		l.pend = growStage(l.pend, size)
 		for _, c := range chunks {
 			l.pend = append(l.pend, c...)
 		}
@@ -565,7 +587,7 @@ func (l *Log) rollLocked(ctx context.Context) error {
 	message.AppendBlank(blank[:0], int32(old.size-pos))
 	switch l.cfg.WriteMode {
 	case WriteBuffered:
-		l.pend = append(l.pend, blank[:]...)
+		l.pend = append(growStage(l.pend, len(blank)), blank[:]...)
 		l.pendSplit = len(l.pend)
 	case WriteDirect:
 		if err := l.writeAt(blank[:], l.writeOff); err != nil {
@@ -686,7 +708,12 @@ func (l *Log) CopyRecords(off int64, buf []byte) (recs []byte, start, next int64
 		}
 		end := l.committed.Load()
 		n := min(int64(len(buf)), end-off, seg.end()-off)
-		k, err := seg.file.ReadAt(buf[:n], off-seg.base)
+		k := l.copyStaged(buf[:n], off)
+		if int64(k) < n {
+			var r int
+			r, err = seg.file.ReadAt(buf[k:n], off-seg.base+int64(k))
+			k += r
+		}
 		if err == nil && k < 8 {
 			err = io.ErrUnexpectedEOF
 		}
@@ -733,7 +760,7 @@ func frontAt(seg *segment, off int64, size, magic int32) (skip int64, err error)
 	switch {
 	case magic == message.MagicBlank:
 		return seg.end(), nil
-	case magic == magicHole && size >= 8:
+	case (magic == magicHole || magic == magicPad) && size >= 8:
 		return off + int64(size), nil
 	case size < message.MinRecordSize:
 		return 0, fmt.Errorf("%w: %d: size %d", ErrBadOffset, off, size)
@@ -790,10 +817,11 @@ type Stats struct {
 	FlushedBytes   int64
 	SegmentsRolled int64
 	SegmentsDelete int64
+	DirectWrites   int64 // WriteBuffered flushes written with O_DIRECT (stage.go)
 }
 
 type stats struct {
-	appends, records, bytes, flushes, flushedBytes, rolled, deleted atomic.Int64
+	appends, records, bytes, flushes, flushedBytes, rolled, deleted, direct atomic.Int64
 }
 
 // Stats returns the log's counters.
@@ -802,5 +830,6 @@ func (l *Log) Stats() Stats {
 		Appends: l.stats.appends.Load(), Records: l.stats.records.Load(), Bytes: l.stats.bytes.Load(),
 		Flushes: l.stats.flushes.Load(), FlushedBytes: l.stats.flushedBytes.Load(),
 		SegmentsRolled: l.stats.rolled.Load(), SegmentsDelete: l.stats.deleted.Load(),
+		DirectWrites: l.stats.direct.Load(),
 	}
 }

@@ -459,23 +459,28 @@ func TestWaitPrefault(t *testing.T) {
 }
 
 // New segments ask for huge pages where their bytes are written in bulk
-// and in order (WriteMapped, WriteBuffered), and not where pwrite is to
-// fill pages that nothing faulted in ahead (WriteDirect, WriteHybrid,
-// whose appends' mapping reads nothing ahead).
+// and in order (WriteMapped, WriteBuffered through the page cache), and not
+// where pwrite is to fill pages that nothing faulted in ahead (WriteDirect,
+// WriteHybrid, whose appends' mapping reads nothing ahead), nor where
+// WriteBuffered writes around the page cache (O_DIRECT: its readers'
+// mapping reads nothing ahead either).
 func TestSegmentsAskForHugePages(t *testing.T) {
 	for _, tt := range []struct {
+		name             string
 		mode             commitlog.WriteMode
 		flush            commitlog.FlushMode
+		noDirect         bool
 		readers, appends string // a flag the mapping must have; "" for no huge pages
 	}{
-		{commitlog.WriteMapped, commitlog.AsyncFlush, "hg", "hg"},
-		{commitlog.WriteBuffered, commitlog.SyncFlush, "hg", ""},
-		{commitlog.WriteHybrid, commitlog.AsyncFlush, "", "nh"},
-		{commitlog.WriteDirect, commitlog.AsyncFlush, "", ""},
+		{"mapped", commitlog.WriteMapped, commitlog.AsyncFlush, false, "hg", "hg"},
+		{"buffered", commitlog.WriteBuffered, commitlog.SyncFlush, true, "hg", ""},
+		{"buffered-direct", commitlog.WriteBuffered, commitlog.SyncFlush, false, "rr", ""},
+		{"hybrid", commitlog.WriteHybrid, commitlog.AsyncFlush, false, "", "nh"},
+		{"direct", commitlog.WriteDirect, commitlog.AsyncFlush, false, "", ""},
 	} {
-		t.Run(tt.mode.String(), func(t *testing.T) {
+		t.Run(tt.name, func(t *testing.T) {
 			l := open(t, commitlog.Config{Dir: t.TempDir(), SegmentBytes: 8 << 20, PrefaultAhead: 1 << 20,
-				FlushMode: tt.flush, WriteMode: tt.mode})
+				FlushMode: tt.flush, WriteMode: tt.mode, NoDirectWrites: tt.noDirect})
 			defer l.Close()
 			_, err := l.Append(t.Context(), record(t, 1, 100), nil)
 			require.NoError(t, err)
@@ -485,6 +490,9 @@ func TestSegmentsAskForHugePages(t *testing.T) {
 			require.NotNil(t, readers)
 			check := func(which string, b []byte, want string) {
 				flags := testutil.VMFlags(t, b)
+				if tt.name == "buffered-direct" {
+					assert.NotContains(t, flags, "hg", which)
+				}
 				if want == "" {
 					assert.NotContains(t, flags, "hg", which)
 				} else {

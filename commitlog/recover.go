@@ -19,6 +19,14 @@ import (
 // [size int32][magicHole] at its start; readers step over size bytes.
 const magicHole int32 = 0x484F4C45 // "HOLE"
 
+// fillerName names a hole or pad filler in messages.
+func fillerName(magic int32) string {
+	if magic == magicPad {
+		return "pad"
+	}
+	return "hole"
+}
+
 // RecoveryReport says what Open found and did. It is also written to
 // StateDir/recovery-report.json.
 type RecoveryReport struct {
@@ -232,7 +240,7 @@ func (l *Log) scan(ctx context.Context, segs []*segment, from int, safe int64) (
 						return l.endAt(ctx, segs, i, seg.end(), "", -1)
 					}
 					sealed = true
-				case magicHole:
+				case magicHole, magicPad:
 					pos += int64(size)
 				default:
 					r.RecordsScanned++
@@ -285,9 +293,9 @@ func recordAt(seg *segment, pos int64) (size int32, magic int32, reason string) 
 			return 0, 0, fmt.Sprintf("segment filler says %d bytes remain, %d do", size, seg.size-pos)
 		}
 		return size, magic, ""
-	case magic == magicHole:
+	case magic == magicHole || magic == magicPad:
 		if size < 8 || int64(size) > seg.size-pos {
-			return 0, 0, fmt.Sprintf("hole marker of bad size %d", size)
+			return 0, 0, fmt.Sprintf("%s marker of bad size %d", fillerName(magic), size)
 		}
 		return size, magic, ""
 	case size == 0 && magic == 0:
@@ -420,7 +428,7 @@ func countValid(segs []*segment, off int64) int {
 		case magic == message.MagicBlank:
 			off = seg.end()
 		default:
-			if magic != magicHole {
+			if magic != magicHole && magic != magicPad {
 				n++
 			}
 			off += int64(size)
@@ -537,6 +545,9 @@ func (l *Log) finishRecovery(start time.Time) error {
 	l.committed.Store(l.writeOff)
 	l.flushed.Store(l.writeOff)
 	l.pendStart = l.writeOff
+	if l.directOn.Load() {
+		l.prepareDirect(sl.last())
+	}
 	r.MinOffset, r.MaxOffset = sl.segs[0].base, l.writeOff
 	r.DurationMS = float64(time.Since(start).Microseconds()) / 1000
 	b, _ := json.MarshalIndent(r, "", "  ")

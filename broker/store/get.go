@@ -199,14 +199,16 @@ func (s *Store) get(k QueueKey, q *cqueue, offset int64, maxMsgs, maxBytes int, 
 }
 
 // readCopied reads the records of checks into res with pread
-// (commitlog.ReadCopy) when the log is written with pwrite (WriteDirect:
-// its page cache is in small folios, which a read through the mapping
-// faults in a page at a time): one read for each run of records that lie
-// close together, as a queue's messages do when they were sent in batches.
-// It reports false, with res untouched, when they are to be read from the
-// mapping.
+// (commitlog.ReadCopy) when the log is written with pwrite (WriteDirect,
+// WriteHybrid: its page cache is in small folios, which a read through the
+// mapping faults in a page at a time; WriteBuffered, whose large flushes
+// bypass the page cache and whose mapping reads nothing ahead, and whose
+// last flush ReadCopy copies from memory): one read for each run of
+// records that lie close together, as a queue's messages do when they
+// were sent in batches. It reports false, with res untouched, when they
+// are to be read from the mapping.
 func (s *Store) readCopied(res *GetResult, checks []entryAt) bool {
-	if m := s.cl.WriteMode(); m != commitlog.WriteDirect && m != commitlog.WriteHybrid {
+	if s.cl.WriteMode() == commitlog.WriteMapped {
 		return false
 	}
 	sbuf := spanPool.Get().(*[]commitlog.Span)

@@ -148,6 +148,9 @@ func (v *verifier) scanSegment(i int, pos int64) (how segEnd, at int64, reason s
 			sum.Holes++
 			pos += int64(size)
 			continue
+		case magicPad:
+			pos += int64(size)
+			continue
 		}
 		rec, err := w.bytes(pos, int(size))
 		if err != nil {

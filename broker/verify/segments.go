@@ -28,6 +28,10 @@ const (
 	// it unexported).
 	magicHole int32 = 0x484F4C45
 
+	// magicPad starts a filler that pads a flush to a 4 KiB block before
+	// a direct write: [size int32]["PAD!"] (commitlog/stage.go).
+	magicPad int32 = 0x50414421
+
 	// maxOpenSegments bounds the segment files kept open for random reads.
 	maxOpenSegments = 16
 )
@@ -137,6 +141,11 @@ func headReason(head []byte, pos, segBytes, fileSize int64) string {
 			return fmt.Sprintf("skipped-range (HOLE) marker of bad size %d", size)
 		}
 		return ""
+	case magic == magicPad:
+		if size < message.BlankSize || int64(size) > rest {
+			return fmt.Sprintf("block padding (PAD!) of bad size %d", size)
+		}
+		return ""
 	case size == 0 && magic == 0:
 		return "zeros where a record should start"
 	case magic != message.MagicV1 && magic != message.MagicV2:
@@ -185,6 +194,8 @@ func (l *logFiles) recordAt(off int64, hint int32) (rec []byte, reason string, e
 		return nil, "end-of-segment filler, not a record", nil
 	case magicHole:
 		return nil, "start of a damaged range recovery skipped (HOLE), not a record", nil
+	case magicPad:
+		return nil, "block padding (PAD!), not a record", nil
 	}
 	if int(size) > len(b) {
 		if b, err = l.read(i, pos, int64(size)); err != nil {

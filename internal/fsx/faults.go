@@ -1,6 +1,8 @@
 package fsx
 
 import (
+	"errors"
+	"fmt"
 	"io/fs"
 	"strings"
 	"sync"
@@ -171,6 +173,28 @@ func (f *faultFile) WriteAt(b []byte, off int64) (int, error) {
 		return 0, err
 	}
 	return f.File.WriteAt(b, off)
+}
+
+// WriteAtDirect is the wrapped file's (DirectWriter), failing as WriteAt
+// does; unsupported where the wrapped file has none.
+func (f *faultFile) WriteAtDirect(b []byte, off int64, inline bool) (int, error) {
+	d, ok := f.File.(DirectWriter)
+	if !ok {
+		return 0, fmt.Errorf("fsx: %s: direct writes: %w", f.Name(), errors.ErrUnsupported)
+	}
+	if err := f.faults.Check(OpWrite, f.Name()); err != nil {
+		return 0, err
+	}
+	return d.WriteAtDirect(b, off, inline)
+}
+
+// PrepareDirect is the wrapped file's (DirectWriter).
+func (f *faultFile) PrepareDirect() error {
+	d, ok := f.File.(DirectWriter)
+	if !ok {
+		return fmt.Errorf("fsx: %s: direct writes: %w", f.Name(), errors.ErrUnsupported)
+	}
+	return d.PrepareDirect()
 }
 
 func (f *faultFile) Truncate(size int64) error {

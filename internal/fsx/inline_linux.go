@@ -13,7 +13,12 @@ var _ InlineFile = (*osFile)(nil)
 // WriteAtInline writes b at off with pwrite(2) made inline (InlineFile),
 // looping over short writes and EINTR as os.File.WriteAt does.
 func (f *osFile) WriteAtInline(b []byte, off int64) (int, error) {
-	fd := f.f.Fd()
+	return pwriteInline(f.f.Fd(), f.f.Name(), b, off)
+}
+
+// pwriteInline writes b at off of descriptor fd (of file name) with
+// pwrite(2) made inline, looping over short writes and EINTR.
+func pwriteInline(fd uintptr, name string, b []byte, off int64) (int, error) {
 	n := 0
 	for n < len(b) {
 		k, _, e := syscall.RawSyscall6(syscall.SYS_PWRITE64, fd, uintptr(unsafe.Pointer(&b[n])), uintptr(len(b)-n), uintptr(off+int64(n)), 0, 0)
@@ -22,10 +27,10 @@ func (f *osFile) WriteAtInline(b []byte, off int64) (int, error) {
 			continue
 		case e != 0:
 			runtime.KeepAlive(b)
-			return n, &os.PathError{Op: "write", Path: f.f.Name(), Err: e}
+			return n, &os.PathError{Op: "write", Path: name, Err: e}
 		case k == 0:
 			runtime.KeepAlive(b)
-			return n, &os.PathError{Op: "write", Path: f.f.Name(), Err: io.ErrShortWrite}
+			return n, &os.PathError{Op: "write", Path: name, Err: io.ErrShortWrite}
 		}
 		n += int(k)
 	}

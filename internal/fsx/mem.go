@@ -489,6 +489,21 @@ func (f *memFile) WriteAt(b []byte, off int64) (int, error) {
 	return copy(f.ino.data[off:], b), nil
 }
 
+var _ DirectWriter = (*memFile)(nil)
+
+// WriteAtDirect implements DirectWriter as WriteAt, after the alignment
+// checks of the real thing: MemFS has no page cache to go around, and a
+// direct write is no more durable than any other before Sync.
+func (f *memFile) WriteAtDirect(b []byte, off int64, _ bool) (int, error) {
+	if err := checkDirect(f.name, b, off); err != nil {
+		return 0, err
+	}
+	return f.WriteAt(b, off)
+}
+
+// PrepareDirect implements DirectWriter.
+func (f *memFile) PrepareDirect() error { return nil }
+
 func (f *memFile) Truncate(size int64) error {
 	f.fs.before(OpTruncate, f.name)
 	f.fs.mu.Lock()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"sync"
 	"sync/atomic"
 	"unsafe"
 
@@ -88,6 +89,12 @@ func statfsUsage(st *unix.Statfs_t) Usage {
 
 type osFile struct {
 	f *os.File
+
+	// The O_DIRECT descriptor of WriteAtDirect, opened on first use, or
+	// why it could not be.
+	dmu  sync.Mutex
+	df   *os.File
+	dErr error
 }
 
 // SeekData returns the offset of the first byte of data at or after off
@@ -119,7 +126,17 @@ func (f *osFile) Name() string                             { return f.f.Name() }
 func (f *osFile) ReadAt(b []byte, off int64) (int, error)  { return f.f.ReadAt(b, off) }
 func (f *osFile) WriteAt(b []byte, off int64) (int, error) { return f.f.WriteAt(b, off) }
 func (f *osFile) Truncate(size int64) error                { return f.f.Truncate(size) }
-func (f *osFile) Close() error                             { return f.f.Close() }
+
+func (f *osFile) Close() error {
+	f.dmu.Lock()
+	defer f.dmu.Unlock()
+	if f.df != nil {
+		f.df.Close()
+		f.df = nil
+	}
+	f.dErr = os.ErrClosed
+	return f.f.Close()
+}
 
 func (f *osFile) Size() (int64, error) {
 	st, err := f.f.Stat()

@@ -1,6 +1,7 @@
 package fsx_test
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/gantrymq/gantry/internal/fsx"
 	"github.com/gantrymq/gantry/internal/testutil"
@@ -82,4 +84,54 @@ func TestOSInline(t *testing.T) {
 	require.ErrorAs(t, err, &pe)
 	assert.Equal(t, "fdatasync", pe.Op)
 	assert.ErrorIs(t, err, syscall.EBADF, "a closed file")
+}
+
+// A direct write needs its buffer, length and offset aligned (else
+// ErrUnsupported, writing nothing); what it writes reads back through the
+// page cache, with no stale page left there.
+func TestOSWriteAtDirect(t *testing.T) {
+	f := createFile(t, fsx.OS, filepath.Join(t.TempDir(), "seg"), nil)
+	require.NoError(t, f.Allocate(0, 64<<10))
+	d, ok := f.(fsx.DirectWriter)
+	require.True(t, ok, "the OS file system's files write directly")
+	if err := d.PrepareDirect(); errors.Is(err, errors.ErrUnsupported) {
+		t.Skipf("the test directory's file system does not take O_DIRECT: %v", err)
+	} else {
+		require.NoError(t, err)
+	}
+	buf, err := unix.Mmap(-1, 0, 16<<10, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = unix.Munmap(buf) })
+
+	stale := make([]byte, 8<<10)
+	_, err = f.ReadAt(stale, 8<<10) // zeros, now in the page cache
+	require.NoError(t, err)
+	copy(buf, filled('d', len(buf)))
+	n, err := d.WriteAtDirect(buf[:8<<10], 8<<10, false)
+	require.NoError(t, err)
+	assert.Equal(t, 8<<10, n)
+	n, err = d.WriteAtDirect(buf[8<<10:], 16<<10, true)
+	require.NoError(t, err)
+	assert.Equal(t, 8<<10, n)
+	require.NoError(t, f.Sync())
+	got := make([]byte, 24<<10)
+	_, err = f.ReadAt(got, 0)
+	require.NoError(t, err)
+	assert.Equal(t, append(make([]byte, 8<<10), filled('d', 16<<10)...), got)
+
+	for _, tt := range []struct {
+		name string
+		b    []byte
+		off  int64
+	}{
+		{"offset", buf[:4096], 100},
+		{"length", buf[:100], 0},
+		{"address", buf[1 : 1+4096], 0},
+	} {
+		_, err := d.WriteAtDirect(tt.b, tt.off, false)
+		assert.ErrorIs(t, err, errors.ErrUnsupported, tt.name)
+	}
+	require.NoError(t, f.Close())
+	_, err = d.WriteAtDirect(buf[:4096], 0, false)
+	assert.Error(t, err, "closed")
 }

@@ -1,0 +1,235 @@
+package commitlog
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"unsafe"
+
+	"github.com/gantrymq/gantry/internal/fsx"
+	"github.com/gantrymq/gantry/message"
+	"golang.org/x/sys/unix"
+)
+
+// The staging buffers of WriteBuffered, and direct writes.
+//
+// Appends under WriteBuffered are copied into a staging buffer (l.pend);
+// the flusher takes it whole, writes it into the segment file and
+// fdatasyncs. Where the file system takes them (and Config.NoDirectWrites
+// is not set), large flushes are written with O_DIRECT (fsx.DirectWriter):
+// from the staging buffer straight to the disk, without the page cache's
+// copy, page allocation and writeback, most of what a sync-flush broker's
+// flusher cost (docs/BENCHMARKS.md, twenty-first session).
+//
+// A direct write must never cover a range that is in the page cache (see
+// fsx.DirectWriter), and readers bring into it what they read. So a
+// direct write only ever covers whole file blocks past everything written
+// before: it starts at an aligned offset, and the flusher pads the staged
+// bytes to the next one with a filler (magicPad) that readers step over.
+// A flush that does not start aligned (the first after Open or after a
+// small flush, which is written through the page cache unpadded, as
+// padding would waste most of a block on a lone message) is written the
+// usual way and padded, so that the next one can go direct. Read-ahead is
+// off for segments written directly (fsx.DirectWriter.PrepareDirect, and
+// the readers' mapping is marked random), so that no read brings in
+// blocks past the end either.
+//
+// The last buffers written stay readable (l.staged, within stageKeep and
+// stageKeepBytes): the store's dispatcher, which reads every record right
+// behind the flusher, copies from there instead of reading the disk, even
+// when it falls many flushes behind (a direct write leaves nothing in the page cache, and a
+// dispatcher that had to read the disk would fall further behind).
+
+// directMinBytes is the smallest flush written directly: smaller ones go
+// through the page cache, which costs them little, where padding would
+// cost up to a block. A variable for the crash tests' small flushes.
+var directMinBytes = 64 << 10
+
+// magicPad starts a filler that pads a flush to a block boundary before a
+// direct write: [size int32][magicPad], then size-8 zero bytes. Readers
+// step over it as over a hole.
+const magicPad int32 = 0x50414421 // "PAD!"
+
+// minStage is the smallest staging buffer allocated.
+const minStage = 256 << 10
+
+// stageKeep is how many written staging buffers stay readable at most,
+// and stageKeepBytes how large they may be in all, the newest aside: 24
+// MiB is 80 ms of a sync produce at 300 MB/s, in flushes of a few hundred
+// KiB, which is how far behind the flusher the dispatcher was seen to fall
+// (reading the disk instead slows it down, and so it falls further).
+const (
+	stageKeep      = 128
+	stageKeepBytes = 24 << 20
+)
+
+// stagedBytes is a written staging buffer mem, which holds log bytes
+// [off, off+len(b)) in b.
+type stagedBytes struct {
+	b, mem []byte
+	off    int64
+}
+
+// newStage returns an empty staging buffer of capacity n (rounded up to
+// whole pages): anonymous memory mapped on its own, so page-aligned, and
+// outside the Go heap, where a sync-flush broker's few staging buffers of
+// several MiB each would count towards the soft memory limit (`gantry`
+// sets 40 MiB) and have the garbage collector run all the time.
+// freeStage returns it.
+func newStage(n int) []byte {
+	n = alignUp(n)
+	b, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		// Out of address space or memory: what make would have died of.
+		panic(fmt.Sprintf("commitlog: map a %d-byte staging buffer: %v", n, err))
+	}
+	return b[:0]
+}
+
+// freeStage unmaps a buffer of newStage; b and every slice of it must not
+// be used afterwards. A nil b is ignored.
+func freeStage(b []byte) {
+	if cap(b) > 0 {
+		_ = unix.Munmap(b[:cap(b)])
+	}
+}
+
+func alignUp(n int) int { return (n + fsx.DirectAlign - 1) &^ (fsx.DirectAlign - 1) }
+
+// growStage returns b, or, if it has no room for more bytes, a larger
+// staging buffer holding b's bytes (b is freed).
+func growStage(b []byte, more int) []byte {
+	if len(b)+more <= cap(b) {
+		return b
+	}
+	nb := append(newStage(max(len(b)+more, 2*cap(b), minStage)), b...)
+	freeStage(b)
+	return nb
+}
+
+// padSize is the size of the filler that takes log offset end to a block
+// boundary: 0 if it is on one, else at least a filler's 8 bytes.
+func padSize(end int64) int64 {
+	pad := -end & (fsx.DirectAlign - 1)
+	if pad > 0 && pad < message.BlankSize {
+		pad += fsx.DirectAlign
+	}
+	return pad
+}
+
+// appendPad appends a filler of n bytes (padSize) to b.
+func appendPad(b []byte, n int64) []byte {
+	b = growStage(b, int(n))
+	at := len(b)
+	b = b[:at+int(n)]
+	clear(b[at:])
+	binary.BigEndian.PutUint32(b[at:], uint32(n))
+	binary.BigEndian.PutUint32(b[at+4:], uint32(magicPad))
+	return b
+}
+
+func isAligned(b []byte) bool {
+	return len(b) > 0 && uintptr(unsafe.Pointer(unsafe.SliceData(b)))%fsx.DirectAlign == 0 && len(b)%fsx.DirectAlign == 0
+}
+
+// writeDirect writes b, aligned, at log offset off with O_DIRECT. It
+// returns an error matching errors.ErrUnsupported, having written
+// nothing, if the segment's file cannot be written so.
+func (l *Log) writeDirect(b []byte, off int64) error {
+	seg := l.segs.Load().find(off)
+	if seg == nil || !seg.acquire() {
+		return fmt.Errorf("commitlog: no segment for offset %d", off)
+	}
+	defer seg.release()
+	d, ok := seg.file.(fsx.DirectWriter)
+	if !ok {
+		return errors.ErrUnsupported
+	}
+	inline := l.inlineFile(seg.file) != nil
+	t0 := l.cfg.Now()
+	_, err := d.WriteAtDirect(b, off-seg.base, inline)
+	if inline {
+		l.inlineTook("pwrite", seg.path, l.cfg.Now().Sub(t0))
+	}
+	if err != nil && !errors.Is(err, errors.ErrUnsupported) {
+		return fmt.Errorf("direct write %s at %d: %w", seg.path, off-seg.base, err)
+	}
+	return err
+}
+
+// prepareDirect readies seg for direct writes (fsx.DirectWriter), or turns
+// them off for the log if its file cannot take them.
+func (l *Log) prepareDirect(seg *segment) {
+	if !l.directOn.Load() {
+		return
+	}
+	d, ok := seg.file.(fsx.DirectWriter)
+	var err error
+	if !ok {
+		err = errors.ErrUnsupported
+	} else {
+		err = d.PrepareDirect()
+	}
+	if err != nil {
+		l.directOff(seg.path, err)
+		return
+	}
+	if err := seg.m.Random(0, int(seg.size)); err != nil {
+		l.log.Debug("random-access advice failed", "segment", seg.path, "err", err)
+	}
+}
+
+// directOff turns direct writes off for good.
+func (l *Log) directOff(path string, err error) {
+	if l.directOn.Swap(false) {
+		l.log.Info("writing the commit log through the page cache: the file system does not take direct writes", "segment", path, "err", err)
+	}
+}
+
+// pushStaged makes s the newest readable staging
+// buffer and returns the buffers no longer readable: the oldest while
+// there are more than stageKeep or the others' capacity passes
+// stageKeepBytes; all of them if s is the zero value (at Close).
+func (l *Log) pushStaged(s stagedBytes) (gone [][]byte) {
+	l.stageMu.Lock()
+	defer l.stageMu.Unlock()
+	if s.mem == nil {
+		for _, o := range l.staged {
+			gone = append(gone, o.mem)
+		}
+		l.staged = l.staged[:0]
+		return gone
+	}
+	l.staged = append(l.staged, s)
+	kept := 0
+	for _, o := range l.staged[:len(l.staged)-1] {
+		kept += cap(o.mem)
+	}
+	drop := 0
+	for len(l.staged)-drop > stageKeep || drop < len(l.staged)-1 && kept > stageKeepBytes {
+		gone = append(gone, l.staged[drop].mem)
+		kept -= cap(l.staged[drop].mem)
+		drop++
+	}
+	l.staged = append(l.staged[:0], l.staged[drop:]...)
+	return gone
+}
+
+// copyStaged copies into dst what the written staging buffers hold of
+// the log from off on, and returns how many bytes it copied: 0 if off is
+// not in one of them. They hold ranges in log order up to the readable
+// end, one after the other but where a flush went across a roll, so what
+// it copies goes on to the end of dst, of the log or of such a range.
+func (l *Log) copyStaged(dst []byte, off int64) int {
+	l.stageMu.RLock()
+	defer l.stageMu.RUnlock()
+	n := 0
+	for _, s := range l.staged {
+		if off >= s.off && off < s.off+int64(len(s.b)) {
+			k := copy(dst[n:], s.b[off-s.off:])
+			n += k
+			off += int64(k)
+		}
+	}
+	return n
+}
