@@ -27,6 +27,7 @@ brokerIP1=192.168.1.5
 storePathRootDir=/data/store
 mappedFileSizeCommitLog=65536
 flushDiskType=SYNC_FLUSH
+pageCacheWrites=true
 brokerRole=SYNC_MASTER
 fileReservedTime=48
 deleteWhen=03;04
@@ -58,7 +59,7 @@ func TestParseConfigEveryKey(t *testing.T) {
 		NamesrvAddr: []string{"10.0.0.1:9876", "10.0.0.2:9876"}, ListenPort: 20911,
 		GRPCListenAddr: "127.0.0.1:18081", HTTPListenAddr: ":15557", BrokerIP1: "192.168.1.5",
 		StorePathRootDir: "/data/store", MappedFileSizeCommitLog: 65536, FlushDiskType: commitlog.SyncFlush,
-		BrokerRole: broker.SyncMaster, FileReservedTime: 48 * time.Hour, DeleteWhen: "03;04",
+		PageCacheWrites: true, BrokerRole: broker.SyncMaster, FileReservedTime: 48 * time.Hour, DeleteWhen: "03;04",
 		DiskMaxUsedSpaceRatio: 80, AutoCreateTopicEnable: true, DefaultTopicQueueNums: 4,
 		AutoCreateSubscriptionGroup: &f, MaxMessageSize: 1 << 20, MaxPropertiesSize: 16 << 10,
 		LongPollingMaxHold: 20 * time.Second, FlushConsumerOffsetInterval: 2500 * time.Millisecond,

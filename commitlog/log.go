@@ -81,6 +81,8 @@ type Log struct {
 	directOn atomic.Bool
 	stageMu  sync.RWMutex
 	staged   []stagedBytes
+	raFrom   atomic.Int64 // readAhead's last window
+	raTo     atomic.Int64
 
 	committed      atomic.Int64 // readable end: bytes below it are in the files or in staged
 	flushed        atomic.Int64 // durable end
@@ -710,6 +712,7 @@ func (l *Log) CopyRecords(off int64, buf []byte) (recs []byte, start, next int64
 		n := min(int64(len(buf)), end-off, seg.end()-off)
 		k := l.copyStaged(buf[:n], off)
 		if int64(k) < n {
+			l.readAhead(seg, off+int64(k), n-int64(k))
 			var r int
 			r, err = seg.file.ReadAt(buf[k:n], off-seg.base+int64(k))
 			k += r

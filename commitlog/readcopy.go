@@ -119,8 +119,45 @@ func (l *Log) readAt(b []byte, off int64) error {
 	if k == len(b) {
 		return nil
 	}
+	l.readAhead(seg, off+int64(k), int64(len(b)-k))
 	if r, err := seg.file.ReadAt(b[k:], off-seg.base+int64(k)); r < len(b)-k {
 		return fmt.Errorf("commitlog: read %s at %d: %d of %d bytes: %w", seg.path, off-seg.base, k+r, len(b), err)
 	}
 	return nil
+}
+
+// readAheadWindow is how far ahead of a read from the file readAhead asks
+// the kernel to read, where read-ahead is off for direct writes.
+const readAheadWindow = 4 << 20
+
+type readAheader interface{ ReadAhead(off, n int64) error }
+
+// readAhead does the kernel's read-ahead for segments written directly
+// (stage.go turned it off there): when a read of [off, off+n) from the
+// file comes within half a window of the end of the last one asked for,
+// or outside it, it asks for the next window, up to the readable end —
+// blocks a direct write will never cover.
+func (l *Log) readAhead(seg *segment, off, n int64) {
+	if !l.directOn.Load() {
+		return
+	}
+	ra, ok := seg.file.(readAheader)
+	if !ok {
+		return
+	}
+	from, to := l.raFrom.Load(), l.raTo.Load()
+	if off >= from && off+n <= to-readAheadWindow/2 {
+		return
+	}
+	start := off
+	if off >= from && off < to {
+		start = to
+	}
+	end := min(off+readAheadWindow, seg.end(), l.committed.Load())
+	if end <= start {
+		return
+	}
+	l.raFrom.Store(off)
+	l.raTo.Store(end)
+	_ = ra.ReadAhead(start-seg.base, end-start)
 }

@@ -7,9 +7,11 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/gantrymq/gantry/commitlog"
 )
@@ -134,4 +136,44 @@ func TestBufferedDirectWrites(t *testing.T) {
 			assert.Equal(t, want, copyAll(t, l, 1<<20))
 		})
 	}
+}
+
+// Segments written directly have the kernel's read-ahead off; a read of
+// what is no longer in memory asks for the next window itself, up to the
+// readable end.
+func TestDirectSegmentsReadAhead(t *testing.T) {
+	cfg := commitlog.Config{Dir: t.TempDir(), SegmentBytes: 4 << 20, FlushMode: commitlog.SyncFlush,
+		WriteMode: commitlog.WriteBuffered}
+	if !directSupported(t, cfg.Dir) {
+		t.Skip("the test directory's file system does not take O_DIRECT")
+	}
+	l := open(t, cfg)
+	var want []stored
+	for i := range 60 { // ~6 MiB of ~100 KiB flushes, nearly all direct; two segments
+		want = append(want, appendBatch(t, l, 100*i, 100, 1000)...)
+	}
+	require.Greater(t, l.Stats().DirectWrites, int64(40))
+	require.NoError(t, l.Close())
+	for _, f := range segmentFiles(t, cfg.Dir) { // nothing of the log in the page cache
+		fd, err := os.Open(f)
+		require.NoError(t, err)
+		require.NoError(t, unix.Fadvise(int(fd.Fd()), 0, 0, unix.FADV_DONTNEED))
+		require.NoError(t, fd.Close())
+	}
+
+	l = open(t, cfg) // recovery reads the last segment, not the first
+	defer l.Close()
+	resident := pageCount(t, l.ResidentPages)
+	const window = 4 << 20 // the first segment
+	before := resident(0, window)
+	require.Less(t, before, 100)
+	w := want[10]
+	cp, err := l.ReadCopy([]commitlog.Span{{Off: w.off, End: w.off + int64(len(w.b))}})
+	require.NoError(t, err)
+	r := cp.Region(0, len(w.b))
+	assert.Equal(t, w.b, r.B)
+	r.Release()
+	cp.Release()
+	assert.Eventually(t, func() bool { return resident(0, window) >= before+window/4096/2 },
+		5*time.Second, 10*time.Millisecond, "read ahead: %d pages of %d resident, %d before", resident(0, window), window/4096, before)
 }
