@@ -249,7 +249,7 @@ func (l *Log) flushBufferedOnce() bool {
 			end += pad
 			l.writeOff = end
 		}
-		direct = start%fsx.DirectAlign == 0 && isAligned(buf)
+		direct = fsx.DirectAligned(buf, start)
 	}
 	l.pend, l.pendSpare = l.pendSpare[:0], nil
 	l.pendStart, l.pendSplit = end, -1
@@ -258,12 +258,8 @@ func (l *Log) flushBufferedOnce() bool {
 
 	var err error
 	if direct {
-		err = l.writeDirect(buf, start)
-		if errors.Is(err, errors.ErrUnsupported) {
-			l.directOff(l.segs.Load().find(start).path, err)
-			direct = false
-		} else if err == nil {
-			l.stats.direct.Add(1)
+		if err = l.writeDirect(buf, start); errors.Is(err, errors.ErrUnsupported) {
+			direct = false // turned off; written the usual way below
 		}
 	}
 	if !direct {

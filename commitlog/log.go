@@ -268,7 +268,7 @@ func (l *Log) shutdown() error {
 
 // freeStages unmaps the staging buffers (stage.go) at Close.
 func (l *Log) freeStages() {
-	for _, b := range l.pushStaged(stagedBytes{}) {
+	for _, b := range l.dropStaged() {
 		freeStage(b)
 	}
 	l.mu.Lock()

@@ -545,9 +545,7 @@ func (l *Log) finishRecovery(start time.Time) error {
 	l.committed.Store(l.writeOff)
 	l.flushed.Store(l.writeOff)
 	l.pendStart = l.writeOff
-	if l.directOn.Load() {
-		l.prepareDirect(sl.last())
-	}
+	l.prepareDirect(sl.last())
 	r.MinOffset, r.MaxOffset = sl.segs[0].base, l.writeOff
 	r.DurationMS = float64(time.Since(start).Microseconds()) / 1000
 	b, _ := json.MarshalIndent(r, "", "  ")

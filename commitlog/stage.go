@@ -1,10 +1,11 @@
 package commitlog
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"unsafe"
+	"slices"
 
 	"github.com/gantrymq/gantry/internal/fsx"
 	"github.com/gantrymq/gantry/message"
@@ -37,8 +38,9 @@ import (
 // The last buffers written stay readable (l.staged, within stageKeep and
 // stageKeepBytes): the store's dispatcher, which reads every record right
 // behind the flusher, copies from there instead of reading the disk, even
-// when it falls many flushes behind (a direct write leaves nothing in the page cache, and a
-// dispatcher that had to read the disk would fall further behind).
+// when it falls many flushes behind (a direct write leaves nothing in the
+// page cache, and a dispatcher that had to read the disk would fall
+// further behind).
 
 // directMinBytes is the smallest flush written directly: smaller ones go
 // through the page cache, which costs them little, where padding would
@@ -128,13 +130,10 @@ func appendPad(b []byte, n int64) []byte {
 	return b
 }
 
-func isAligned(b []byte) bool {
-	return len(b) > 0 && uintptr(unsafe.Pointer(unsafe.SliceData(b)))%fsx.DirectAlign == 0 && len(b)%fsx.DirectAlign == 0
-}
-
-// writeDirect writes b, aligned, at log offset off with O_DIRECT. It
-// returns an error matching errors.ErrUnsupported, having written
-// nothing, if the segment's file cannot be written so.
+// writeDirect writes b, aligned, at log offset off with O_DIRECT. If the
+// segment's file cannot be written so, it turns direct writes off for the
+// log and returns an error matching errors.ErrUnsupported, having written
+// nothing.
 func (l *Log) writeDirect(b []byte, off int64) error {
 	seg := l.segs.Load().find(off)
 	if seg == nil || !seg.acquire() {
@@ -143,6 +142,7 @@ func (l *Log) writeDirect(b []byte, off int64) error {
 	defer seg.release()
 	d, ok := seg.file.(fsx.DirectWriter)
 	if !ok {
+		l.directOff(seg.path, errors.ErrUnsupported)
 		return errors.ErrUnsupported
 	}
 	inline := l.inlineFile(seg.file) != nil
@@ -151,10 +151,15 @@ func (l *Log) writeDirect(b []byte, off int64) error {
 	if inline {
 		l.inlineTook("pwrite", seg.path, l.cfg.Now().Sub(t0))
 	}
-	if err != nil && !errors.Is(err, errors.ErrUnsupported) {
+	switch {
+	case errors.Is(err, errors.ErrUnsupported):
+		l.directOff(seg.path, err)
+		return err
+	case err != nil:
 		return fmt.Errorf("direct write %s at %d: %w", seg.path, off-seg.base, err)
 	}
-	return err
+	l.stats.direct.Add(1)
+	return nil
 }
 
 // prepareDirect readies seg for direct writes (fsx.DirectWriter), or turns
@@ -186,20 +191,12 @@ func (l *Log) directOff(path string, err error) {
 	}
 }
 
-// pushStaged makes s the newest readable staging
-// buffer and returns the buffers no longer readable: the oldest while
-// there are more than stageKeep or the others' capacity passes
-// stageKeepBytes; all of them if s is the zero value (at Close).
+// pushStaged makes s the newest readable staging buffer and returns the
+// buffers no longer readable: the oldest while there are more than
+// stageKeep or the others' capacity passes stageKeepBytes.
 func (l *Log) pushStaged(s stagedBytes) (gone [][]byte) {
 	l.stageMu.Lock()
 	defer l.stageMu.Unlock()
-	if s.mem == nil {
-		for _, o := range l.staged {
-			gone = append(gone, o.mem)
-		}
-		l.staged = l.staged[:0]
-		return gone
-	}
 	l.staged = append(l.staged, s)
 	kept := 0
 	for _, o := range l.staged[:len(l.staged)-1] {
@@ -215,6 +212,18 @@ func (l *Log) pushStaged(s stagedBytes) (gone [][]byte) {
 	return gone
 }
 
+// dropStaged makes every staging buffer unreadable and returns them (at
+// Close).
+func (l *Log) dropStaged() (gone [][]byte) {
+	l.stageMu.Lock()
+	defer l.stageMu.Unlock()
+	for _, o := range l.staged {
+		gone = append(gone, o.mem)
+	}
+	l.staged = l.staged[:0]
+	return gone
+}
+
 // copyStaged copies into dst what the written staging buffers hold of
 // the log from off on, and returns how many bytes it copied: 0 if off is
 // not in one of them. They hold ranges in log order up to the readable
@@ -223,13 +232,17 @@ func (l *Log) pushStaged(s stagedBytes) (gone [][]byte) {
 func (l *Log) copyStaged(dst []byte, off int64) int {
 	l.stageMu.RLock()
 	defer l.stageMu.RUnlock()
+	i, _ := slices.BinarySearchFunc(l.staged, off, func(s stagedBytes, off int64) int {
+		return cmp.Compare(s.off+int64(len(s.b)), off+1) // the first ending past off
+	})
 	n := 0
-	for _, s := range l.staged {
-		if off >= s.off && off < s.off+int64(len(s.b)) {
-			k := copy(dst[n:], s.b[off-s.off:])
-			n += k
-			off += int64(k)
+	for _, s := range l.staged[i:] {
+		if off < s.off || off >= s.off+int64(len(s.b)) || n == len(dst) {
+			break // before the oldest, in a roll's gap, past the end, or done
 		}
+		k := copy(dst[n:], s.b[off-s.off:])
+		n += k
+		off += int64(k)
 	}
 	return n
 }

@@ -9,7 +9,7 @@ import (
 
 // The written staging buffers stay readable newest-last, up to stageKeep
 // of them and stageKeepBytes besides the newest; copyStaged copies across
-// consecutive ones; an empty push (at Close) drops them all.
+// consecutive ones; dropStaged (at Close) drops them all.
 func TestStagedBuffers(t *testing.T) {
 	l := &Log{}
 	stage := func(off int64, n int, c byte) stagedBytes {
@@ -24,7 +24,7 @@ func TestStagedBuffers(t *testing.T) {
 		gone = append(gone, l.pushStaged(s)...)
 	}
 	t.Cleanup(func() {
-		for _, b := range append(gone, l.pushStaged(stagedBytes{})...) {
+		for _, b := range append(gone, l.dropStaged()...) {
 			freeStage(b)
 		}
 	})
@@ -57,7 +57,7 @@ func TestStagedBuffers(t *testing.T) {
 	require.Equal(t, 2, len(l.staged), "the others make more than stageKeepBytes")
 	assert.Equal(t, byte('f'), l.staged[0].b[0])
 
-	push(stagedBytes{})
+	gone = append(gone, l.dropStaged()...)
 	assert.Empty(t, l.staged)
 	assert.Zero(t, l.copyStaged(dst, end))
 }

@@ -203,7 +203,7 @@ func (s *Store) get(k QueueKey, q *cqueue, offset int64, maxMsgs, maxBytes int, 
 // WriteHybrid: its page cache is in small folios, which a read through the
 // mapping faults in a page at a time; WriteBuffered, whose large flushes
 // bypass the page cache and whose mapping reads nothing ahead, and whose
-// last flush ReadCopy copies from memory): one read for each run of
+// recent flushes ReadCopy copies from memory): one read for each run of
 // records that lie close together, as a queue's messages do when they
 // were sent in batches. It reports false, with res untouched, when they
 // are to be read from the mapping.

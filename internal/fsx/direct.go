@@ -40,9 +40,15 @@ type DirectWriter interface {
 	WriteAtDirect(b []byte, off int64, inline bool) (int, error)
 }
 
+// DirectAligned reports whether b's address, its length and off are all
+// multiples of DirectAlign, as a direct write of b at off needs.
+func DirectAligned(b []byte, off int64) bool {
+	return uintptr(unsafe.Pointer(unsafe.SliceData(b)))%DirectAlign == 0 && len(b)%DirectAlign == 0 && off%DirectAlign == 0
+}
+
 // checkDirect checks the alignment of a direct write of b at off.
 func checkDirect(name string, b []byte, off int64) error {
-	if len(b) > 0 && (uintptr(unsafe.Pointer(&b[0]))%DirectAlign != 0 || len(b)%DirectAlign != 0 || off%DirectAlign != 0) {
+	if len(b) > 0 && !DirectAligned(b, off) {
 		return &fs.PathError{Op: "direct write", Path: name,
 			Err: fmt.Errorf("%w: %d bytes at %d from a buffer not aligned to %d bytes", errors.ErrUnsupported, len(b), off, DirectAlign)}
 	}

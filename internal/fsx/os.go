@@ -129,12 +129,12 @@ func (f *osFile) Truncate(size int64) error                { return f.f.Truncate
 
 func (f *osFile) Close() error {
 	f.dmu.Lock()
-	defer f.dmu.Unlock()
-	if f.df != nil {
-		f.df.Close()
-		f.df = nil
+	df := f.df
+	f.df, f.dErr = nil, os.ErrClosed
+	f.dmu.Unlock()
+	if df != nil {
+		_ = df.Close() // nothing buffered: its writes were made durable through f
 	}
-	f.dErr = os.ErrClosed
 	return f.f.Close()
 }
 
