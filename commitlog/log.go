@@ -81,6 +81,7 @@ type Log struct {
 	directOn atomic.Bool
 	stageMu  sync.RWMutex
 	staged   []stagedBytes
+	blocks   blockCache   // reads of older bytes (blocks.go)
 	raFrom   atomic.Int64 // readAhead's last window
 	raTo     atomic.Int64
 
@@ -141,6 +142,7 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 		allocRes:     make(chan allocResult, 1),
 	}
 	l.roomCond = sync.NewCond(&l.mu)
+	l.blocks.init()
 	l.directOn.Store(cfg.WriteMode == WriteBuffered && !cfg.NoDirectWrites && cfg.SegmentBytes%fsx.DirectAlign == 0)
 	for _, d := range []string{cfg.Dir, cfg.StateDir} {
 		if err := l.fs.MkdirAll(d, 0o755); err != nil {
@@ -266,8 +268,10 @@ func (l *Log) shutdown() error {
 	return err
 }
 
-// freeStages unmaps the staging buffers (stage.go) at Close.
+// freeStages unmaps the staging buffers (stage.go) and the block cache
+// (blocks.go) at Close.
 func (l *Log) freeStages() {
+	l.blocks.free()
 	for _, b := range l.dropStaged() {
 		freeStage(b)
 	}
@@ -711,6 +715,9 @@ func (l *Log) CopyRecords(off int64, buf []byte) (recs []byte, start, next int64
 		end := l.committed.Load()
 		n := min(int64(len(buf)), end-off, seg.end()-off)
 		k := l.copyStaged(buf[:n], off)
+		if int64(k) < n && l.directOn.Load() {
+			k += l.readBlocks(seg, buf[k:n], off+int64(k))
+		}
 		if int64(k) < n {
 			l.readAhead(seg, off+int64(k), n-int64(k))
 			var r int
@@ -821,10 +828,11 @@ type Stats struct {
 	SegmentsRolled int64
 	SegmentsDelete int64
 	DirectWrites   int64 // WriteBuffered flushes written with O_DIRECT (stage.go)
+	BlockReads     int64 // blocks read with O_DIRECT for readers (blocks.go)
 }
 
 type stats struct {
-	appends, records, bytes, flushes, flushedBytes, rolled, deleted, direct atomic.Int64
+	appends, records, bytes, flushes, flushedBytes, rolled, deleted, direct, blockReads atomic.Int64
 }
 
 // Stats returns the log's counters.
@@ -833,6 +841,6 @@ func (l *Log) Stats() Stats {
 		Appends: l.stats.appends.Load(), Records: l.stats.records.Load(), Bytes: l.stats.bytes.Load(),
 		Flushes: l.stats.flushes.Load(), FlushedBytes: l.stats.flushedBytes.Load(),
 		SegmentsRolled: l.stats.rolled.Load(), SegmentsDelete: l.stats.deleted.Load(),
-		DirectWrites: l.stats.direct.Load(),
+		DirectWrites: l.stats.direct.Load(), BlockReads: l.stats.blockReads.Load(),
 	}
 }

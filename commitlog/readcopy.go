@@ -116,6 +116,9 @@ func (l *Log) readAt(b []byte, off int64) error {
 	}
 	defer seg.release()
 	k := l.copyStaged(b, off)
+	if k < len(b) && l.directOn.Load() {
+		k += l.readBlocks(seg, b[k:], off+int64(k))
+	}
 	if k == len(b) {
 		return nil
 	}

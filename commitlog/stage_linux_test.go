@@ -5,9 +5,10 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"math/rand/v2"
+	"sync"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -138,10 +139,12 @@ func TestBufferedDirectWrites(t *testing.T) {
 	}
 }
 
-// Segments written directly have the kernel's read-ahead off; a read of
-// what is no longer in memory asks for the next window itself, up to the
-// readable end.
-func TestDirectSegmentsReadAhead(t *testing.T) {
+// Segments written directly are read, past what the last flushes keep in
+// memory, in blocks read with O_DIRECT into the log's own buffers
+// (blocks.go): each block once by a reader going through the log, and
+// nothing of them comes into the page cache. Many readers at once, at
+// random places, read what was written.
+func TestDirectSegmentsBlockReads(t *testing.T) {
 	cfg := commitlog.Config{Dir: t.TempDir(), SegmentBytes: 4 << 20, FlushMode: commitlog.SyncFlush,
 		WriteMode: commitlog.WriteBuffered}
 	if !directSupported(t, cfg.Dir) {
@@ -167,13 +170,32 @@ func TestDirectSegmentsReadAhead(t *testing.T) {
 	const window = 4 << 20 // the first segment
 	before := resident(0, window)
 	require.Less(t, before, 100)
-	w := want[10]
-	cp, err := l.ReadCopy([]commitlog.Span{{Off: w.off, End: w.off + int64(len(w.b))}})
-	require.NoError(t, err)
-	r := cp.Region(0, len(w.b))
-	assert.Equal(t, w.b, r.B)
-	r.Release()
-	cp.Release()
-	assert.Eventually(t, func() bool { return resident(0, window) >= before+window/4096/2 },
-		5*time.Second, 10*time.Millisecond, "read ahead: %d pages of %d resident, %d before", resident(0, window), window/4096, before)
+
+	assert.Equal(t, want, copyAll(t, l, 64<<10)) // CopyRecords
+	reads := l.Stats().BlockReads
+	assert.GreaterOrEqual(t, reads, int64(6), "a block at a time")
+	assert.LessOrEqual(t, reads, int64(8), "each block once")
+	for _, w := range want { // ReadCopy, from the cached blocks of the last segment and from the disk
+		cp, err := l.ReadCopy([]commitlog.Span{{Off: w.off, End: w.off + int64(len(w.b))}})
+		require.NoError(t, err)
+		require.Equal(t, w.b, cp.Region(0, len(w.b)).B)
+		cp.Release()
+	}
+	assert.LessOrEqual(t, resident(0, window), before+4, "the page cache is left alone")
+
+	var wg sync.WaitGroup
+	for g := range 24 { // more readers than blocks
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(g), 1))
+			for range 200 {
+				w := want[rng.IntN(len(want))]
+				cp, err := l.ReadCopy([]commitlog.Span{{Off: w.off, End: w.off + int64(len(w.b))}})
+				if !assert.NoError(t, err) || !assert.Equal(t, w.b, cp.Region(0, len(w.b)).B) {
+					return
+				}
+				cp.Release()
+			}
+		})
+	}
+	wg.Wait()
 }

@@ -38,6 +38,12 @@ type DirectWriter interface {
 	// direct I/O (tmpfs) or refuses the alignment; the caller then writes
 	// the usual way. inline makes the call as InlineFile's are.
 	WriteAtDirect(b []byte, off int64, inline bool) (int, error)
+	// ReadAtDirect reads into b from off with O_DIRECT, under
+	// WriteAtDirect's alignment rules and errors: from the disk into b,
+	// without the page cache (which it keeps coherent with: dirty cached
+	// pages in the range are written first). Past the end of the file it
+	// reads short, as ReadAt does.
+	ReadAtDirect(b []byte, off int64) (int, error)
 }
 
 // DirectAligned reports whether b's address, its length and off are all
@@ -46,10 +52,11 @@ func DirectAligned(b []byte, off int64) bool {
 	return uintptr(unsafe.Pointer(unsafe.SliceData(b)))%DirectAlign == 0 && len(b)%DirectAlign == 0 && off%DirectAlign == 0
 }
 
-// checkDirect checks the alignment of a direct write of b at off.
-func checkDirect(name string, b []byte, off int64) error {
+// checkDirect checks the alignment of a direct op ("write" or "read") of b
+// at off.
+func checkDirect(op, name string, b []byte, off int64) error {
 	if len(b) > 0 && !DirectAligned(b, off) {
-		return &fs.PathError{Op: "direct write", Path: name,
+		return &fs.PathError{Op: "direct " + op, Path: name,
 			Err: fmt.Errorf("%w: %d bytes at %d from a buffer not aligned to %d bytes", errors.ErrUnsupported, len(b), off, DirectAlign)}
 	}
 	return nil

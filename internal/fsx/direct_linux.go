@@ -3,6 +3,7 @@ package fsx
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"syscall"
 
@@ -17,7 +18,7 @@ func (f *osFile) WriteAtDirect(b []byte, off int64, inline bool) (int, error) {
 	if len(b) == 0 {
 		return 0, nil
 	}
-	if err := checkDirect(f.f.Name(), b, off); err != nil {
+	if err := checkDirect("write", f.f.Name(), b, off); err != nil {
 		return 0, err
 	}
 	df, err := f.directFile()
@@ -32,6 +33,26 @@ func (f *osFile) WriteAtDirect(b []byte, off int64, inline bool) (int, error) {
 	return n, directErr(err)
 }
 
+// ReadAtDirect implements DirectWriter with the descriptor WriteAtDirect
+// uses.
+func (f *osFile) ReadAtDirect(b []byte, off int64) (int, error) {
+	if len(b) == 0 {
+		return 0, nil
+	}
+	if err := checkDirect("read", f.f.Name(), b, off); err != nil {
+		return 0, err
+	}
+	df, err := f.directFile()
+	if err != nil {
+		return 0, err
+	}
+	n, err := df.ReadAt(b, off)
+	if errors.Is(err, io.EOF) {
+		err = nil // short, as at the end of a file
+	}
+	return n, directErr(err)
+}
+
 // PrepareDirect implements DirectWriter.
 func (f *osFile) PrepareDirect() error {
 	if _, err := f.directFile(); err != nil {
@@ -43,7 +64,8 @@ func (f *osFile) PrepareDirect() error {
 	return nil
 }
 
-// directFile opens the O_DIRECT descriptor once.
+// directFile opens the O_DIRECT descriptor once (read-write: the files
+// it is for are open for writing anyway).
 func (f *osFile) directFile() (*os.File, error) {
 	f.dmu.Lock()
 	defer f.dmu.Unlock()
@@ -51,7 +73,7 @@ func (f *osFile) directFile() (*os.File, error) {
 		return nil, f.dErr
 	}
 	if f.df == nil {
-		df, err := os.OpenFile(f.f.Name(), os.O_WRONLY|syscall.O_DIRECT, 0)
+		df, err := os.OpenFile(f.f.Name(), os.O_RDWR|syscall.O_DIRECT, 0)
 		if err != nil {
 			f.dErr = directErr(err)
 			return nil, f.dErr

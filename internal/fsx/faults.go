@@ -188,6 +188,19 @@ func (f *faultFile) WriteAtDirect(b []byte, off int64, inline bool) (int, error)
 	return d.WriteAtDirect(b, off, inline)
 }
 
+// ReadAtDirect is the wrapped file's (DirectWriter), failing as ReadAt
+// does; unsupported where the wrapped file has none.
+func (f *faultFile) ReadAtDirect(b []byte, off int64) (int, error) {
+	d, ok := f.File.(DirectWriter)
+	if !ok {
+		return 0, fmt.Errorf("fsx: %s: direct reads: %w", f.Name(), errors.ErrUnsupported)
+	}
+	if err := f.faults.Check(OpRead, f.Name()); err != nil {
+		return 0, err
+	}
+	return d.ReadAtDirect(b, off)
+}
+
 // PrepareDirect is the wrapped file's (DirectWriter).
 func (f *faultFile) PrepareDirect() error {
 	d, ok := f.File.(DirectWriter)

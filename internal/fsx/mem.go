@@ -2,6 +2,7 @@ package fsx
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -495,10 +496,24 @@ var _ DirectWriter = (*memFile)(nil)
 // checks of the real thing: MemFS has no page cache to go around, and a
 // direct write is no more durable than any other before Sync.
 func (f *memFile) WriteAtDirect(b []byte, off int64, _ bool) (int, error) {
-	if err := checkDirect(f.name, b, off); err != nil {
+	if err := checkDirect("write", f.name, b, off); err != nil {
 		return 0, err
 	}
 	return f.WriteAt(b, off)
+}
+
+// ReadAtDirect implements DirectWriter as ReadAt, after the alignment
+// checks, and short without io.EOF at the end of the file, as the real
+// thing reads.
+func (f *memFile) ReadAtDirect(b []byte, off int64) (int, error) {
+	if err := checkDirect("read", f.name, b, off); err != nil {
+		return 0, err
+	}
+	n, err := f.ReadAt(b, off)
+	if errors.Is(err, io.EOF) {
+		err = nil
+	}
+	return n, err
 }
 
 // PrepareDirect implements DirectWriter.

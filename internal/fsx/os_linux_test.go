@@ -135,3 +135,48 @@ func TestOSWriteAtDirect(t *testing.T) {
 	_, err = d.WriteAtDirect(buf[:4096], 0, false)
 	assert.Error(t, err, "closed")
 }
+
+// A direct read needs the same alignment; it reads what was written
+// through the page cache and not yet synced (the kernel writes those pages
+// first) and reads short at the end of the file.
+func TestOSReadAtDirect(t *testing.T) {
+	f := createFile(t, fsx.OS, filepath.Join(t.TempDir(), "seg"), nil)
+	require.NoError(t, f.Allocate(0, 64<<10))
+	d := f.(fsx.DirectWriter)
+	if err := d.PrepareDirect(); errors.Is(err, errors.ErrUnsupported) {
+		t.Skipf("the test directory's file system does not take O_DIRECT: %v", err)
+	} else {
+		require.NoError(t, err)
+	}
+	buf, err := unix.Mmap(-1, 0, 16<<10, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = unix.Munmap(buf) })
+
+	_, err = f.WriteAt(filled('p', 4096), 4096) // dirty in the page cache
+	require.NoError(t, err)
+	copy(buf, filled('d', 8<<10))
+	_, err = d.WriteAtDirect(buf[:8<<10], 16<<10, false)
+	require.NoError(t, err)
+
+	n, err := d.ReadAtDirect(buf, 4096)
+	require.NoError(t, err)
+	assert.Equal(t, 16<<10, n)
+	assert.Equal(t, append(append(filled('p', 4096), make([]byte, 8<<10)...), filled('d', 4096)...), buf[:n])
+
+	n, err = d.ReadAtDirect(buf, 56<<10)
+	require.NoError(t, err, "short at the end, without io.EOF")
+	assert.Equal(t, 8<<10, n)
+
+	for _, tt := range []struct {
+		name string
+		b    []byte
+		off  int64
+	}{
+		{"offset", buf[:4096], 100},
+		{"length", buf[:100], 0},
+		{"address", buf[1 : 1+4096], 0},
+	} {
+		_, err := d.ReadAtDirect(tt.b, tt.off)
+		assert.ErrorIs(t, err, errors.ErrUnsupported, tt.name)
+	}
+}

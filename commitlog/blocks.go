@@ -1,0 +1,197 @@
+package commitlog
+
+import (
+	"errors"
+	"sync"
+
+	"github.com/gantrymq/gantry/internal/fsx"
+)
+
+// The block cache: reads of segments written directly (stage.go).
+//
+// A direct write leaves nothing in the page cache, so the log's older
+// bytes, past what the last flushes keep in memory (l.staged), are read
+// from the disk. Through the page cache that read allocates a page for
+// every 4 KiB of the log, which on this project's VM is most of its cost:
+// memory the VM gave back to its host is faulted in again (4-9 µs a page),
+// and a gigabyte read cold took 1.69 s of system time against 0.06 s read
+// with O_DIRECT (docs/BENCHMARKS.md, twenty-first session). So these reads
+// go around the page cache: blockBytes at a time with O_DIRECT
+// (fsx.DirectWriter.ReadAtDirect) into a few buffers of the log's own,
+// reused, which readers copy from. A consumer going through a backlog
+// reads each block from the disk once; several going through the same
+// stretch of the log together share the blocks; one reading far from the
+// others has blocks of its own, within cacheBlocks in all.
+
+// blockBytes is the size of a cached block: large enough that a reader
+// going through the log waits for the disk once a MiB (0.25 ms here),
+// small enough that the cache stays a few MiB.
+const blockBytes = 1 << 20
+
+// cacheBlocks is how many blocks the cache holds at most (their memory is
+// mapped when first used and kept).
+const cacheBlocks = 16
+
+// block is a cached stretch of a segment: the log bytes [base, base+n) in
+// mem.
+type block struct {
+	mem     []byte // blockBytes, page-aligned (newStage); nil until first used
+	base    int64  // log offset of mem[0]; -1 if it holds nothing
+	n       int
+	refs    int    // readers copying from it, and its loader
+	used    uint64 // the cache's clock when it was last handed out
+	loading bool
+}
+
+// blockCache is the log's block cache. The zero value is ready to use.
+type blockCache struct {
+	mu     sync.Mutex
+	loaded sync.Cond // a block finished loading; L is mu
+	blocks [cacheBlocks]block
+	clock  uint64
+	off    bool // a direct read was refused: the cache is not used any more
+}
+
+// init readies c.
+func (c *blockCache) init() {
+	c.loaded.L = &c.mu
+	for i := range c.blocks {
+		c.blocks[i].base = -1
+	}
+}
+
+// free turns the cache off and unmaps the blocks' memory (at Close); a
+// block a reader still copies from is unmapped when it is released.
+func (c *blockCache) free() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.off = true
+	for i := range c.blocks {
+		if b := &c.blocks[i]; b.refs == 0 {
+			freeStage(b.mem)
+			*b = block{base: -1}
+		}
+	}
+}
+
+// readBlocks copies into dst the log bytes from off on, within seg and
+// below the readable end, from cached blocks, reading missing ones from
+// the disk with O_DIRECT; it returns how many bytes it copied, which is
+// short where the cache cannot serve the rest (the caller reads it from
+// the file the usual way). The caller holds a reader reference to seg and
+// has checked that [off, off+len(dst)) is readable.
+func (l *Log) readBlocks(seg *segment, dst []byte, off int64) int {
+	d, ok := seg.file.(fsx.DirectWriter)
+	if !ok || seg.size%fsx.DirectAlign != 0 {
+		return 0
+	}
+	n := 0
+	for n < len(dst) {
+		at := off + int64(n)
+		b := l.blocks.get(l, seg, d, at)
+		if b == nil {
+			break
+		}
+		k := copy(dst[n:], b.mem[at-b.base:b.n])
+		l.blocks.release(b)
+		if k == 0 {
+			break
+		}
+		n += k
+	}
+	return n
+}
+
+// get returns the block holding log offset at, with a reference the caller
+// releases, reading it from the disk if no block holds it; nil if it
+// cannot (every block busy, a failed read, the cache off).
+func (c *blockCache) get(l *Log, seg *segment, d fsx.DirectWriter, at int64) *block {
+	fileOff := (at - seg.base) &^ (blockBytes - 1)
+	base := seg.base + fileOff
+	c.mu.Lock()
+	var b *block
+	for {
+		if c.off {
+			c.mu.Unlock()
+			return nil
+		}
+		var victim *block
+		b, victim = nil, nil
+		for i := range c.blocks {
+			x := &c.blocks[i]
+			switch {
+			case x.base == base && (x.loading || at < x.base+int64(x.n)):
+				b = x
+			case x.refs == 0 && !x.loading && (victim == nil || x.used < victim.used):
+				victim = x // the least recently used idle block (an empty one has used 0)
+			}
+			if b != nil {
+				break
+			}
+		}
+		if b != nil && b.loading {
+			c.loaded.Wait()
+			continue
+		}
+		if b != nil {
+			b.refs++
+			c.clock++
+			b.used = c.clock
+			c.mu.Unlock()
+			return b
+		}
+		if victim == nil {
+			c.mu.Unlock()
+			return nil
+		}
+		b = victim
+		break
+	}
+	// Load it: up to the end of the block, of the segment, or of what is
+	// readable (aligned up: the bytes past it are not used).
+	b.base, b.n, b.loading, b.refs = base, 0, true, 1
+	c.clock++
+	b.used = c.clock
+	l.stats.blockReads.Add(1)
+	c.mu.Unlock()
+
+	readable := min(l.committed.Load(), seg.end()) - base
+	size := int64(alignUp(int(min(blockBytes, seg.size-fileOff, readable))))
+	if b.mem == nil {
+		b.mem = newStage(blockBytes)[:blockBytes]
+	}
+	n, err := 0, error(nil)
+	if size > 0 {
+		n, err = d.ReadAtDirect(b.mem[:size], fileOff)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	defer c.loaded.Broadcast()
+	b.loading = false
+	if c.off || err != nil || int64(n) <= at-base {
+		if errors.Is(err, errors.ErrUnsupported) {
+			c.off = true
+			l.log.Info("reading the commit log through the page cache: the file system does not take direct reads", "segment", seg.path, "err", err)
+		} else if err != nil {
+			l.log.Debug("direct read failed; reading through the page cache", "segment", seg.path, "offset", fileOff, "err", err)
+		}
+		b.base, b.n, b.used = -1, 0, 0
+		if b.refs--; b.refs == 0 && c.off {
+			freeStage(b.mem)
+			*b = block{base: -1}
+		}
+		return nil
+	}
+	b.n = int(min(int64(n), readable))
+	return b
+}
+
+// release drops a reference get returned b with.
+func (c *blockCache) release(b *block) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if b.refs--; b.refs == 0 && c.off {
+		freeStage(b.mem)
+		*b = block{base: -1}
+	}
+}
