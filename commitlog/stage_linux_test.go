@@ -3,9 +3,9 @@ package commitlog_test
 import (
 	"bytes"
 	"errors"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"math/rand/v2"
 	"sync"
 	"syscall"
 	"testing"

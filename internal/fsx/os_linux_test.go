@@ -86,10 +86,10 @@ func TestOSInline(t *testing.T) {
 	assert.ErrorIs(t, err, syscall.EBADF, "a closed file")
 }
 
-// A direct write needs its buffer, length and offset aligned (else
-// ErrUnsupported, writing nothing); what it writes reads back through the
-// page cache, with no stale page left there.
-func TestOSWriteAtDirect(t *testing.T) {
+// directFile returns a 64 KiB file of t's directory ready for direct I/O
+// and a 16 KiB page-aligned buffer; it skips t where the file system does
+// not take O_DIRECT.
+func directFile(t *testing.T) (fsx.File, fsx.DirectWriter, []byte) {
 	f := createFile(t, fsx.OS, filepath.Join(t.TempDir(), "seg"), nil)
 	require.NoError(t, f.Allocate(0, 64<<10))
 	d, ok := f.(fsx.DirectWriter)
@@ -102,9 +102,16 @@ func TestOSWriteAtDirect(t *testing.T) {
 	buf, err := unix.Mmap(-1, 0, 16<<10, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = unix.Munmap(buf) })
+	return f, d, buf
+}
 
+// A direct write needs its buffer, length and offset aligned (else
+// ErrUnsupported, writing nothing); what it writes reads back through the
+// page cache, with no stale page left there.
+func TestOSWriteAtDirect(t *testing.T) {
+	f, d, buf := directFile(t)
 	stale := make([]byte, 8<<10)
-	_, err = f.ReadAt(stale, 8<<10) // zeros, now in the page cache
+	_, err := f.ReadAt(stale, 8<<10) // zeros, now in the page cache
 	require.NoError(t, err)
 	copy(buf, filled('d', len(buf)))
 	n, err := d.WriteAtDirect(buf[:8<<10], 8<<10, false)
@@ -140,19 +147,8 @@ func TestOSWriteAtDirect(t *testing.T) {
 // through the page cache and not yet synced (the kernel writes those pages
 // first) and reads short at the end of the file.
 func TestOSReadAtDirect(t *testing.T) {
-	f := createFile(t, fsx.OS, filepath.Join(t.TempDir(), "seg"), nil)
-	require.NoError(t, f.Allocate(0, 64<<10))
-	d := f.(fsx.DirectWriter)
-	if err := d.PrepareDirect(); errors.Is(err, errors.ErrUnsupported) {
-		t.Skipf("the test directory's file system does not take O_DIRECT: %v", err)
-	} else {
-		require.NoError(t, err)
-	}
-	buf, err := unix.Mmap(-1, 0, 16<<10, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = unix.Munmap(buf) })
-
-	_, err = f.WriteAt(filled('p', 4096), 4096) // dirty in the page cache
+	f, d, buf := directFile(t)
+	_, err := f.WriteAt(filled('p', 4096), 4096) // dirty in the page cache
 	require.NoError(t, err)
 	copy(buf, filled('d', 8<<10))
 	_, err = d.WriteAtDirect(buf[:8<<10], 16<<10, false)
