@@ -33,32 +33,26 @@ const blockBytes = 1 << 20
 const cacheBlocks = 16
 
 // block is a cached stretch of a segment: the log bytes [base, base+n) in
-// mem.
+// mem. An empty one (n 0, not loading) holds nothing.
 type block struct {
 	mem     []byte // blockBytes, page-aligned (newStage); nil until first used
-	base    int64  // log offset of mem[0]; -1 if it holds nothing
+	base    int64  // log offset of mem[0]
 	n       int
 	refs    int    // readers copying from it, and its loader
 	used    uint64 // the cache's clock when it was last handed out
 	loading bool
 }
 
-// blockCache is the log's block cache. The zero value is ready to use.
+// blockCache is the log's block cache; init readies it.
 type blockCache struct {
-	mu     sync.Mutex
-	loaded sync.Cond // a block finished loading; L is mu
-	blocks [cacheBlocks]block
-	clock  uint64
-	off    bool // a direct read was refused: the cache is not used any more
+	mu      sync.Mutex
+	changed sync.Cond // a block finished loading or became idle; L is mu
+	blocks  [cacheBlocks]block
+	clock   uint64
+	off     bool // closed, or a direct read was refused: not used any more
 }
 
-// init readies c.
-func (c *blockCache) init() {
-	c.loaded.L = &c.mu
-	for i := range c.blocks {
-		c.blocks[i].base = -1
-	}
-}
+func (c *blockCache) init() { c.changed.L = &c.mu }
 
 // free turns the cache off and unmaps the blocks' memory (at Close); a
 // block a reader still copies from is unmapped when it is released.
@@ -66,12 +60,23 @@ func (c *blockCache) free() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.off = true
+	c.changed.Broadcast() // waiters give up
 	for i := range c.blocks {
 		if b := &c.blocks[i]; b.refs == 0 {
-			freeStage(b.mem)
-			*b = block{base: -1}
+			c.drop(b)
 		}
 	}
+}
+
+// drop empties b, which no one holds, and unmaps its memory if the cache
+// is off. c.mu is held.
+func (c *blockCache) drop(b *block) {
+	mem := b.mem
+	if c.off {
+		freeStage(mem)
+		mem = nil
+	}
+	*b = block{mem: mem}
 }
 
 // readBlocks copies into dst the log bytes from off on, within seg and
@@ -103,70 +108,63 @@ func (l *Log) readBlocks(seg *segment, dst []byte, off int64) int {
 }
 
 // get returns the block holding log offset at, with a reference the caller
-// releases, reading it from the disk if no block holds it; nil if it
-// cannot (every block busy, a failed read, the cache off).
+// releases, reading it from the disk if no block holds it; it waits while
+// another reader loads that block or every block is in use. It returns nil
+// if the cache is off or the read fails.
 func (c *blockCache) get(l *Log, seg *segment, d fsx.DirectWriter, at int64) *block {
 	fileOff := (at - seg.base) &^ (blockBytes - 1)
 	base := seg.base + fileOff
 	c.mu.Lock()
-	var b *block
-	for {
-		if c.off {
-			c.mu.Unlock()
-			return nil
-		}
-		var victim *block
-		b, victim = nil, nil
+	for !c.off {
+		var hit, idle *block
 		for i := range c.blocks {
 			x := &c.blocks[i]
-			switch {
-			case x.base == base && (x.loading || at < x.base+int64(x.n)):
-				b = x
-			case x.refs == 0 && !x.loading && (victim == nil || x.used < victim.used):
-				victim = x // the least recently used idle block (an empty one has used 0)
-			}
-			if b != nil {
+			if x.base == base && (x.loading || at < x.base+int64(x.n)) {
+				hit = x
 				break
 			}
+			if x.refs == 0 && !x.loading && (idle == nil || x.used < idle.used) {
+				idle = x // the least recently used idle block (an empty one has used 0)
+			}
 		}
-		if b != nil && b.loading {
-			c.loaded.Wait()
-			continue
-		}
-		if b != nil {
-			b.refs++
+		switch {
+		case hit != nil && !hit.loading:
+			hit.refs++
 			c.clock++
-			b.used = c.clock
+			hit.used = c.clock
 			c.mu.Unlock()
-			return b
+			return hit
+		case hit == nil && idle != nil:
+			return c.load(l, seg, d, idle, base, at)
 		}
-		if victim == nil {
-			c.mu.Unlock()
-			return nil
-		}
-		b = victim
-		break
+		c.changed.Wait()
 	}
-	// Load it: up to the end of the block, of the segment, or of what is
-	// readable (aligned up: the bytes past it are not used).
+	c.mu.Unlock()
+	return nil
+}
+
+// load reads into b, which no one holds, the block of seg at log offset
+// base, up to the end of the block, of the segment, or of what is readable
+// (aligned up: the bytes past it are not used), and returns it with a
+// reference, or nil if the read fails or comes short of log offset at.
+// c.mu is held on entry and released on return; not during the read.
+func (c *blockCache) load(l *Log, seg *segment, d fsx.DirectWriter, b *block, base, at int64) *block {
 	b.base, b.n, b.loading, b.refs = base, 0, true, 1
 	c.clock++
 	b.used = c.clock
-	l.stats.blockReads.Add(1)
 	c.mu.Unlock()
+	l.stats.blockReads.Add(1)
 
+	fileOff := base - seg.base
 	readable := min(l.committed.Load(), seg.end()) - base
-	size := int64(alignUp(int(min(blockBytes, seg.size-fileOff, readable))))
 	if b.mem == nil {
 		b.mem = newStage(blockBytes)[:blockBytes]
 	}
-	n, err := 0, error(nil)
-	if size > 0 {
-		n, err = d.ReadAtDirect(b.mem[:size], fileOff)
-	}
+	n, err := d.ReadAtDirect(b.mem[:alignUp(int(min(blockBytes, seg.size-fileOff, readable)))], fileOff)
+
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	defer c.loaded.Broadcast()
+	defer c.changed.Broadcast()
 	b.loading = false
 	if c.off || err != nil || int64(n) <= at-base {
 		if errors.Is(err, errors.ErrUnsupported) {
@@ -175,11 +173,7 @@ func (c *blockCache) get(l *Log, seg *segment, d fsx.DirectWriter, at int64) *bl
 		} else if err != nil {
 			l.log.Debug("direct read failed; reading through the page cache", "segment", seg.path, "offset", fileOff, "err", err)
 		}
-		b.base, b.n, b.used = -1, 0, 0
-		if b.refs--; b.refs == 0 && c.off {
-			freeStage(b.mem)
-			*b = block{base: -1}
-		}
+		c.drop(b)
 		return nil
 	}
 	b.n = int(min(int64(n), readable))
@@ -190,8 +184,10 @@ func (c *blockCache) get(l *Log, seg *segment, d fsx.DirectWriter, at int64) *bl
 func (c *blockCache) release(b *block) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if b.refs--; b.refs == 0 && c.off {
-		freeStage(b.mem)
-		*b = block{base: -1}
+	if b.refs--; b.refs == 0 {
+		if c.off {
+			c.drop(b)
+		}
+		c.changed.Broadcast()
 	}
 }

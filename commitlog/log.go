@@ -81,9 +81,7 @@ type Log struct {
 	directOn atomic.Bool
 	stageMu  sync.RWMutex
 	staged   []stagedBytes
-	blocks   blockCache   // reads of older bytes (blocks.go)
-	raFrom   atomic.Int64 // readAhead's last window
-	raTo     atomic.Int64
+	blocks   blockCache // reads of older bytes (blocks.go)
 
 	committed      atomic.Int64 // readable end: bytes below it are in the files or in staged
 	flushed        atomic.Int64 // durable end
@@ -714,16 +712,8 @@ func (l *Log) CopyRecords(off int64, buf []byte) (recs []byte, start, next int64
 		}
 		end := l.committed.Load()
 		n := min(int64(len(buf)), end-off, seg.end()-off)
-		k := l.copyStaged(buf[:n], off)
-		if int64(k) < n && l.directOn.Load() {
-			k += l.readBlocks(seg, buf[k:n], off+int64(k))
-		}
-		if int64(k) < n {
-			l.readAhead(seg, off+int64(k), n-int64(k))
-			var r int
-			r, err = seg.file.ReadAt(buf[k:n], off-seg.base+int64(k))
-			k += r
-		}
+		var k int
+		k, err = l.readInto(seg, buf[:n], off)
 		if err == nil && k < 8 {
 			err = io.ErrUnexpectedEOF
 		}

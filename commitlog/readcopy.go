@@ -108,59 +108,33 @@ func (l *Log) ReadCopy(spans []Span) (*Copy, error) {
 // maxCopy bounds a ReadCopy.
 const maxCopy = 1 << 30
 
-// readAt fills b from log offset off with pread, under Read's rules.
+// readAt fills b from log offset off, under Read's rules.
 func (l *Log) readAt(b []byte, off int64) error {
 	seg, err := l.acquireRange(off, len(b))
 	if err != nil {
 		return err
 	}
 	defer seg.release()
+	if k, err := l.readInto(seg, b, off); k < len(b) {
+		return fmt.Errorf("commitlog: read %s at %d: %d of %d bytes: %w", seg.path, off-seg.base, k, len(b), err)
+	}
+	return nil
+}
+
+// readInto fills b with the log bytes from off on, which lie in seg (the
+// caller holds a reader reference to it) below the readable end: what
+// the last flushes still hold in memory (stage.go), then, of a segment
+// written directly, from the block cache (blocks.go), and the rest from
+// the file with pread. It returns how many bytes it read; fewer than
+// len(b) only with the file's error.
+func (l *Log) readInto(seg *segment, b []byte, off int64) (int, error) {
 	k := l.copyStaged(b, off)
 	if k < len(b) && l.directOn.Load() {
 		k += l.readBlocks(seg, b[k:], off+int64(k))
 	}
 	if k == len(b) {
-		return nil
+		return k, nil
 	}
-	l.readAhead(seg, off+int64(k), int64(len(b)-k))
-	if r, err := seg.file.ReadAt(b[k:], off-seg.base+int64(k)); r < len(b)-k {
-		return fmt.Errorf("commitlog: read %s at %d: %d of %d bytes: %w", seg.path, off-seg.base, k+r, len(b), err)
-	}
-	return nil
-}
-
-// readAheadWindow is how far ahead of a read from the file readAhead asks
-// the kernel to read, where read-ahead is off for direct writes.
-const readAheadWindow = 4 << 20
-
-type readAheader interface{ ReadAhead(off, n int64) error }
-
-// readAhead does the kernel's read-ahead for segments written directly
-// (stage.go turned it off there): when a read of [off, off+n) from the
-// file comes within half a window of the end of the last one asked for,
-// or outside it, it asks for the next window, up to the readable end —
-// blocks a direct write will never cover.
-func (l *Log) readAhead(seg *segment, off, n int64) {
-	if !l.directOn.Load() {
-		return
-	}
-	ra, ok := seg.file.(readAheader)
-	if !ok {
-		return
-	}
-	from, to := l.raFrom.Load(), l.raTo.Load()
-	if off >= from && off+n <= to-readAheadWindow/2 {
-		return
-	}
-	start := off
-	if off >= from && off < to {
-		start = to
-	}
-	end := min(off+readAheadWindow, seg.end(), l.committed.Load())
-	if end <= start {
-		return
-	}
-	l.raFrom.Store(off)
-	l.raTo.Store(end)
-	_ = ra.ReadAhead(start-seg.base, end-start)
+	r, err := seg.file.ReadAt(b[k:], off-seg.base+int64(k))
+	return k + r, err
 }

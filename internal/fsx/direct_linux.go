@@ -15,14 +15,8 @@ var _ DirectWriter = (*osFile)(nil)
 // WriteAtDirect implements DirectWriter with a second descriptor of the
 // file, opened with O_DIRECT on first use and closed with the file.
 func (f *osFile) WriteAtDirect(b []byte, off int64, inline bool) (int, error) {
-	if len(b) == 0 {
-		return 0, nil
-	}
-	if err := checkDirect("write", f.f.Name(), b, off); err != nil {
-		return 0, err
-	}
-	df, err := f.directFile()
-	if err != nil {
+	df, err := f.directFor("write", b, off)
+	if df == nil {
 		return 0, err
 	}
 	if !inline {
@@ -36,14 +30,8 @@ func (f *osFile) WriteAtDirect(b []byte, off int64, inline bool) (int, error) {
 // ReadAtDirect implements DirectWriter with the descriptor WriteAtDirect
 // uses.
 func (f *osFile) ReadAtDirect(b []byte, off int64) (int, error) {
-	if len(b) == 0 {
-		return 0, nil
-	}
-	if err := checkDirect("read", f.f.Name(), b, off); err != nil {
-		return 0, err
-	}
-	df, err := f.directFile()
-	if err != nil {
+	df, err := f.directFor("read", b, off)
+	if df == nil {
 		return 0, err
 	}
 	n, err := df.ReadAt(b, off)
@@ -62,6 +50,18 @@ func (f *osFile) PrepareDirect() error {
 		return &os.PathError{Op: "fadvise", Path: f.f.Name(), Err: err}
 	}
 	return nil
+}
+
+// directFor checks a direct op ("write" or "read") of b at off and returns
+// the descriptor to make it with; nil, with a nil error for an empty b.
+func (f *osFile) directFor(op string, b []byte, off int64) (*os.File, error) {
+	if len(b) == 0 {
+		return nil, nil
+	}
+	if err := checkDirect(op, f.f.Name(), b, off); err != nil {
+		return nil, err
+	}
+	return f.directFile()
 }
 
 // directFile opens the O_DIRECT descriptor once (read-write: the files
@@ -90,13 +90,4 @@ func directErr(err error) error {
 		return fmt.Errorf("%w: %w", errors.ErrUnsupported, err)
 	}
 	return err
-}
-
-// ReadAhead asks the kernel to read [off, off+n) into the page cache in
-// the background (posix_fadvise WILLNEED).
-func (f *osFile) ReadAhead(off, n int64) error {
-	if err := unix.Fadvise(int(f.f.Fd()), off, n, unix.FADV_WILLNEED); err != nil {
-		return &os.PathError{Op: "fadvise", Path: f.f.Name(), Err: err}
-	}
-	return nil
 }

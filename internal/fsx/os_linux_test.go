@@ -105,6 +105,23 @@ func directFile(t *testing.T) (fsx.File, fsx.DirectWriter, []byte) {
 	return f, d, buf
 }
 
+// directOp is a direct read or write of b at off.
+type directOp struct {
+	name string
+	b    []byte
+	off  int64
+}
+
+// misaligned returns direct ops of buf's bytes that break each alignment
+// rule in turn.
+func misaligned(buf []byte) []directOp {
+	return []directOp{
+		{"offset", buf[:4096], 100},
+		{"length", buf[:100], 0},
+		{"address", buf[1 : 1+4096], 0},
+	}
+}
+
 // A direct write needs its buffer, length and offset aligned (else
 // ErrUnsupported, writing nothing); what it writes reads back through the
 // page cache, with no stale page left there.
@@ -126,15 +143,7 @@ func TestOSWriteAtDirect(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, append(make([]byte, 8<<10), filled('d', 16<<10)...), got)
 
-	for _, tt := range []struct {
-		name string
-		b    []byte
-		off  int64
-	}{
-		{"offset", buf[:4096], 100},
-		{"length", buf[:100], 0},
-		{"address", buf[1 : 1+4096], 0},
-	} {
+	for _, tt := range misaligned(buf) {
 		_, err := d.WriteAtDirect(tt.b, tt.off, false)
 		assert.ErrorIs(t, err, errors.ErrUnsupported, tt.name)
 	}
@@ -163,15 +172,7 @@ func TestOSReadAtDirect(t *testing.T) {
 	require.NoError(t, err, "short at the end, without io.EOF")
 	assert.Equal(t, 8<<10, n)
 
-	for _, tt := range []struct {
-		name string
-		b    []byte
-		off  int64
-	}{
-		{"offset", buf[:4096], 100},
-		{"length", buf[:100], 0},
-		{"address", buf[1 : 1+4096], 0},
-	} {
+	for _, tt := range misaligned(buf) {
 		_, err := d.ReadAtDirect(tt.b, tt.off)
 		assert.ErrorIs(t, err, errors.ErrUnsupported, tt.name)
 	}
