@@ -126,11 +126,12 @@ type Config struct {
 	MappedFileSizeCommitLog int64
 	// FlushDiskType (flushDiskType: ASYNC_FLUSH or SYNC_FLUSH). Default ASYNC_FLUSH.
 	FlushDiskType commitlog.FlushMode
-	// PageCacheWrites (pageCacheWrites): under SYNC_FLUSH, write every
-	// flush of the commit log through the page cache instead of writing
-	// large ones with O_DIRECT (commitlog.Config.NoDirectWrites): produces
-	// cost the broker more CPU, reads of a backlog older than the last 24
-	// MiB less. Default false.
+	// PageCacheWrites (pageCacheWrites): write the commit log through the
+	// page cache instead of writing large writes with O_DIRECT
+	// (commitlog.Config.NoDirectWrites; under ASYNC_FLUSH appends are then
+	// copied into the segment's mapping): produces cost the broker more
+	// CPU, reads of a backlog older than the last 24 MiB less. Default
+	// false.
 	PageCacheWrites bool
 	// BrokerRole (brokerRole). Default ASYNC_MASTER; SLAVE is not supported yet.
 	BrokerRole BrokerRole

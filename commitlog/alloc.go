@@ -137,7 +137,7 @@ func (l *Log) createSegment(ctx context.Context, base int64, populate bool) (*se
 	}
 	seg := &segment{base: base, size: size, path: path, file: f, m: m, b: m.Bytes()}
 	l.prepareDirect(seg)
-	if populate && l.prefaultNext.Load() {
+	if populate && l.prefaultNext.Load() && l.cfg.WriteMode != WriteBuffered { // whose window follows small writes only
 		if _, err := l.populate(ctx, seg, 0, min(l.cfg.PrefaultAhead, size)); err != nil {
 			l.log.Warn("pre-fault of new segment failed; appends will take page faults", "segment", seg.path, "err", err)
 		}

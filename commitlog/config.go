@@ -45,16 +45,26 @@ func ParseFlushMode(s string) (FlushMode, error) {
 type WriteMode int
 
 const (
-	// WriteAuto picks WriteBuffered for SyncFlush and WriteMapped for AsyncFlush.
+	// WriteAuto picks WriteBuffered, or, for AsyncFlush with
+	// NoDirectWrites, WriteMapped.
 	WriteAuto WriteMode = iota
 	// WriteMapped copies records straight into the segment's mapping and
 	// flushes with msync; the segment is pre-faulted ahead of the writes
 	// (PrefaultAhead).
 	WriteMapped
-	// WriteBuffered copies records into a staging buffer; the flusher writes
-	// the whole pending range with one pwrite per segment and fdatasyncs.
-	// Readers see data once written. Fastest for sync flush: no write faults,
-	// one syscall pair per group commit.
+	// WriteBuffered copies records into a staging buffer, which is written
+	// into the segment files whole, one write per segment: large writes
+	// with O_DIRECT, from the buffer to the disk (see stage.go and
+	// NoDirectWrites). Readers see data once written. Under SyncFlush the
+	// flusher writes and fdatasyncs (one syscall pair per group commit, no
+	// write faults). Under AsyncFlush each appender returns once its
+	// records are written, writing what is staged itself when no one else
+	// is (group writes), and small writes (under DirectBytes) are copied
+	// into the mapping instead, a window after them pre-faulted, so that
+	// one message at a time takes neither syscall nor fault; the flusher
+	// syncs every FlushInterval. Large writes touch no page cache, which on
+	// a VM that gives its free memory back to the host costs a page fault
+	// on the host for every new page (docs/BENCHMARKS.md).
 	WriteBuffered
 	// WriteDirect writes each append into its segment file with one pwrite
 	// before the append returns (the records are stamped in a scratch
@@ -132,10 +142,11 @@ type Config struct {
 	// wait while this much is not yet written. Default 64 MiB.
 	MaxPendingBytes int
 	// NoDirectWrites has WriteBuffered write every flush through the page
-	// cache. By default large flushes are written with O_DIRECT where the
-	// file system takes it and SegmentBytes is a multiple of 4 KiB (see
-	// stage.go): the page cache's copy and writeback were most of a
-	// sync-flush broker's flush cost.
+	// cache, and WriteAuto pick WriteMapped for AsyncFlush. By default
+	// large flushes are written with O_DIRECT where the file system takes
+	// it and SegmentBytes is a multiple of 4 KiB (see stage.go): the page
+	// cache's copy and writeback were most of a sync-flush broker's flush
+	// cost, and new page-cache pages most of an async one's.
 	NoDirectWrites bool
 	// ZeroFillAhead has the preallocator write zeros over each new segment
 	// so that later writes land in already-written extents (RocketMQ's
@@ -149,9 +160,13 @@ type Config struct {
 	// so that appends copy into mapped pages instead of taking page faults
 	// under the append lock. The window slides with the writes: an idle log
 	// costs nothing and dirties no page it does not need. Default 64 MiB;
-	// capped at SegmentBytes; negative turns pre-faulting off.
+	// capped at SegmentBytes; negative turns pre-faulting off. WriteBuffered
+	// under AsyncFlush keeps at most 4 MiB after its small writes
+	// (smallWindow).
 	PrefaultAhead int64
-	// DirectBytes is the smallest append WriteHybrid writes with pwrite.
+	// DirectBytes is the smallest append WriteHybrid writes with pwrite,
+	// and the smallest write of WriteBuffered under AsyncFlush that is not
+	// copied into the mapping.
 	// Default 16 KiB: four pages, so that pwrite has the kernel zero at most
 	// the partial first and last pages.
 	DirectBytes int
@@ -235,7 +250,7 @@ func (c Config) withDefaults() Config {
 	c.PrefaultAhead = min(c.PrefaultAhead, c.SegmentBytes)
 	if c.WriteMode == WriteAuto {
 		c.WriteMode = WriteMapped
-		if c.FlushMode == SyncFlush {
+		if c.FlushMode == SyncFlush || !c.NoDirectWrites {
 			c.WriteMode = WriteBuffered
 		}
 	}
@@ -305,9 +320,6 @@ func (c Config) Validate() error {
 	}
 	if c.WriteMode != WriteMapped && c.WriteMode != WriteBuffered && c.WriteMode != WriteDirect && c.WriteMode != WriteHybrid {
 		errs = append(errs, fmt.Errorf("commitlog: unknown WriteMode %d", c.WriteMode))
-	}
-	if c.WriteMode == WriteBuffered && c.FlushMode != SyncFlush {
-		errs = append(errs, errors.New("commitlog: WriteBuffered needs SyncFlush (async appends go straight to the mapping)"))
 	}
 	for name, d := range map[string]time.Duration{
 		"SyncFlushTimeout": c.SyncFlushTimeout, "FlushInterval": c.FlushInterval,

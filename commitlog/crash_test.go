@@ -62,6 +62,8 @@ func TestCrashStates(t *testing.T) {
 	}{
 		{"sync-buffered", commitlog.SyncFlush, commitlog.WriteBuffered, 0},
 		{"sync-buffered-direct", commitlog.SyncFlush, commitlog.WriteBuffered, 1},
+		{"async-buffered", commitlog.AsyncFlush, commitlog.WriteBuffered, 0},
+		{"async-buffered-direct", commitlog.AsyncFlush, commitlog.WriteBuffered, 1},
 		{"async-mapped", commitlog.AsyncFlush, commitlog.WriteMapped, 0},
 		{"async-direct", commitlog.AsyncFlush, commitlog.WriteDirect, 0},
 		{"async-hybrid", commitlog.AsyncFlush, commitlog.WriteHybrid, 0},
@@ -70,7 +72,7 @@ func TestCrashStates(t *testing.T) {
 			if tt.directMin > 0 {
 				commitlog.SetDirectMinBytes(t, tt.directMin)
 			}
-			w := runCrashWorkload(t, tt.flush, tt.write, crashStates(t))
+			w := runCrashWorkload(t, tt.flush, tt.write, tt.directMin > 0, crashStates(t))
 			t.Logf("%s: %d crash states checked, %d records appended", tt.name, w.states, len(w.at))
 			assert.Empty(t, w.failures)
 			assert.GreaterOrEqual(t, w.states, w.target)
@@ -81,7 +83,7 @@ func TestCrashStates(t *testing.T) {
 	}
 }
 
-func runCrashWorkload(t *testing.T, flush commitlog.FlushMode, write commitlog.WriteMode, target int) *crashWorld {
+func runCrashWorkload(t *testing.T, flush commitlog.FlushMode, write commitlog.WriteMode, directWrites bool, target int) *crashWorld {
 	mem := fsx.NewMemFS()
 	var clock atomic.Int64
 	clock.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli())
@@ -102,13 +104,18 @@ func runCrashWorkload(t *testing.T, flush commitlog.FlushMode, write commitlog.W
 			Logger:     testLogger(t),
 		},
 	}
-	if write == commitlog.WriteHybrid {
-		w.cfg.DirectBytes = 1500 // batches of one to four records: both paths
+	switch {
+	case write == commitlog.WriteHybrid || write == commitlog.WriteBuffered && flush == commitlog.AsyncFlush && !directWrites:
+		// Batches of one to four records: both paths (WriteBuffered under
+		// AsyncFlush copies small writes into the mapping).
+		w.cfg.DirectBytes = 1500
+	case write == commitlog.WriteBuffered && flush == commitlog.AsyncFlush:
+		w.cfg.PrefaultAhead = -1 // no write through the mapping: direct wherever a flush is aligned
 	}
 	// Its file operations are crash points on any goroutine; with a mode
 	// that copies into the mapping, only the test goroutine's steps are
 	// (a crash state read on another would race with the copy).
-	buffered := write != commitlog.WriteMapped && write != commitlog.WriteHybrid
+	buffered := write == commitlog.WriteDirect || write == commitlog.WriteBuffered && flush == commitlog.SyncFlush
 	mem.SetHook(func(fsx.Op, string) {
 		if buffered || w.enabled.Load() {
 			w.takeStates(t, mem)

@@ -27,7 +27,11 @@
 //
 // # Guarantees
 //
-//   - Append returns only after its records are readable. Under SyncFlush it
+//   - Append returns only after its records are readable and in the segment
+//     files, where a crash of the process cannot take them back (under
+//     AsyncFlush with WriteBuffered, the default, the appender writes them
+//     there itself: Log.writeThrough; WriteMapped copies them into the
+//     file's shared mapping). Under SyncFlush it
 //     returns nil only after they are durable (group commit: one msync or
 //     fdatasync covers every waiting appender); after SyncFlushTimeout it
 //     returns ErrFlushTimeout with the records stored but not known durable.
@@ -55,5 +59,6 @@
 // it is Released. Close must not run concurrently with other calls' use of
 // the Log; it waits for the background goroutines.
 //
-// Lock order: flushMu, cleanMu, then mu (the append lock), then wmu.
+// Lock order: flushMu, writeMu, cleanMu, then mu (the append lock), then
+// wmu.
 package commitlog

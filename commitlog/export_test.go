@@ -114,3 +114,26 @@ func (l *Log) ResidentPages(off, n int64) (int, error) {
 	}
 	return resident, nil
 }
+
+// IdleMark is what TrimIdle compares with.
+type IdleMark = idleMark
+
+// TrimIdle runs one pass of the idle trim (trimIdle).
+func (l *Log) TrimIdle(m *IdleMark) { l.trimIdle(m) }
+
+// MappedStages returns how many bytes the staging buffers (pending,
+// spare and written) and the block cache have mapped.
+func (l *Log) MappedStages() (staged, blocks int) {
+	l.stageMu.RLock()
+	for _, s := range l.staged {
+		staged += cap(s.mem)
+	}
+	l.stageMu.RUnlock()
+	l.mu.Lock()
+	staged += cap(l.pend) + cap(l.pendSpare)
+	l.mu.Unlock()
+	l.blocks.mu.Lock()
+	blocks = len(l.blocks.arenaMap)
+	l.blocks.mu.Unlock()
+	return staged, blocks
+}

@@ -63,7 +63,10 @@ type Log struct {
 	// written with pwrite since the last decision on the pre-fault window.
 	hybridMapped, hybridDirect int64
 
-	flushMu sync.Mutex // serializes flushes; taken before mu and wmu
+	flushMu sync.Mutex // serializes flushes; taken before writeMu, mu and wmu
+	// writeMu serializes writing the staging buffer (WriteBuffered); taken
+	// before mu.
+	writeMu sync.Mutex
 	cleanMu sync.Mutex // serializes retention passes; taken before mu
 	cpMu    sync.Mutex // serializes checkpoint writes
 
@@ -108,6 +111,11 @@ type Log struct {
 	// most of the bytes, see tallyHybridLocked). Never set without
 	// pre-faulting (PrefaultAhead > 0, WriteMapped or WriteHybrid).
 	prefaultNext atomic.Bool
+	// pageFront (under mu), under AsyncFlush with WriteBuffered: the end of
+	// what small writes through the mapping and the pre-faulter's window
+	// after them may have brought into the page cache; no direct write
+	// starts below it (writeStaged).
+	pageFront int64
 
 	stats  stats
 	report RecoveryReport
@@ -162,23 +170,34 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	l.stop = stop
 	l.prefaulted = make(chan struct{})
-	if (l.cfg.WriteMode == WriteMapped || l.cfg.WriteMode == WriteHybrid) && l.cfg.PrefaultAhead > 0 {
+	switch {
+	case (l.cfg.WriteMode == WriteMapped || l.cfg.WriteMode == WriteHybrid) && l.cfg.PrefaultAhead > 0:
 		// The window after the recovered end (WriteHybrid keeps it while
 		// small appends bring most of the bytes, see tallyHybridLocked).
 		l.prefaultNext.Store(true)
 		l.prefaultTo = l.writeOff + l.cfg.PrefaultAhead
 		l.prefaultKick <- struct{}{}
 		l.wg.Go(func() { l.prefaultLoop(runCtx) })
-	} else {
+	case l.cfg.WriteMode == WriteBuffered && l.cfg.FlushMode == AsyncFlush && l.cfg.PrefaultAhead > 0:
+		// The window after the small writes (writeStaged), from the
+		// recovered end.
+		l.prefaultNext.Store(true)
+		l.prefaultTo = l.writeOff + l.prefaultWindow()
+		l.pageFront = l.prefaultTo
+		l.prefaultKick <- struct{}{}
+		l.wg.Go(func() { l.prefaultLoop(runCtx) })
+	default:
 		close(l.prefaulted)
 	}
 	l.wg.Go(func() { l.allocLoop(runCtx) })
 	l.wg.Go(func() { l.flushLoop(runCtx) })
 	l.wg.Go(func() {
+		var idle idleMark
 		tick.Every(runCtx, cfg.CheckpointInterval, func() {
 			if err := l.writeCheckpoint(); err != nil {
 				l.log.Warn("checkpoint not written", "err", err)
 			}
+			l.trimIdle(&idle)
 		})
 	})
 	if cfg.CleanInterval > 0 {
@@ -338,6 +357,7 @@ func (l *Log) AppendV(ctx context.Context, chunks [][]byte, stamp Stamper) (Appe
 		return AppendResult{}, err
 	}
 	waitFlush := l.cfg.FlushMode == SyncFlush
+	writeThrough := !waitFlush && l.cfg.WriteMode == WriteBuffered
 	var w *waiter
 	l.mu.Lock()
 	res, err := l.appendLocked(ctx, chunks, size, nrec, stamp)
@@ -354,6 +374,9 @@ func (l *Log) AppendV(ctx context.Context, chunks [][]byte, stamp Stamper) (Appe
 	l.stats.appends.Add(1)
 	l.stats.records.Add(int64(nrec))
 	l.stats.bytes.Add(int64(size))
+	if writeThrough {
+		return res, l.writeThrough(res.End)
+	}
 	if !waitFlush {
 		return res, nil
 	}
@@ -532,11 +555,21 @@ func (l *Log) tallyHybridLocked(size int, direct bool) {
 // window looks at: a sixteenth of the window, at most 4 MiB.
 func hybridQuantum(ahead int64) int64 { return max(min(ahead/16, 4<<20), 1) }
 
+// prefaultWindow is how many bytes after the append position the
+// pre-faulter keeps faulted in: PrefaultAhead, or, with WriteBuffered
+// (where only small writes go through the mapping), at most smallWindow.
+func (l *Log) prefaultWindow() int64 {
+	if l.cfg.WriteMode == WriteBuffered {
+		return min(l.cfg.PrefaultAhead, smallWindow)
+	}
+	return l.cfg.PrefaultAhead
+}
+
 // kickPrefaultLocked asks the pre-faulter to extend its window once an
 // append copied into the mapping came within half a window of its end.
 // Called only while prefaultNext is set; l.mu is held.
 func (l *Log) kickPrefaultLocked(off int64) {
-	ahead := l.cfg.PrefaultAhead
+	ahead := l.prefaultWindow()
 	if off+ahead/2 <= l.prefaultTo {
 		return
 	}
@@ -562,7 +595,9 @@ func (l *Log) makeRoomLocked(ctx context.Context, n int) error {
 		switch {
 		case buffered && len(l.pend) > 0 && len(l.pend)+n > l.cfg.MaxPendingBytes,
 			buffered && !fits && l.pendSplit >= 0: // one roll per staged buffer
-			l.kickFlusher()
+			if l.cfg.FlushMode == SyncFlush {
+				l.kickFlusher() // else the appenders of what is staged write it (writeThrough)
+			}
 			l.roomCond.Wait()
 		case fits:
 			return nil
@@ -618,7 +653,9 @@ func (l *Log) rollLocked(ctx context.Context) error {
 
 // writer returns seg's mapping for appends and pre-faulting (see
 // segment.writerView): marked random access under WriteHybrid.
-func (l *Log) writer(seg *segment) fsx.Mapping { return seg.writerView(l.cfg.WriteMode == WriteHybrid) }
+func (l *Log) writer(seg *segment) fsx.Mapping {
+	return seg.writerView(l.cfg.WriteMode == WriteHybrid || l.cfg.WriteMode == WriteBuffered)
+}
 
 // publish makes [.., end) readable.
 func (l *Log) publish(end int64) {

@@ -246,3 +246,32 @@ func (l *Log) copyStaged(dst []byte, off int64) int {
 	}
 	return n
 }
+
+// idleMark is what trimIdle saw at its last call: the appends and block
+// reads counted so far. Only the goroutine calling trimIdle uses it.
+type idleMark struct{ appends, blockReads int64 }
+
+// trimIdle lets go of memory an idle log does not need: the staging
+// buffers once no append came since the last call, the block cache's
+// blocks once no block was read since. They are mapped again when work
+// comes back. Called every CheckpointInterval, from one goroutine.
+func (l *Log) trimIdle(last *idleMark) {
+	now := idleMark{appends: l.stats.appends.Load(), blockReads: l.stats.blockReads.Load()}
+	if now.appends == last.appends {
+		for _, b := range l.dropStaged() {
+			freeStage(b)
+		}
+		l.mu.Lock()
+		if len(l.pend) == 0 {
+			freeStage(l.pend)
+			l.pend = nil
+		}
+		freeStage(l.pendSpare)
+		l.pendSpare = nil
+		l.mu.Unlock()
+	}
+	if now.blockReads == last.blockReads {
+		l.blocks.trim()
+	}
+	*last = now
+}
