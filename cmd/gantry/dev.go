@@ -14,6 +14,7 @@ import (
 	"github.com/gantrymq/gantry/broker"
 	"github.com/gantrymq/gantry/commitlog"
 	"github.com/gantrymq/gantry/embedded"
+	procgov "github.com/gantrymq/gantry/internal/procs"
 )
 
 func newDevCmd() *cobra.Command {
@@ -58,9 +59,21 @@ flight and flushes).`,
 			if procs < 0 {
 				return &exitError{code: exitUsage, err: fmt.Errorf("--procs %d: want 0 (the default) or more", procs)}
 			}
-			prev := runtime.GOMAXPROCS(devProcs(procs, mode, runtime.GOMAXPROCS(0)))
-			defer runtime.GOMAXPROCS(prev) // dev runs inside tests too
 			start := time.Now()
+			prev := runtime.GOMAXPROCS(0)
+			defer runtime.GOMAXPROCS(prev) // dev runs inside tests too
+			low, high := devProcs(procs, mode, prev)
+			cpus := fmt.Sprint(low)
+			if high > low {
+				gov, err := procgov.Start(procgov.Config{Low: low, High: high, Logger: logger})
+				if err != nil {
+					return err
+				}
+				defer gov.Close()
+				cpus = fmt.Sprintf("%d-%d, by load,", low, high)
+			} else {
+				runtime.GOMAXPROCS(low)
+			}
 			c, err := embedded.Start(cmd.Context(), embedded.Options{
 				Dir: dir, NameServerListen: nsListen, BrokerListen: brokerList, HTTPListen: httpListen, Logger: logger,
 				NameServerRemotingListen: nsRemoting, BrokerRemotingListen: brokerRemoting,
@@ -77,10 +90,10 @@ flight and flushes).`,
   broker      %s   (RocketMQ remoting)
   metrics     http://%s/metrics   health /healthz /readyz
   store       %s   (%s, topics auto-created)
-  cpus        Go code on %d of %d (--procs)
+  cpus        Go code on %s of %d (--procs)
 Ctrl-C to stop.
 `, time.Since(start).Round(time.Millisecond), c.NameServerAddr(), c.NameServerRemotingAddr(), c.BrokerAddr(),
-				c.BrokerRemotingAddr(), c.HTTPAddr(), abs, mode, runtime.GOMAXPROCS(0), runtime.NumCPU())
+				c.BrokerRemotingAddr(), c.HTTPAddr(), abs, mode, cpus, runtime.NumCPU())
 			<-cmd.Context().Done()
 			fmt.Fprintln(cmd.OutOrStdout(), "shutting down")
 			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
@@ -100,27 +113,30 @@ Ctrl-C to stop.
 	f.StringVar(&brokerRemoting, "broker-remoting-listen", "127.0.0.1:10911", "broker RocketMQ remoting listen address (its listenPort)")
 	f.StringVar(&httpListen, "http-listen", "127.0.0.1:5557", "broker metrics and health listen address")
 	f.StringVar(&flush, "flush", "ASYNC_FLUSH", "flushDiskType: ASYNC_FLUSH or SYNC_FLUSH")
-	f.IntVar(&procs, "procs", 0, "CPUs the process runs Go code on at once (GOMAXPROCS); 0: half of them (at least 1) under ASYNC_FLUSH, all under SYNC_FLUSH, unless GOMAXPROCS is set")
+	f.IntVar(&procs, "procs", 0, "CPUs the process runs Go code on at once (GOMAXPROCS); 0: all under SYNC_FLUSH, and under ASYNC_FLUSH half of them (at least 1) while it is quiet and all while it is busy, unless GOMAXPROCS is set")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log at info level")
 	return cmd
 }
 
 // devProcs returns how many CPUs the dev process runs Go code on at once,
-// from the flag n, the flush mode and the current GOMAXPROCS: n, or, for
-// 0 under ASYNC_FLUSH, half of current (at least one), unless the
-// GOMAXPROCS environment variable is set. A dev broker
-// shares its machine with the application and tests that use it, and a
-// request answered at once then costs less on one CPU than on two: the
-// hand-overs between gRPC's goroutines no longer wake an idle CPU (system
-// calls, such as the disk's, do not count against the limit). Under
-// SYNC_FLUSH the group commit's flush runs beside the requests and every
-// CPU is kept. docs/BENCHMARKS.md has the measurements.
-func devProcs(n int, mode commitlog.FlushMode, current int) int {
+// at least and at most, from the flag n, the flush mode and the current
+// GOMAXPROCS: n, or, for 0 under ASYNC_FLUSH, half of current (at least
+// one) while the process is quiet and all of current while it is busy
+// (internal/procs), unless the GOMAXPROCS environment variable is set. A
+// dev broker shares its machine with the application and tests that use
+// it, and a request answered at once then costs less on one CPU than on
+// two: the hand-overs between gRPC's goroutines no longer wake an idle CPU
+// (system calls, such as the disk's, do not count against the limit). A
+// busy one does more on all of them, its appenders waiting for the disk
+// meanwhile. Under SYNC_FLUSH the group commit's flush runs beside the
+// requests and every CPU is kept. docs/BENCHMARKS.md has the
+// measurements.
+func devProcs(n int, mode commitlog.FlushMode, current int) (low, high int) {
 	switch {
 	case n > 0:
-		return n
+		return n, n
 	case os.Getenv("GOMAXPROCS") == "" && mode == commitlog.AsyncFlush:
-		return max(1, current/2)
+		return max(1, current/2), current
 	}
-	return current
+	return current, current
 }
