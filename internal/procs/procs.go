@@ -10,8 +10,12 @@
 // second CPU idle while its appenders wait for the disk (a produce of a
 // million messages ran 5-15 % slower, a consume 11-15 %; docs/BENCHMARKS.md,
 // twenty-third session). A Governor gives it both: Low processors until
-// the process uses nearly all of them, High until it has used well under
-// Low for a while.
+// goroutines wait for one, High until the process has used well under Low
+// CPUs for a while. Waiting, not CPU use, says Low is too few: a produce
+// on one processor used 0.5-0.77 CPUs a look, one send at a time
+// 0.31-0.48, but a quarter to all of the produce's goroutines made
+// runnable waited 50 µs or more for the processor, and none of one send at
+// a time's.
 package procs
 
 import (
@@ -20,6 +24,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"runtime/metrics"
 	"syscall"
 	"time"
 )
@@ -32,17 +37,26 @@ type Config struct {
 	// Interval is how often the process's CPU use is looked at. Default
 	// 50 ms.
 	Interval time.Duration
-	// Up: with Low processors, a look that finds the process used more than
-	// Up × Low CPUs since the last one switches to High. Default 0.85.
-	Up float64
-	// Down: with High processors, DownAfter looks in a row that find it
-	// used less than Down × Low CPUs switch to Low. Default 0.5 and 10
-	// (half a second).
+	// Wait and WaitShare: with Low processors, UpAfter looks in a row that
+	// find more than WaitShare of the goroutines made runnable since the
+	// look before waited Wait or more for a processor switch to High.
+	// Default 200 µs, 0.1 and 2 (a GC cycle is not load).
+	Wait      time.Duration
+	WaitShare float64
+	UpAfter   int
+	// Down: with High processors, DownAfter looks in a row that find the
+	// process used less than Down × Low CPUs switch to Low. Default 0.6 and
+	// 10 (half a second). One send at a time kept a broker at 0.31-0.48
+	// CPUs on one processor and at 0.5 on two, a produce at 0.7-1.
 	Down      float64
 	DownAfter int
 	// CPU returns the CPU time the process has used so far. Default: user
 	// plus system time of getrusage(RUSAGE_SELF).
 	CPU func() (time.Duration, error)
+	// Waits returns how many times goroutines were made runnable so far,
+	// and how many of those waited Wait or more for a processor. Default:
+	// runtime/metrics' /sched/latencies:seconds.
+	Waits func(wait time.Duration) (waited, all uint64)
 	// Set sets GOMAXPROCS. Default runtime.GOMAXPROCS.
 	Set func(n int)
 	// Now is the clock. Default time.Now.
@@ -55,17 +69,26 @@ func (c Config) withDefaults() Config {
 	if c.Interval == 0 {
 		c.Interval = 50 * time.Millisecond
 	}
-	if c.Up == 0 {
-		c.Up = 0.85
+	if c.Wait == 0 {
+		c.Wait = 200 * time.Microsecond
+	}
+	if c.WaitShare == 0 {
+		c.WaitShare = 0.1
+	}
+	if c.UpAfter == 0 {
+		c.UpAfter = 2
 	}
 	if c.Down == 0 {
-		c.Down = 0.5
+		c.Down = 0.6
 	}
 	if c.DownAfter == 0 {
 		c.DownAfter = 10
 	}
 	if c.CPU == nil {
 		c.CPU = processCPU
+	}
+	if c.Waits == nil {
+		c.Waits = schedWaits
 	}
 	if c.Set == nil {
 		c.Set = func(n int) { runtime.GOMAXPROCS(n) }
@@ -89,11 +112,11 @@ func (c Config) Validate() error {
 	if c.Interval < 0 {
 		errs = append(errs, fmt.Errorf("procs: Interval must not be negative, got %v", c.Interval))
 	}
-	if c.Up <= 0 || c.Down <= 0 || c.Down >= c.Up {
-		errs = append(errs, fmt.Errorf("procs: want 0 < Down < Up, got Down %g, Up %g", c.Down, c.Up))
+	if c.Wait < 0 || c.WaitShare <= 0 || c.WaitShare > 1 || c.Down <= 0 {
+		errs = append(errs, fmt.Errorf("procs: want Wait >= 0, 0 < WaitShare <= 1 and Down > 0, got %v, %g and %g", c.Wait, c.WaitShare, c.Down))
 	}
-	if c.DownAfter < 0 {
-		errs = append(errs, fmt.Errorf("procs: DownAfter must not be negative, got %d", c.DownAfter))
+	if c.UpAfter < 0 || c.DownAfter < 0 {
+		errs = append(errs, fmt.Errorf("procs: UpAfter and DownAfter must not be negative, got %d and %d", c.UpAfter, c.DownAfter))
 	}
 	return errors.Join(errs...)
 }
@@ -107,9 +130,11 @@ type Governor struct {
 
 	// The loop's state (only its goroutine uses it, and Step in tests).
 	procs  int           // what it last set
-	quiet  int           // looks in a row under Down
+	streak int           // looks in a row past the threshold towards the other setting
 	last   time.Duration // the process's CPU time at the last look
 	lastAt time.Time     // and when
+	// waited and woken are the counts of Config.Waits at the last look.
+	waited, woken uint64
 }
 
 // Start sets GOMAXPROCS to cfg.Low and starts the governor's goroutine.
@@ -146,6 +171,7 @@ func newGovernor(cfg Config) (*Governor, error) {
 		return nil, fmt.Errorf("procs: read the process's CPU time: %w", err)
 	}
 	g.last, g.lastAt, g.procs = cpu, g.cfg.Now(), g.cfg.Low
+	g.waited, g.woken = g.cfg.Waits(g.cfg.Wait)
 	g.cfg.Set(g.procs)
 	return g, nil
 }
@@ -160,23 +186,26 @@ func (g *Governor) step() {
 		return // looked at again next time
 	}
 	used := float64(cpu-g.last) / float64(wall) // CPUs busy on average
-	g.last, g.lastAt = cpu, now
-	low := float64(g.cfg.Low)
+	waited, woken := g.cfg.Waits(g.cfg.Wait)
+	dw, dn := waited-g.waited, woken-g.woken
+	g.last, g.lastAt, g.waited, g.woken = cpu, now, waited, woken
 	switch {
-	case g.procs == g.cfg.Low && used > g.cfg.Up*low:
-		g.switchTo(g.cfg.High, used)
-	case g.procs == g.cfg.High && used < g.cfg.Down*low:
-		if g.quiet++; g.quiet >= g.cfg.DownAfter {
+	case g.procs == g.cfg.Low && dn > 0 && float64(dw) > g.cfg.WaitShare*float64(dn):
+		if g.streak++; g.streak >= g.cfg.UpAfter {
+			g.switchTo(g.cfg.High, used)
+		}
+	case g.procs == g.cfg.High && used < g.cfg.Down*float64(g.cfg.Low):
+		if g.streak++; g.streak >= g.cfg.DownAfter {
 			g.switchTo(g.cfg.Low, used)
 		}
 	default:
-		g.quiet = 0
+		g.streak = 0
 	}
 }
 
 func (g *Governor) switchTo(n int, used float64) {
 	g.cfg.Logger.Debug("GOMAXPROCS", "from", g.procs, "to", n, "cpus-used", fmt.Sprintf("%.2f", used))
-	g.procs, g.quiet = n, 0
+	g.procs, g.streak = n, 0
 	g.cfg.Set(n)
 }
 
@@ -185,6 +214,25 @@ func (g *Governor) switchTo(n int, used float64) {
 func (g *Governor) Close() {
 	g.stop()
 	<-g.done
+}
+
+// schedWaits reads the runtime's histogram of how long goroutines made
+// runnable waited for a processor: all of them, and those in buckets from
+// wait up.
+func schedWaits(wait time.Duration) (waited, all uint64) {
+	s := []metrics.Sample{{Name: "/sched/latencies:seconds"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindFloat64Histogram {
+		return 0, 0
+	}
+	h := s[0].Value.Float64Histogram()
+	for i, n := range h.Counts { // bucket i is [Buckets[i], Buckets[i+1])
+		all += n
+		if h.Buckets[i] >= wait.Seconds() {
+			waited += n
+		}
+	}
+	return waited, all
 }
 
 // processCPU is the user and system CPU time the process has used.

@@ -8,26 +8,31 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// fake is a process whose CPU use the test sets look by look.
+// fake is a process whose CPU use and scheduling waits the test sets
+// look by look.
 type fake struct {
-	cpu  time.Duration
-	now  time.Time
-	sets []int
+	cpu           time.Duration
+	now           time.Time
+	waited, woken uint64
+	sets          []int
 }
 
 func (f *fake) config() Config {
 	return Config{Low: 1, High: 2, Interval: 50 * time.Millisecond, DownAfter: 3,
-		CPU: func() (time.Duration, error) { return f.cpu, nil },
-		Now: func() time.Time { return f.now },
-		Set: func(n int) { f.sets = append(f.sets, n) }}
+		CPU:   func() (time.Duration, error) { return f.cpu, nil },
+		Waits: func(time.Duration) (uint64, uint64) { return f.waited, f.woken },
+		Now:   func() time.Time { return f.now },
+		Set:   func(n int) { f.sets = append(f.sets, n) }}
 }
 
 // look advances the clock one interval during which the process used
-// cpus CPUs on average, and has g look.
-func (f *fake) look(g *Governor, cpus float64) int {
+// cpus CPUs on average and waitPct of 100 goroutines made runnable waited
+// long, and has g look.
+func (f *fake) look(g *Governor, cpus float64, waitPct uint64) int {
 	const d = 50 * time.Millisecond
 	f.now = f.now.Add(d)
 	f.cpu += time.Duration(cpus * float64(d))
+	f.waited, f.woken = f.waited+waitPct, f.woken+100
 	g.step()
 	return g.procs
 }
@@ -39,23 +44,27 @@ func TestGovernorSwitches(t *testing.T) {
 	assert.Equal(t, []int{1}, f.sets, "starts at Low")
 
 	for _, tt := range []struct {
-		name string
-		cpus float64
-		want int
+		name    string
+		cpus    float64
+		waitPct uint64
+		want    int
 	}{
-		{"quiet", 0.3, 1},
-		{"busy, under Up", 0.8, 1},
-		{"saturated", 0.95, 2},
-		{"still busy on two", 1.6, 2},
-		{"quiet once", 0.2, 2},
-		{"quiet twice", 0.2, 2},
-		{"busy again: the count starts over", 0.7, 2},
-		{"quiet 1", 0.2, 2},
-		{"quiet 2", 0.2, 2},
-		{"quiet 3: DownAfter", 0.2, 1},
-		{"quiet on one", 0.2, 1},
+		{"quiet", 0.3, 0, 1},
+		{"busy, no one waits", 0.9, 5, 1},
+		{"goroutines wait once", 0.7, 50, 1},
+		{"and not again: the count starts over", 0.7, 0, 1},
+		{"they wait", 0.6, 30, 1},
+		{"twice: UpAfter", 0.6, 30, 2},
+		{"busy on two", 1.6, 0, 2},
+		{"one send at a time on two", 0.5, 0, 2},
+		{"quiet twice", 0.5, 0, 2},
+		{"busy again: the count starts over", 0.7, 0, 2},
+		{"quiet 1", 0.5, 0, 2},
+		{"quiet 2", 0.5, 0, 2},
+		{"quiet 3: DownAfter", 0.5, 0, 1},
+		{"one send at a time on one", 0.4, 0, 1},
 	} {
-		assert.Equal(t, tt.want, f.look(g, tt.cpus), tt.name)
+		assert.Equal(t, tt.want, f.look(g, tt.cpus, tt.waitPct), tt.name)
 	}
 	assert.Equal(t, []int{1, 2, 1}, f.sets, "set only on a switch")
 }
@@ -79,7 +88,8 @@ func TestConfigValidate(t *testing.T) {
 		{Config{Low: 1, High: 2}, ""},
 		{Config{Low: 0, High: 2}, "want 1 <= Low < High"},
 		{Config{Low: 2, High: 2}, "want 1 <= Low < High"},
-		{Config{Low: 1, High: 2, Up: 0.4, Down: 0.5}, "want 0 < Down < Up"},
+		{Config{Low: 1, High: 2, WaitShare: 2}, "0 < WaitShare <= 1"},
+		{Config{Low: 1, High: 2, UpAfter: -1}, "must not be negative"},
 		{Config{Low: 1, High: 2, Interval: -time.Second}, "Interval must not be negative"},
 	} {
 		err := tt.cfg.Validate()
@@ -95,7 +105,7 @@ func TestConfigValidate(t *testing.T) {
 func TestStartClose(t *testing.T) {
 	var sets []int
 	done := make(chan struct{})
-	g, err := Start(Config{Low: 1, High: 2, Interval: time.Millisecond, Up: 1e-9, Down: 1e-10,
+	g, err := Start(Config{Low: 1, High: 2, Interval: time.Millisecond, Wait: 1, WaitShare: 1e-9, Down: 1e-10,
 		Set: func(n int) {
 			sets = append(sets, n)
 			if len(sets) == 2 {
