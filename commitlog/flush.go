@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"runtime"
 	"sync"
 	"time"
@@ -154,17 +155,9 @@ func (l *Log) flush() error {
 	}
 	if l.cfg.WriteMode == WriteBuffered {
 		// AsyncFlush: appenders write their staged bytes themselves
-		// (writeThrough); what one is still writing is covered by the
-		// next flush.
-		l.writeMu.Lock()
-		for {
-			if took, _, _ := l.writeBufferedOnce(); !took {
-				break
-			}
-		}
-		l.writeMu.Unlock()
-		if p := l.failErr.Load(); p != nil {
-			return *p
+		// (writeThrough); this writes what is staged now.
+		if err := l.writeThrough(math.MaxInt64); err != nil {
+			return err
 		}
 	}
 	from, end := l.flushed.Load(), l.committed.Load()
@@ -268,11 +261,12 @@ func (l *Log) flushBufferedOnce() bool {
 // writeThrough returns once the log bytes below end, which the caller
 // appended, are written into the segment files (AsyncFlush with
 // WriteBuffered: a process that dies after the append returned must not
-// lose them). Whoever holds l.writeMu writes everything staged so far, so
+// lose them), or, for an end past the log (Flush), once everything staged
+// is. Whoever holds l.writeMu writes everything staged so far, so
 // concurrent appenders queue there and find their bytes written by the
 // one before them, or write the next group themselves: group writes
 // without a flusher goroutine's hand-off, which one send at a time would
-// wait for.
+// wait for. l.writeMu is held across the writes: it orders them.
 func (l *Log) writeThrough(end int64) error {
 	l.writeMu.Lock()
 	defer l.writeMu.Unlock()
@@ -284,7 +278,7 @@ func (l *Log) writeThrough(end int64) error {
 	if p := l.failErr.Load(); p != nil {
 		return *p
 	}
-	if c := l.committed.Load(); c < end {
+	if c := l.committed.Load(); c < end && end != math.MaxInt64 {
 		return fmt.Errorf("commitlog: offset %d not written (written up to %d)", end, c)
 	}
 	return nil
@@ -314,7 +308,7 @@ func (l *Log) writeBufferedOnce() (took bool, start, end int64) {
 			end += pad
 			l.writeOff = end
 		}
-		direct = fsx.DirectAligned(buf, start) && start >= l.pageFront
+		direct = fsx.DirectAligned(buf, start) && start >= l.prefaultTo // past what the mapping brought in (writeStaged)
 	}
 	l.pend, l.pendSpare = l.pendSpare[:0], nil
 	l.pendStart, l.pendSplit = end, -1
@@ -344,7 +338,7 @@ func (l *Log) writeBufferedOnce() (took bool, start, end int64) {
 	if split >= 0 {
 		staged.b, staged.off = buf[split:], nextBase
 	}
-	gone := l.pushStaged(staged)
+	gone := l.pushStaged(l.gone[:0], staged)
 	if err == nil {
 		l.publish(end)
 	}
@@ -356,6 +350,8 @@ func (l *Log) writeBufferedOnce() (took bool, start, end int64) {
 	for _, b := range gone {
 		freeStage(b)
 	}
+	clear(gone)
+	l.gone = gone[:0]
 	if err != nil {
 		l.fail(err)
 		return false, 0, 0
@@ -380,8 +376,9 @@ const smallWindow = 4 << 20
 // window after them pre-faulted (smallWindow), so that one message at a
 // time costs neither a syscall nor a fault: a pwrite was 3.5 µs more at
 // the median of a send's round trip here, a fault 4.5 µs a page.
-// pageFront keeps direct writes past the window. Larger writes, and every
-// write under SyncFlush, go with pwrite (writeAt). l.writeMu is held.
+// No direct write starts inside the window (writeBufferedOnce). Larger
+// writes, and every write under SyncFlush, go with pwrite (writeAt).
+// l.writeMu is held.
 func (l *Log) writeStaged(b []byte, off int64) error {
 	if l.cfg.FlushMode == SyncFlush || len(b) >= l.cfg.DirectBytes || !l.prefaultNext.Load() {
 		return l.writeAt(b, off)
@@ -392,12 +389,8 @@ func (l *Log) writeStaged(b []byte, off int64) error {
 	}
 	copy(l.writer(seg).Bytes()[off-seg.base:], b)
 	seg.release()
-	end := off + int64(len(b))
 	l.mu.Lock()
-	if ahead := l.prefaultWindow(); end+ahead/2 > l.prefaultTo {
-		l.pageFront = max(l.pageFront, end+ahead)
-		l.kickPrefaultLocked(end)
-	}
+	l.kickPrefaultLocked(off + int64(len(b)))
 	l.mu.Unlock()
 	return nil
 }

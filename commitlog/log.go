@@ -65,8 +65,9 @@ type Log struct {
 
 	flushMu sync.Mutex // serializes flushes; taken before writeMu, mu and wmu
 	// writeMu serializes writing the staging buffer (WriteBuffered); taken
-	// before mu.
+	// before mu. gone (under it) is pushStaged's scratch.
 	writeMu sync.Mutex
+	gone    [][]byte
 	cleanMu sync.Mutex // serializes retention passes; taken before mu
 	cpMu    sync.Mutex // serializes checkpoint writes
 
@@ -102,6 +103,9 @@ type Log struct {
 	allocRes  chan allocResult
 	// prefaultTo (under mu) is the end the pre-faulter was last asked to
 	// reach; an append that comes within half a window of it kicks it on.
+	// It only grows, so under WriteBuffered (async) it is also the end of
+	// what small writes through the mapping and the window after them may
+	// have brought into the page cache: no direct write starts below it.
 	prefaultTo   int64
 	prefaultKick chan struct{}
 	prefaulted   chan struct{} // closed after the pre-faulter's first pass
@@ -111,11 +115,6 @@ type Log struct {
 	// most of the bytes, see tallyHybridLocked). Never set without
 	// pre-faulting (PrefaultAhead > 0, WriteMapped or WriteHybrid).
 	prefaultNext atomic.Bool
-	// pageFront (under mu), under AsyncFlush with WriteBuffered: the end of
-	// what small writes through the mapping and the pre-faulter's window
-	// after them may have brought into the page cache; no direct write
-	// starts below it (writeStaged).
-	pageFront int64
 
 	stats  stats
 	report RecoveryReport
@@ -170,23 +169,16 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	l.stop = stop
 	l.prefaulted = make(chan struct{})
-	switch {
-	case (l.cfg.WriteMode == WriteMapped || l.cfg.WriteMode == WriteHybrid) && l.cfg.PrefaultAhead > 0:
+	mapped := l.cfg.WriteMode == WriteMapped || l.cfg.WriteMode == WriteHybrid ||
+		l.cfg.WriteMode == WriteBuffered && l.cfg.FlushMode == AsyncFlush // its small writes (writeStaged)
+	if mapped && l.cfg.PrefaultAhead > 0 {
 		// The window after the recovered end (WriteHybrid keeps it while
 		// small appends bring most of the bytes, see tallyHybridLocked).
 		l.prefaultNext.Store(true)
-		l.prefaultTo = l.writeOff + l.cfg.PrefaultAhead
-		l.prefaultKick <- struct{}{}
-		l.wg.Go(func() { l.prefaultLoop(runCtx) })
-	case l.cfg.WriteMode == WriteBuffered && l.cfg.FlushMode == AsyncFlush && l.cfg.PrefaultAhead > 0:
-		// The window after the small writes (writeStaged), from the
-		// recovered end.
-		l.prefaultNext.Store(true)
 		l.prefaultTo = l.writeOff + l.prefaultWindow()
-		l.pageFront = l.prefaultTo
 		l.prefaultKick <- struct{}{}
 		l.wg.Go(func() { l.prefaultLoop(runCtx) })
-	default:
+	} else {
 		close(l.prefaulted)
 	}
 	l.wg.Go(func() { l.allocLoop(runCtx) })

@@ -192,9 +192,9 @@ func (l *Log) directOff(path string, err error) {
 }
 
 // pushStaged makes s the newest readable staging buffer and returns the
-// buffers no longer readable: the oldest while there are more than
-// stageKeep or the others' capacity passes stageKeepBytes.
-func (l *Log) pushStaged(s stagedBytes) (gone [][]byte) {
+// buffers no longer readable, appended to gone: the oldest while there
+// are more than stageKeep or the others' capacity passes stageKeepBytes.
+func (l *Log) pushStaged(gone [][]byte, s stagedBytes) [][]byte {
 	l.stageMu.Lock()
 	defer l.stageMu.Unlock()
 	l.staged = append(l.staged, s)
@@ -258,17 +258,18 @@ type idleMark struct{ appends, blockReads int64 }
 func (l *Log) trimIdle(last *idleMark) {
 	now := idleMark{appends: l.stats.appends.Load(), blockReads: l.stats.blockReads.Load()}
 	if now.appends == last.appends {
-		for _, b := range l.dropStaged() {
-			freeStage(b)
-		}
-		l.mu.Lock()
+		gone := l.dropStaged()
+		l.mu.Lock() // taken out under the append lock, unmapped after it
 		if len(l.pend) == 0 {
-			freeStage(l.pend)
+			gone = append(gone, l.pend)
 			l.pend = nil
 		}
-		freeStage(l.pendSpare)
+		gone = append(gone, l.pendSpare)
 		l.pendSpare = nil
 		l.mu.Unlock()
+		for _, b := range gone {
+			freeStage(b)
+		}
 	}
 	if now.blockReads == last.blockReads {
 		l.blocks.trim()

@@ -21,7 +21,7 @@ func TestStagedBuffers(t *testing.T) {
 	}
 	var gone [][]byte
 	push := func(s stagedBytes) {
-		gone = append(gone, l.pushStaged(s)...)
+		gone = l.pushStaged(gone, s)
 	}
 	t.Cleanup(func() {
 		for _, b := range append(gone, l.dropStaged()...) {

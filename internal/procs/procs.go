@@ -27,6 +27,8 @@ import (
 	"runtime/metrics"
 	"syscall"
 	"time"
+
+	"github.com/gantrymq/gantry/internal/tick"
 )
 
 // Config configures a Governor. The zero value of a field means its
@@ -128,7 +130,7 @@ type Governor struct {
 	stop context.CancelFunc
 	done chan struct{}
 
-	// The loop's state (only its goroutine uses it, and Step in tests).
+	// The loop's state (only its goroutine uses it, and step in tests).
 	procs  int           // what it last set
 	streak int           // looks in a row past the threshold towards the other setting
 	last   time.Duration // the process's CPU time at the last look
@@ -150,16 +152,7 @@ func Start(cfg Config) (*Governor, error) {
 	g.stop = stop
 	go func() {
 		defer close(g.done)
-		t := time.NewTicker(g.cfg.Interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				g.step()
-			}
-		}
+		tick.Every(ctx, g.cfg.Interval, g.step)
 	}()
 	return g, nil
 }

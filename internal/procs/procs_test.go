@@ -69,13 +69,20 @@ func TestGovernorSwitches(t *testing.T) {
 	assert.Equal(t, []int{1, 2, 1}, f.sets, "set only on a switch")
 }
 
-// A late look measures over the time that passed, not over Interval.
+// A late look measures over the time that passed, not over Interval:
+// 200 ms of CPU over half a second is 0.4 CPUs, under Down (over one
+// Interval it would be 4).
 func TestGovernorLateLook(t *testing.T) {
 	f := &fake{now: time.Unix(1, 0)}
-	g, err := newGovernor(f.config())
+	cfg := f.config()
+	cfg.DownAfter = 1
+	g, err := newGovernor(cfg)
 	require.NoError(t, err)
+	for g.procs == 1 { // up, goroutines waiting
+		f.look(g, 0.9, 50)
+	}
 	f.now = f.now.Add(500 * time.Millisecond)
-	f.cpu += 200 * time.Millisecond // 0.4 CPUs over the half second
+	f.cpu += 200 * time.Millisecond
 	g.step()
 	assert.Equal(t, 1, g.procs)
 }
