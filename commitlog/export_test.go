@@ -130,7 +130,10 @@ func (l *Log) MappedStages() (staged, blocks int) {
 	}
 	l.stageMu.RUnlock()
 	l.mu.Lock()
-	staged += cap(l.pend) + cap(l.pendSpare)
+	staged += cap(l.pend)
+	for _, b := range l.spares {
+		staged += cap(b)
+	}
 	l.mu.Unlock()
 	l.blocks.mu.Lock()
 	blocks = len(l.blocks.arenaMap)

@@ -304,13 +304,14 @@ func (l *Log) writeBufferedOnce() (took bool, start, end int64) {
 		// Pad to a block boundary (if the segment keeps room for its
 		// end filler), so that the next flush may go direct too.
 		if pad := padSize(end); pad > 0 && end+pad+message.BlankSize <= l.active.end() {
-			buf = appendPad(buf, pad)
+			l.growPend(int(pad))
+			buf = appendPad(l.pend, pad)
 			end += pad
 			l.writeOff = end
 		}
 		direct = fsx.DirectAligned(buf, start) && start >= l.prefaultTo // past what the mapping brought in (writeStaged)
 	}
-	l.pend, l.pendSpare = l.pendSpare[:0], nil
+	l.pend = l.spareStage(0)
 	l.pendStart, l.pendSplit = end, -1
 	l.roomCond.Broadcast()
 	l.mu.Unlock()
@@ -343,8 +344,10 @@ func (l *Log) writeBufferedOnce() (took bool, start, end int64) {
 		l.publish(end)
 	}
 	l.mu.Lock()
-	if l.pendSpare == nil && len(gone) > 0 && cap(gone[0]) <= 2*l.cfg.MaxPendingBytes {
-		l.pendSpare, gone[0] = gone[0][:0], nil
+	for i, b := range gone {
+		if l.keepSpare(b) {
+			gone[i] = nil
+		}
 	}
 	l.mu.Unlock()
 	for _, b := range gone {

@@ -46,9 +46,9 @@ type Log struct {
 	mu           sync.Mutex // the append lock; guards the fields below
 	roomCond     *sync.Cond // WriteBuffered: signalled when the staging buffer is taken
 	active       *segment
-	writeOff     int64  // next append offset
-	pend         []byte // WriteBuffered: staged bytes for [pendStart, writeOff), in an aligned buffer (stage.go)
-	pendSpare    []byte // WriteBuffered: an empty staging buffer to reuse
+	writeOff     int64    // next append offset
+	pend         []byte   // WriteBuffered: staged bytes for [pendStart, writeOff), in an aligned buffer (stage.go)
+	spares       [][]byte // WriteBuffered: emptied staging buffers to reuse (spareStage)
 	pendStart    int64
 	pendSplit    int    // index in pend where the active segment starts after a roll; -1 if none
 	scratch      []byte // WriteDirect, WriteHybrid: the batch being stamped and written (kept up to maxScratch)
@@ -286,8 +286,10 @@ func (l *Log) freeStages() {
 	}
 	l.mu.Lock()
 	freeStage(l.pend)
-	freeStage(l.pendSpare)
-	l.pend, l.pendSpare = nil, nil
+	for _, b := range l.takeSpares() {
+		freeStage(b)
+	}
+	l.pend = nil
 	l.mu.Unlock()
 }
 
@@ -463,7 +465,7 @@ func (l *Log) appendLocked(ctx context.Context, chunks [][]byte, size, nrec int,
 	var dst []byte
 	if l.cfg.WriteMode == WriteBuffered {
 		n := len(l.pend)
-		l.pend = growStage(l.pend, size)
+		l.growPend(size)
 		for _, c := range chunks {
 			l.pend = append(l.pend, c...)
 		}
@@ -618,7 +620,8 @@ func (l *Log) rollLocked(ctx context.Context) error {
 	message.AppendBlank(blank[:0], int32(old.size-pos))
 	switch l.cfg.WriteMode {
 	case WriteBuffered:
-		l.pend = append(growStage(l.pend, len(blank)), blank[:]...)
+		l.growPend(len(blank))
+		l.pend = append(l.pend, blank[:]...)
 		l.pendSplit = len(l.pend)
 	case WriteDirect:
 		if err := l.writeAt(blank[:], l.writeOff); err != nil {

@@ -13,7 +13,7 @@ import (
 func TestStagedBuffers(t *testing.T) {
 	l := &Log{}
 	stage := func(off int64, n int, c byte) stagedBytes {
-		b := growStage(nil, n)[:n]
+		b := newStage(max(n, minStage))[:n]
 		for i := range b {
 			b[i] = c
 		}
@@ -60,4 +60,53 @@ func TestStagedBuffers(t *testing.T) {
 	gone = append(gone, l.dropStaged()...)
 	assert.Empty(t, l.staged)
 	assert.Zero(t, l.copyStaged(dst, end))
+}
+
+// A pending staging buffer that fills up moves into the largest spare
+// with room, and the buffer it leaves becomes a spare itself; the spares
+// stay within stageSpares buffers and stageSpareBytes.
+func TestStageSpares(t *testing.T) {
+	l := &Log{}
+	t.Cleanup(func() {
+		freeStage(l.pend)
+		for _, b := range l.takeSpares() {
+			freeStage(b)
+		}
+	})
+	l.pend = newStage(minStage)
+	small := &l.pend[:1][0]
+	l.pend = l.pend[:minStage]
+	l.pend[0], l.pend[minStage-1] = 'a', 'z'
+	big := newStage(4 << 20)
+	bigAt := &big[:1][0]
+	require.True(t, l.keepSpare(big))
+
+	l.growPend(1)
+	require.Same(t, bigAt, &l.pend[0], "moved into the spare")
+	assert.Equal(t, minStage, len(l.pend))
+	assert.Equal(t, byte('a'), l.pend[0])
+	assert.Equal(t, byte('z'), l.pend[minStage-1])
+	require.Len(t, l.spares, 1, "the full buffer is kept")
+	assert.Same(t, small, &l.spares[0][:1][0])
+
+	assert.Nil(t, l.spareStage(minStage+1), "no spare that large")
+	taken := l.spareStage(minStage)
+	assert.Same(t, small, &taken[:1][0])
+	assert.Empty(t, taken, "emptied")
+	assert.Empty(t, l.spares)
+	freeStage(taken)
+
+	for range stageSpares {
+		require.True(t, l.keepSpare(newStage(minStage)))
+	}
+	extra := newStage(minStage)
+	assert.False(t, l.keepSpare(extra), "at most stageSpares")
+	freeStage(extra)
+	for _, b := range l.takeSpares() {
+		freeStage(b)
+	}
+	huge := newStage(stageSpareBytes + 1)
+	assert.False(t, l.keepSpare(huge), "at most stageSpareBytes")
+	freeStage(huge)
+	assert.False(t, l.keepSpare(nil))
 }
