@@ -19,6 +19,11 @@
 //     Gantry's push consumer (one member), printed against its pull
 //     consumer's rate;
 //   - after consume, the Gantry broker's anonymous RSS (RssAnon).
+//
+// Both clients run in this process, under the same runtime settings: the
+// garbage collector's (below) and, on Linux, GODEBUG=madvdontneed=0, for
+// which the benchmark starts itself again (procattr_linux.go); the servers
+// get the environment it was started with.
 package main
 
 import (
@@ -35,6 +40,10 @@ import (
 )
 
 func main() {
+	if err := withClientGODEBUG(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench: start again with GODEBUG:", err)
+		os.Exit(1)
+	}
 	var cfg config
 	flag.Int64Var(&cfg.count, "count", 1_000_000, "messages per produce workload and for consume")
 	flag.IntVar(&cfg.latencyCount, "latency-count", 20_000, "sends of the one-at-a-time workload")

@@ -9,9 +9,76 @@ import (
 	"syscall"
 )
 
-// ownChild makes the child die with the benchmark, if it is killed.
+// ownChild makes the child, a server, die with the benchmark, if it is
+// killed, and gives it the environment the benchmark was started with
+// (serverEnv).
 func ownChild(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.Env = serverEnv()
+}
+
+// clientGODEBUG is added to GODEBUG for the benchmark's own process,
+// which holds both systems' clients, not for the servers it starts: the
+// runtime returns the memory its scavenger frees with MADV_FREE instead of
+// MADV_DONTNEED, so that a page the kernel has not taken back is used
+// again without a fault. A consumer's heap swings by its pulls' buffers;
+// Gantry's consumer faulted 31,000-39,000 pages back in a million
+// messages with MADV_DONTNEED, at several µs each on this project's VM
+// (memory a guest gives back goes to its host), and 10,500-11,400 with
+// MADV_FREE (docs/BENCHMARKS.md, twenty-fourth session). The runtime
+// reads the setting only when it starts (and //go:debug does not take
+// it), so the benchmark starts itself again with it.
+const clientGODEBUG = "madvdontneed=0"
+
+// startedGODEBUG names the variable that holds, in the benchmark started
+// again, the GODEBUG it was first started with, for the servers.
+const startedGODEBUG = "GANTRY_PEER_BENCH_GODEBUG"
+
+// withClientGODEBUG starts the benchmark again, in place, with
+// clientGODEBUG added to GODEBUG, unless it is that second start or
+// GODEBUG already says madvdontneed.
+func withClientGODEBUG() error {
+	gd, seen := os.LookupEnv("GODEBUG")
+	if _, again := os.LookupEnv(startedGODEBUG); again || strings.Contains(gd, "madvdontneed=") {
+		return nil
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	env := withoutGODEBUG()
+	env = append(env, startedGODEBUG+"="+gd)
+	if seen && gd != "" {
+		env = append(env, "GODEBUG="+gd+","+clientGODEBUG)
+	} else {
+		env = append(env, "GODEBUG="+clientGODEBUG)
+	}
+	return syscall.Exec(exe, os.Args, env)
+}
+
+// serverEnv is the environment for the servers: the benchmark's, with the
+// GODEBUG it was first started with.
+func serverEnv() []string {
+	gd, again := os.LookupEnv(startedGODEBUG)
+	if !again {
+		return nil // the benchmark's own (exec.Cmd's default)
+	}
+	env := withoutGODEBUG()
+	if gd != "" {
+		env = append(env, "GODEBUG="+gd)
+	}
+	return env
+}
+
+// withoutGODEBUG is the environment without GODEBUG and startedGODEBUG.
+func withoutGODEBUG() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "GODEBUG=") && !strings.HasPrefix(kv, startedGODEBUG+"=") {
+			env = append(env, kv)
+		}
+	}
+	return env
 }
 
 // syncDisks writes every dirty page back (sync(2)).

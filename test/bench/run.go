@@ -40,7 +40,7 @@ func run(ctx context.Context, cfg config) error {
 			return err
 		}
 	}
-	fmt.Printf("peer benchmark: %d messages of %d bytes, %d in flight; nats-server %s; data in %s\n", cfg.count, cfg.size, cfg.inflight, cfg.nats, dir)
+	fmt.Printf("peer benchmark: %d messages of %d bytes, %d in flight; nats-server %s; data in %s; clients GODEBUG=%s\n", cfg.count, cfg.size, cfg.inflight, cfg.nats, dir, os.Getenv("GODEBUG"))
 	var rows []row
 	var rss int64
 	var push, pull benchkit.Result
