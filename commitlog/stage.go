@@ -101,9 +101,10 @@ func alignUp(n int) int { return (n + fsx.DirectAlign - 1) &^ (fsx.DirectAlign -
 // stageSpares and stageSpareBytes bound the emptied staging buffers a
 // log keeps to reuse: the one written last becomes the next pending
 // buffer, and a pending buffer that grows moves into a larger one. Mapping
-// a fresh buffer each time instead faulted in every page of it: 194 MiB,
-// 50,000 faults at 4-6 µs each on this project's VM, for a million 1 KiB
-// messages produced (docs/BENCHMARKS.md, twenty-fourth session).
+// a fresh buffer each time instead faulted every page of it in: 194 MiB,
+// about 50,000 faults, for a million 1 KiB messages produced
+// (docs/BENCHMARKS.md, twenty-fourth session). One spare may be larger,
+// up to twice MaxPendingBytes, as one always could.
 const (
 	stageSpares     = 4
 	stageSpareBytes = 16 << 20
@@ -151,14 +152,14 @@ func (l *Log) spareStage(need int) []byte {
 // reports whether it did: not when it is empty or the spares are at their
 // bounds. l.mu is held.
 func (l *Log) keepSpare(b []byte) bool {
-	if cap(b) == 0 || len(l.spares) >= stageSpares {
+	if cap(b) == 0 || len(l.spares) >= stageSpares || cap(b) > 2*l.cfg.MaxPendingBytes {
 		return false
 	}
 	kept := cap(b)
 	for _, s := range l.spares {
 		kept += cap(s)
 	}
-	if kept > stageSpareBytes {
+	if len(l.spares) > 0 && kept > stageSpareBytes {
 		return false
 	}
 	l.spares = append(l.spares, b[:0])

@@ -64,9 +64,10 @@ func TestStagedBuffers(t *testing.T) {
 
 // A pending staging buffer that fills up moves into the largest spare
 // with room, and the buffer it leaves becomes a spare itself; the spares
-// stay within stageSpares buffers and stageSpareBytes.
+// stay within stageSpares buffers and stageSpareBytes, but for one alone
+// of up to twice MaxPendingBytes.
 func TestStageSpares(t *testing.T) {
-	l := &Log{}
+	l := &Log{cfg: Config{MaxPendingBytes: 16 << 20}}
 	t.Cleanup(func() {
 		freeStage(l.pend)
 		for _, b := range l.takeSpares() {
@@ -106,7 +107,15 @@ func TestStageSpares(t *testing.T) {
 		freeStage(b)
 	}
 	huge := newStage(stageSpareBytes + 1)
-	assert.False(t, l.keepSpare(huge), "at most stageSpareBytes")
+	require.True(t, l.keepSpare(huge), "one alone may be larger")
+	extra = newStage(minStage)
+	assert.False(t, l.keepSpare(extra), "at most stageSpareBytes")
+	freeStage(extra)
+	for _, b := range l.takeSpares() {
+		freeStage(b)
+	}
+	huge = newStage(2*l.cfg.MaxPendingBytes + 1)
+	assert.False(t, l.keepSpare(huge), "at most twice MaxPendingBytes")
 	freeStage(huge)
 	assert.False(t, l.keepSpare(nil))
 }
