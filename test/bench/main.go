@@ -13,7 +13,8 @@
 //     default file store (fsync in the background);
 //   - sync: the same with every acknowledgement after fsync: Gantry
 //     SYNC_FLUSH, JetStream with sync_interval always;
-//   - latency: one send at a time (async flush), latency percentiles;
+//   - latency: one send at a time (async flush), latency percentiles, in
+//     ten rounds that alternate between the two systems;
 //   - consume: read back the messages the async run stored (Gantry pull
 //     consumer, JetStream pull consumer without acks), and once more with
 //     Gantry's push consumer (one member), printed against its pull

@@ -204,24 +204,20 @@ func (n *natsServer) consume(ctx context.Context, name string, cfg config) (benc
 	return res, nil
 }
 
-// latency publishes one message at a time.
-func (n *natsServer) latency(ctx context.Context, name string, cfg config) (benchkit.Result, error) {
+// latencySender returns a publish of one message at a time to stream
+// name, warmed up.
+func (n *natsServer) latencySender(ctx context.Context, name string) (func(context.Context, []byte) error, error) {
 	if _, err := n.stream(ctx, name); err != nil {
-		return benchkit.Result{}, err
+		return nil, err
 	}
 	subject := name + ".bench"
 	for range 100 { // warm-up
 		if _, err := n.js.Publish(ctx, subject, []byte("warm-up")); err != nil {
-			return benchkit.Result{}, err
+			return nil, err
 		}
 	}
-	res, err := benchkit.OneAtATime(ctx, func(ctx context.Context, body []byte) error {
+	return func(ctx context.Context, body []byte) error {
 		_, err := n.js.Publish(ctx, subject, body)
 		return err
-	}, cfg.latencyCount, cfg.size)
-	if err != nil {
-		return res, err
-	}
-	fmt.Println("jetstream", res)
-	return res, nil
+	}, nil
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gantrymq/gantry/client"
+	"github.com/gantrymq/gantry/internal/histogram"
 	"github.com/gantrymq/gantry/test/benchkit"
 )
 
@@ -98,14 +99,20 @@ func run(ctx context.Context, cfg config) error {
 				start := time.Now()
 				syncDisks()
 				fmt.Printf("== one send at a time (first synced the disk: %d MiB were dirty, %s)\n", dirty, time.Since(start).Round(time.Millisecond))
-				r := row{name: "one at a time"}
-				if r.gantry, err = gantryLatency(ctx, g, "Latency", cfg); err != nil {
+				gsend, gclose, err := gantryLatencySender(ctx, g, "Latency")
+				if err != nil {
 					return err
 				}
-				if r.nats, err = n.latency(ctx, "latency", cfg); err != nil {
+				defer gclose()
+				nsend, err := n.latencySender(ctx, "latency")
+				if err != nil {
 					return err
 				}
-				rows = append(rows, r)
+				both, err := oneAtATime(ctx, [2]func(context.Context, []byte) error{gsend, nsend}, cfg)
+				if err != nil {
+					return err
+				}
+				rows = append(rows, row{name: "one at a time", gantry: both[0], nats: both[1]})
 			}
 			return nil
 		}()
@@ -224,20 +231,50 @@ func gantryPush(ctx context.Context, g *gantryProc, topic string, cfg config) (b
 	return res, err
 }
 
-func gantryLatency(ctx context.Context, g *gantryProc, topic string, cfg config) (benchkit.Result, error) {
+// gantryLatencySender returns a send of one message at a time to topic,
+// warmed up, and the producer's Close.
+func gantryLatencySender(ctx context.Context, g *gantryProc, topic string) (func(context.Context, []byte) error, func(), error) {
 	p, err := client.NewProducer(ctx, gantryConfig(g))
 	if err != nil {
-		return benchkit.Result{}, err
+		return nil, nil, err
 	}
-	defer p.Close()
 	warm(ctx, p, topic)
-	res, err := benchkit.OneAtATime(ctx, func(ctx context.Context, body []byte) error {
+	return func(ctx context.Context, body []byte) error {
 		_, err := p.Send(ctx, &client.Message{Topic: topic, Body: body})
 		return err
-	}, cfg.latencyCount, cfg.size)
-	if err != nil {
-		return res, err
+	}, func() { p.Close() }, nil
+}
+
+// latencyRounds is how many rounds the one-at-a-time sends are made in,
+// each system's in turn.
+const latencyRounds = 10
+
+// oneAtATime times cfg.latencyCount sends one at a time to each system, in
+// latencyRounds rounds that alternate between them (Gantry first in one
+// round, JetStream in the next), so that the machine's drift over the
+// phase falls on both alike instead of on whichever went first. It
+// returns Gantry's result and JetStream's.
+func oneAtATime(ctx context.Context, sends [2]func(context.Context, []byte) error, cfg config) ([2]benchkit.Result, error) {
+	var res [2]benchkit.Result
+	for i := range res {
+		res[i] = benchkit.Result{Op: "produce one at a time", Latency: &histogram.Histogram{}}
 	}
-	fmt.Println("gantry   ", res)
+	per := max(cfg.latencyCount/latencyRounds, 1)
+	for round := range latencyRounds {
+		for k := range 2 {
+			sys := (round + k) % 2
+			r, err := benchkit.OneAtATime(ctx, sends[sys], per, cfg.size)
+			res[sys].Msgs += r.Msgs
+			res[sys].Bytes += r.Bytes
+			res[sys].Elapsed += r.Elapsed
+			res[sys].Latency.Merge(r.Latency)
+			if err != nil {
+				return res, fmt.Errorf("%s: %w", [2]string{"gantry", "jetstream"}[sys], err)
+			}
+		}
+	}
+	fmt.Printf("          %d rounds of %d sends each, the two systems in turn\n", latencyRounds, per)
+	fmt.Println("gantry   ", res[0])
+	fmt.Println("jetstream", res[1])
 	return res, nil
 }
