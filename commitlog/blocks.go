@@ -2,7 +2,6 @@ package commitlog
 
 import (
 	"errors"
-	"fmt"
 	"sync"
 	"unsafe"
 
@@ -90,20 +89,18 @@ func (c *blockCache) trimLocked() {
 			return
 		}
 	}
-	_ = unix.Munmap(c.arenaMap)
+	freeStage(c.arenaMap)
 	c.arena, c.arenaMap = nil, nil
 	c.blocks = [cacheBlocks]block{}
 }
 
-// mapArena maps the blocks' memory and hands it out. c.mu is held.
+// mapArena maps the blocks' memory (newStage's, a huge page more, so that
+// it can start on one) and hands it out. c.mu is held.
 func (c *blockCache) mapArena() {
 	const huge = 2 << 20
 	size := cacheBlocks * blockBytes
-	m, err := unix.Mmap(-1, 0, size+huge, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
-	if err != nil {
-		// Out of address space or memory: what make would have died of.
-		panic(fmt.Sprintf("commitlog: map the %d-byte block cache: %v", size, err))
-	}
+	m := newStage(size + huge)
+	m = m[:cap(m)]
 	at := int(-uintptr(unsafe.Pointer(&m[0])) & (huge - 1))
 	c.arena, c.arenaMap = m[at:at+size:at+size], m
 	_ = unix.Madvise(c.arena, unix.MADV_HUGEPAGE) // advisory

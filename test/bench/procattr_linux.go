@@ -38,7 +38,7 @@ const startedGODEBUG = "GANTRY_PEER_BENCH_GODEBUG"
 // clientGODEBUG added to GODEBUG, unless it is that second start or
 // GODEBUG already says madvdontneed.
 func withClientGODEBUG() error {
-	gd, seen := os.LookupEnv("GODEBUG")
+	gd := os.Getenv("GODEBUG")
 	if _, again := os.LookupEnv(startedGODEBUG); again || strings.Contains(gd, "madvdontneed=") {
 		return nil
 	}
@@ -46,13 +46,11 @@ func withClientGODEBUG() error {
 	if err != nil {
 		return err
 	}
-	env := withoutGODEBUG()
-	env = append(env, startedGODEBUG+"="+gd)
-	if seen && gd != "" {
-		env = append(env, "GODEBUG="+gd+","+clientGODEBUG)
-	} else {
-		env = append(env, "GODEBUG="+clientGODEBUG)
+	client := clientGODEBUG
+	if gd != "" {
+		client = gd + "," + clientGODEBUG
 	}
+	env := append(withoutGODEBUG(), startedGODEBUG+"="+gd, "GODEBUG="+client)
 	return syscall.Exec(exe, os.Args, env)
 }
 
