@@ -99,7 +99,10 @@ func freeAddr(t *testing.T) string {
 // ephemeral range: a port the kernel hands out (":0") can be taken by any
 // outgoing connection's local end while a killed broker is down, and a
 // restart on its kept ports would then fail with "address already in use"
-// (seen in CI). Ports are tried at random from 10000 up to the range.
+// (seen in CI). Ports are tried at random from 10000 up to the range,
+// and none is handed out twice: a run's ports are all picked before its
+// processes bind them, so a port picked twice is free when checked and
+// taken when the second process binds it.
 func freePort(t *testing.T) int {
 	t.Helper()
 	lo, hi := 10000, ephemeralLow()
@@ -109,16 +112,28 @@ func freePort(t *testing.T) int {
 		defer lis.Close()
 		return lis.Addr().(*net.TCPAddr).Port
 	}
+	portsMu.Lock()
+	defer portsMu.Unlock()
 	for range 1000 {
 		port := lo + rand.IntN(hi-lo)
+		if portsGiven[port] {
+			continue
+		}
 		if lis, err := net.Listen("tcp", fmt.Sprintf(":%d", port)); err == nil {
 			lis.Close()
+			portsGiven[port] = true
 			return port
 		}
 	}
 	t.Fatalf("no free port in [%d, %d)", lo, hi)
 	return 0
 }
+
+// portsGiven holds the ports freePort handed out.
+var (
+	portsMu    sync.Mutex
+	portsGiven = map[int]bool{}
+)
 
 // ephemeralLow returns the start of the kernel's ephemeral port range
 // (Linux; 32768 when unknown).
@@ -226,6 +241,9 @@ func (e *Env) StartBroker() time.Duration {
 func (e *Env) TryStartBroker() bool {
 	e.T.Helper()
 	e.Spec.NameServers = []string{e.NSAddr}
+	// Before the process exists: an ack read before this came from the
+	// broker a fault killed (history.Start).
+	e.Record(history.Event{Kind: history.Start, Note: "broker started", Time: history.Now()})
 	p, err := startProc("broker", RoleBroker, e.Spec, filepath.Join(e.Dir, "broker.log"), e.BrokerEnv...)
 	require.NoError(e.T, err)
 	e.track(p)

@@ -44,7 +44,9 @@ type Options struct {
 	ExpectHandled bool
 	// LossAllowance allows, for async flush under power loss, the loss of
 	// a per-queue suffix acknowledged at most this long before the next
-	// fault. Zero: every loss counts.
+	// fault: no message acknowledged later in the same queue by the same
+	// broker process (before the fault, or before the broker's next Start
+	// event) survived. Zero: every loss counts.
 	LossAllowance time.Duration
 	// MinAcked fails a run that acknowledged fewer messages (a run that
 	// did nothing proves nothing).
@@ -207,7 +209,8 @@ type run struct {
 	recvID       map[string]bool         // ids handled
 	faults       []int64                 // fault times, sorted
 	heals        []int64                 // heal times, sorted
-	survivors    map[epochQueue]int64    // see inSuffix
+	starts       []int64                 // broker start times, sorted
+	survivors    map[epochQueue]string   // see holeAbove
 	commit       []history.Event         // committed offsets read
 	reads        []history.Event         // drain and recv events
 	corrupt      map[string]map[pos]bool // kind -> corrupt positions (counted once per kind)
@@ -305,10 +308,13 @@ func (r *run) index(events []history.Event) {
 			r.faults = append(r.faults, e.Time)
 		case history.Heal:
 			r.heals = append(r.heals, e.Time)
+		case history.Start:
+			r.starts = append(r.starts, e.Time)
 		}
 	}
 	slices.Sort(r.faults)
 	slices.Sort(r.heals)
+	slices.Sort(r.starts)
 	r.res.Faults = len(r.faults)
 	r.res.consumed = r.res.consumed || r.opts.ExpectHandled
 }
@@ -406,40 +412,65 @@ func (r *run) judgeLoss(id string) {
 	case age < 0, age > r.res.MaxLossAge:
 		r.res.MaxLossAge = age
 	}
-	allowed := r.opts.LossAllowance > 0 && age >= 0 && age <= r.opts.LossAllowance && r.inSuffix(id, i)
-	if allowed {
-		r.res.LostAllowed++
-		return
+	hole := ""
+	if r.opts.LossAllowance > 0 && age >= 0 && age <= r.opts.LossAllowance {
+		above, ok := r.holeAbove(id, i)
+		if !ok {
+			r.res.LostAllowed++
+			return
+		}
+		o := r.sends[above].ok
+		hole = fmt.Sprintf("; a hole: %s, acknowledged later at %s@%d before the same fault, survived", above, queueKey{o.Broker, o.Queue}, o.Offset)
 	}
 	r.res.Lost++
 	ageText := "no fault after its ack"
 	if age >= 0 {
 		ageText = fmt.Sprintf("acknowledged %s before fault %d", age.Round(time.Millisecond), i+1)
 	}
-	r.problem("lost: %s acknowledged at %s@%d (%s), not in the drain", id, queueKey{ack.Broker, ack.Queue}, ack.Offset, ageText)
+	r.problem("lost: %s acknowledged at %s@%d (%s), not in the drain%s", id, queueKey{ack.Broker, ack.Queue}, ack.Offset, ageText, hole)
 }
 
 // epoch returns the index of the fault an acknowledgement recorded at t
 // precedes (len(faults) if none): the first fault at or after t, or, when
 // t falls between a fault and the heal after it (the broker was down, so
 // the ack was given before the fault and read afterwards), that fault.
-func (r *run) epoch(t int64) int {
+func (r *run) epoch(t int64) int { return r.epochBy(t, r.heals) }
+
+// writerEpoch is epoch for an acknowledgement that survived, as evidence
+// that a loss before the same fault is a hole: such an ack must have come
+// from the broker process the fault hit. One recorded after the next
+// broker process started may have come from that one instead, which can
+// answer before the harness sees it serve: it counts after the fault.
+// Without Start events it is epoch.
+func (r *run) writerEpoch(t int64) int {
+	if len(r.starts) == 0 {
+		return r.epoch(t)
+	}
+	return r.epochBy(t, r.starts)
+}
+
+// epochBy is the fault before which the acknowledgement recorded at t was
+// given: the first fault at or after t, or the fault before t when t
+// comes before the first of marks (sorted) after that fault and before
+// the next one.
+func (r *run) epochBy(t int64, marks []int64) int {
 	i, _ := slices.BinarySearch(r.faults, t)
 	if i > 0 {
-		h, _ := slices.BinarySearch(r.heals, r.faults[i-1])
-		if h < len(r.heals) && t < r.heals[h] && (i == len(r.faults) || r.heals[h] <= r.faults[i]) {
+		h, _ := slices.BinarySearch(marks, r.faults[i-1])
+		if h < len(marks) && t < marks[h] && (i == len(r.faults) || marks[h] <= r.faults[i]) {
 			return i - 1
 		}
 	}
 	return i
 }
 
-// inSuffix reports whether no message acknowledged in the same queue
-// before the same fault i (after the one before it), at a higher offset,
-// survived: the loss is a tail of the queue, not a hole.
-func (r *run) inSuffix(id string, i int) bool {
+// holeAbove returns a message acknowledged in the same queue as id
+// before the same fault i (after the one before it, by the broker process
+// that fault hit: writerEpoch), at a higher offset, that survived, if
+// there is one: then the loss of id is a hole in the queue, not its tail.
+func (r *run) holeAbove(id string, i int) (survivor string, ok bool) {
 	if r.survivors == nil { // the highest surviving acked offset per queue and fault
-		r.survivors = map[epochQueue]int64{}
+		r.survivors = map[epochQueue]string{}
 		for oid, s := range r.sends {
 			o := s.ok
 			if o == nil {
@@ -448,15 +479,18 @@ func (r *run) inSuffix(id string, i int) bool {
 			if _, ok := r.stored[oid]; !ok {
 				continue
 			}
-			k := epochQueue{queueKey{o.Broker, o.Queue}, r.epoch(o.Time)}
-			if hi, ok := r.survivors[k]; !ok || o.Offset > hi {
-				r.survivors[k] = o.Offset
+			k := epochQueue{queueKey{o.Broker, o.Queue}, r.writerEpoch(o.Time)}
+			if hi, ok := r.survivors[k]; !ok || o.Offset > r.sends[hi].ok.Offset {
+				r.survivors[k] = oid
 			}
 		}
 	}
 	ack := r.sends[id].ok
 	hi, ok := r.survivors[epochQueue{queueKey{ack.Broker, ack.Queue}, i}]
-	return !ok || hi <= ack.Offset
+	if !ok || r.sends[hi].ok.Offset <= ack.Offset {
+		return "", false
+	}
+	return hi, true
 }
 
 // epochQueue is a queue between two faults.

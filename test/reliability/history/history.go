@@ -47,10 +47,17 @@ const (
 	Fault Kind = "fault"
 	// Heal: a fault's effect ended at Time (Note says how: a killed
 	// broker serves again). An acknowledgement recorded between a fault
-	// and the heal after it was given before the fault (a response in
-	// flight when the broker died, read afterwards): the checker counts a
-	// loss age from that fault.
+	// and the heal after it may have been given before the fault (a
+	// response in flight when the broker died, read afterwards): the
+	// checker counts a loss age of such an ack from that fault.
 	Heal Kind = "heal"
+	// Start: the harness started a broker process at Time, before it
+	// serves. An acknowledgement recorded between a fault and the start
+	// after it was given by the process the fault hit; one recorded after
+	// the start may come from the new process, which can answer before
+	// the harness sees it serve (the heal). The checker's hole test
+	// (Options.LossAllowance) tells the two apart by it.
+	Start Kind = "start"
 	// Mark: a milestone of the harness (Note says which); the checker
 	// ignores it.
 	Mark Kind = "mark"
