@@ -432,8 +432,8 @@ func (r *run) judgeLoss(id string) {
 
 // epoch returns the index of the fault an acknowledgement recorded at t
 // precedes (len(faults) if none): the first fault at or after t, or, when
-// t falls between a fault and the heal after it (the broker was down, so
-// the ack was given before the fault and read afterwards), that fault.
+// t falls between a fault and the heal after it (an ack given before the
+// fault and read afterwards, as far as a loss age goes), that fault.
 func (r *run) epoch(t int64) int { return r.epochBy(t, r.heals) }
 
 // writerEpoch is epoch for an acknowledgement that survived, as evidence
