@@ -80,6 +80,16 @@ type dedupTable struct {
 	landed []recentRef            // the recent keys in the order they landed, from head on
 	head   int
 	slots  slotSlab
+
+	// First attempts and retries (dedup_fresh.go).
+	logEnd           func() int64        // the log's end: what landed is below it
+	fresh            map[uint64]struct{} // first attempts in flight, by sequence number
+	freshNext        uint64              // the next first attempt's number
+	freshLanded      chan struct{}       // closed when a first attempt lands, for retries waiting; nil when none waits
+	retried          map[dedupID]int64   // keys of retries, to the unix ms when they stop mattering
+	retriedQ         []retriedRef        // registrations of retried in time order, from retriedHead on
+	retriedHead      int
+	retriedFullUntil int64 // unix ms: retries overflowed the table, first attempts go the checked way until then
 }
 
 // recentRef names a recent key, by its slot, and the physical offset of
@@ -156,11 +166,12 @@ type dedupFlight struct {
 }
 
 // newDedupTable returns a table for window; dispatched reports the store's
-// dispatch position (Store.DispatchedOffset).
-func newDedupTable(window time.Duration, now func() time.Time, dispatched func() int64) *dedupTable {
-	return &dedupTable{window: window.Milliseconds(), now: now, dispatched: dispatched,
+// dispatch position (Store.DispatchedOffset), logEnd the log's end
+// (commitlog.Log.MaxOffset).
+func newDedupTable(window time.Duration, now func() time.Time, dispatched, logEnd func() int64) *dedupTable {
+	return &dedupTable{window: window.Milliseconds(), now: now, dispatched: dispatched, logEnd: logEnd,
 		seeds: [4]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed(), maphash.MakeSeed(), maphash.MakeSeed()},
-		keys:  map[dedupID]*dedupSlot{}}
+		keys:  map[dedupID]*dedupSlot{}, fresh: map[uint64]struct{}{}, retried: map[dedupID]int64{}}
 }
 
 // openDedup sets up the de-duplication of sends, unless it is off. Nothing
@@ -171,7 +182,7 @@ func (b *Broker) openDedup(context.Context) error {
 	if b.cfg.DuplicationWindow <= 0 {
 		return nil
 	}
-	b.dedup = newDedupTable(b.cfg.DuplicationWindow, b.cfg.Now, b.store.DispatchedOffset)
+	b.dedup = newDedupTable(b.cfg.DuplicationWindow, b.cfg.Now, b.store.DispatchedOffset, b.store.CommitLog().MaxOffset)
 	b.log.Info("de-duplication of sends on", "window", b.cfg.DuplicationWindow)
 	return nil
 }
@@ -417,7 +428,7 @@ func (t *dedupTable) size() int {
 // keep returns the messages of batch that fl stores: batch itself when
 // none is a duplicate, else a new slice in the same order.
 func (fl *dedupFlight) keep(batch []*message.Message) []*message.Message {
-	if fl.stores == len(batch) {
+	if fl.storesAll() {
 		return batch
 	}
 	out := make([]*message.Message, 0, fl.stores)
@@ -432,7 +443,7 @@ func (fl *dedupFlight) keep(batch []*message.Message) []*message.Message {
 // keepRecords returns pieces of chunks holding the records that fl stores,
 // in order: chunks itself when none is a duplicate.
 func (fl *dedupFlight) keepRecords(chunks [][]byte) [][]byte {
-	if fl.stores == len(fl.marks) {
+	if fl.storesAll() {
 		return chunks
 	}
 	var out [][]byte
@@ -460,7 +471,7 @@ func (fl *dedupFlight) keepRecords(chunks [][]byte) [][]byte {
 // keepInfos returns the elements of recs (one per message of fl's send)
 // of the records that fl stores: recs itself when none is a duplicate.
 func (fl *dedupFlight) keepInfos(recs []store.RecordInfo) []store.RecordInfo {
-	if fl.stores == len(recs) {
+	if fl.storesAll() {
 		return recs
 	}
 	out := make([]store.RecordInfo, 0, fl.stores)
@@ -472,6 +483,10 @@ func (fl *dedupFlight) keepInfos(recs []store.RecordInfo) []store.RecordInfo {
 	return out
 }
 
+// storesAll reports whether fl's send stores every message: none is a
+// duplicate, or fl has no marks (a first attempt, which claims nothing).
+func (fl *dedupFlight) storesAll() bool { return fl.stores == len(fl.marks) }
+
 // stored reports whether message i of fl's send is stored.
 func (fl *dedupFlight) stored(i int) bool { return fl.marks[i] == markNone || fl.marks[i] == markNew }
 
@@ -482,8 +497,26 @@ func (fl *dedupFlight) stored(i int) bool { return fl.marks[i] == markNone || fl
 // fl.keepRecords), and lands the outcome. The results are in the order of
 // the messages; a duplicate's is its original's, marked. An error with
 // results is indeterminate (see Send); without, nothing was stored.
-func dedupSend[K dedupKey](ctx context.Context, b *Broker, topic string, keys []K,
+//
+// attempt is the send's SendRequest.attempt (0: not said), and uniqKeyed
+// reports that every message's key is its UNIQ_KEY: a first attempt so
+// keyed skips the table and the index unless a retry registered one of
+// its keys, and a retry first waits for the first attempts in flight
+// (dedup_fresh.go).
+func dedupSend[K dedupKey](ctx context.Context, b *Broker, topic string, keys []K, attempt uint32, uniqKeyed bool,
 	put func(fl *dedupFlight) ([]store.PutResult, error)) ([]SendResult, error) {
+	switch {
+	case attempt == 1 && uniqKeyed:
+		if seq, ok := startFresh(b.dedup, topic, keys); ok {
+			defer b.dedup.landFresh(seq)
+			res, err := put(&dedupFlight{}) // no marks: stores every message
+			return sendResults(res), err
+		}
+	case attempt >= 2:
+		if err := waitFresh(ctx, b.dedup, topic, keys); err != nil {
+			return nil, err
+		}
+	}
 	out := make([]SendResult, len(keys))
 	fl, err := claimKeys(ctx, b.dedup, topic, keys, out)
 	if err != nil {

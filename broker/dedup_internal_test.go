@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,17 +15,18 @@ import (
 )
 
 // testTable is a dedup table with a 10 s window on a settable clock (ms)
-// and a settable dispatch position.
+// and a settable dispatch position and log end.
 type testTable struct {
 	*dedupTable
 	mu         sync.Mutex
 	now        int64
 	dispatchAt atomic.Int64
+	end        atomic.Int64
 }
 
 func newTestTable() *testTable {
 	tt := &testTable{now: 1_700_000_000_000}
-	tt.dedupTable = newDedupTable(10*time.Second, tt.clock, tt.dispatchAt.Load)
+	tt.dedupTable = newDedupTable(10*time.Second, tt.clock, tt.dispatchAt.Load, tt.end.Load)
 	return tt
 }
 
@@ -305,4 +307,82 @@ func BenchmarkDedupClaimLand(b *testing.B) {
 		tt.dispatchAt.Store(int64(n) - 1000)
 	}
 	b.ReportMetric(float64(tt.size()), "recent-keys")
+}
+
+// A retry waits for the first attempts that started before it registered
+// its keys to land, then for the dispatcher to index up to the log's end;
+// a first attempt that starts after it does not hold it up, and goes the
+// checked way if it has the retry's key.
+func TestWaitFresh(t *testing.T) {
+	tt := newTestTable()
+	seq, ok := startFresh(tt.dedupTable, "T", []string{"A"})
+	require.True(t, ok)
+	done := make(chan error, 1)
+	go func() { done <- waitFresh(t.Context(), tt.dedupTable, "T", []string{"A", "B"}) }()
+	require.Eventually(t, func() bool {
+		tt.dedupTable.mu.Lock()
+		defer tt.dedupTable.mu.Unlock()
+		return len(tt.retried) == 2 && tt.freshLanded != nil
+	}, 5*time.Second, time.Millisecond, "the retry registers its keys and waits")
+
+	_, ok = startFresh(tt.dedupTable, "T", []string{"B"})
+	assert.False(t, ok, "a first attempt of a retry's key goes the checked way")
+	later, ok := startFresh(tt.dedupTable, "T", []string{"C"})
+	require.True(t, ok, "other keys still go the quick way")
+
+	tt.end.Store(100)
+	tt.landFresh(seq)
+	select {
+	case err := <-done:
+		t.Fatalf("returned before the dispatcher indexed the first attempt: %v", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	tt.dispatchAt.Store(100)
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("still waiting once the first attempt landed and was indexed (the later one is in flight)")
+	}
+	tt.landFresh(later)
+
+	// A retry gives up when its context ends.
+	seq, ok = startFresh(tt.dedupTable, "T", []string{"D"})
+	require.True(t, ok)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Millisecond)
+	defer cancel()
+	assert.ErrorIs(t, waitFresh(ctx, tt.dedupTable, "T", []string{"E"}), context.DeadlineExceeded)
+	tt.landFresh(seq)
+}
+
+// The keys retries register are dropped when their window ends; past
+// maxRetried a retry registers no more, and first attempts go the checked
+// way until a window has passed.
+func TestRetriedKeys(t *testing.T) {
+	tt := newTestTable()
+	require.NoError(t, waitFresh(t.Context(), tt.dedupTable, "T", []string{"A"}))
+	tt.advance(5 * time.Second)
+	require.NoError(t, waitFresh(t.Context(), tt.dedupTable, "T", []string{"A", "B"})) // A again: a later window
+	tt.advance(5 * time.Second)
+	_, ok := startFresh(tt.dedupTable, "T", []string{"A"})
+	assert.False(t, ok, "A's second registration holds")
+	tt.advance(5 * time.Second)
+	seq, ok := startFresh(tt.dedupTable, "T", []string{"A"})
+	require.True(t, ok)
+	tt.landFresh(seq)
+	assert.Empty(t, tt.retried)
+
+	keys := make([]string, maxRetried+1)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("K%d", i)
+	}
+	require.NoError(t, waitFresh(t.Context(), tt.dedupTable, "T", keys))
+	assert.Len(t, tt.retried, maxRetried)
+	_, ok = startFresh(tt.dedupTable, "T", []string{"new"})
+	assert.False(t, ok, "retries overflowed: first attempts are checked")
+	tt.advance(10*time.Second + time.Millisecond)
+	seq, ok = startFresh(tt.dedupTable, "T", []string{"new"})
+	assert.True(t, ok, "a window after the overflow")
+	tt.landFresh(seq)
+	assert.Empty(t, tt.retried)
 }

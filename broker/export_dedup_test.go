@@ -25,3 +25,11 @@ func (b *Broker) DedupSettle(t testing.TB) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// DedupKeys returns how many keys the broker's de-duplication table holds:
+// claimed or recent, and registered by retries.
+func (b *Broker) DedupKeys() (keys, retried int) {
+	b.dedup.mu.Lock()
+	defer b.dedup.mu.Unlock()
+	return len(b.dedup.keys), len(b.dedup.retried)
+}

@@ -62,7 +62,7 @@ func (b *Broker) Send(ctx context.Context, topic string, msgs []*message.Message
 	for i, m := range msgs {
 		keys[i] = messageKey(m)
 	}
-	return dedupSend(ctx, b, topic, keys, func(fl *dedupFlight) ([]store.PutResult, error) {
+	return dedupSend(ctx, b, topic, keys, 0, false, func(fl *dedupFlight) ([]store.PutResult, error) {
 		return b.put(ctx, topic, fl.keep(batch))
 	})
 }

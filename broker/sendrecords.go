@@ -20,6 +20,16 @@ import (
 // parked where they ask to be. Duplicates are answered as Send answers
 // them; the other records go to the log as they came, in order.
 func (b *Broker) SendRecords(ctx context.Context, topic string, chunks [][]byte) ([]SendResult, error) {
+	return b.SendRecordsAttempt(ctx, topic, 0, chunks)
+}
+
+// SendRecordsAttempt is SendRecords for the attempt-th attempt of a send
+// of Gantry's producer (SendRequest.attempt; 0: the sender does not say).
+// A first attempt promises that no earlier request can have stored its
+// records (their UNIQ_KEYs were made for it): those keyed by UNIQ_KEY are
+// then checked only against retries, which wait for the first attempts in
+// flight (docs/BROKER.md, "De-duplication of sends").
+func (b *Broker) SendRecordsAttempt(ctx context.Context, topic string, attempt uint32, chunks [][]byte) ([]SendResult, error) {
 	if !b.calls.enter() {
 		return nil, ErrShuttingDown
 	}
@@ -31,7 +41,7 @@ func (b *Broker) SendRecords(ctx context.Context, topic string, chunks [][]byte)
 	dedup := b.dedup != nil && dedupTopic(topic)
 	var keys [][]byte // per record, when de-duplicating
 	var recs []store.RecordInfo
-	n, delayed := 0, false
+	n, delayed, uniqKeyed := 0, false, true
 	for _, c := range chunks {
 		for off := 0; off < len(c); n++ {
 			rec, d, info, key, err := b.checkRecord(tc, c[off:])
@@ -41,6 +51,7 @@ func (b *Broker) SendRecords(ctx context.Context, topic string, chunks [][]byte)
 			delayed = delayed || d
 			if dedup {
 				keys = append(keys, key)
+				uniqKeyed = uniqKeyed && string(key) == string(info.UniqKey)
 			}
 			recs = append(recs, info)
 			off += len(rec)
@@ -58,7 +69,7 @@ func (b *Broker) SendRecords(ctx context.Context, topic string, chunks [][]byte)
 			res, err := b.put(ctx, topic, batch)
 			return sendResults(res), err
 		}
-		return dedupSend(ctx, b, topic, keys, func(fl *dedupFlight) ([]store.PutResult, error) {
+		return dedupSend(ctx, b, topic, keys, attempt, uniqKeyed, func(fl *dedupFlight) ([]store.PutResult, error) {
 			return b.put(ctx, topic, fl.keep(batch))
 		})
 	}
@@ -66,7 +77,7 @@ func (b *Broker) SendRecords(ctx context.Context, topic string, chunks [][]byte)
 		res, err := b.putRecords(ctx, topic, chunks, recs)
 		return sendResults(res), err
 	}
-	return dedupSend(ctx, b, topic, keys, func(fl *dedupFlight) ([]store.PutResult, error) {
+	return dedupSend(ctx, b, topic, keys, attempt, uniqKeyed, func(fl *dedupFlight) ([]store.PutResult, error) {
 		return b.putRecords(ctx, topic, fl.keepRecords(chunks), fl.keepInfos(recs))
 	})
 }

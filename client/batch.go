@@ -40,7 +40,11 @@ type sendOp struct {
 	lazy  *batch
 	n     int // how many
 	bytes int64
-	state atomic.Int32
+	// attempt is which attempt of its send the op is, from 1
+	// (SendRequest.attempt): the first promises the broker that no
+	// earlier request can have stored its messages.
+	attempt uint32
+	state   atomic.Int32
 	// page, off and end locate the op's records in its chunk (under
 	// queueSender.mu until the chunk is taken, then the sender's).
 	page, off, end int
@@ -61,14 +65,14 @@ type opCompleter interface {
 	completeOp(results []*gantryv1.SendResult, err error)
 }
 
-func newSendOp(ctx context.Context, records []byte, n int, bytes int64) *sendOp {
-	return &sendOp{ctx: ctx, records: records, n: n, bytes: bytes, done: make(chan struct{})}
+func newSendOp(ctx context.Context, records []byte, n int, bytes int64, attempt uint32) *sendOp {
+	return &sendOp{ctx: ctx, records: records, n: n, bytes: bytes, attempt: attempt, done: make(chan struct{})}
 }
 
 // initAsync makes op, which must be new, the first attempt of SendAsync
 // batch b, whose outcome goes to onDone: no waiting goroutine.
 func (op *sendOp) initAsync(ctx context.Context, b *batch, onDone opCompleter) *sendOp {
-	op.ctx, op.lazy, op.n, op.bytes, op.onDone = ctx, b, len(b.msgs), b.bytes, onDone
+	op.ctx, op.lazy, op.n, op.bytes, op.onDone, op.attempt = ctx, b, len(b.msgs), b.bytes, onDone, 1
 	return op
 }
 
@@ -469,10 +473,12 @@ func (s *queueSender) send(c *sendChunk) {
 // own.
 func (s *queueSender) roundTrip(c *sendChunk) ([]*gantryv1.SendResult, error) {
 	var deadline time.Time
+	attempt := uint32(1) // a request is a first attempt if all its ops are
 	for _, op := range c.ops {
 		if d, ok := op.ctx.Deadline(); ok && d.After(deadline) {
 			deadline = d
 		}
+		attempt = max(attempt, op.attempt)
 	}
 	var ctx context.Context
 	if op := c.ops[0]; len(c.ops) == 1 && op.onDone == nil && !deadline.IsZero() {
@@ -485,7 +491,7 @@ func (s *queueSender) roundTrip(c *sendChunk) ([]*gantryv1.SendResult, error) {
 		ctx, cancel = context.WithDeadline(s.p.c.life, deadline)
 		defer cancel()
 	}
-	o := &outgoing{req: &gantryv1.SendRequest{Topic: s.q.Topic, ProducerGroup: s.p.opts.group}, c: c}
+	o := &outgoing{req: &gantryv1.SendRequest{Topic: s.q.Topic, ProducerGroup: s.p.opts.group, Attempt: attempt}, c: c}
 	results, err := s.b.roundTrip(ctx, o, c.bytes)
 	if err == nil && len(results) != c.msgs {
 		err = &IndeterminateError{Broker: s.b.addr, Err: fmt.Errorf("client: send to %s: %d results for %d messages: %w", s.b.addr, len(results), c.msgs, ErrInternal)}

@@ -447,7 +447,7 @@ func (p *Producer) SendOneway(ctx context.Context, msg *Message) error {
 	if err != nil {
 		return err
 	}
-	req := &gantryv1.SendRequest{Topic: b.topic, Records: [][]byte{b.records(q.ID)}, ProducerGroup: p.opts.group}
+	req := &gantryv1.SendRequest{Topic: b.topic, Records: [][]byte{b.records(q.ID)}, ProducerGroup: p.opts.group, Attempt: 1}
 	if err := bs.oneway(ctx, req, b.bytes); err != nil {
 		p.c.brokerFailed(b.topic, err)
 		return err
@@ -510,7 +510,7 @@ func (p *Producer) sendFrom(ctx context.Context, b *batch, start int, r retrySta
 		}
 		if err == nil {
 			var res []*gantryv1.SendResult
-			if res, err = p.attempt(ctx, q, b); err == nil {
+			if res, err = p.attempt(ctx, q, b, uint32(attempt+1)); err == nil {
 				b.release()
 				return p.results(q, b, res, attempt+1), nil
 			}
@@ -604,11 +604,12 @@ func (p *Producer) pick(ctx context.Context, topic string, m *Message) (Queue, [
 	return q, all, nil
 }
 
-// attempt sends b to q once, bounded by the send timeout.
-func (p *Producer) attempt(ctx context.Context, q Queue, b *batch) ([]*gantryv1.SendResult, error) {
+// attempt sends b to q once, as the n-th attempt of its send (from 1:
+// SendRequest.attempt), bounded by the send timeout.
+func (p *Producer) attempt(ctx context.Context, q Queue, b *batch, n uint32) ([]*gantryv1.SendResult, error) {
 	actx, cancel := context.WithTimeout(ctx, p.opts.sendTimeout)
 	defer cancel()
-	op := newSendOp(actx, b.records(q.ID), len(b.msgs), b.bytes)
+	op := newSendOp(actx, b.records(q.ID), len(b.msgs), b.bytes, n)
 	for retired := false; ; retired = true {
 		s, err := p.queueSender(q, retired)
 		if err != nil {

@@ -12,10 +12,12 @@ import (
 	"github.com/gantrymq/gantry/message"
 )
 
-// keysSent records the UNIQ_KEYs of every send request's records.
+// keysSent records the UNIQ_KEYs of every send request's records, and
+// its attempt number.
 type keysSent struct {
-	mu   sync.Mutex
-	reqs [][]string
+	mu       sync.Mutex
+	reqs     [][]string
+	attempts []uint32
 }
 
 func (k *keysSent) add(t *testing.T, req *gantryv1.SendRequest) {
@@ -30,6 +32,13 @@ func (k *keysSent) add(t *testing.T, req *gantryv1.SendRequest) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.reqs = append(k.reqs, keys)
+	k.attempts = append(k.attempts, req.GetAttempt())
+}
+
+func (k *keysSent) attemptsSent() []uint32 {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.attempts
 }
 
 func (k *keysSent) all() [][]string {
@@ -40,7 +49,8 @@ func (k *keysSent) all() [][]string {
 
 // SendResult.Attempts counts the attempts a send took, and every retry
 // carries the messages' first UNIQ_KEYs (what lets the broker answer it as
-// a duplicate).
+// a duplicate) and its number (SendRequest.attempt: the first promises
+// fresh keys, which the broker then checks only against retries).
 func TestSendAttemptsKeepUniqKeys(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -74,6 +84,26 @@ func TestSendAttemptsKeepUniqKeys(t *testing.T) {
 			for _, keys := range reqs {
 				assert.Equal(t, []string{res[0].UniqKey, res[1].UniqKey}, keys, "every attempt carries the same ids")
 			}
+			want := []uint32{1, 2}[:tt.want]
+			assert.Equal(t, want, sent.attemptsSent())
+
+			// SendAsync numbers its attempts alike.
+			var async keysSent
+			a.setFault(func(_ int64, req *gantryv1.SendRequest) *sendFault {
+				async.add(t, req)
+				if len(async.attemptsSent()) == 1 {
+					return tt.fault
+				}
+				return nil
+			})
+			got := make(chan SendResult, 1)
+			p.SendAsync(t.Context(), &Message{Topic: "T", Body: []byte("z")}, func(r SendResult, err error) {
+				assert.NoError(t, err)
+				got <- r
+			})
+			r := <-got
+			assert.Equal(t, tt.want, r.Attempts)
+			assert.Equal(t, want, async.attemptsSent())
 		})
 	}
 }

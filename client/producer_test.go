@@ -600,7 +600,7 @@ func TestIdleQueueSenderRetires(t *testing.T) {
 	p.mu.Lock()
 	assert.Empty(t, p.queues)
 	p.mu.Unlock()
-	require.ErrorIs(t, s.enqueue(newSendOp(t.Context(), nil, 0, 0)), errSenderIdle)
+	require.ErrorIs(t, s.enqueue(newSendOp(t.Context(), nil, 0, 0, 1)), errSenderIdle)
 	close(s.quit) // the retired sender's goroutine is still running in this test: stop it
 	_, err = p.Send(t.Context(), &Message{Topic: "T", Body: []byte("y")})
 	require.NoError(t, err, "a new sender takes over")

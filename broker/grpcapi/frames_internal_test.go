@@ -31,7 +31,7 @@ func records(t testing.TB, n, size int) []byte {
 func sendRequest(recs []byte) []byte {
 	b := gantryv1.AppendRecordsKey(nil, len(recs))
 	b = append(b, recs...)
-	return (&gantryv1.SendRequest{Topic: "T", ProducerGroup: "G", RequestId: 77}).AppendFieldsAfterRecords(b)
+	return (&gantryv1.SendRequest{Topic: "T", ProducerGroup: "G", RequestId: 77, Attempt: 1}).AppendFieldsAfterRecords(b)
 }
 
 // split cuts b into buffers of at most size bytes, as gRPC's frames.
@@ -59,6 +59,7 @@ func TestUnmarshalFramesStartsAfresh(t *testing.T) {
 	assert.Empty(t, p.req.Topic)
 	assert.Empty(t, p.req.ProducerGroup)
 	assert.Zero(t, p.req.RequestId)
+	assert.Zero(t, p.req.Attempt)
 	assert.Equal(t, recs, bytes.Join(p.req.Records, nil))
 }
 
@@ -78,6 +79,7 @@ func TestUnmarshalFrames(t *testing.T) {
 			assert.Equal(t, "T", p.req.Topic)
 			assert.Equal(t, "G", p.req.ProducerGroup)
 			assert.Equal(t, uint64(77), p.req.RequestId)
+			assert.Equal(t, uint32(1), p.req.Attempt)
 			assert.Equal(t, recs, bytes.Join(p.req.Records, nil), "the records, in order")
 			for i, c := range p.req.Records {
 				for off := 0; off < len(c); {

@@ -220,8 +220,8 @@ func AppendRecordsKey(b []byte, n int) []byte {
 	return appendVarint(append(b, tag(5, protowire.BytesType)), uint64(n))
 }
 
-// AppendFieldsAfterRecords appends x's topic, producer_group and
-// request_id as proto.Marshal writes them (x.Messages, x.Records and
+// AppendFieldsAfterRecords appends x's topic, producer_group, request_id
+// and attempt as proto.Marshal writes them (x.Messages, x.Records and
 // unknown fields are not written). After AppendRecordsKey and the records
 // they make a SendRequest's encoding with its fields out of number order,
 // which protobuf decoders accept.
@@ -234,6 +234,9 @@ func (x *SendRequest) AppendFieldsAfterRecords(b []byte) []byte {
 	}
 	if x.RequestId != 0 {
 		b = appendVarint(append(b, tag(4, protowire.VarintType)), x.RequestId)
+	}
+	if x.Attempt != 0 {
+		b = appendVarint(append(b, tag(6, protowire.VarintType)), uint64(x.Attempt))
 	}
 	return b
 }

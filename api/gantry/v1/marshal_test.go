@@ -259,7 +259,8 @@ func TestSendRequestAppendAroundRecords(t *testing.T) {
 		name string
 		in   *SendRequest
 	}{
-		{name: "all fields", in: &SendRequest{Topic: "Orders", ProducerGroup: "G", RequestId: 42, Records: [][]byte{[]byte("abcdefgh")}}},
+		{name: "all fields", in: &SendRequest{Topic: "Orders", ProducerGroup: "G", RequestId: 42, Attempt: 1, Records: [][]byte{[]byte("abcdefgh")}}},
+		{name: "a retry", in: &SendRequest{Topic: "Orders", RequestId: 7, Attempt: math.MaxUint32, Records: [][]byte{[]byte("abcdefgh")}}},
 		{name: "no group, unary", in: &SendRequest{Topic: "T", Records: [][]byte{[]byte("x")}}},
 		{name: "large records and id", in: &SendRequest{Topic: strings.Repeat("t", 127), ProducerGroup: "g", RequestId: math.MaxUint64, Records: [][]byte{make([]byte, 300_000)}}},
 	} {

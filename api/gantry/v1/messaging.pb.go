@@ -254,7 +254,15 @@ type SendRequest struct {
 	// element: each with its topic, queue id (-1: broker picks), body,
 	// properties including UNIQ_KEY, and a __CRC32# tail that the broker
 	// seals. The broker stores them nearly as they are: the cheap path.
-	Records       [][]byte `protobuf:"bytes,5,rep,name=records,proto3" json:"records,omitempty"`
+	Records [][]byte `protobuf:"bytes,5,rep,name=records,proto3" json:"records,omitempty"`
+	// attempt is which attempt of its send the request is, from 1, as
+	// Gantry's producer numbers them; 0 when the sender does not say. A
+	// first attempt (1) promises that no earlier request can have stored
+	// its messages: their UNIQ_KEYs were made for this send. The broker
+	// then de-duplicates those keyed by UNIQ_KEY only against retries
+	// (attempt 2 and up), which wait for the first attempts in flight
+	// (docs/BROKER.md, "De-duplication of sends").
+	Attempt       uint32 `protobuf:"varint,6,opt,name=attempt,proto3" json:"attempt,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -322,6 +330,13 @@ func (x *SendRequest) GetRecords() [][]byte {
 		return x.Records
 	}
 	return nil
+}
+
+func (x *SendRequest) GetAttempt() uint32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
 }
 
 type SendResult struct {
@@ -2116,14 +2131,15 @@ const file_messaging_proto_rawDesc = "" +
 	"\buniq_key\x18\b \x01(\tR\auniqKey\x1a=\n" +
 	"\x0fPropertiesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb3\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xcd\x01\n" +
 	"\vSendRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12.\n" +
 	"\bmessages\x18\x02 \x03(\v2\x12.gantry.v1.MessageR\bmessages\x12%\n" +
 	"\x0eproducer_group\x18\x03 \x01(\tR\rproducerGroup\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x04 \x01(\x04R\trequestId\x12\x18\n" +
-	"\arecords\x18\x05 \x03(\fR\arecords\"\xf1\x01\n" +
+	"\arecords\x18\x05 \x03(\fR\arecords\x12\x18\n" +
+	"\aattempt\x18\x06 \x01(\rR\aattempt\"\xf1\x01\n" +
 	"\n" +
 	"SendResult\x12\x15\n" +
 	"\x06msg_id\x18\x01 \x01(\tR\x05msgId\x12\x19\n" +

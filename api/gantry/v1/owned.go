@@ -119,8 +119,8 @@ func (x *SendRequest) unmarshalRecords(b []byte) bool {
 	})
 }
 
-// SetHeaderField sets x's topic (1), producer_group (3) or request_id (4)
-// from one decoded field: its number, its wire type and its value (a
+// SetHeaderField sets x's topic (1), producer_group (3), request_id (4)
+// or attempt (6) from one decoded field: its number, its wire type and its value (a
 // string's bytes, which it copies, or a varint's value). It reports false
 // for any other field, and for a string that is not UTF-8 (which
 // proto.Unmarshal refuses). A decoder of the records field's bytes of its
@@ -138,6 +138,8 @@ func (x *SendRequest) SetHeaderField(num protowire.Number, typ protowire.Type, v
 		}
 	case num == 4 && typ == protowire.VarintType:
 		x.RequestId = u
+	case num == 6 && typ == protowire.VarintType:
+		x.Attempt = uint32(u)
 	default:
 		return false
 	}

@@ -21,7 +21,7 @@ func TestUnmarshalOwnedMatchesProto(t *testing.T) {
 		in   []byte
 	}{
 		{"empty", nil},
-		{"records", must(t, &SendRequest{Topic: "Orders", ProducerGroup: "pg", RequestId: 42,
+		{"records", must(t, &SendRequest{Topic: "Orders", ProducerGroup: "pg", RequestId: 42, Attempt: 2,
 			Records: [][]byte{[]byte("first record"), {}, []byte("third")}})},
 		{"messages", must(t, &SendRequest{Topic: "T", Messages: []*Message{{QueueId: 3, Body: []byte("b")}}})},
 		{"messages and records", must(t, &SendRequest{Topic: "T", Messages: []*Message{{Body: []byte("b")}}, Records: [][]byte{[]byte("r")}})},
@@ -48,7 +48,7 @@ func TestUnmarshalOwnedMatchesProto(t *testing.T) {
 
 func FuzzUnmarshalOwned(f *testing.F) {
 	f.Add([]byte(nil))
-	f.Add(must(f, &SendRequest{Topic: "Orders", ProducerGroup: "pg", RequestId: 42, Records: [][]byte{[]byte("r1"), []byte("r2")}}))
+	f.Add(must(f, &SendRequest{Topic: "Orders", ProducerGroup: "pg", RequestId: 42, Attempt: 1, Records: [][]byte{[]byte("r1"), []byte("r2")}}))
 	f.Add(must(f, &SendRequest{Topic: "T", Messages: []*Message{{Body: []byte("b")}}}))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		if err := matchProto(in, &SendRequest{}, &SendRequest{}); err != nil {
