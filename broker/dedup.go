@@ -82,9 +82,9 @@ type dedupTable struct {
 	slots  slotSlab
 
 	// First attempts and retries (dedup_fresh.go).
-	logEnd           func() int64        // the log's end: what landed is below it
 	fresh            map[uint64]struct{} // first attempts in flight, by sequence number
 	freshNext        uint64              // the next first attempt's number
+	freshLast        int64               // the physical offset of the last record a first attempt stored (-1: none)
 	freshLanded      chan struct{}       // closed when a first attempt lands, for retries waiting; nil when none waits
 	retried          map[dedupID]int64   // keys of retries, to the unix ms when they stop mattering
 	retriedQ         []retriedRef        // registrations of retried in time order, from retriedHead on
@@ -166,12 +166,11 @@ type dedupFlight struct {
 }
 
 // newDedupTable returns a table for window; dispatched reports the store's
-// dispatch position (Store.DispatchedOffset), logEnd the log's end
-// (commitlog.Log.MaxOffset).
-func newDedupTable(window time.Duration, now func() time.Time, dispatched, logEnd func() int64) *dedupTable {
-	return &dedupTable{window: window.Milliseconds(), now: now, dispatched: dispatched, logEnd: logEnd,
+// dispatch position (Store.DispatchedOffset).
+func newDedupTable(window time.Duration, now func() time.Time, dispatched func() int64) *dedupTable {
+	return &dedupTable{window: window.Milliseconds(), now: now, dispatched: dispatched,
 		seeds: [4]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed(), maphash.MakeSeed(), maphash.MakeSeed()},
-		keys:  map[dedupID]*dedupSlot{}, fresh: map[uint64]struct{}{}, retried: map[dedupID]int64{}}
+		keys:  map[dedupID]*dedupSlot{}, fresh: map[uint64]struct{}{}, freshLast: -1, retried: map[dedupID]int64{}}
 }
 
 // openDedup sets up the de-duplication of sends, unless it is off. Nothing
@@ -182,7 +181,7 @@ func (b *Broker) openDedup(context.Context) error {
 	if b.cfg.DuplicationWindow <= 0 {
 		return nil
 	}
-	b.dedup = newDedupTable(b.cfg.DuplicationWindow, b.cfg.Now, b.store.DispatchedOffset, b.store.CommitLog().MaxOffset)
+	b.dedup = newDedupTable(b.cfg.DuplicationWindow, b.cfg.Now, b.store.DispatchedOffset)
 	b.log.Info("de-duplication of sends on", "window", b.cfg.DuplicationWindow)
 	return nil
 }
@@ -508,7 +507,8 @@ func dedupSend[K dedupKey](ctx context.Context, b *Broker, topic string, keys []
 	switch {
 	case attempt == 1 && uniqKeyed:
 		if seq, ok := startFresh(b.dedup, topic, keys); ok {
-			defer b.dedup.landFresh(seq)
+			var res []store.PutResult
+			defer func() { b.dedup.landFresh(seq, res) }()
 			res, err := put(&dedupFlight{}) // no marks: stores every message
 			return sendResults(res), err
 		}

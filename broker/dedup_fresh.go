@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/gantrymq/gantry/broker/store"
 )
 
 // First attempts (docs/BROKER.md, "De-duplication of sends").
@@ -76,12 +78,15 @@ func startFresh[K dedupKey](t *dedupTable, topic string, keys []K) (uint64, bool
 	return seq, true
 }
 
-// landFresh ends the first attempt seq and wakes the retries waiting for
-// first attempts to land.
-func (t *dedupTable) landFresh(seq uint64) {
+// landFresh ends the first attempt seq, which stored res (nothing when
+// empty), and wakes the retries waiting for first attempts to land.
+func (t *dedupTable) landFresh(seq uint64, res []store.PutResult) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	delete(t.fresh, seq)
+	if len(res) > 0 { // stored in order: the last is the furthest on
+		t.freshLast = max(t.freshLast, res[len(res)-1].PhysicalOffset)
+	}
 	if t.freshLanded != nil {
 		close(t.freshLanded)
 		t.freshLanded = nil
@@ -133,13 +138,17 @@ func waitFresh[K dedupKey](ctx context.Context, t *dedupTable, topic string, key
 			return fmt.Errorf("broker: send to %q: waiting for first attempts in flight: %w", topic, ctx.Err())
 		}
 	}
-	// Landed: what they stored is below the log's end now.
-	end := t.logEnd()
-	for t.dispatched() < end {
+	// Landed: the dispatcher is to pass the last record a first attempt
+	// stored. (Not the log's end: a filler may end it, which the
+	// dispatch position stays short of until more records come.)
+	t.mu.Lock()
+	last := t.freshLast
+	t.mu.Unlock()
+	for t.dispatched() <= last {
 		select {
 		case <-time.After(dispatchPoll):
 		case <-ctx.Done():
-			return fmt.Errorf("broker: send to %q: waiting for the dispatcher to index offset %d (at %d): %w", topic, end, t.dispatched(), ctx.Err())
+			return fmt.Errorf("broker: send to %q: waiting for the dispatcher to index the record at %d (at %d): %w", topic, last, t.dispatched(), ctx.Err())
 		}
 	}
 	return nil

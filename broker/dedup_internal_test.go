@@ -15,18 +15,17 @@ import (
 )
 
 // testTable is a dedup table with a 10 s window on a settable clock (ms)
-// and a settable dispatch position and log end.
+// and a settable dispatch position.
 type testTable struct {
 	*dedupTable
 	mu         sync.Mutex
 	now        int64
 	dispatchAt atomic.Int64
-	end        atomic.Int64
 }
 
 func newTestTable() *testTable {
 	tt := &testTable{now: 1_700_000_000_000}
-	tt.dedupTable = newDedupTable(10*time.Second, tt.clock, tt.dispatchAt.Load, tt.end.Load)
+	tt.dedupTable = newDedupTable(10*time.Second, tt.clock, tt.dispatchAt.Load)
 	return tt
 }
 
@@ -310,9 +309,10 @@ func BenchmarkDedupClaimLand(b *testing.B) {
 }
 
 // A retry waits for the first attempts that started before it registered
-// its keys to land, then for the dispatcher to index up to the log's end;
-// a first attempt that starts after it does not hold it up, and goes the
-// checked way if it has the retry's key.
+// its keys to land, then for the dispatcher to pass the last record they
+// stored (not the log's end, which a filler may hold the dispatch position
+// short of); a first attempt that starts after it does not hold it up, and
+// goes the checked way if it has the retry's key.
 func TestWaitFresh(t *testing.T) {
 	tt := newTestTable()
 	seq, ok := startFresh(tt.dedupTable, "T", []string{"A"})
@@ -330,21 +330,21 @@ func TestWaitFresh(t *testing.T) {
 	later, ok := startFresh(tt.dedupTable, "T", []string{"C"})
 	require.True(t, ok, "other keys still go the quick way")
 
-	tt.end.Store(100)
-	tt.landFresh(seq)
+	tt.landFresh(seq, []store.PutResult{{PhysicalOffset: 40}, {PhysicalOffset: 90}})
+	tt.dispatchAt.Store(90)
 	select {
 	case err := <-done:
 		t.Fatalf("returned before the dispatcher indexed the first attempt: %v", err)
 	case <-time.After(20 * time.Millisecond):
 	}
-	tt.dispatchAt.Store(100)
+	tt.dispatchAt.Store(95) // past the record at 90, short of a filler after it
 	select {
 	case err := <-done:
 		require.NoError(t, err)
 	case <-time.After(5 * time.Second):
 		t.Fatal("still waiting once the first attempt landed and was indexed (the later one is in flight)")
 	}
-	tt.landFresh(later)
+	tt.landFresh(later, nil)
 
 	// A retry gives up when its context ends.
 	seq, ok = startFresh(tt.dedupTable, "T", []string{"D"})
@@ -352,7 +352,7 @@ func TestWaitFresh(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Millisecond)
 	defer cancel()
 	assert.ErrorIs(t, waitFresh(ctx, tt.dedupTable, "T", []string{"E"}), context.DeadlineExceeded)
-	tt.landFresh(seq)
+	tt.landFresh(seq, nil)
 }
 
 // The keys retries register are dropped when their window ends; past
@@ -369,7 +369,7 @@ func TestRetriedKeys(t *testing.T) {
 	tt.advance(5 * time.Second)
 	seq, ok := startFresh(tt.dedupTable, "T", []string{"A"})
 	require.True(t, ok)
-	tt.landFresh(seq)
+	tt.landFresh(seq, nil)
 	assert.Empty(t, tt.retried)
 
 	keys := make([]string, maxRetried+1)
@@ -383,6 +383,6 @@ func TestRetriedKeys(t *testing.T) {
 	tt.advance(10*time.Second + time.Millisecond)
 	seq, ok = startFresh(tt.dedupTable, "T", []string{"new"})
 	assert.True(t, ok, "a window after the overflow")
-	tt.landFresh(seq)
+	tt.landFresh(seq, nil)
 	assert.Empty(t, tt.retried)
 }
