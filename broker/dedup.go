@@ -273,13 +273,21 @@ func (t *dedupTable) forgetIndexed() {
 			t.recent--
 		}
 	}
+	t.landed, t.head = compactQueue(t.landed, t.head)
+}
+
+// compactQueue returns q, a queue read up to head, and its new head: empty
+// once all of it is read, else moved to the front once at least half of
+// it and 1,024 entries are, so that it neither grows without end nor is
+// copied often.
+func compactQueue[T any](q []T, head int) ([]T, int) {
 	switch {
-	case t.head == len(t.landed):
-		t.landed, t.head = t.landed[:0], 0
-	case t.head >= 1024 && 2*t.head >= len(t.landed):
-		n := copy(t.landed, t.landed[t.head:])
-		t.landed, t.head = t.landed[:n], 0
+	case head == len(q):
+		return q[:0], 0
+	case head >= 1024 && 2*head >= len(q):
+		return q[:copy(q, q[head:])], 0
 	}
+	return q, head
 }
 
 // claimKeys claims the keys of a send to topic (keys[i] is message i's,

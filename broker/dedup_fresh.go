@@ -162,14 +162,7 @@ func (t *dedupTable) expireRetried(now int64) {
 		if until, ok := t.retried[ref.id]; ok && until <= now { // else registered again since: a later entry drops it
 			delete(t.retried, ref.id)
 		}
-		t.retriedQ[t.retriedHead] = retriedRef{}
 		t.retriedHead++
 	}
-	switch {
-	case t.retriedHead == len(t.retriedQ):
-		t.retriedQ, t.retriedHead = t.retriedQ[:0], 0
-	case t.retriedHead >= 1024 && 2*t.retriedHead >= len(t.retriedQ):
-		n := copy(t.retriedQ, t.retriedQ[t.retriedHead:])
-		t.retriedQ, t.retriedHead = t.retriedQ[:n], 0
-	}
+	t.retriedQ, t.retriedHead = compactQueue(t.retriedQ, t.retriedHead)
 }

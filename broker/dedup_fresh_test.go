@@ -1,6 +1,7 @@
 package broker_test
 
 import (
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -16,19 +17,7 @@ import (
 // of Gantry's producer (SendRequest.attempt).
 func sendAttempt(t *testing.T, b *broker.Broker, attempt uint32, msgs ...*message.Message) ([]broker.SendResult, error) {
 	t.Helper()
-	var chunk []byte
-	for _, m := range msgs {
-		uniq := m.UniqKey()
-		mm := *m
-		mm.Properties = nil
-		for _, kv := range m.Properties {
-			if kv.Key != message.PropUniqKey {
-				mm.Properties = append(mm.Properties, kv)
-			}
-		}
-		chunk = append(chunk, encodeRecord(t, &mm, uniq, false)...)
-	}
-	return b.SendRecordsAttempt(t.Context(), msgs[0].Topic, attempt, [][]byte{chunk})
+	return b.SendRecordsAttempt(t.Context(), msgs[0].Topic, attempt, [][]byte{recordsOf(t, msgs...)})
 }
 
 // A first attempt keyed by UNIQ_KEY claims nothing and looks nothing up;
@@ -113,7 +102,7 @@ func TestDedupFirstAttemptsRaceRetries(t *testing.T) {
 	results := make([][2]broker.SendResult, n)
 	var wg sync.WaitGroup
 	for i := range n {
-		key := "K" + string(rune('A'+i%26)) + string(rune('a'+i/26))
+		key := fmt.Sprintf("K%d", i)
 		for j, attempt := range []uint32{1, 2} {
 			wg.Go(func() {
 				res, err := sendAttempt(t, b, attempt, keyed("T", int32(i%4), "body", key))

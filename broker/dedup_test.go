@@ -70,20 +70,26 @@ var sendPaths = []sendPath{
 		return b.Send(t.Context(), msgs[0].Topic, msgs)
 	}},
 	{"SendRecords", func(t *testing.T, b *broker.Broker, msgs ...*message.Message) ([]broker.SendResult, error) {
-		var chunk []byte
-		for _, m := range msgs {
-			uniq := m.UniqKey()
-			mm := *m
-			mm.Properties = nil
-			for _, kv := range m.Properties {
-				if kv.Key != message.PropUniqKey {
-					mm.Properties = append(mm.Properties, kv)
-				}
-			}
-			chunk = append(chunk, encodeRecord(t, &mm, uniq, false)...)
-		}
-		return b.SendRecords(t.Context(), msgs[0].Topic, [][]byte{chunk})
+		return b.SendRecords(t.Context(), msgs[0].Topic, [][]byte{recordsOf(t, msgs...)})
 	}},
+}
+
+// recordsOf encodes msgs as a producer does for SendRecords, back to
+// back, each with its UNIQ_KEY property as the record's UNIQ_KEY.
+func recordsOf(t *testing.T, msgs ...*message.Message) []byte {
+	t.Helper()
+	var chunk []byte
+	for _, m := range msgs {
+		mm := *m
+		mm.Properties = nil
+		for _, kv := range m.Properties {
+			if kv.Key != message.PropUniqKey {
+				mm.Properties = append(mm.Properties, kv)
+			}
+		}
+		chunk = append(chunk, encodeRecord(t, &mm, m.UniqKey(), false)...)
+	}
+	return chunk
 }
 
 // logCount returns how many records of topic the commit log holds (Send

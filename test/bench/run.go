@@ -75,11 +75,8 @@ func run(ctx context.Context, cfg config) error {
 				// data dirty, written back while the next phase runs: that
 				// is Gantry's consume, not JetStream's, which comes later.
 				// Both consume from a clean page cache.
-				dirty := dirtyMiB()
-				start := time.Now()
-				syncDisks()
+				syncedPhase("consume")
 				r := row{name: "consume stored", higherIsBetter: true}
-				fmt.Printf("== consume (first synced the disk: %d MiB were dirty, %s)\n", dirty, time.Since(start).Round(time.Millisecond))
 				if r.gantry, err = gantryConsume(ctx, g, "Async", cfg); err != nil {
 					return err
 				}
@@ -102,10 +99,7 @@ func run(ctx context.Context, cfg config) error {
 				// ms), written back 30 s after it was written: while
 				// Gantry's sends are timed, not JetStream's, which come
 				// later. Both start from a clean page cache.
-				dirty := dirtyMiB()
-				start := time.Now()
-				syncDisks()
-				fmt.Printf("== one send at a time (first synced the disk: %d MiB were dirty, %s)\n", dirty, time.Since(start).Round(time.Millisecond))
+				syncedPhase("one send at a time")
 				gsend, gclose, err := gantryLatencySender(ctx, g, "Latency")
 				if err != nil {
 					return err
@@ -168,6 +162,15 @@ func run(ctx context.Context, cfg config) error {
 			push.MsgsPerSec(), 100*push.MsgsPerSec()/pull.MsgsPerSec(), pull.MsgsPerSec())
 	}
 	return nil
+}
+
+// syncedPhase writes every dirty page back, then prints the header of
+// phase name with how much was dirty and how long the sync took.
+func syncedPhase(name string) {
+	dirty := dirtyMiB()
+	start := time.Now()
+	syncDisks()
+	fmt.Printf("== %s (first synced the disk: %d MiB were dirty, %s)\n", name, dirty, time.Since(start).Round(time.Millisecond))
 }
 
 func printRows(rows []row) {

@@ -54,6 +54,10 @@ func (h *hist) heal() {
 	h.events = append(h.events, history.Event{Kind: history.Heal, Note: "broker serving", Time: h.tick()})
 }
 
+func (h *hist) start() {
+	h.events = append(h.events, history.Event{Kind: history.Start, Note: "broker started", Time: h.tick()})
+}
+
 // clean is a run where everything went right: three acked messages in
 // queue 0, one definite failure, one indeterminate that was stored, one
 // pending that was not.
@@ -228,14 +232,11 @@ func TestLossAllowance(t *testing.T) {
 	// process (seen in CI: acked 0.4 ms before the heal). Recorded before
 	// the Start, it can only have come from the process the fault killed:
 	// then the loss is a hole.
-	start := func(h *hist) {
-		h.events = append(h.events, history.Event{Kind: history.Start, Note: "broker started", Time: h.tick()})
-	}
 	racing := &hist{}
 	racing.send("a-1", history.OK, 0, 0)
 	racing.send("a-2", history.OK, 0, 1) // lost at the cut
 	racing.fault()
-	start(racing)
+	racing.start()
 	racing.send("a-3", history.OK, 0, 1) // the new broker's, before the heal
 	racing.send("a-4", history.OK, 0, 2)
 	racing.heal()
@@ -257,7 +258,7 @@ func TestLossAllowance(t *testing.T) {
 	oldAck.fault()
 	oldAck.events = append(oldAck.events, history.Event{Kind: history.Send, ID: "a-3", Outcome: history.OK,
 		Broker: "b", Queue: 0, Offset: 2, Phys: 1002, Time: oldAck.tick()}) // read after the kill
-	start(oldAck)
+	oldAck.start()
 	oldAck.heal()
 	oldAck.drain("a-1", 0, 0)
 	oldAck.drain("a-3", 0, 2)
