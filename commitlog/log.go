@@ -69,6 +69,9 @@ type Log struct {
 	writeMu sync.Mutex
 	gone    [][]byte
 	cleanMu sync.Mutex // serializes retention passes; taken before mu
+	// heldWarned (under cleanMu): when Clean last warned that DeleteFloor
+	// holds back a deletion disk use calls for.
+	heldWarned time.Time
 	cpMu    sync.Mutex // serializes checkpoint writes
 
 	// dropped (under flushMu): the appends' mapping has no entries below
