@@ -72,7 +72,7 @@ type Log struct {
 	// heldWarned (under cleanMu): when Clean last warned that DeleteFloor
 	// holds back a deletion disk use calls for.
 	heldWarned time.Time
-	cpMu    sync.Mutex // serializes checkpoint writes
+	cpMu       sync.Mutex // serializes checkpoint writes
 
 	// dropped (under flushMu): the appends' mapping has no entries below
 	// it (see dropWritten); dropWarned: a failure to drop was logged.
