@@ -174,9 +174,9 @@ func newDedupTable(window time.Duration, now func() time.Time, dispatched func()
 }
 
 // openDedup sets up the de-duplication of sends, unless it is off. Nothing
-// is rebuilt: the store's Open has dispatched every record of the log, so
-// the index holds every key stored within the window before the broker
-// takes a send.
+// is rebuilt: the store's Open has dispatched every record of the log, or
+// opened stalled and refuses every send until it has, so the index holds
+// every key stored within the window before the broker takes a send.
 func (b *Broker) openDedup(context.Context) error {
 	if b.cfg.DuplicationWindow <= 0 {
 		return nil

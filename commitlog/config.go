@@ -239,6 +239,10 @@ const (
 	minSegmentBytes      = 4096
 )
 
+// WithDefaults returns c with every zero field set to its default, as
+// Open uses it.
+func (c Config) WithDefaults() Config { return c.withDefaults() }
+
 func (c Config) withDefaults() Config {
 	if c.StateDir == "" {
 		c.StateDir = c.Dir

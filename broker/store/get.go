@@ -88,15 +88,25 @@ func (s *Store) Get(topic string, queueID int32, offset int64, maxMsgs, maxBytes
 }
 
 func (s *Store) get(k QueueKey, q *cqueue, offset int64, maxMsgs, maxBytes int, filter Filter) (res GetResult, problem string, err error) {
+	// An offset up to the queue's end in the log at Open is not beyond
+	// the queue when Open could not dispatch the log: its messages are
+	// coming (nothing new yet), and a consumer must not move back.
+	pending := offset > 0 && offset <= s.recoveredEnds[k]
 	if q == nil {
-		res.Status = NoMessageInQueue
-		if offset != 0 {
-			res.Status = OffsetOverflowBadly
+		res.Status, res.NextOffset = NoMessageInQueue, offset
+		switch {
+		case pending:
+			res.Status = OffsetOverflowOne
+		case offset != 0:
+			res.Status, res.NextOffset = OffsetOverflowBadly, 0
 		}
 		return res, "", nil
 	}
 	res = GetResult{MinOffset: q.MinOffset(), MaxOffset: q.MaxOffset(), NextOffset: offset}
 	switch {
+	case offset > res.MaxOffset && pending:
+		res.Status = OffsetOverflowOne
+		return res, "", nil
 	case res.MaxOffset == 0:
 		res.Status, res.NextOffset = NoMessageInQueue, 0
 		if offset != 0 {
