@@ -162,6 +162,7 @@ func (v *verifier) scanSegment(i int, pos int64) (how segEnd, at int64, reason s
 		}
 		sum.Records++
 		sum.Bytes += int64(size)
+		v.noteQueued(rec, seg.base+pos)
 		pos += int64(size)
 		v.logEnd = seg.base + pos
 	}
