@@ -121,6 +121,7 @@ type Log struct {
 
 	stats  stats
 	report RecoveryReport
+	holes  []Span // ranges skipped at recovery (holes.go); set by Open
 	cp     checkpoint
 
 	stop      context.CancelFunc

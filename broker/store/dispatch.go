@@ -180,7 +180,7 @@ func (s *Store) dispatchOne(v message.View, phys int64) error {
 			}
 		}
 		if errors.Is(err, consumequeue.ErrNotContiguous) {
-			if err = s.skipGone(q, qo); err == nil {
+			if err = s.skipGone(q, qo, phys); err == nil {
 				err = q.Append(qo, e)
 			}
 		}
@@ -208,10 +208,13 @@ func (s *Store) dispatchOne(v message.View, phys int64) error {
 // of them the log still holds. Otherwise the queue lacks entries whose
 // records may be in the log: errGap, which makes recovery rebuild the
 // queues from the log's first record.
-func (s *Store) skipGone(q *cqueue, qo int64) error {
+func (s *Store) skipGone(q *cqueue, qo, phys int64) error {
 	maxOff := q.MaxOffset()
 	_, last, ok := q.LastEntry()
 	logMin := s.cl.MinOffset()
+	if ok && last.End() > logMin && s.dispatchFrom <= last.End() {
+		return s.fillLost(q.key, q.Queue, qo, phys) // this run read everything after the last entry: they were in a damaged range
+	}
 	if !ok || last.End() > logMin || s.dispatchFrom > logMin {
 		return fmt.Errorf("%w: %s ends at %d, the log's next record of it has queue offset %d", errGap, q.key, maxOff, qo)
 	}
@@ -221,6 +224,40 @@ func (s *Store) skipGone(q *cqueue, qo int64) error {
 	s.skipped.Add(qo - maxOff)
 	s.log.Warn("consume queue resumes after messages deleted before they were dispatched", "queue", q.key.String(),
 		"from", maxOff, "to", qo, "lost", qo-maxOff)
+	return nil
+}
+
+// fillLost gives each queue offset of q from its max offset up to qo an
+// entry in a damaged range of the log skipped at recovery (SkipCorrupt)
+// that lies between q's last entry and phys, the record of qo: the
+// messages were there, and are lost. The entries point at distinct bytes
+// of the range, one byte long each; readers skip entries that point into
+// such a range (Get, gantry verify). Without such a range the queue lacks
+// entries whose records may be in the log: errGap.
+func (s *Store) fillLost(k QueueKey, q *consumequeue.Queue, qo, phys int64) error {
+	maxOff := q.MaxOffset()
+	from := int64(0)
+	if _, last, ok := q.LastEntry(); ok {
+		from = last.End()
+	}
+	n := qo - maxOff
+	var hole commitlog.Span
+	for _, h := range s.cl.Holes() {
+		if h.Off >= from && h.End <= phys && h.End-h.Off >= n {
+			hole = h // the last one before phys: the likeliest to have held them
+		}
+	}
+	if hole.End == 0 {
+		return fmt.Errorf("%w: %s ends at %d, the log's next record of it has queue offset %d", errGap, k, maxOff, qo)
+	}
+	for i := range n {
+		if err := q.Append(maxOff+i, consumequeue.Entry{Offset: hole.Off + i, Size: 1}); err != nil {
+			return fmt.Errorf("store: consume queue %s: %w", k, err)
+		}
+	}
+	s.skipped.Add(n)
+	s.log.Warn("consume queue skips messages lost to a damaged range of the log", "queue", k.String(),
+		"from", maxOff, "to", qo, "lost", n, "range", fmt.Sprintf("[%d, %d)", hole.Off, hole.End))
 	return nil
 }
 

@@ -28,7 +28,9 @@
 // or the dispatcher is MaxDispatchLagBytes behind, until it catches up. Open
 // on such a disk opens stalled, with the queue counters read from the log.
 // A queue whose records retention deleted before they were dispatched
-// resumes at its first record still in the log.
+// resumes at its first record still in the log. A message lost in a
+// damaged range recovery skipped (commitlog.Config.SkipCorrupt) keeps, or
+// gets, a queue entry inside that range; Get steps over such entries.
 //
 // Put, Get and the lookups are safe for concurrent use.
 package store

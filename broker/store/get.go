@@ -157,6 +157,9 @@ func (s *Store) get(k QueueKey, q *cqueue, offset int64, maxMsgs, maxBytes int, 
 		}
 		prevEnd = e.End()
 		res.NextOffset++
+		if s.cl.InHole(e.Offset) { // lost in a damaged range skipped at recovery
+			continue
+		}
 		if filter != nil && !filter(e.TagsCode) {
 			continue
 		}
@@ -393,8 +396,16 @@ func (s *Store) MessageByQueueOffset(topic string, queueID int32, offset int64) 
 	if err != nil {
 		return nil, err
 	}
+	if h, ok := s.cl.HoleAt(e.Offset); ok {
+		return nil, fmt.Errorf("store: %s/%d offset %d: %w: the message was in the damaged range [%d, %d) skipped at recovery",
+			topic, queueID, offset, ErrLost, h.Off, h.End)
+	}
 	return s.MessageAt(e.Offset)
 }
+
+// ErrLost means a queue offset's message is gone: it lay in a damaged
+// range of the commit log that recovery skipped (commitlog.Config.SkipCorrupt).
+var ErrLost = errors.New("store: message lost to a damaged range of the log")
 
 // OffsetAtTime returns the first queue offset whose message was stored at or
 // after ts (unix ms).
@@ -404,6 +415,14 @@ func (s *Store) OffsetAtTime(topic string, queueID int32, ts int64) (int64, erro
 		return 0, err
 	}
 	return q.OffsetAtTime(ts, func(phys int64, size int32) (int64, error) {
+		if h, ok := s.cl.HoleAt(phys); ok { // lost: the next record's time stands for it
+			r, _, err := s.cl.ReadRecord(h.End)
+			if err != nil {
+				return 0, err
+			}
+			defer r.Release()
+			return message.StoreTimestampOf(r.B), nil
+		}
 		r, err := s.cl.Read(phys, int(size))
 		if err != nil {
 			return 0, err

@@ -146,6 +146,7 @@ func (v *verifier) scanSegment(i int, pos int64) (how segEnd, at int64, reason s
 			return endSealed, pos, ""
 		case magicHole:
 			sum.Holes++
+			v.holes = append(v.holes, [2]int64{seg.base + pos, seg.base + pos + int64(size)})
 			pos += int64(size)
 			continue
 		case magicPad:

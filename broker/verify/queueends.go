@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strconv"
 
 	"github.com/gantrymq/gantry/message"
@@ -44,6 +45,13 @@ func (v *verifier) noteQueued(rec []byte, phys int64) {
 	if end := m.QueueOffset() + 1; end >= byID[m.QueueID()].end {
 		byID[m.QueueID()] = logQueue{end: end, phys: phys}
 	}
+}
+
+// inHole reports whether log offset off lies in a damaged range an
+// earlier recovery skipped.
+func (v *verifier) inHole(off int64) bool {
+	i := sort.Search(len(v.holes), func(i int) bool { return v.holes[i][1] > off })
+	return i < len(v.holes) && v.holes[i][0] <= off
 }
 
 // noteQueueEnd records where the consume queue of topic/qid in dir ends.

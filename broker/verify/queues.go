@@ -206,9 +206,12 @@ func (q *queueScan) entry(path string, fileOff, qo int64, b []byte) {
 		why = append(why, fmt.Sprintf("commit-log offset %d is not after the previous entry's %d", e.Offset, q.prevPhys))
 	}
 	q.prevPhys = e.Offset
-	if e.Offset < q.v.logMin {
+	switch {
+	case e.Offset < q.v.logMin:
 		q.v.rep.ConsumeQueues.Expired++
-	} else {
+	case q.v.inHole(e.Offset):
+		q.v.rep.ConsumeQueues.Lost++
+	default:
 		why = append(why, q.checkRecord(e, qo)...)
 	}
 	if len(why) > 0 {

@@ -101,13 +101,17 @@ type QueueSummary struct {
 	Files   int   `json:"files"`
 	Entries int64 `json:"entries"` // entries in use, placeholders excluded
 	Expired int64 `json:"expired"` // entries pointing below the log's MinOffset
+	// Lost counts entries pointing into a damaged range an earlier
+	// recovery skipped: their messages are gone (not reported as problems).
+	Lost int64 `json:"lost,omitempty"`
 }
 
 // IndexSummary describes the key index.
 type IndexSummary struct {
 	Files   int   `json:"files"`
-	Entries int64 `json:"entries"` // entries in use
-	Expired int64 `json:"expired"` // entries pointing below the log's MinOffset
+	Entries int64 `json:"entries"`        // entries in use
+	Expired int64 `json:"expired"`        // entries pointing below the log's MinOffset
+	Lost    int64 `json:"lost,omitempty"` // entries pointing into a skipped damaged range
 }
 
 // Run checks the store in dir offline and reports what it finds: the
@@ -191,6 +195,9 @@ type verifier struct {
 	// logQueues holds, by topic and queue id, where each queue's records
 	// in the log end (checkLog); queueEnds where each consume queue ends
 	// (checkQueues). checkQueueEnds compares them.
+	// holes are the damaged ranges an earlier recovery skipped, in log
+	// order: entries pointing into one are of lost messages.
+	holes     [][2]int64
 	logQueues map[string]map[int32]logQueue
 	queueEnds map[string]map[int32]queueEnd
 }

@@ -20,6 +20,7 @@ func newBrokerCmd() *cobra.Command {
 		namesrv  string
 		storeDir string
 		autoTop  bool
+		skip     bool
 	)
 	cmd := &cobra.Command{
 		Use:   "broker",
@@ -55,6 +56,9 @@ Keys: ` + strings.Join(broker.ConfigKeys, ", ") + `.`,
 			if cmd.Flags().Changed("auto-create-topics") {
 				cfg.AutoCreateTopicEnable = autoTop
 			}
+			if cmd.Flags().Changed("skip-corrupt") {
+				cfg.SkipCorrupt = skip
+			}
 			cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 			serverGC()
 			start := time.Now()
@@ -78,5 +82,7 @@ Keys: ` + strings.Join(broker.ConfigKeys, ", ") + `.`,
 	f.StringVarP(&namesrv, "namesrv", "n", "", "nameserver gRPC addresses, ';'-separated (namesrvAddr)")
 	f.StringVar(&storeDir, "store", "", "store directory (storePathRootDir)")
 	f.BoolVar(&autoTop, "auto-create-topics", false, "create topics on first send (autoCreateTopicEnable)")
+	f.BoolVar(&skip, "skip-corrupt", false, "start although the commit log is damaged in the middle: keep every valid record after the damage, "+
+		"copy the damaged range to corrupt/ and report it (skipCorrupt)")
 	return cmd
 }
