@@ -71,6 +71,9 @@ type dedupTable struct {
 	window     int64 // ms
 	now        func() time.Time
 	dispatched func() int64    // the store's dispatch position: records below it are indexed
+	// refusal is the store's refusal of writes while its dispatcher is
+	// stalled (Store.Refusal), nil when it takes them; nil func: never.
+	refusal func() error
 	seeds      [4]maphash.Seed // two for keys, two for topics
 	dups       atomic.Int64    // messages answered as duplicates
 
@@ -182,6 +185,7 @@ func (b *Broker) openDedup(context.Context) error {
 		return nil
 	}
 	b.dedup = newDedupTable(b.cfg.DuplicationWindow, b.cfg.Now, b.store.DispatchedOffset)
+	b.dedup.refusal = b.store.Refusal
 	b.log.Info("de-duplication of sends on", "window", b.cfg.DuplicationWindow)
 	return nil
 }

@@ -47,15 +47,23 @@ func TestDispatchStallVisibleAndSendsRefused(t *testing.T) {
 			{QueueId: 0, Body: []byte("m" + strconv.Itoa(i))}}})
 		return err
 	}
+	_, err := cl.admin.CreateTopic(t.Context(), &gantryv1.CreateTopicRequest{Topic: &gantryv1.TopicConfig{Name: "Full", ReadQueueNums: 1, WriteQueueNums: 1}})
+	require.NoError(t, err)
+	// The Go client's first attempts: acknowledged until the stall lasted
+	// its bound.
+	p0, err := client.NewProducer(t.Context(), client.Config{NameServers: []string{c.NameServerAddr()}}, client.WithRetries(0))
+	require.NoError(t, err)
+	defer p0.Close()
 	acked := 0
-	var refused error
 	require.Eventually(t, func() bool {
-		if refused = send(acked); refused == nil {
+		_, err := p0.Send(t.Context(), &client.Message{Topic: "Full", Body: []byte("c" + strconv.Itoa(acked))})
+		if err == nil {
 			acked++
 		}
-		return refused != nil
+		return err != nil
 	}, 30*time.Second, time.Millisecond, "a send is refused once the stall lasted its bound")
 	require.Positive(t, acked)
+	refused := send(acked)
 	st := status.Convert(refused)
 	assert.Equal(t, codes.Unavailable, st.Code())
 	assert.Contains(t, st.Message(), "dispatch stalled")
@@ -86,17 +94,20 @@ func TestDispatchStallVisibleAndSendsRefused(t *testing.T) {
 	assert.Len(t, pullAll(t, cl, "Full", 0, 0, ""), acked+1, "every acknowledged message is readable")
 }
 
-// clientError is the error the Go client's producer gets from a send to
-// topic now.
+// clientError is the error the Go client's producer, retrying as it does
+// by default, gets from a send to topic now: a definite one, at once. (Its
+// retries used to wait in the broker for the stalled dispatcher until their
+// deadline, and ended indeterminate.)
 func clientError(t *testing.T, c *embedded.Cluster, topic string) error {
 	t.Helper()
-	p, err := client.NewProducer(t.Context(), client.Config{NameServers: []string{c.NameServerAddr()}}, client.WithRetries(0))
+	p, err := client.NewProducer(t.Context(), client.Config{NameServers: []string{c.NameServerAddr()}})
 	require.NoError(t, err)
 	defer p.Close()
 	_, err = p.Send(t.Context(), &client.Message{Topic: topic, Body: []byte("x")})
 	require.Error(t, err)
 	var ind *client.IndeterminateError
 	assert.False(t, errors.As(err, &ind), "definite: %v", err)
+	assert.Contains(t, err.Error(), "dispatch stalled")
 	return err
 }
 

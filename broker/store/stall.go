@@ -148,6 +148,10 @@ func (s *Store) refusing(d DispatchStatus) bool {
 	return s.stall.refuseNow.Load() || d.For >= s.cfg.MaxDispatchStall
 }
 
+// Refusal returns the error Put would refuse messages with now
+// (ErrDispatchStalled), nil when it takes them. Safe for concurrent use.
+func (s *Store) Refusal() error { return s.admit() }
+
 // admit returns nil when Put may store messages, else an error wrapping
 // ErrDispatchStalled that says why.
 func (s *Store) admit() error {
