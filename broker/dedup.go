@@ -70,12 +70,12 @@ const (
 type dedupTable struct {
 	window     int64 // ms
 	now        func() time.Time
-	dispatched func() int64    // the store's dispatch position: records below it are indexed
+	dispatched func() int64 // the store's dispatch position: records below it are indexed
 	// refusal is the store's refusal of writes while its dispatcher is
 	// stalled (Store.Refusal), nil when it takes them; nil func: never.
 	refusal func() error
-	seeds      [4]maphash.Seed // two for keys, two for topics
-	dups       atomic.Int64    // messages answered as duplicates
+	seeds   [4]maphash.Seed // two for keys, two for topics
+	dups    atomic.Int64    // messages answered as duplicates
 
 	mu     sync.Mutex
 	keys   map[dedupID]*dedupSlot // keys claimed by sends in flight, and recent keys
