@@ -17,8 +17,8 @@ import (
 //	go srv.Serve(lis) // RocketMQ's nameserver port is 9876
 //	defer srv.Close()
 //
-// It answers GET_ROUTEINFO_BY_TOPIC, GET_BROKER_CLUSTER_INFO and
-// GET_ALL_TOPIC_LIST_FROM_NAMESERVER. Every answer shows the brokers'
+// It answers GET_ROUTEINFO_BY_TOPIC, GET_BROKER_CLUSTER_INFO,
+// GET_ALL_TOPIC_LIST_FROM_NAMESERVER and DELETE_TOPIC_IN_NAMESRV. Every answer shows the brokers'
 // remoting addresses: a broker without one cannot serve a RocketMQ client
 // and is left out. Brokers register over gRPC, so REGISTER_BROKER and every
 // other code get REQUEST_CODE_NOT_SUPPORTED.
@@ -33,6 +33,7 @@ func NewRemotingHandler(reg *Registry) remoting.Handler {
 	mux.HandleFunc(remoting.ReqGetRouteInfoByTopic, h.route)
 	mux.HandleFunc(remoting.ReqGetBrokerClusterInfo, h.clusterInfo)
 	mux.HandleFunc(remoting.ReqGetAllTopicListFromNameServer, h.topicList)
+	mux.HandleFunc(remoting.ReqDeleteTopicInNameServer, h.deleteTopic)
 	mux.HandleFunc(remoting.ReqRegisterBroker, registerOverGRPC)
 	mux.HandleFunc(remoting.ReqUnregisterBroker, registerOverGRPC)
 	return mux
