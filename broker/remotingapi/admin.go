@@ -29,12 +29,13 @@ type queueEntry struct {
 // as fastjson (which the Java broker and mqadmin use) writes it: an object
 // whose keys are MessageQueue objects, not strings,
 //
-//	{"offsetTable":{{"brokerName":"broker-a","queueId":0,"topic":"T"}:{"maxOffset":5,...},...}}
+//	{"offsetTable":{{"topic":"T","brokerName":"broker-a","queueId":0}:{"maxOffset":5,...},...}}
 //
-// That is not JSON, so encoding/json cannot write it; fastjson reads
-// nothing else into a MessageQueue key (ROCKETMQ-PROTOCOL.md §8). Entries
-// are sorted by topic, then queue id. The fields Gantry does not measure
-// (topicPutTps, consumeTps) are left out, which Java reads as 0.
+// That is not JSON, so encoding/json cannot write it; it is what a Java
+// broker sends, mqadmin's fastjson reads, and the official Go client's
+// ResetOffsetBody parser expects (docs/BROKER.md, Administration).
+// Entries are sorted by topic, then queue id. The fields Gantry does not
+// measure (topicPutTps, consumeTps) are left out, which Java reads as 0.
 func offsetTableBody(brokerName string, entries []queueEntry) ([]byte, error) {
 	slices.SortFunc(entries, func(a, b queueEntry) int {
 		return cmp.Or(strings.Compare(a.topic, b.topic), cmp.Compare(a.queueID, b.queueID))
