@@ -32,6 +32,15 @@ func createTopicExt(topic string, set map[string]string) map[string]string {
 	return ext
 }
 
+// fill sends n messages to a queue and waits until they are visible.
+func (e *env) fill(t *testing.T, cl *remoting.Client, topic string, qid int32, n int64) {
+	t.Helper()
+	for range n {
+		requireCode(t, remoting.ResSuccess, sendOne(t, cl, topic, qid, "x", nil))
+	}
+	e.waitVisible(t, topic, qid, n)
+}
+
 // badRequest checks that resp refuses a request with code, its remark
 // containing what.
 func badRequest(t *testing.T, code remoting.ResponseCode, what string, resp *remoting.Command) {
@@ -241,10 +250,7 @@ func TestAdminTopicStats(t *testing.T) {
 	e := newEnv(t)
 	e.createTopic(t, "T", 2)
 	cl := e.dial(t, nil)
-	for range 3 {
-		requireCode(t, remoting.ResSuccess, sendOne(t, cl, "T", 1, "x", nil))
-	}
-	e.waitVisible(t, "T", 1, 3)
+	e.fill(t, cl, "T", 1, 3)
 	qs, err := e.b.TopicStatus("T")
 	require.NoError(t, err)
 	last := qs[1].LastStoreTimestamp
@@ -270,10 +276,7 @@ func TestAdminConsumeStats(t *testing.T) {
 	e.createTopic(t, "T", 2)
 	e.createTopic(t, "U", 1)
 	cl := e.dial(t, nil)
-	for range 4 {
-		requireCode(t, remoting.ResSuccess, sendOne(t, cl, "T", 0, "x", nil))
-	}
-	e.waitVisible(t, "T", 0, 4)
+	e.fill(t, cl, "T", 0, 4)
 	require.NoError(t, e.b.CommitOffset("CG", "T", 0, 2))
 	require.NoError(t, e.b.CommitOffset("CG", "U", 0, 0))
 	m, err := e.b.Store().MessageByQueueOffset("T", 0, 1)
@@ -362,8 +365,7 @@ func TestAdminRuntimeInfo(t *testing.T) {
 	e := newEnv(t)
 	e.createTopic(t, "T", 1)
 	cl := e.dial(t, nil)
-	requireCode(t, remoting.ResSuccess, sendOne(t, cl, "T", 0, "x", nil))
-	e.waitVisible(t, "T", 0, 1)
+	e.fill(t, cl, "T", 0, 1)
 
 	resp := invoke(t, cl, request(remoting.ReqGetBrokerRuntimeInfo, nil, nil))
 	requireCode(t, remoting.ResSuccess, resp)
@@ -396,10 +398,7 @@ func TestAdminResetOffset(t *testing.T) {
 	e := newEnv(t)
 	e.createTopic(t, "T", 2)
 	cl := e.dial(t, nil)
-	for range 3 {
-		requireCode(t, remoting.ResSuccess, sendOne(t, cl, "T", 1, "x", nil))
-	}
-	e.waitVisible(t, "T", 1, 3)
+	e.fill(t, cl, "T", 1, 3)
 	require.NoError(t, e.b.CommitOffset("CG", "T", 1, 1))
 	reset := func(set map[string]string) *remoting.Command {
 		ext := map[string]string{"topic": "T", "group": "CG", "timestamp": "0", "isForce": "true", "offset": "-1"}
