@@ -18,10 +18,11 @@ import (
 //	defer srv.Close()
 //
 // It answers GET_ROUTEINFO_BY_TOPIC, GET_BROKER_CLUSTER_INFO,
-// GET_ALL_TOPIC_LIST_FROM_NAMESERVER and DELETE_TOPIC_IN_NAMESRV. Every answer shows the brokers'
-// remoting addresses: a broker without one cannot serve a RocketMQ client
-// and is left out. Brokers register over gRPC, so REGISTER_BROKER and every
-// other code get REQUEST_CODE_NOT_SUPPORTED.
+// GET_ALL_TOPIC_LIST_FROM_NAMESERVER and DELETE_TOPIC_IN_NAMESRV. Every
+// answer shows the brokers' remoting addresses: a broker without one
+// cannot serve a RocketMQ client and is left out. Brokers register over
+// gRPC, so REGISTER_BROKER and every other code get
+// REQUEST_CODE_NOT_SUPPORTED.
 //
 // Like the gRPC GetRoute, a topic no broker serves gets TOPIC_NOT_EXIST,
 // never the TBW102 route in its place: a RocketMQ producer that gets 17
