@@ -86,16 +86,19 @@ func (h *Handler) consumeStats(_ context.Context, _ *remoting.Conn, req *remotin
 	return h.offsetTableResponse(req, entries)
 }
 
-// statsTopics returns the topics GET_CONSUME_STATS reports on, and
-// whether the request named them.
+// statsTopics returns the topics GET_CONSUME_STATS reports on, each once,
+// and whether the request named them.
 func (h *Handler) statsTopics(group, topic, topicList string) ([]string, bool) {
+	seen := map[string]bool{}
 	if topicList != "" {
-		return slices.DeleteFunc(strings.Split(topicList, ";"), func(t string) bool { return t == "" }), true
+		for t := range strings.SplitSeq(topicList, ";") {
+			seen[t] = t != ""
+		}
+		return sortedTrue(seen), true
 	}
 	if topic != "" {
 		return []string{topic}, true
 	}
-	seen := map[string]bool{}
 	for _, c := range h.b.Consumers(group) {
 		for _, s := range c.Subscriptions {
 			seen[s.Topic] = true
@@ -106,12 +109,19 @@ func (h *Handler) statsTopics(group, topic, topicList string) ([]string, bool) {
 			seen[k[1]] = true
 		}
 	}
-	out := make([]string, 0, len(seen))
-	for t := range seen {
-		out = append(out, t)
+	return sortedTrue(seen), false
+}
+
+// sortedTrue returns the keys of set that are true, sorted.
+func sortedTrue(set map[string]bool) []string {
+	out := make([]string, 0, len(set))
+	for k, ok := range set {
+		if ok {
+			out = append(out, k)
+		}
 	}
 	slices.Sort(out)
-	return out, false
+	return out
 }
 
 // queueProgress is a group's progress in one queue.

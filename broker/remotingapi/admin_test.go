@@ -295,7 +295,7 @@ func TestAdminConsumeStats(t *testing.T) {
 	requireCode(t, remoting.ResSuccess, resp)
 	assert.Contains(t, string(resp.Body), `{"topic":"U","brokerName":"broker-a","queueId":0}:`, "without a topic: those with offsets")
 	assert.Contains(t, string(resp.Body), `{"topic":"T","brokerName":"broker-a","queueId":1}:`)
-	resp = stats(map[string]string{"consumerGroup": "CG", "topicList": "U;"})
+	resp = stats(map[string]string{"consumerGroup": "CG", "topicList": "U;;U;U"})
 	requireCode(t, remoting.ResSuccess, resp)
 	assert.Equal(t, `{"offsetTable":{{"topic":"U","brokerName":"broker-a","queueId":0}:{"brokerOffset":0,"consumerOffset":0,"lastTimestamp":0,"pullOffset":0}}}`, string(resp.Body))
 
