@@ -200,9 +200,15 @@ func TestMQAdminRequests(t *testing.T) {
 
 	// resetOffsetByTime -t T -g G -s 0: INVOKE_BROKER_TO_RESET_OFFSET, with
 	// the group's consumer stopped (a running one would commit over it
-	// unless told, which is another matter). A consumer started afterwards
+	// unless told, which is another matter). Its shutdown commits its
+	// offsets oneway: once the broker has seen its connection close (no
+	// member online), it has handled them. A consumer started afterwards
 	// reads everything again.
 	require.NoError(t, c.Shutdown())
+	eventually(t, waitShort, "the consumer gone", func() (bool, string) {
+		resp := e.brokerRequest(remoting.ReqGetConsumerConnectionList, map[string]string{"consumerGroup": group}, nil)
+		return resp.ResponseCode() == remoting.ResConsumerNotOnline, resp.ResponseCode().String() + " " + resp.Remark
+	})
 	resp = e.brokerRequest(remoting.ReqInvokeBrokerToResetOffset, map[string]string{
 		"topic": topic, "group": group, "timestamp": "0", "isForce": "true", "queueId": "-1", "offset": "-1"}, nil)
 	reset := queueTable[int64](t, resp)
