@@ -153,6 +153,12 @@ func (m *Metadata) Groups() []SubscriptionGroup {
 	return out
 }
 
+// GroupsVersion returns the subscription-group table's data version.
+func (m *Metadata) GroupsVersion() (v DataVersion) {
+	m.groups.read(func(d *groupsDoc) { v = d.DataVersion })
+	return v
+}
+
 // PutGroup creates or replaces a consumer group. Start from
 // DefaultSubscriptionGroup to get RocketMQ's defaults.
 func (m *Metadata) PutGroup(g SubscriptionGroup) error {

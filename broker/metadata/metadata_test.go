@@ -144,6 +144,12 @@ func TestDataVersion(t *testing.T) {
 	now = time.UnixMilli(3_000)
 	assert.False(t, m.DeleteTopic("TopicA"))
 	assert.Equal(t, metadata.DataVersion{Timestamp: 2_000, Counter: 2}, m.TopicsVersion(), "no change, no bump")
+
+	assert.Equal(t, metadata.DataVersion{}, m.GroupsVersion())
+	require.NoError(t, m.PutGroup(metadata.DefaultSubscriptionGroup("G")))
+	assert.Equal(t, metadata.DataVersion{Timestamp: 3_000, Counter: 1}, m.GroupsVersion())
+	assert.False(t, m.DeleteGroup("Nope"))
+	assert.Equal(t, metadata.DataVersion{Timestamp: 3_000, Counter: 1}, m.GroupsVersion(), "no change, no bump")
 }
 
 func TestTopicsAndGroups(t *testing.T) {

@@ -73,6 +73,7 @@ type Handler struct {
 
 	clients clientTable
 	subs    subscriptions
+	infos   clientInfos
 	notes   *notifier
 
 	removeHook func()
@@ -107,7 +108,7 @@ func (h *Handler) routes() *remoting.Mux {
 	m.HandleFunc(remoting.ReqSendMessageV2, h.sendMessageV2)
 	m.HandleFunc(remoting.ReqSendBatchMessage, h.sendBatch)
 	m.HandleFunc(remoting.ReqPullMessage, h.pull)
-	m.HandleFunc(remoting.ReqHeartBeat, h.heartbeat)
+	m.HandleFunc(remoting.ReqHeartBeat, h.heartbeatRecorded)
 	m.HandleFunc(remoting.ReqUnregisterClient, h.unregisterClient)
 	m.HandleFunc(remoting.ReqGetConsumerListByGroup, h.consumerList)
 	m.HandleFunc(remoting.ReqQueryConsumerOffset, h.queryConsumerOffset)
@@ -120,6 +121,18 @@ func (h *Handler) routes() *remoting.Mux {
 	m.HandleFunc(remoting.ReqUnlockBatchMQ, h.unlockBatch)
 	m.HandleFunc(remoting.ReqQueryMessage, h.queryMessage)
 	m.HandleFunc(remoting.ReqViewMessageByID, h.viewMessage)
+	m.HandleFunc(remoting.ReqUpdateAndCreateTopic, h.updateAndCreateTopic)
+	m.HandleFunc(remoting.ReqDeleteTopicInBroker, h.deleteTopicInBroker)
+	m.HandleFunc(remoting.ReqGetAllTopicConfig, h.allTopicConfig)
+	m.HandleFunc(remoting.ReqUpdateAndCreateSubscriptionGroup, h.updateAndCreateGroup)
+	m.HandleFunc(remoting.ReqDeleteSubscriptionGroup, h.deleteGroup)
+	m.HandleFunc(remoting.ReqGetAllSubscriptionGroupConfig, h.allGroupConfig)
+	m.HandleFunc(remoting.ReqGetTopicStatsInfo, h.topicStats)
+	m.HandleFunc(remoting.ReqGetConsumeStats, h.consumeStats)
+	m.HandleFunc(remoting.ReqGetConsumerConnectionList, h.consumerConnections)
+	m.HandleFunc(remoting.ReqGetBrokerRuntimeInfo, h.runtimeInfo)
+	m.HandleFunc(remoting.ReqInvokeBrokerToResetOffset, h.resetOffset)
+	m.HandleFunc(remoting.ReqUpdateBrokerConfig, refuseConfigChange)
 	return m
 }
 
