@@ -192,7 +192,8 @@ type request struct {
 
 // readLoop reads frames until the connection fails or closes, delivering
 // responses and starting a handler per request. The bytes a frame holds
-// are bounded per connection and per server (Config.MaxBufferedBytes...).
+// are bounded per connection and per server (Config.MaxBufferedBytesPerConn,
+// MaxBufferedBytes).
 func (c *Conn) readLoop() error {
 	br := bufio.NewReaderSize(c.nc, 16<<10)
 	for {
