@@ -17,6 +17,7 @@ import (
 	"github.com/gantrymq/gantry/broker/metadata"
 	"github.com/gantrymq/gantry/broker/store"
 	"github.com/gantrymq/gantry/commitlog"
+	"github.com/gantrymq/gantry/message"
 )
 
 // BrokerRole is brokerRole: a master (async or sync replication) or a slave.
@@ -61,7 +62,7 @@ const (
 	DefaultDeleteWhen            = "04"
 	DefaultDiskMaxUsedSpaceRatio = 75
 	DefaultTopicQueueNums        = 8
-	DefaultMaxMessageSize        = 4 << 20
+	DefaultMaxMessageSize        = message.MaxBodyBytes
 	DefaultMaxPropertiesSize     = 32 << 10
 	DefaultLongPollingMaxHold    = 15 * time.Second
 	DefaultFlushOffsetInterval   = 5 * time.Second
@@ -153,7 +154,10 @@ type Config struct {
 	// AutoCreateSubscriptionGroup (autoCreateSubscriptionGroup): an unknown
 	// group committing offsets or heartbeating is created. Default (nil) true.
 	AutoCreateSubscriptionGroup *bool
-	// MaxMessageSize (maxMessageSize): largest body in bytes. Default 4 MiB.
+	// MaxMessageSize (maxMessageSize): largest body in bytes, and with a
+	// record's overhead the most a batch may carry in total (the records of
+	// one request: message.BatchLimit). Default and most 4 MiB
+	// (message.MaxBodyBytes), which clients' receive limits are sized for.
 	MaxMessageSize int
 	// MaxPropertiesSize (maxPropertiesSize, Gantry's key): largest encoded
 	// properties of a message in bytes. Default 32 KiB. The record format
@@ -393,8 +397,8 @@ func (c Config) validateLimits(bad badFunc) {
 	if c.DefaultTopicQueueNums < 1 || c.DefaultTopicQueueNums > metadata.MaxQueueNums {
 		bad("defaultTopicQueueNums %d: want 1..%d", c.DefaultTopicQueueNums, metadata.MaxQueueNums)
 	}
-	if c.MaxMessageSize < 0 {
-		bad("maxMessageSize %d: want > 0", c.MaxMessageSize)
+	if c.MaxMessageSize < 0 || c.MaxMessageSize > message.MaxBodyBytes {
+		bad("maxMessageSize %d: want 1..%d (Gantry's clients read messages up to that size)", c.MaxMessageSize, message.MaxBodyBytes)
 	}
 	if c.MaxPropertiesSize < 0 {
 		bad("maxPropertiesSize %d: want > 0", c.MaxPropertiesSize)

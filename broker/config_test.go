@@ -179,6 +179,10 @@ func TestConfigValidateReportsEveryProblem(t *testing.T) {
 		assert.ErrorContains(t, err, w)
 	}
 	assert.ErrorContains(t, broker.Config{BrokerRole: broker.Slave}.Validate(), "SLAVE is not supported yet")
+	// Clients' receive limits are sized for message.MaxBodyBytes: a larger
+	// body would be stored but unreadable.
+	assert.ErrorContains(t, broker.Config{MaxMessageSize: 4<<20 + 1}.Validate(), "maxMessageSize 4194305: want 1..4194304")
+	assert.NoError(t, broker.Config{MaxMessageSize: 4 << 20}.Validate())
 	assert.ErrorContains(t, broker.Config{MessageDelayLevel: make([]time.Duration, 1025)}.Validate(), "messageDelayLevel: 1025 levels, want 1..1024")
 }
 

@@ -11,6 +11,9 @@ import (
 // WithDefaults exposes withDefaults to tests.
 func (c Config) WithDefaults() Config { return c.withDefaults() }
 
+// PullLimits exposes how a Pull's limits are defaulted and bounded.
+func PullLimits(msgs, bytes int) (int, int) { return pullLimits(msgs, bytes) }
+
 // PutError exposes the classification of store.Put errors.
 func PutError(topic string, res []store.PutResult, err error) error { return putError(topic, res, err) }
 

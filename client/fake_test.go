@@ -32,7 +32,7 @@ func serve(t testing.TB, register func(*grpc.Server)) (*grpc.Server, string) {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	srv := grpc.NewServer()
+	srv := grpc.NewServer(grpc.MaxRecvMsgSize(64 << 20)) // as lenient as brokers were: the client's own limits show
 	register(srv)
 	done := make(chan struct{})
 	go func() {

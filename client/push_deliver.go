@@ -28,6 +28,28 @@ type assignedQueue struct {
 
 	commitMu  sync.Mutex
 	committed int64 // -1: nothing committed by this consumer yet
+
+	pullErrs pullErrors // since the queue was assigned
+}
+
+// pullErrors counts failed pulls and keeps the last failure.
+type pullErrors struct {
+	n    atomic.Int64
+	last atomic.Pointer[error]
+}
+
+func (e *pullErrors) add(err error) {
+	e.last.Store(&err)
+	e.n.Add(1)
+}
+
+// get returns the count and the last failure (nil if none).
+func (e *pullErrors) get() (int64, error) {
+	n := e.n.Load()
+	if last := e.last.Load(); last != nil {
+		return n, *last
+	}
+	return n, nil
 }
 
 // lockValid reports whether the consumer may consume the queue: always,
@@ -52,6 +74,7 @@ type consumeTask struct {
 func (p *PushConsumer) pullLoop(aq *assignedQueue) {
 	defer aq.loops.Done()
 	var backoff time.Duration
+	failures := 0 // in a row
 	for aq.ctx.Err() == nil {
 		if !aq.lockValid() { // pull only what it may consume
 			sleepCtx(aq.ctx, 100*time.Millisecond)
@@ -74,11 +97,14 @@ func (p *PushConsumer) pullLoop(aq *assignedQueue) {
 				return
 			}
 			backoff = min(max(2*backoff, 100*time.Millisecond), 3*time.Second)
-			p.c.log.Warn("pull failed", "queue", aq.q, "offset", aq.pq.nextOffset(), "retry_in", backoff, "err", err)
+			failures++
+			aq.pullErrs.add(err)
+			p.pullErrs.add(err)
+			p.c.log.Warn("pull failed", "queue", aq.q, "offset", aq.pq.nextOffset(), "failures", failures, "retry_in", backoff, "err", err)
 			sleepCtx(aq.ctx, backoff)
 			continue
 		}
-		backoff = 0
+		backoff, failures = 0, 0
 		switch res.Status {
 		case PullFound:
 			if p.isRetryTopic(aq.q.Topic) {

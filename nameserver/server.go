@@ -32,13 +32,20 @@ type Server struct {
 	once sync.Once
 }
 
+// MaxRequestBytes is the largest request the nameserver's gRPC server
+// reads (gRPC refuses a larger one from its length prefix, unread): a
+// broker's registration, a few dozen bytes per topic, is the largest.
+const MaxRequestBytes = 4 << 20
+
 // NewServer makes a nameserver and starts its expiry loop. Serve it on a
-// listener with Serve; Close stops it.
+// listener with Serve; Close stops it. opts are added to the gRPC server's
+// after a receive limit of MaxRequestBytes.
 func NewServer(cfg Config, opts ...grpc.ServerOption) (*Server, error) {
 	reg, err := NewRegistry(cfg)
 	if err != nil {
 		return nil, err
 	}
+	opts = append([]grpc.ServerOption{grpc.MaxRecvMsgSize(MaxRequestBytes)}, opts...)
 	s := &Server{reg: reg, gs: grpc.NewServer(opts...), shutdown: make(chan struct{})}
 	gantryv1.RegisterNameServerServer(s.gs, s)
 	ctx, stop := context.WithCancel(context.Background())

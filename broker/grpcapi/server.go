@@ -20,11 +20,16 @@ import (
 	"github.com/gantrymq/gantry/broker/remotingapi"
 	"github.com/gantrymq/gantry/internal/grpcbuf"
 	"github.com/gantrymq/gantry/internal/inlinenet"
+	"github.com/gantrymq/gantry/message"
 	"github.com/gantrymq/gantry/remoting"
 )
 
-// MaxRequestBytes is the largest request the broker's gRPC server reads.
-const MaxRequestBytes = 64 << 20
+// MaxRequestBytes is the largest request the broker's gRPC server reads:
+// the largest valid one, a send of message.MaxBatchBytes of records with
+// its other fields (message.MaxEnvelopeBytes). gRPC refuses a larger one
+// from its length prefix, before reading it, with RESOURCE_EXHAUSTED
+// "received message larger than max".
+const MaxRequestBytes = message.MaxEnvelopeBytes
 
 // ServerConfig configures a broker server.
 type ServerConfig struct {
@@ -44,7 +49,7 @@ type ServerConfig struct {
 	// notifications); its Logger defaults to the broker's.
 	Remoting remotingapi.Config
 	// GRPCOptions are added to the gRPC server, after its defaults (a
-	// larger receive limit, a buffer pool, a fixed 16 MiB flow-control
+	// receive limit of MaxRequestBytes, a buffer pool, a fixed 16 MiB flow-control
 	// window), which they may replace. Without a unary interceptor, Pull
 	// answers with its response already encoded (not a
 	// *gantryv1.PullResponse); with one, the interceptor sees the generated
@@ -118,10 +123,9 @@ func Start(ctx context.Context, cfg ServerConfig) (*Server, error) {
 		return nil, errors.Join(err, s.rh.Close(), b.Close(ctx))
 	}
 
-	// A batch may carry messages up to maxMessageSize each: accept requests
-	// well beyond gRPC's 4 MiB default, so the broker can name the problem.
-	// Buffers are not zeroed for every message, and the flow-control
-	// window is fixed (internal/grpcbuf).
+	// Requests up to the largest valid one, a little over gRPC's 4 MiB
+	// default (docs/BROKER.md, "Size limits"). Buffers are not zeroed for
+	// every message, and the flow-control window is fixed (internal/grpcbuf).
 	opts := append([]grpc.ServerOption{grpc.MaxRecvMsgSize(MaxRequestBytes), experimental.BufferPool(grpcbuf.Shared),
 		grpc.ForceServerCodecV2(grpcbuf.Codec{}),
 		grpc.InitialWindowSize(grpcbuf.FlowWindow), grpc.InitialConnWindowSize(grpcbuf.FlowWindow)}, cfg.GRPCOptions...)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"os"
 	"runtime/pprof"
@@ -104,6 +105,8 @@ p999) from a histogram. Produced bodies carry a run id and sequence number, so
 			var err error
 			cc := benchkit.ConsumeConfig{Count: count, Duration: duration, FromMin: fromMin, Progress: func(s string) { fmt.Fprintln(out, s) }}
 			if push {
+				// The consumer retries failed pulls: its warnings say why.
+				ccfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 				fmt.Fprintf(out, "consuming %s with a push consumer of group %s: %s\n", topic, group, amount(count, duration))
 				if failEvery > 0 && count > 0 {
 					cc.Count = count - count/failEvery // the healthy ones
