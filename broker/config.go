@@ -24,8 +24,8 @@ type BrokerRole int
 
 const (
 	AsyncMaster BrokerRole = iota // ASYNC_MASTER (default)
-	SyncMaster                    // SYNC_MASTER
-	Slave                         // SLAVE (not supported yet)
+	SyncMaster                    // SYNC_MASTER (refused until replication exists)
+	Slave                         // SLAVE (refused until replication exists)
 )
 
 var roleNames = [...]string{"ASYNC_MASTER", "SYNC_MASTER", "SLAVE"}
@@ -133,7 +133,9 @@ type Config struct {
 	// CPU, reads of a backlog older than the last 24 MiB less. Default
 	// false.
 	PageCacheWrites bool
-	// BrokerRole (brokerRole). Default ASYNC_MASTER; SLAVE is not supported yet.
+	// BrokerRole (brokerRole). Default ASYNC_MASTER, the only role
+	// accepted: SYNC_MASTER and SLAVE are refused by Validate until
+	// replication exists.
 	BrokerRole BrokerRole
 	// FileReservedTime (fileReservedTime, in hours in the file): commit-log
 	// retention. Default 72 h.
@@ -310,8 +312,9 @@ func (c Config) validateIdentity(bad badFunc) {
 		}
 	}
 	switch {
-	case c.BrokerRole == Slave:
-		bad("brokerRole SLAVE is not supported yet")
+	case c.BrokerRole == SyncMaster || c.BrokerRole == Slave:
+		// Accepting them would promise copies that nobody makes.
+		bad("brokerRole %s is not supported: Gantry has no replication yet; use ASYNC_MASTER", c.BrokerRole)
 	case c.BrokerRole < AsyncMaster || c.BrokerRole > Slave:
 		bad("brokerRole %d: want ASYNC_MASTER, SYNC_MASTER or SLAVE", int(c.BrokerRole))
 	case c.BrokerID != 0:

@@ -28,7 +28,7 @@ storePathRootDir=/data/store
 mappedFileSizeCommitLog=65536
 flushDiskType=SYNC_FLUSH
 pageCacheWrites=true
-brokerRole=SYNC_MASTER
+brokerRole=ASYNC_MASTER
 fileReservedTime=48
 deleteWhen=03;04
 diskMaxUsedSpaceRatio=80
@@ -59,7 +59,7 @@ func TestParseConfigEveryKey(t *testing.T) {
 		NamesrvAddr: []string{"10.0.0.1:9876", "10.0.0.2:9876"}, ListenPort: 20911,
 		GRPCListenAddr: "127.0.0.1:18081", HTTPListenAddr: ":15557", BrokerIP1: "192.168.1.5",
 		StorePathRootDir: "/data/store", MappedFileSizeCommitLog: 65536, FlushDiskType: commitlog.SyncFlush,
-		PageCacheWrites: true, BrokerRole: broker.SyncMaster, FileReservedTime: 48 * time.Hour, DeleteWhen: "03;04",
+		PageCacheWrites: true, BrokerRole: broker.AsyncMaster, FileReservedTime: 48 * time.Hour, DeleteWhen: "03;04",
 		DiskMaxUsedSpaceRatio: 80, AutoCreateTopicEnable: true, DefaultTopicQueueNums: 4,
 		AutoCreateSubscriptionGroup: &f, MaxMessageSize: 1 << 20, MaxPropertiesSize: 16 << 10,
 		LongPollingMaxHold: 20 * time.Second, FlushConsumerOffsetInterval: 2500 * time.Millisecond,
@@ -178,7 +178,11 @@ func TestConfigValidateReportsEveryProblem(t *testing.T) {
 		"timerMaxDelay -1ns", "dlqRetentionHours -1h0m0s"} {
 		assert.ErrorContains(t, err, w)
 	}
-	assert.ErrorContains(t, broker.Config{BrokerRole: broker.Slave}.Validate(), "SLAVE is not supported yet")
+	for _, role := range []broker.BrokerRole{broker.SyncMaster, broker.Slave} {
+		err := broker.Config{BrokerRole: role}.Validate()
+		require.ErrorIs(t, err, broker.ErrInvalidConfig, "%s", role)
+		assert.ErrorContains(t, err, "brokerRole "+role.String()+" is not supported: Gantry has no replication yet; use ASYNC_MASTER")
+	}
 	assert.ErrorContains(t, broker.Config{MessageDelayLevel: make([]time.Duration, 1025)}.Validate(), "messageDelayLevel: 1025 levels, want 1..1024")
 }
 
