@@ -29,8 +29,9 @@ var (
 	// (a pull's queue id or offset, a group or client name, a filter
 	// expression, a topic's queue counts).
 	ErrInvalidArgument = errors.New("broker: invalid argument")
-	// ErrGroupNotFound: the consumer group does not exist and
-	// autoCreateSubscriptionGroup is off.
+	// ErrGroupNotFound: the consumer group does not exist, and either
+	// autoCreateSubscriptionGroup is off or the call never creates one
+	// (ResetOffsetByTime).
 	ErrGroupNotFound = errors.New("broker: consumer group not found")
 	// ErrNotRegistered: the consumer client is not a live member of the
 	// group (WatchGroup needs a Heartbeat first).

@@ -83,7 +83,8 @@ func (b *Broker) QueryClientOffset(group, clientID, topic string, queueID int32)
 
 // ResetOffsetByTime commits, for every read queue of topic, the offset of
 // the first message stored at or after ts (unix ms; a queue's max offset if
-// none was), and returns them by queue id.
+// none was), and returns them by queue id. The group must exist (else
+// ErrGroupNotFound: a reset never creates one).
 func (b *Broker) ResetOffsetByTime(group, topic string, ts int64) (map[int32]int64, error) {
 	if !b.calls.enter() {
 		return nil, ErrShuttingDown
@@ -93,7 +94,7 @@ func (b *Broker) ResetOffsetByTime(group, topic string, ts int64) (map[int32]int
 	if err != nil {
 		return nil, err
 	}
-	if _, err := b.ensureGroup(group); err != nil {
+	if err := b.existingGroup(group); err != nil {
 		return nil, err
 	}
 	out := make(map[int32]int64, tc.ReadQueueNums)
@@ -111,6 +112,17 @@ func (b *Broker) ResetOffsetByTime(group, topic string, ts int64) (map[int32]int
 	}
 	b.log.Info("offsets reset by time", "group", group, "topic", topic, "ts", ts)
 	return out, nil
+}
+
+// existingGroup checks that a subscription group exists.
+func (b *Broker) existingGroup(name string) error {
+	if err := checkGroupName(name); err != nil {
+		return err
+	}
+	if _, ok := b.meta.Group(name); !ok {
+		return fmt.Errorf("%w: %q", ErrGroupNotFound, name)
+	}
+	return nil
 }
 
 // ensureGroup returns a subscription group, creating it with RocketMQ's
