@@ -40,6 +40,7 @@ type Broker struct {
 	membership membershipHooks // AddConsumersChangedHook's hooks
 
 	topicMu sync.Mutex // serializes topic check-then-put (create, update, delete)
+	groupMu sync.Mutex // serializes the creation of groups (maxConsumerGroups)
 	rr      sync.Map   // topic -> *atomic.Uint32: the broker-picked queue round robin
 
 	msgsPut atomic.Int64 // messages stored by Send

@@ -45,6 +45,8 @@ messageDelayLevel=1s 30s  2m 1h 1d
 timerMaxDelay=3600
 dlqRetentionHours=24
 duplicationWindow=2m
+maxGroupsPerHeartbeat=50
+maxConsumerGroups=2000
 `
 
 func TestParseConfigEveryKey(t *testing.T) {
@@ -66,7 +68,7 @@ func TestParseConfigEveryKey(t *testing.T) {
 		RegisterNameServerPeriod: 10 * time.Second, ChannelExpiredTimeout: time.Minute,
 		MessageDelayLevel: []time.Duration{time.Second, 30 * time.Second, 2 * time.Minute, time.Hour, 24 * time.Hour},
 		TimerMaxDelay:     time.Hour, DLQRetention: 24 * time.Hour,
-		DuplicationWindow: 2 * time.Minute,
+		DuplicationWindow: 2 * time.Minute, MaxGroupsPerHeartbeat: 50, MaxConsumerGroups: 2000,
 	}
 	assert.Equal(t, want, c)
 	assert.NoError(t, c.Validate())
@@ -153,6 +155,8 @@ func TestConfigDefaults(t *testing.T) {
 	assert.Equal(t, 72*time.Hour, c.TimerMaxDelay)
 	assert.Equal(t, 72*time.Hour, c.DLQRetention)
 	assert.Equal(t, 5*time.Minute, c.DuplicationWindow)
+	assert.Equal(t, 1000, c.MaxGroupsPerHeartbeat)
+	assert.Equal(t, 10000, c.MaxConsumerGroups)
 	assert.NotNil(t, c.Now)
 	assert.NotNil(t, c.Logger)
 	assert.NoError(t, broker.Config{}.Validate())
@@ -166,7 +170,7 @@ func TestConfigValidateReportsEveryProblem(t *testing.T) {
 		MaxMessageSize: -1, MaxPropertiesSize: -1, LongPollingMaxHold: -1, FlushConsumerOffsetInterval: -1,
 		RegisterNameServerPeriod: -1, ChannelExpiredTimeout: -1, FileReservedTime: -time.Hour, QueueLockTTL: -1,
 		MessageDelayLevel: []time.Duration{time.Second, 0, -time.Minute}, TimerMaxDelay: -1,
-		DLQRetention: -time.Hour,
+		DLQRetention: -time.Hour, MaxGroupsPerHeartbeat: -1, MaxConsumerGroups: -1,
 	}
 	err := c.Validate()
 	require.ErrorIs(t, err, broker.ErrInvalidConfig)
@@ -175,7 +179,7 @@ func TestConfigValidateReportsEveryProblem(t *testing.T) {
 		"diskMaxUsedSpaceRatio 99", "defaultTopicQueueNums 2000", "maxMessageSize", "maxPropertiesSize",
 		"longPollingMaxHold", "flushConsumerOffsetInterval", "registerNameServerPeriod", "channelExpiredTimeout",
 		"fileReservedTime", "QueueLockTTL", "messageDelayLevel: level 2 is 0s", "messageDelayLevel: level 3 is -1m0s",
-		"timerMaxDelay -1ns", "dlqRetentionHours -1h0m0s"} {
+		"timerMaxDelay -1ns", "dlqRetentionHours -1h0m0s", "maxGroupsPerHeartbeat -1", "maxConsumerGroups -1"} {
 		assert.ErrorContains(t, err, w)
 	}
 	for _, role := range []broker.BrokerRole{broker.SyncMaster, broker.Slave} {

@@ -131,18 +131,94 @@ func (b *Broker) ensureGroup(name string) (metadata.SubscriptionGroup, error) {
 	if err := checkGroupName(name); err != nil {
 		return metadata.SubscriptionGroup{}, err
 	}
-	if g, ok := b.meta.Group(name); ok {
-		return g, nil
+	gs, errs := b.ensureGroups([]string{name})
+	if err := errs[name]; err != nil {
+		return metadata.SubscriptionGroup{}, err
 	}
+	return gs[0], nil
+}
+
+// ensureGroups returns the subscription groups of names (valid names,
+// maybe repeated), each once, in the order given, creating the unknown
+// ones with RocketMQ's defaults when autoCreateSubscriptionGroup is on, in
+// one change of the table (saved with the offsets). A group that could not
+// be had is left out, with its error in errs: ErrGroupNotFound with
+// auto-creation off, ErrTooManyGroups past maxConsumerGroups.
+func (b *Broker) ensureGroups(names []string) (groups []metadata.SubscriptionGroup, errs map[string]error) {
+	names = uniq(names)
+	errs = map[string]error{}
+	var missing []string
+	for _, name := range names {
+		if _, ok := b.meta.Group(name); !ok {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) > 0 {
+		b.createGroups(missing, errs)
+	}
+	for _, name := range names {
+		if errs[name] != nil {
+			continue
+		}
+		if g, ok := b.meta.Group(name); ok {
+			groups = append(groups, g)
+		} else { // deleted meanwhile
+			errs[name] = fmt.Errorf("%w: %q", ErrGroupNotFound, name)
+		}
+	}
+	return groups, errs
+}
+
+// uniq returns ss without repeats, in order.
+func uniq(ss []string) []string {
+	seen := make(map[string]bool, len(ss))
+	out := ss[:0:0]
+	for _, s := range ss {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// createGroups creates the groups names that are still missing, as many as
+// maxConsumerGroups allows, and records in errs why the others were not.
+func (b *Broker) createGroups(names []string, errs map[string]error) {
 	if !*b.cfg.AutoCreateSubscriptionGroup {
-		return metadata.SubscriptionGroup{}, fmt.Errorf("%w: %q (autoCreateSubscriptionGroup is off)", ErrGroupNotFound, name)
+		for _, name := range names {
+			errs[name] = fmt.Errorf("%w: %q (autoCreateSubscriptionGroup is off)", ErrGroupNotFound, name)
+		}
+		return
 	}
-	g := metadata.DefaultSubscriptionGroup(name)
-	if err := b.meta.PutGroup(g); err != nil {
-		return g, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+	b.groupMu.Lock()
+	defer b.groupMu.Unlock()
+	have := b.meta.GroupCount()
+	var create []metadata.SubscriptionGroup
+	for _, name := range names {
+		if _, ok := b.meta.Group(name); ok {
+			continue // created meanwhile
+		}
+		if n := have + len(create); n >= b.cfg.MaxConsumerGroups {
+			errs[name] = fmt.Errorf("%w: group %q not created: the broker has %d groups, at most %d (maxConsumerGroups)",
+				ErrTooManyGroups, name, n, b.cfg.MaxConsumerGroups)
+			continue
+		}
+		create = append(create, metadata.DefaultSubscriptionGroup(name))
 	}
-	b.log.Info("subscription group created", "group", name)
-	return g, nil
+	if err := b.meta.PutGroups(create); err != nil {
+		for _, g := range create {
+			errs[g.GroupName] = fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+		}
+		return
+	}
+	switch len(create) {
+	case 0:
+	case 1:
+		b.log.Info("subscription group created", "group", create[0].GroupName)
+	default:
+		b.log.Info("subscription groups created", "count", len(create), "first", create[0].GroupName)
+	}
 }
 
 // checkGroupName checks a group name: the topic name rules (RocketMQ's).
