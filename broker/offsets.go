@@ -2,6 +2,7 @@ package broker
 
 import (
 	"fmt"
+	"maps"
 
 	"github.com/gantrymq/gantry/broker/metadata"
 )
@@ -10,6 +11,11 @@ import (
 // topic must exist and queueID be one of its queues; an unknown group is
 // created when autoCreateSubscriptionGroup is on (else ErrGroupNotFound).
 // Offsets are saved every flushConsumerOffsetInterval and at Close.
+//
+// After ResetOffsetByTime, a commit of another offset than the queue's new
+// one is ignored (it succeeds and changes nothing) until the group pulls
+// the queue from its new offset: it comes from a member that has not
+// heard of the reset yet.
 func (b *Broker) CommitOffset(group, topic string, queueID int32, offset int64) error {
 	if !b.calls.enter() {
 		return ErrShuttingDown
@@ -18,8 +24,14 @@ func (b *Broker) CommitOffset(group, topic string, queueID int32, offset int64) 
 	if err := b.checkCommit(group, topic, queueID, offset); err != nil {
 		return err
 	}
-	if err := b.meta.CommitOffset(group, topic, queueID, offset); err != nil {
+	ignored, err := b.resets.commit(group, topic, queueID, offset, func() error {
+		return b.meta.CommitOffset(group, topic, queueID, offset)
+	})
+	if err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+	}
+	if ignored {
+		b.log.Debug("offset commit ignored: the offsets were reset", "group", group, "topic", topic, "queue", queueID, "offset", offset)
 	}
 	return nil
 }
@@ -85,6 +97,13 @@ func (b *Broker) QueryClientOffset(group, clientID, topic string, queueID int32)
 // the first message stored at or after ts (unix ms; a queue's max offset if
 // none was), and returns them by queue id. The group must exist (else
 // ErrGroupNotFound: a reset never creates one).
+//
+// The group's live members are told (their WatchGroup streams, and the
+// hooks of AddOffsetResetHook: RESET_CONSUMER_CLIENT_OFFSET) and the reset
+// holds against what they do before they hear: until the group pulls a
+// queue from its new offset, commits of other offsets of it are ignored,
+// and, after a grace period of 20 s, pulls from elsewhere are answered
+// "offset moved" to it. That state lasts channelExpiredTimeout at most.
 func (b *Broker) ResetOffsetByTime(group, topic string, ts int64) (map[int32]int64, error) {
 	if !b.calls.enter() {
 		return nil, ErrShuttingDown
@@ -105,12 +124,19 @@ func (b *Broker) ResetOffsetByTime(group, topic string, ts int64) (map[int32]int
 		}
 		out[q] = off
 	}
-	for q, off := range out {
-		if err := b.meta.CommitOffset(group, topic, q, off); err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+	err = b.resets.reset(group, topic, out, func() error {
+		for q, off := range out {
+			if err := b.meta.CommitOffset(group, topic, q, off); err != nil {
+				return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+			}
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	b.log.Info("offsets reset by time", "group", group, "topic", topic, "ts", ts)
+	b.log.Info("offsets reset by time", "group", group, "topic", topic, "ts", ts, "offsets", out)
+	b.offsetsReset(OffsetReset{Group: group, Topic: topic, Timestamp: ts, Offsets: maps.Clone(out)})
 	return out, nil
 }
 

@@ -118,7 +118,8 @@ func TestHeartbeatOfManyGroupsSavesOnce(t *testing.T) {
 	defer cl.Close()
 	before, syncsBefore := w.bytes.Load(), w.syncs.Load()
 	start := time.Now()
-	// Before, it took about 25 minutes here; now a second or two.
+	// Before, it took 13 min 40 s here (25 GB written, 20,325 fsyncs); now
+	// a second or two.
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	resp, err := cl.Invoke(ctx, heartbeatOfGroups(t, "10.0.0.1@many", "T", groupNames("G", n)))
