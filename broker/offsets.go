@@ -157,6 +157,9 @@ func (b *Broker) ensureGroup(name string) (metadata.SubscriptionGroup, error) {
 	if err := checkGroupName(name); err != nil {
 		return metadata.SubscriptionGroup{}, err
 	}
+	if g, ok := b.meta.Group(name); ok { // every commit comes here
+		return g, nil
+	}
 	gs, errs := b.ensureGroups([]string{name})
 	if err := errs[name]; err != nil {
 		return metadata.SubscriptionGroup{}, err
