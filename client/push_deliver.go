@@ -169,7 +169,8 @@ func (p *PushConsumer) worker() {
 // when the queue is being released: the tasks handed out (to a worker or
 // to the work channel's buffer) are an offset-ordered prefix of what was
 // pulled, so handling them all (the queue's lock is held until they are
-// done) leaves nothing handled above the committed offset.
+// done) leaves nothing handled above the committed offset. Only a queue
+// moved to a reset offset (dropped) stops: its new state reads from there.
 //
 // Handled batches are marked done together, when a failed one or the
 // task's end comes: one process-queue update per task, not per handler
