@@ -25,8 +25,8 @@ type BrokerRole int
 
 const (
 	AsyncMaster BrokerRole = iota // ASYNC_MASTER (default)
-	SyncMaster                    // SYNC_MASTER
-	Slave                         // SLAVE (not supported yet)
+	SyncMaster                    // SYNC_MASTER (refused until replication exists)
+	Slave                         // SLAVE (refused until replication exists)
 )
 
 var roleNames = [...]string{"ASYNC_MASTER", "SYNC_MASTER", "SLAVE"}
@@ -72,6 +72,8 @@ const (
 	DefaultTimerMaxDelay         = 72 * time.Hour
 	DefaultDLQRetention          = 72 * time.Hour
 	DefaultDuplicationWindow     = 5 * time.Minute
+	DefaultMaxGroupsPerHeartbeat = 1000
+	DefaultMaxConsumerGroups     = 10000
 
 	// DuplicationOff as Config.DuplicationWindow (any negative value does)
 	// turns the de-duplication of sends off; duplicationWindow=0 in
@@ -134,7 +136,9 @@ type Config struct {
 	// CPU, reads of a backlog older than the last 24 MiB less. Default
 	// false.
 	PageCacheWrites bool
-	// BrokerRole (brokerRole). Default ASYNC_MASTER; SLAVE is not supported yet.
+	// BrokerRole (brokerRole). Default ASYNC_MASTER, the only role
+	// accepted: SYNC_MASTER and SLAVE are refused by Validate until
+	// replication exists.
 	BrokerRole BrokerRole
 	// FileReservedTime (fileReservedTime, in hours in the file): commit-log
 	// retention. Default 72 h.
@@ -204,6 +208,19 @@ type Config struct {
 	// DuplicationOff (or any negative value) turns it off. See
 	// docs/BROKER.md.
 	DuplicationWindow time.Duration
+	// MaxGroupsPerHeartbeat (maxGroupsPerHeartbeat, Gantry's key): the
+	// most consumer groups one heartbeat may list (a RocketMQ HEART_BEAT
+	// lists every consumer of the client process; a real one, a handful).
+	// A heartbeat listing more is refused whole with ErrTooManyGroups,
+	// before anything is created. Default 1,000.
+	MaxGroupsPerHeartbeat int
+	// MaxConsumerGroups (maxConsumerGroups, Gantry's key): the most
+	// subscription groups the broker creates by itself: once this many
+	// exist, a heartbeat or offset commit of an unknown group is refused
+	// with ErrTooManyGroups instead of creating it (with its retry topic,
+	// registered with the nameservers). Groups an administrator creates
+	// count, but are not refused. Default 10,000.
+	MaxConsumerGroups int
 
 	// Not in broker.conf.
 
@@ -262,6 +279,8 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.TimerMaxDelay, DefaultTimerMaxDelay)
 	setDefault(&c.DLQRetention, DefaultDLQRetention)
 	setDefault(&c.DuplicationWindow, DefaultDuplicationWindow)
+	setDefault(&c.MaxGroupsPerHeartbeat, DefaultMaxGroupsPerHeartbeat)
+	setDefault(&c.MaxConsumerGroups, DefaultMaxConsumerGroups)
 	setDefault(&c.scheduleTick, defaultScheduleTick)
 	setDefault(&c.dlqSweepInterval, defaultDLQSweepInterval)
 	if len(c.MessageDelayLevel) == 0 {
@@ -314,8 +333,9 @@ func (c Config) validateIdentity(bad badFunc) {
 		}
 	}
 	switch {
-	case c.BrokerRole == Slave:
-		bad("brokerRole SLAVE is not supported yet")
+	case c.BrokerRole == SyncMaster || c.BrokerRole == Slave:
+		// Accepting them would promise copies that nobody makes.
+		bad("brokerRole %s is not supported: Gantry has no replication yet; use ASYNC_MASTER", c.BrokerRole)
 	case c.BrokerRole < AsyncMaster || c.BrokerRole > Slave:
 		bad("brokerRole %d: want ASYNC_MASTER, SYNC_MASTER or SLAVE", int(c.BrokerRole))
 	case c.BrokerID != 0:
@@ -403,6 +423,12 @@ func (c Config) validateLimits(bad badFunc) {
 	if c.MaxPropertiesSize < 0 {
 		bad("maxPropertiesSize %d: want > 0", c.MaxPropertiesSize)
 	}
+	if c.MaxGroupsPerHeartbeat < 0 {
+		bad("maxGroupsPerHeartbeat %d: want > 0", c.MaxGroupsPerHeartbeat)
+	}
+	if c.MaxConsumerGroups < 0 {
+		bad("maxConsumerGroups %d: want > 0", c.MaxConsumerGroups)
+	}
 	for _, d := range []struct {
 		key string
 		v   time.Duration
@@ -482,7 +508,7 @@ var ConfigKeys = []string{
 	"defaultTopicQueueNums", "autoCreateSubscriptionGroup", "maxMessageSize", "maxPropertiesSize",
 	"longPollingMaxHold", "flushConsumerOffsetInterval", "registerNameServerPeriod", "channelExpiredTimeout",
 	"messageDelayLevel", "timerMaxDelay", "dlqRetentionHours",
-	"duplicationWindow",
+	"duplicationWindow", "maxGroupsPerHeartbeat", "maxConsumerGroups",
 }
 
 // setters maps each key to the function that parses its value into a Config.
@@ -522,9 +548,11 @@ var setters = map[string]func(c *Config, v string) error{
 		c.MessageDelayLevel, err = ParseDelayLevels(v)
 		return err
 	},
-	"timerMaxDelay":     func(c *Config, v string) error { return parseDuration(v, time.Second, &c.TimerMaxDelay) },
-	"dlqRetentionHours": func(c *Config, v string) error { return parseDuration(v, time.Hour, &c.DLQRetention) },
-	"duplicationWindow": parseDuplicationWindow,
+	"timerMaxDelay":         func(c *Config, v string) error { return parseDuration(v, time.Second, &c.TimerMaxDelay) },
+	"dlqRetentionHours":     func(c *Config, v string) error { return parseDuration(v, time.Hour, &c.DLQRetention) },
+	"duplicationWindow":     parseDuplicationWindow,
+	"maxGroupsPerHeartbeat": func(c *Config, v string) error { return parseInt(v, &c.MaxGroupsPerHeartbeat) },
+	"maxConsumerGroups":     func(c *Config, v string) error { return parseInt(v, &c.MaxConsumerGroups) },
 }
 
 // ParseConfig reads a RocketMQ-style broker.conf into into, overriding the

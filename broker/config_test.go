@@ -28,7 +28,7 @@ storePathRootDir=/data/store
 mappedFileSizeCommitLog=65536
 flushDiskType=SYNC_FLUSH
 pageCacheWrites=true
-brokerRole=SYNC_MASTER
+brokerRole=ASYNC_MASTER
 fileReservedTime=48
 deleteWhen=03;04
 diskMaxUsedSpaceRatio=80
@@ -45,6 +45,8 @@ messageDelayLevel=1s 30s  2m 1h 1d
 timerMaxDelay=3600
 dlqRetentionHours=24
 duplicationWindow=2m
+maxGroupsPerHeartbeat=50
+maxConsumerGroups=2000
 `
 
 func TestParseConfigEveryKey(t *testing.T) {
@@ -59,14 +61,14 @@ func TestParseConfigEveryKey(t *testing.T) {
 		NamesrvAddr: []string{"10.0.0.1:9876", "10.0.0.2:9876"}, ListenPort: 20911,
 		GRPCListenAddr: "127.0.0.1:18081", HTTPListenAddr: ":15557", BrokerIP1: "192.168.1.5",
 		StorePathRootDir: "/data/store", MappedFileSizeCommitLog: 65536, FlushDiskType: commitlog.SyncFlush,
-		PageCacheWrites: true, BrokerRole: broker.SyncMaster, FileReservedTime: 48 * time.Hour, DeleteWhen: "03;04",
+		PageCacheWrites: true, BrokerRole: broker.AsyncMaster, FileReservedTime: 48 * time.Hour, DeleteWhen: "03;04",
 		DiskMaxUsedSpaceRatio: 80, AutoCreateTopicEnable: true, DefaultTopicQueueNums: 4,
 		AutoCreateSubscriptionGroup: &f, MaxMessageSize: 1 << 20, MaxPropertiesSize: 16 << 10,
 		LongPollingMaxHold: 20 * time.Second, FlushConsumerOffsetInterval: 2500 * time.Millisecond,
 		RegisterNameServerPeriod: 10 * time.Second, ChannelExpiredTimeout: time.Minute,
 		MessageDelayLevel: []time.Duration{time.Second, 30 * time.Second, 2 * time.Minute, time.Hour, 24 * time.Hour},
 		TimerMaxDelay:     time.Hour, DLQRetention: 24 * time.Hour,
-		DuplicationWindow: 2 * time.Minute,
+		DuplicationWindow: 2 * time.Minute, MaxGroupsPerHeartbeat: 50, MaxConsumerGroups: 2000,
 	}
 	assert.Equal(t, want, c)
 	assert.NoError(t, c.Validate())
@@ -153,6 +155,8 @@ func TestConfigDefaults(t *testing.T) {
 	assert.Equal(t, 72*time.Hour, c.TimerMaxDelay)
 	assert.Equal(t, 72*time.Hour, c.DLQRetention)
 	assert.Equal(t, 5*time.Minute, c.DuplicationWindow)
+	assert.Equal(t, 1000, c.MaxGroupsPerHeartbeat)
+	assert.Equal(t, 10000, c.MaxConsumerGroups)
 	assert.NotNil(t, c.Now)
 	assert.NotNil(t, c.Logger)
 	assert.NoError(t, broker.Config{}.Validate())
@@ -166,7 +170,7 @@ func TestConfigValidateReportsEveryProblem(t *testing.T) {
 		MaxMessageSize: -1, MaxPropertiesSize: -1, LongPollingMaxHold: -1, FlushConsumerOffsetInterval: -1,
 		RegisterNameServerPeriod: -1, ChannelExpiredTimeout: -1, FileReservedTime: -time.Hour, QueueLockTTL: -1,
 		MessageDelayLevel: []time.Duration{time.Second, 0, -time.Minute}, TimerMaxDelay: -1,
-		DLQRetention: -time.Hour,
+		DLQRetention: -time.Hour, MaxGroupsPerHeartbeat: -1, MaxConsumerGroups: -1,
 	}
 	err := c.Validate()
 	require.ErrorIs(t, err, broker.ErrInvalidConfig)
@@ -175,14 +179,18 @@ func TestConfigValidateReportsEveryProblem(t *testing.T) {
 		"diskMaxUsedSpaceRatio 99", "defaultTopicQueueNums 2000", "maxMessageSize", "maxPropertiesSize",
 		"longPollingMaxHold", "flushConsumerOffsetInterval", "registerNameServerPeriod", "channelExpiredTimeout",
 		"fileReservedTime", "QueueLockTTL", "messageDelayLevel: level 2 is 0s", "messageDelayLevel: level 3 is -1m0s",
-		"timerMaxDelay -1ns", "dlqRetentionHours -1h0m0s"} {
+		"timerMaxDelay -1ns", "dlqRetentionHours -1h0m0s", "maxGroupsPerHeartbeat -1", "maxConsumerGroups -1"} {
 		assert.ErrorContains(t, err, w)
 	}
-	assert.ErrorContains(t, broker.Config{BrokerRole: broker.Slave}.Validate(), "SLAVE is not supported yet")
 	// Clients' receive limits are sized for message.MaxBodyBytes: a larger
 	// body would be stored but unreadable.
 	assert.ErrorContains(t, broker.Config{MaxMessageSize: 4<<20 + 1}.Validate(), "maxMessageSize 4194305: want 1..4194304")
 	assert.NoError(t, broker.Config{MaxMessageSize: 4 << 20}.Validate())
+	for _, role := range []broker.BrokerRole{broker.SyncMaster, broker.Slave} {
+		err := broker.Config{BrokerRole: role}.Validate()
+		require.ErrorIs(t, err, broker.ErrInvalidConfig, "%s", role)
+		assert.ErrorContains(t, err, "brokerRole "+role.String()+" is not supported: Gantry has no replication yet; use ASYNC_MASTER")
+	}
 	assert.ErrorContains(t, broker.Config{MessageDelayLevel: make([]time.Duration, 1025)}.Validate(), "messageDelayLevel: 1025 levels, want 1..1024")
 }
 

@@ -78,6 +78,11 @@ func (b *Broker) Pull(ctx context.Context, req PullRequest) (PullResult, error) 
 	if err != nil {
 		return PullResult{}, err
 	}
+	if req.Group != "" {
+		if to, move := b.resets.pull(req.Group, req.Topic, req.QueueID, req.Offset); move {
+			return b.movedPull(req, to), nil // see ResetOffsetByTime
+		}
+	}
 	req.MaxMsgs, req.MaxBytes = pullLimits(req.MaxMsgs, req.MaxBytes)
 	res, err := b.get(req, f)
 	if err != nil || !nothingNew(res) {

@@ -328,6 +328,11 @@ var groupNamePattern = regexp.MustCompile(`^[%|a-zA-Z0-9_-]{1,255}$`)
 // is handled twice; after a member dies, the messages it handled but had
 // not committed yet (at most a commit interval's worth) are handled again.
 //
+// When an administrator resets the group's offsets (Admin.ResetOffsetByTime),
+// the broker tells the members holding the queues, which drop what they
+// pulled of them and have not handled, keep the queues' locks and read them
+// again from the new offsets; nothing committed afterwards undoes the reset.
+//
 // Create it with NewPushConsumer, Subscribe, then Start; Shutdown stops it
 // and every goroutine it started.
 type PushConsumer struct {

@@ -30,6 +30,18 @@ type assignedQueue struct {
 	committed int64 // -1: nothing committed by this consumer yet
 
 	pullErrs pullErrors // since the queue was assigned
+
+	// dropped: the queue was moved to a reset offset by another state
+	// (replaceQueue); this one commits nothing and hands nothing more to
+	// the handler. Set under commitMu.
+	dropped atomic.Bool
+}
+
+// drop marks aq dropped, after any commit of it in progress.
+func (aq *assignedQueue) drop() {
+	aq.commitMu.Lock()
+	defer aq.commitMu.Unlock()
+	aq.dropped.Store(true)
 }
 
 // pullErrors counts failed pulls and keeps the last failure.
@@ -123,6 +135,12 @@ func (p *PushConsumer) pullLoop(aq *assignedQueue) {
 		case PullOffsetIllegal:
 			p.c.log.Warn("offset out of the queue's range; moving", "queue", aq.q, "offset", aq.pq.nextOffset(), "to", res.NextOffset,
 				"min", res.MinOffset, "max", res.MaxOffset)
+			if res.NextOffset < aq.pq.nextOffset() {
+				// Back (a reset of the group's offsets): what was pulled
+				// from there on is dropped and read again.
+				p.resetQueue(aq, res.NextOffset)
+				return
+			}
 			aq.pq.setNext(res.NextOffset)
 		default:
 			aq.pq.setNext(res.NextOffset)
@@ -177,7 +195,8 @@ func (p *PushConsumer) worker() {
 // when the queue is being released: the tasks handed out (to a worker or
 // to the work channel's buffer) are an offset-ordered prefix of what was
 // pulled, so handling them all (the queue's lock is held until they are
-// done) leaves nothing handled above the committed offset.
+// done) leaves nothing handled above the committed offset. Only a queue
+// moved to a reset offset (dropped) stops: its new state reads from there.
 //
 // Handled batches are marked done together, when a failed one or the
 // task's end comes: one process-queue update per task, not per handler
@@ -188,6 +207,9 @@ func (p *PushConsumer) consume(t consumeTask) {
 	start := time.Now()
 	ok := 0 // t.msgs[ok:i] were handled and are not marked done yet
 	for i := 0; i < len(t.msgs); i += p.opts.batchSize {
+		if t.aq.dropped.Load() { // moved to a reset offset: the rest is read again or skipped
+			return
+		}
 		msgs := t.msgs[i:min(i+p.opts.batchSize, len(t.msgs))]
 		var res ConsumeResult
 		var reason string
@@ -384,7 +406,7 @@ func (p *PushConsumer) commit(ctx context.Context, aq *assignedQueue) error {
 	aq.commitMu.Lock()
 	defer aq.commitMu.Unlock()
 	off := aq.pq.commitOffset()
-	if off == aq.committed {
+	if off == aq.committed || aq.dropped.Load() {
 		return nil
 	}
 	req := &gantryv1.CommitOffsetRequest{Group: p.group, Topic: aq.q.Topic, QueueId: aq.q.ID, Offset: off}

@@ -94,19 +94,10 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		}
 		c.dir, c.tempDir = d, true
 	}
-	ns, err := nameserver.NewServer(nameserver.Config{Logger: c.log})
-	if err != nil {
+	c.nsAddr = orDefault(opts.NameServerListen, "127.0.0.1:0")
+	c.nsRemotingAddr = orDefault(opts.NameServerRemotingListen, "127.0.0.1:0")
+	if err := c.StartNameServer(ctx); err != nil {
 		return nil, c.cleanup(err)
-	}
-	lis, err := net.Listen("tcp", orDefault(opts.NameServerListen, "127.0.0.1:0"))
-	if err != nil {
-		_ = ns.Close(ctx)
-		return nil, c.cleanup(fmt.Errorf("nameserver listen: %w", err))
-	}
-	c.ns, c.nsAddr, c.nsDone = ns, lis.Addr().String(), make(chan error, 1)
-	go func() { c.nsDone <- ns.Serve(lis) }()
-	if err := c.startNameServerRemoting(); err != nil {
-		return nil, errors.Join(err, c.Close(context.Background()))
 	}
 	c.brokerLis, c.httpLis = orDefault(opts.BrokerListen, "127.0.0.1:0"), orDefault(opts.HTTPListen, "127.0.0.1:0")
 	c.remotingLis = orDefault(opts.BrokerRemotingListen, "127.0.0.1:0")
@@ -116,6 +107,30 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	return c, nil
 }
 
+// StartNameServer starts the nameserver (after StopNameServer) on the
+// addresses it had, gRPC and remoting, with an empty registry: the broker
+// registers again by itself.
+func (c *Cluster) StartNameServer(_ context.Context) error {
+	if c.ns != nil {
+		return errors.New("embedded: nameserver already running")
+	}
+	ns, err := nameserver.NewServer(nameserver.Config{Logger: c.log})
+	if err != nil {
+		return err
+	}
+	lis, err := net.Listen("tcp", c.nsAddr)
+	if err != nil {
+		_ = ns.Close(context.Background())
+		return fmt.Errorf("nameserver listen: %w", err)
+	}
+	c.ns, c.nsAddr, c.nsDone = ns, lis.Addr().String(), make(chan error, 1)
+	go func() { c.nsDone <- ns.Serve(lis) }()
+	if err := c.startNameServerRemoting(); err != nil {
+		return errors.Join(err, c.StopNameServer(context.Background()))
+	}
+	return nil
+}
+
 // startNameServerRemoting serves the nameserver's registry to RocketMQ
 // remoting clients.
 func (c *Cluster) startNameServerRemoting() error {
@@ -123,7 +138,7 @@ func (c *Cluster) startNameServerRemoting() error {
 	if err != nil {
 		return err
 	}
-	lis, err := net.Listen("tcp", orDefault(c.opts.NameServerRemotingListen, "127.0.0.1:0"))
+	lis, err := net.Listen("tcp", c.nsRemotingAddr)
 	if err != nil {
 		_ = rs.Close()
 		return fmt.Errorf("nameserver remoting listen: %w", err)
@@ -251,7 +266,7 @@ func (c *Cluster) RestartBroker(ctx context.Context) error {
 }
 
 // StopNameServer stops the nameserver, gRPC and remoting (an outage:
-// clients keep their cached routes). It cannot be started again.
+// clients keep their cached routes). StartNameServer starts it again.
 func (c *Cluster) StopNameServer(ctx context.Context) error {
 	var errs []error
 	if c.nsRemoting != nil {

@@ -34,7 +34,7 @@ func Code(err error) codes.Code {
 		return codes.FailedPrecondition
 	case errors.Is(err, broker.ErrShuttingDown), errors.Is(err, commitlog.ErrClosed), errors.Is(err, commitlog.ErrFlushFailed):
 		return codes.Unavailable
-	case errors.Is(err, commitlog.ErrDiskFull):
+	case errors.Is(err, commitlog.ErrDiskFull), errors.Is(err, broker.ErrTooManyGroups):
 		return codes.ResourceExhausted
 	case broker.IsIndeterminate(err), errors.Is(err, context.DeadlineExceeded):
 		return codes.DeadlineExceeded

@@ -75,27 +75,31 @@ type Handler struct {
 	subs    subscriptions
 	infos   clientInfos
 	notes   *notifier
+	resets  *resetQueue
 
-	removeHook func()
-	stop       context.CancelFunc
-	wg         sync.WaitGroup
-	closeOnce  sync.Once
+	removeHook      func()
+	removeResetHook func()
+	stop            context.CancelFunc
+	wg              sync.WaitGroup
+	closeOnce       sync.Once
 }
 
 // New returns the remoting front end of b and starts its notifier, which
-// tells connections of membership changes. Close stops it; close the
-// remoting.Server serving the Handler first.
+// tells connections of membership changes and of resets of their groups'
+// offsets. Close stops it; close the remoting.Server serving the Handler
+// first.
 func New(b *broker.Broker, cfg Config) *Handler {
 	cfg = cfg.withDefaults()
 	h := &Handler{
 		b: b, cfg: cfg, log: cfg.Logger.With("component", "remotingapi"),
 		clients: newClientTable(), subs: subscriptions{byKey: map[subKey]subscription{}},
-		notes: newNotifier(),
+		notes: newNotifier(), resets: newResetQueue(),
 	}
 	h.mux = h.routes()
 	ctx, stop := context.WithCancel(context.Background())
 	h.stop = stop
 	h.removeHook = b.AddConsumersChangedHook(h.notes.add)
+	h.removeResetHook = b.AddOffsetResetHook(h.resets.add)
 	h.wg.Go(func() { h.notifyLoop(ctx) })
 	return h
 }
@@ -149,6 +153,7 @@ func (h *Handler) Close() error {
 	h.closeOnce.Do(func() {
 		err = nil
 		h.removeHook()
+		h.removeResetHook()
 		h.stop()
 		h.wg.Wait()
 	})

@@ -14,6 +14,8 @@ func TestBrokerRejectsBadConfig(t *testing.T) {
 	tests := []struct{ name, conf, want string }{
 		{"unknown key", "brokerName=b\nflushDiskTyp=SYNC_FLUSH\n", `line 2: unknown key "flushDiskTyp"`},
 		{"bad value", "flushDiskType=SOMETIMES\n", "SOMETIMES"},
+		{"sync master", "brokerRole=SYNC_MASTER\n", "brokerRole SYNC_MASTER is not supported: Gantry has no replication yet; use ASYNC_MASTER"},
+		{"slave", "brokerRole=SLAVE\nbrokerId=1\n", "brokerRole SLAVE is not supported"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
