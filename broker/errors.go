@@ -40,6 +40,9 @@ var (
 	// ErrNotRegistered: the consumer client is not a live member of the
 	// group (WatchGroup needs a Heartbeat first).
 	ErrNotRegistered = errors.New("broker: consumer client not registered with the group")
+	// ErrQueueLocked: the queue's lock is held by another client than the
+	// one committing its offset (CommitHeldOffset).
+	ErrQueueLocked = errors.New("broker: queue locked by another client")
 	// ErrShuttingDown: the broker is closing or closed.
 	ErrShuttingDown = errors.New("broker: shutting down")
 	// ErrIndeterminate: the messages were written to the log but the call

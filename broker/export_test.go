@@ -26,6 +26,11 @@ func (b *Broker) Watched(topic string, queueID int32) bool {
 	return ok
 }
 
+// HoldFor exposes how long a Pull under ctx may be held.
+func (b *Broker) HoldFor(ctx context.Context, hold time.Duration) time.Duration {
+	return b.holdFor(ctx, hold)
+}
+
 // QueueLocks returns a group's unexpired queue locks: queue to holder.
 func (b *Broker) QueueLocks(group string) map[QueueRef]string { return b.locks.held(group) }
 

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 
@@ -17,6 +18,26 @@ import (
 // the queue from its new offset: it comes from a member that has not
 // heard of the reset yet.
 func (b *Broker) CommitOffset(group, topic string, queueID int32, offset int64) error {
+	return b.commitOffset(group, "", topic, queueID, offset)
+}
+
+// CommitHeldOffset is CommitOffset for a client that consumes the queue
+// under its lock (LockQueues): it is refused with ErrQueueLocked while
+// another client holds the queue's lock. A member that lost the queue
+// (it died with the commit in flight, or its lock expired and another
+// member took it) so cannot move the offset its queue's new owner started
+// from. Without a lock on the queue, or with clientID's own, it is
+// CommitOffset.
+func (b *Broker) CommitHeldOffset(group, clientID, topic string, queueID int32, offset int64) error {
+	if clientID == "" {
+		return fmt.Errorf("%w: a held offset commit without a client id", ErrInvalidArgument)
+	}
+	return b.commitOffset(group, clientID, topic, queueID, offset)
+}
+
+// commitOffset is CommitOffset, checked against the queue's lock when
+// holder is set.
+func (b *Broker) commitOffset(group, holder, topic string, queueID int32, offset int64) error {
 	if !b.calls.enter() {
 		return ErrShuttingDown
 	}
@@ -25,9 +46,14 @@ func (b *Broker) CommitOffset(group, topic string, queueID int32, offset int64) 
 		return err
 	}
 	ignored, err := b.resets.commit(group, topic, queueID, offset, func() error {
-		return b.meta.CommitOffset(group, topic, queueID, offset)
+		return b.locks.whileHeld(group, holder, QueueRef{Topic: topic, QueueID: queueID}, func() error {
+			return b.meta.CommitOffset(group, topic, queueID, offset)
+		})
 	})
-	if err != nil {
+	switch {
+	case errors.Is(err, ErrQueueLocked):
+		return err
+	case err != nil:
 		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
 	if ignored {

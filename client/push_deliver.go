@@ -410,8 +410,11 @@ func (p *PushConsumer) commit(ctx context.Context, aq *assignedQueue) error {
 		return nil
 	}
 	req := &gantryv1.CommitOffsetRequest{Group: p.group, Topic: aq.q.Topic, QueueId: aq.q.ID, Offset: off}
-	if p.opts.model == Broadcasting {
+	switch {
+	case p.opts.model == Broadcasting:
 		req.ClientId = p.c.cfg.ClientID
+	case aq.needLock: // refused once another member holds the queue: its offset is the new owner's
+		req.LockHolder = p.c.cfg.ClientID
 	}
 	_, err := p.c.call(aq.q, "commit offset", func(m gantryv1.MessagingClient) error {
 		_, err := m.CommitOffset(ctx, req)

@@ -30,7 +30,7 @@ func Code(err error) codes.Code {
 		return codes.PermissionDenied
 	case errors.Is(err, broker.ErrTopicNotFound), errors.Is(err, broker.ErrGroupNotFound), errors.Is(err, broker.ErrDeadLetterNotFound):
 		return codes.NotFound
-	case errors.Is(err, broker.ErrNotRegistered):
+	case errors.Is(err, broker.ErrNotRegistered), errors.Is(err, broker.ErrQueueLocked):
 		return codes.FailedPrecondition
 	case errors.Is(err, broker.ErrShuttingDown), errors.Is(err, commitlog.ErrClosed), errors.Is(err, commitlog.ErrFlushFailed):
 		return codes.Unavailable

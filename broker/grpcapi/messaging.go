@@ -369,12 +369,16 @@ func (s *Messaging) QueryOffset(_ context.Context, req *gantryv1.QueryOffsetRequ
 }
 
 // CommitOffset implements the service; with a client_id, the offset is
-// that client's own (broadcast consumption).
+// that client's own (broadcast consumption); with a lock_holder, it is
+// refused while another client holds the queue's lock.
 func (s *Messaging) CommitOffset(_ context.Context, req *gantryv1.CommitOffsetRequest) (*gantryv1.CommitOffsetResponse, error) {
 	var err error
-	if id := req.GetClientId(); id != "" {
-		err = s.b.CommitClientOffset(req.GetGroup(), id, req.GetTopic(), req.GetQueueId(), req.GetOffset())
-	} else {
+	switch {
+	case req.GetClientId() != "":
+		err = s.b.CommitClientOffset(req.GetGroup(), req.GetClientId(), req.GetTopic(), req.GetQueueId(), req.GetOffset())
+	case req.GetLockHolder() != "":
+		err = s.b.CommitHeldOffset(req.GetGroup(), req.GetLockHolder(), req.GetTopic(), req.GetQueueId(), req.GetOffset())
+	default:
 		err = s.b.CommitOffset(req.GetGroup(), req.GetTopic(), req.GetQueueId(), req.GetOffset())
 	}
 	if err != nil {

@@ -57,9 +57,19 @@ func TestCPUMeter(t *testing.T) {
 		t.Skip("no /proc")
 	}
 	m := StartCPU(os.Getpid()) // this process as the "server" too
+	// Spin until the process has used 0.2 s of CPU (not 0.2 s of wall
+	// time, of which a busy machine may give it less than the 0.05 s
+	// asserted below), at most for 30 s.
+	cpu0, err := ProcCPU(os.Getpid())
+	require.NoError(t, err)
 	sum := 0
-	for start := time.Now(); time.Since(start) < 200*time.Millisecond; {
-		sum++ // spin: user time
+	for start := time.Now(); time.Since(start) < 30*time.Second; {
+		for range 1 << 20 {
+			sum++ // spin: user time
+		}
+		if cpu, err := ProcCPU(os.Getpid()); err == nil && cpu-cpu0 >= 0.2 {
+			break
+		}
 	}
 	line := m.Stop(1000)
 	assert.NotZero(t, sum)
@@ -67,7 +77,7 @@ func TestCPUMeter(t *testing.T) {
 	assert.InDelta(t, m.Client, m.Server, 0.05, line)
 	assert.Regexp(t, `^cpu: client \d+\.\d\d s, server \d+\.\d\d s; \d+\.\d\d µs a message in all$`, line)
 
-	_, err := ProcCPU(-1)
+	_, err = ProcCPU(-1)
 	assert.Error(t, err)
 	assert.Regexp(t, `^cpu: not measured: `, StartCPU(1<<30).Stop(1), "a server that cannot be read")
 }

@@ -880,7 +880,14 @@ type CommitOffsetRequest struct {
 	QueueId int32                  `protobuf:"varint,3,opt,name=queue_id,json=queueId,proto3" json:"queue_id,omitempty"`
 	Offset  int64                  `protobuf:"varint,4,opt,name=offset,proto3" json:"offset,omitempty"`
 	// client_id, for broadcast consumption: the offset is this client's own.
-	ClientId      string `protobuf:"bytes,5,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	ClientId string `protobuf:"bytes,5,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	// lock_holder, for a clustering consumer that takes its queues by their
+	// locks (LockQueues): the committing client's id. The commit is refused
+	// (FAILED_PRECONDITION) while another client holds the queue's lock: a
+	// member that lost the queue (it died with a commit in flight, or its
+	// lock expired and another member took it) cannot move the offset its
+	// new owner started from.
+	LockHolder    string `protobuf:"bytes,6,opt,name=lock_holder,json=lockHolder,proto3" json:"lock_holder,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -946,6 +953,13 @@ func (x *CommitOffsetRequest) GetOffset() int64 {
 func (x *CommitOffsetRequest) GetClientId() string {
 	if x != nil {
 		return x.ClientId
+	}
+	return ""
+}
+
+func (x *CommitOffsetRequest) GetLockHolder() string {
+	if x != nil {
+		return x.LockHolder
 	}
 	return ""
 }
@@ -2262,13 +2276,15 @@ const file_messaging_proto_rawDesc = "" +
 	"\tclient_id\x18\x04 \x01(\tR\bclientId\"C\n" +
 	"\x13QueryOffsetResponse\x12\x14\n" +
 	"\x05found\x18\x01 \x01(\bR\x05found\x12\x16\n" +
-	"\x06offset\x18\x02 \x01(\x03R\x06offset\"\x91\x01\n" +
+	"\x06offset\x18\x02 \x01(\x03R\x06offset\"\xb2\x01\n" +
 	"\x13CommitOffsetRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
 	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x19\n" +
 	"\bqueue_id\x18\x03 \x01(\x05R\aqueueId\x12\x16\n" +
 	"\x06offset\x18\x04 \x01(\x03R\x06offset\x12\x1b\n" +
-	"\tclient_id\x18\x05 \x01(\tR\bclientId\"\x16\n" +
+	"\tclient_id\x18\x05 \x01(\tR\bclientId\x12\x1f\n" +
+	"\vlock_holder\x18\x06 \x01(\tR\n" +
+	"lockHolder\"\x16\n" +
 	"\x14CommitOffsetResponse\"I\n" +
 	"\x16GetQueueOffsetsRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x19\n" +
