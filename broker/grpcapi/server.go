@@ -19,7 +19,6 @@ import (
 	"github.com/gantrymq/gantry/broker"
 	"github.com/gantrymq/gantry/broker/remotingapi"
 	"github.com/gantrymq/gantry/internal/grpcbuf"
-	"github.com/gantrymq/gantry/internal/inlinenet"
 	"github.com/gantrymq/gantry/remoting"
 )
 
@@ -68,7 +67,7 @@ type Server struct {
 	hs           *http.Server
 	rh           *remotingapi.Handler
 	rs           *remoting.Server
-	rlis         net.Listener
+	ports        ports
 	reg          atomic.Pointer[Registrar]
 	grpcAddr     string
 	httpAddr     string
@@ -99,7 +98,7 @@ func Start(ctx context.Context, cfg ServerConfig) (*Server, error) {
 	}
 	glis, hlis, rlis := lis[0], lis[1], lis[2]
 	s.grpcAddr, s.httpAddr = advertised(glis.Addr(), bc.BrokerIP1), hlis.Addr().String()
-	s.remotingAddr, s.rlis = advertised(rlis.Addr(), bc.BrokerIP1), rlis
+	s.remotingAddr = advertised(rlis.Addr(), bc.BrokerIP1)
 	bc.GRPCListenAddr, bc.HTTPListenAddr = s.grpcAddr, s.httpAddr
 	bc.ListenPort = rlis.Addr().(*net.TCPAddr).Port // the store host in records: the port clients reach
 	b, err := broker.Open(ctx, bc)
@@ -131,22 +130,10 @@ func Start(ctx context.Context, cfg ServerConfig) (*Server, error) {
 	gantryv1.RegisterAdminServer(s.gs, NewAdmin(b))
 	registered := func() bool { return len(b.Config().NamesrvAddr) == 0 || s.reg.Load() != nil }
 	s.hs = &http.Server{Handler: httpHandler(b, registered), ReadHeaderTimeout: 5 * time.Second}
-	s.wg.Go(func() {
-		if err := s.gs.Serve(inlinenet.Listen(glis)); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-			s.log.Error("gRPC server stopped", "err", err)
-		}
-	})
-	s.wg.Go(func() {
-		if err := s.hs.Serve(hlis); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			s.log.Error("HTTP server stopped", "err", err)
-		}
-	})
-	s.wg.Go(func() {
-		// Close stops accepting by closing rlis first: Serve's net.ErrClosed then is no failure.
-		if err := s.rs.Serve(inlinenet.Listen(rlis)); err != nil && !errors.Is(err, net.ErrClosed) && !errors.Is(err, remoting.ErrClosed) {
-			s.log.Error("remoting server stopped", "err", err)
-		}
-	})
+	if err := s.servePorts(glis, hlis, rlis); err != nil {
+		closeAll(lis)
+		return nil, errors.Join(err, s.rs.Close(), s.rh.Close(), b.Close(ctx))
+	}
 	if len(b.Config().NamesrvAddr) > 0 {
 		r, err := NewRegistrar(RegistrarConfig{
 			NameServers: b.Config().NamesrvAddr, Interval: b.Config().RegisterNameServerPeriod,
@@ -298,6 +285,7 @@ func (s *Server) Kill() error {
 		s.gs.Stop()
 		_ = s.hs.Close()
 		_ = s.rs.Close() // cuts remoting connections: held pulls end with them
+		s.ports.close()
 		s.wg.Wait()
 		s.closeErr = errors.Join(s.b.Close(context.Background()), s.rh.Close())
 	})
@@ -319,7 +307,7 @@ func (s *Server) Close(ctx context.Context) error {
 			errs = append(errs, r.Close(uctx))
 			cancel()
 		}
-		_ = s.rlis.Close()
+		s.ports.stopRemotingAccepts()
 		s.msg.Shutdown() // producers' send streams end; they reconnect elsewhere
 		done := make(chan struct{})
 		go func() { s.gs.GracefulStop(); close(done) }()
@@ -335,6 +323,7 @@ func (s *Server) Close(ctx context.Context) error {
 		s.drainRemoting(ctx)
 		errs = append(errs, s.rs.Close(), s.rh.Close())
 		errs = append(errs, s.hs.Shutdown(ctx))
+		s.ports.close()
 		s.wg.Wait()
 		s.closeErr = errors.Join(errs...)
 	})

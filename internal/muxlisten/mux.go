@@ -3,8 +3,11 @@ package muxlisten
 import (
 	"errors"
 	"fmt"
+	"io"
+	"log"
 	"log/slog"
 	"net"
+	"net/http"
 	"sync"
 	"time"
 )
@@ -272,3 +275,18 @@ func (l *listener) Close() error {
 }
 
 func (l *listener) Addr() net.Addr { return l.m.lis.Addr() }
+
+// MisdirectedHTTP returns an HTTP/1 server that answers every request
+// with 400 Bad Request and msg: serve it on the HTTP1 listener of a port
+// that serves other protocols, so that a curl pointed at it learns where
+// to go. Stop it with Close.
+func MisdirectedHTTP(msg string) *http.Server {
+	return &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Connection", "close")
+			http.Error(w, msg, http.StatusBadRequest)
+		}),
+		ReadHeaderTimeout: 5 * time.Second,
+		ErrorLog:          log.New(io.Discard, "", 0),
+	}
+}
