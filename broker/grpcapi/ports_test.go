@@ -2,8 +2,12 @@ package grpcapi_test
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -14,6 +18,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	gantryv1 "github.com/gantrymq/gantry/api/gantry/v1"
+	"github.com/gantrymq/gantry/broker"
+	"github.com/gantrymq/gantry/broker/grpcapi"
 	"github.com/gantrymq/gantry/remoting"
 )
 
@@ -73,4 +79,50 @@ func TestPortsSpeakBothProtocols(t *testing.T) {
 	require.NoError(t, err)
 	hr.Body.Close()
 	assert.Equal(t, http.StatusOK, hr.StatusCode)
+}
+
+// freePort returns a TCP port of 127.0.0.2 free a moment ago.
+func freePort(t *testing.T) int {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		t.Skipf("no 127.0.0.2 to listen on: %v", err)
+	}
+	defer lis.Close()
+	return lis.Addr().(*net.TCPAddr).Port
+}
+
+// The broker listens where bindAddress says, every port of it, and
+// serves Go's profiles only with pprofEnable.
+func TestBindAddressAndPprof(t *testing.T) {
+	for _, pprof := range []bool{false, true} {
+		t.Run(fmt.Sprint("pprof=", pprof), func(t *testing.T) {
+			var cfg broker.Config
+			require.NoError(t, broker.ParseConfig(strings.NewReader(fmt.Sprintf(
+				"bindAddress=127.0.0.2\nlistenPort=%d\ngrpcListenAddr=127.0.0.2:0\nhttpListenAddr=127.0.0.2:0\npprofEnable=%t\n",
+				freePort(t), pprof)), &cfg))
+			cfg.StorePathRootDir = filepath.Join(t.TempDir(), "store")
+			s, err := grpcapi.Start(t.Context(), grpcapi.ServerConfig{Broker: cfg})
+			require.NoError(t, err)
+			t.Cleanup(func() { require.NoError(t, s.Close(context.Background())) })
+			for _, addr := range []string{s.GRPCAddr(), s.RemotingAddr(), s.HTTPAddr()} {
+				host, port, err := net.SplitHostPort(addr)
+				require.NoError(t, err)
+				assert.Equal(t, "127.0.0.2", host)
+				c, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", port))
+				if err == nil {
+					c.Close()
+				}
+				assert.Error(t, err, "%s listens on 127.0.0.2 only", addr)
+			}
+			hr, err := http.Get("http://" + s.HTTPAddr() + "/debug/pprof/")
+			require.NoError(t, err)
+			hr.Body.Close()
+			want := http.StatusNotFound
+			if pprof {
+				want = http.StatusOK
+			}
+			assert.Equal(t, want, hr.StatusCode)
+		})
+	}
 }

@@ -35,8 +35,8 @@ type ServerConfig struct {
 	// 127.0.0.1:0 listeners).
 	GRPCListener, HTTPListener net.Listener
 	// RemotingListener, if set, is used instead of listening on
-	// Broker.ListenPort (all interfaces, 10911 by default) for RocketMQ
-	// remoting clients. Its port becomes Broker.ListenPort, the port stored
+	// Broker.BindAddress:Broker.ListenPort (all interfaces, 10911 by
+	// default) for RocketMQ remoting clients. Its port becomes Broker.ListenPort, the port stored
 	// in every record and offset message id, so a listener on port 0 works.
 	RemotingListener net.Listener
 	// Remoting configures the remoting front end (long polling bound,
@@ -91,6 +91,10 @@ func Start(ctx context.Context, cfg ServerConfig) (*Server, error) {
 		if r := s.reg.Load(); r != nil {
 			r.Changed()
 		}
+	}
+	if err := bc.Validate(); err != nil { // before listening on what it names
+		closeAll([]net.Listener{cfg.GRPCListener, cfg.HTTPListener, cfg.RemotingListener})
+		return nil, err
 	}
 	lis, err := listen(cfg)
 	if err != nil {
@@ -151,19 +155,15 @@ func Start(ctx context.Context, cfg ServerConfig) (*Server, error) {
 // listen returns the gRPC, HTTP and remoting listeners: cfg's, or new ones
 // on the configured addresses.
 func listen(cfg ServerConfig) ([]net.Listener, error) {
-	bc := cfg.Broker
-	port := bc.ListenPort
-	if port == 0 {
-		port = broker.DefaultListenPort
-	}
+	gaddr, haddr, raddr := cfg.Broker.ListenAddrs()
 	specs := []struct {
 		what string
 		lis  net.Listener
 		addr string
 	}{
-		{"gRPC", cfg.GRPCListener, orDefault(bc.GRPCListenAddr, broker.DefaultGRPCListenAddr)},
-		{"HTTP", cfg.HTTPListener, orDefault(bc.HTTPListenAddr, broker.DefaultHTTPListenAddr)},
-		{"remoting", cfg.RemotingListener, net.JoinHostPort("", strconv.Itoa(port))},
+		{"gRPC", cfg.GRPCListener, gaddr},
+		{"HTTP", cfg.HTTPListener, haddr},
+		{"remoting", cfg.RemotingListener, raddr},
 	}
 	out := make([]net.Listener, 0, len(specs))
 	for _, sp := range specs {

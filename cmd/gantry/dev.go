@@ -26,7 +26,7 @@ func newDevCmd() *cobra.Command {
 		httpListen           string
 		flush                string
 		procs                int
-		verbose              bool
+		verbose, pprof       bool
 	)
 	cmd := &cobra.Command{
 		Use:   "dev",
@@ -77,7 +77,7 @@ flight and flushes).`,
 			c, err := embedded.Start(cmd.Context(), embedded.Options{
 				Dir: dir, NameServerListen: nsListen, BrokerListen: brokerList, HTTPListen: httpListen, Logger: logger,
 				NameServerRemotingListen: nsRemoting, BrokerRemotingListen: brokerRemoting,
-				Broker: func(bc *broker.Config) { bc.FlushDiskType = mode },
+				Broker: func(bc *broker.Config) { bc.FlushDiskType, bc.PprofEnable = mode, pprof },
 			})
 			if err != nil {
 				return &exitError{code: exitUsage, err: err}
@@ -115,6 +115,7 @@ Ctrl-C to stop.
 	f.StringVar(&flush, "flush", "ASYNC_FLUSH", "flushDiskType: ASYNC_FLUSH or SYNC_FLUSH")
 	f.IntVar(&procs, "procs", 0, "CPUs the process runs Go code on at once (GOMAXPROCS); 0: all under SYNC_FLUSH, and under ASYNC_FLUSH half of them (at least 1) while it is quiet and all while it is busy, unless GOMAXPROCS is set")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log at info level")
+	f.BoolVar(&pprof, "pprof", false, "serve Go's profiles at /debug/pprof/ on the HTTP address (pprofEnable)")
 	return cmd
 }
 
