@@ -8,7 +8,6 @@ import (
 	"os"
 	"runtime/pprof"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -19,7 +18,7 @@ import (
 
 func newBenchCmd() *cobra.Command {
 	var (
-		namesrv, topic, group string
+		topic, group string
 		count                 int64
 		duration              time.Duration
 		size, inflight        int
@@ -37,8 +36,9 @@ p999) from a histogram. Produced bodies carry a run id and sequence number, so
 		Example: `  gantry bench produce -t Orders --count 100000
   gantry bench consume -t Orders --count 100000`,
 	}
+	verbsOnly(cmd)
+	nameServers := nameServerFlag(cmd)
 	pf := cmd.PersistentFlags()
-	pf.StringVarP(&namesrv, "namesrv", "n", defaultNameServer, "nameserver gRPC address(es), ';'-separated")
 	pf.StringVarP(&topic, "topic", "t", "BenchmarkTest", "topic")
 	pf.Int64Var(&count, "count", 0, "messages (default: run for --duration)")
 	pf.DurationVar(&duration, "duration", 0, "how long to run when --count is not given (default 10s)")
@@ -70,18 +70,20 @@ p999) from a histogram. Produced bodies carry a run id and sequence number, so
 				duration = 10 * time.Second
 			}
 			ctx := cmd.Context()
-			p, err := client.NewProducer(ctx, client.Config{NameServers: strings.Split(namesrv, ";")})
+			p, err := client.NewProducer(ctx, client.Config{NameServers: nameServers()})
 			if err != nil {
 				return &exitError{code: exitUsage, err: err}
 			}
 			defer p.Close()
 			out := cmd.OutOrStdout()
-			printFlushModes(ctx, out, namesrv)
+			printFlushModes(ctx, out, nameServers())
 			run := benchkit.NewRunID()
 			fmt.Fprintf(out, "producing to %s: run %s, %s, %d-byte bodies, %d in flight\n", topic, run, amount(count, duration), size, inflight)
 			res, err := benchkit.Produce(ctx, benchkit.GantrySender(p, topic), benchkit.ProduceConfig{
 				Count: count, Duration: duration, Size: size, Inflight: inflight, Run: run, Progress: out})
-			fmt.Fprintln(out, res)
+			if err == nil || res.Msgs > 0 { // a run that failed at once has nothing to say
+				fmt.Fprintln(out, res)
+			}
 			if err != nil {
 				return &exitError{code: exitProblems, err: err}
 			}
@@ -97,7 +99,7 @@ p999) from a histogram. Produced bodies carry a run id and sequence number, so
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			ccfg := client.Config{NameServers: strings.Split(namesrv, ";")}
+			ccfg := client.Config{NameServers: nameServers()}
 			out := cmd.OutOrStdout()
 			var v benchkit.Verifier
 			var res benchkit.Result
@@ -117,6 +119,9 @@ p999) from a histogram. Produced bodies carry a run id and sequence number, so
 				defer pc.Close()
 				fmt.Fprintf(out, "consuming %s as group %s: %s\n", topic, group, amount(count, duration))
 				res, err = benchkit.ConsumeGantry(ctx, pc, topic, cc, &v)
+			}
+			if err != nil && res.Msgs == 0 { // nothing consumed: the error says why
+				return &exitError{code: exitProblems, err: err}
 			}
 			fmt.Fprintln(out, res)
 			if push && failEvery > 0 {
@@ -167,8 +172,8 @@ func amount(count int64, d time.Duration) string {
 
 // printFlushModes says how each broker acknowledges (flushDiskType): the
 // figure means different things for ASYNC_FLUSH and SYNC_FLUSH.
-func printFlushModes(ctx context.Context, out io.Writer, namesrv string) {
-	a, err := client.NewAdmin(ctx, client.Config{NameServers: strings.Split(namesrv, ";")})
+func printFlushModes(ctx context.Context, out io.Writer, nameServers []string) {
+	a, err := client.NewAdmin(ctx, client.Config{NameServers: nameServers})
 	if err != nil {
 		return
 	}

@@ -77,13 +77,21 @@ type Result struct {
 	Latency *histogram.Histogram // per message: send to acknowledgement, or born to receipt
 }
 
-// MsgsPerSec returns the message rate.
-func (r Result) MsgsPerSec() float64 { return float64(r.Msgs) / r.Elapsed.Seconds() }
+// MsgsPerSec returns the message rate (0 for a run that took no time).
+func (r Result) MsgsPerSec() float64 { return perSec(float64(r.Msgs), r.Elapsed) }
+
+// perSec is n per second over d, 0 when d is not positive (not NaN).
+func perSec(n float64, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return n / d.Seconds()
+}
 
 // String is the summary line.
 func (r Result) String() string {
 	s := fmt.Sprintf("%s: %d msgs in %.2fs = %.0f msgs/s, %.1f MB/s, %d errors",
-		r.Op, r.Msgs, r.Elapsed.Seconds(), r.MsgsPerSec(), float64(r.Bytes)/r.Elapsed.Seconds()/1e6, r.Errors)
+		r.Op, r.Msgs, r.Elapsed.Seconds(), r.MsgsPerSec(), perSec(float64(r.Bytes), r.Elapsed)/1e6, r.Errors)
 	if h := r.Latency; h != nil && h.Count() > 0 {
 		s += fmt.Sprintf("; latency p50 %v p99 %v p999 %v max %v", round(h.Quantile(0.5)), round(h.Quantile(0.99)), round(h.Quantile(0.999)), round(h.Max()))
 	}
