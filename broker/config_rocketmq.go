@@ -125,4 +125,3 @@ func (r rocketmqKeys) logIgnored(c Config) {
 		c.Logger.Warn("broker.conf: RocketMQ keys without an effect in Gantry, ignored", "keys", strings.Join(r.ignored, "; "))
 	}
 }
-

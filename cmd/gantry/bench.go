@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -18,13 +19,13 @@ import (
 
 func newBenchCmd() *cobra.Command {
 	var (
-		topic, group string
-		count                 int64
-		duration              time.Duration
-		size, inflight        int
-		pullBatch             int
-		failEvery             int64
-		fromMin, push         bool
+		topic, group   string
+		count          int64
+		duration       time.Duration
+		size, inflight int
+		pullBatch      int
+		failEvery      int64
+		fromMin, push  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -80,7 +81,7 @@ p999) from a histogram. Produced bodies carry a run id and sequence number, so
 			run := benchkit.NewRunID()
 			fmt.Fprintf(out, "producing to %s: run %s, %s, %d-byte bodies, %d in flight\n", topic, run, amount(count, duration), size, inflight)
 			res, err := benchkit.Produce(ctx, benchkit.GantrySender(p, topic), benchkit.ProduceConfig{
-				Count: count, Duration: duration, Size: size, Inflight: inflight, Run: run, Progress: out})
+				Count: count, Duration: duration, Size: size, Inflight: inflight, Run: run, Progress: out, Fatal: definite})
 			if err == nil || res.Msgs > 0 { // a run that failed at once has nothing to say
 				fmt.Fprintln(out, res)
 			}
@@ -158,6 +159,14 @@ p999) from a histogram. Produced bodies carry a run id and sequence number, so
 	consume.Flags().Int64Var(&failEvery, "fail-every", 0, "push: fail the first delivery of every N-th message (a retry storm; only the others are counted)")
 	cmd.AddCommand(produce, consume)
 	return cmd
+}
+
+// definite reports a send error that every later send of the run would
+// meet too: the topic does not exist (or cannot be written), the message
+// is refused. bench produce stops at it instead of failing each message.
+func definite(err error) bool {
+	return errors.Is(err, client.ErrTopicNotFound) || errors.Is(err, client.ErrNoPermission) ||
+		errors.Is(err, client.ErrInvalidArgument) || errors.Is(err, client.ErrNoQueue)
 }
 
 func amount(count int64, d time.Duration) string {

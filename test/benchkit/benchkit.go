@@ -120,6 +120,10 @@ type ProduceConfig struct {
 	Inflight int           // messages in flight at most
 	Run      RunID
 	Progress io.Writer // a line a second; nil for none
+	// Fatal, if set, says which send errors end the run at once: those no
+	// later send can avoid (a topic that does not exist). Other failures
+	// are counted and the run goes on.
+	Fatal func(error) bool
 }
 
 // Produce sends bodies through send with at most Inflight in flight and
@@ -136,9 +140,11 @@ func Produce(ctx context.Context, send AsyncSender, cfg ProduceConfig) (Result, 
 		ctx, cancel = context.WithTimeout(ctx, cfg.Duration)
 		defer cancel()
 	}
+	ctx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
 	res := Result{Op: "produce", Latency: &histogram.Histogram{}}
 	var acked, failed atomic.Int64
-	var firstErr atomic.Pointer[error]
+	var firstErr, fatal atomic.Pointer[error]
 	// A slot of window is taken before each send and given back by its
 	// callback, as its last step; taking every slot at the end waits for
 	// the sends out. (A WaitGroup besides cost a contended atomic add a
@@ -179,6 +185,9 @@ func Produce(ctx context.Context, send AsyncSender, cfg ProduceConfig) (Result, 
 			if err != nil {
 				failed.Add(1)
 				firstErr.CompareAndSwap(nil, &err)
+				if cfg.Fatal != nil && cfg.Fatal(err) && fatal.CompareAndSwap(nil, &err) {
+					stopRun()
+				}
 			} else {
 				acked.Add(1)
 			}
@@ -193,6 +202,9 @@ func Produce(ctx context.Context, send AsyncSender, cfg ProduceConfig) (Result, 
 	stop()
 	res.Msgs, res.Errors = acked.Load(), failed.Load()
 	res.Bytes = res.Msgs * int64(size)
+	if p := fatal.Load(); p != nil {
+		return res, fmt.Errorf("stopped at the first send that no retry can help: %w", *p)
+	}
 	if p := firstErr.Load(); p != nil {
 		return res, fmt.Errorf("%d sends failed, the first: %w", res.Errors, *p)
 	}
