@@ -55,7 +55,7 @@ func TestBenchMissingTopic(t *testing.T) {
 	c, err := embedded.Start(t.Context(), embedded.Options{NoAutoCreateTopics: true})
 	assert.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, c.Close(context.Background())) })
-	code, out, errOut := execute(t, "bench", "produce", "-n", c.NameServerAddr(), "-t", "Missing", "--count", "1000000")
+	code, out, errOut := execute(t, "bench", "produce", "-n", c.NameServerAddr(), "-t", "Missing", "--count", "20000")
 	assert.Equal(t, exitProblems, code)
 	assert.Contains(t, errOut, `gantry: stopped at the first send that no retry can help: client: route Missing `+c.NameServerAddr()+
 		`: NotFound: nameserver: no route for topic "Missing"`)
