@@ -24,35 +24,42 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// gantryCmd is a gantry command line run in a child process.
-func gantryCmd(args ...string) *exec.Cmd {
-	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), childEnv+"=1")
-	return cmd
+// child is a gantry command line running in a child process.
+type child struct {
+	cmd         *exec.Cmd
+	out, errOut syncBuffer
+	done        chan error // its exit, once
+}
+
+// startGantry starts a gantry command line in a child process: the test
+// binary itself, running the command instead of the tests.
+func startGantry(t *testing.T, args ...string) *child {
+	t.Helper()
+	c := &child{cmd: exec.Command(os.Args[0], args...), done: make(chan error, 1)}
+	c.cmd.Env = append(os.Environ(), childEnv+"=1")
+	c.cmd.Stdout, c.cmd.Stderr = &c.out, &c.errOut
+	require.NoError(t, c.cmd.Start())
+	go func() { c.done <- c.cmd.Wait() }()
+	return c
 }
 
 // gantryRun runs a short gantry command line in a child process, within
 // 60 s, and returns its exit code and output.
 func gantryRun(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	cmd := gantryCmd(args...)
-	var out, errOut syncBuffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	require.NoError(t, cmd.Start())
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	c := startGantry(t, args...)
 	select {
-	case err := <-done:
+	case err := <-c.done:
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
-			return ee.ExitCode(), out.String(), errOut.String()
+			return ee.ExitCode(), c.out.String(), c.errOut.String()
 		}
 		require.NoError(t, err)
-		return 0, out.String(), errOut.String()
+		return 0, c.out.String(), c.errOut.String()
 	case <-time.After(60 * time.Second):
-		_ = cmd.Process.Kill()
-		<-done
-		t.Fatalf("gantry %q did not finish in 60 s; stdout: %s stderr: %s", args, out.String(), errOut.String())
+		_ = c.cmd.Process.Kill()
+		<-c.done
+		t.Fatalf("gantry %q did not finish in 60 s; stdout: %s stderr: %s", args, c.out.String(), c.errOut.String())
 		return -1, "", ""
 	}
 }
@@ -63,12 +70,8 @@ func gantryRun(t *testing.T, args ...string) (code int, stdout, stderr string) {
 // exit 0 within 20 s.
 func gantryServe(t *testing.T, ready *regexp.Regexp, args ...string) []string {
 	t.Helper()
-	cmd := gantryCmd(args...)
-	var out, errOut syncBuffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	require.NoError(t, cmd.Start())
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	c := startGantry(t, args...)
+	cmd, out, errOut, done := c.cmd, &c.out, &c.errOut, c.done
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGINT)
 		select {
