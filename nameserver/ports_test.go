@@ -11,7 +11,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	gantryv1 "github.com/gantrymq/gantry/api/gantry/v1"
 	"github.com/gantrymq/gantry/nameserver"
@@ -76,5 +78,13 @@ func TestServerSpeaksBothProtocolsOnEveryPort(t *testing.T) {
 		hr.Body.Close()
 		assert.Equal(t, http.StatusBadRequest, hr.StatusCode)
 		assert.Contains(t, string(body), "Gantry nameserver port: it serves gRPC and RocketMQ remoting, not HTTP")
+
+		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		require.NoError(t, err)
+		_, err = gantryv1.NewAdminClient(cc).BrokerStatus(t.Context(), &gantryv1.BrokerStatusRequest{})
+		cc.Close()
+		assert.Equal(t, codes.Unimplemented, status.Code(err))
+		assert.Equal(t, "this is a Gantry nameserver, which does not serve /gantry.v1.Admin/BrokerStatus: "+
+			"a broker's addresses are in its cluster info (gantry admin clusterList)", status.Convert(err).Message())
 	}
 }

@@ -57,6 +57,7 @@ func NewServer(cfg Config, opts ...grpc.ServerOption) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	opts = append([]grpc.ServerOption{grpc.UnknownServiceHandler(notHere)}, opts...)
 	s := &Server{reg: reg, gs: grpc.NewServer(opts...), rs: rs, log: log, shutdown: make(chan struct{}),
 		hs:    muxlisten.MisdirectedHTTP("This is a Gantry nameserver port: it serves gRPC and RocketMQ remoting, not HTTP.\n"),
 		muxes: make(map[*muxlisten.Mux]struct{})}
@@ -65,6 +66,14 @@ func NewServer(cfg Config, opts ...grpc.ServerOption) (*Server, error) {
 	s.stop = stop
 	s.wg.Go(func() { reg.Run(ctx) })
 	return s, nil
+}
+
+// notHere answers a call of a service the nameserver does not serve (a
+// broker's, from a client given the nameserver's address as a broker's).
+func notHere(_ any, stream grpc.ServerStream) error {
+	method, _ := grpc.MethodFromServerStream(stream)
+	return status.Errorf(codes.Unimplemented, "this is a Gantry nameserver, which does not serve %s: "+
+		"a broker's addresses are in its cluster info (gantry admin clusterList)", method)
 }
 
 // Registry returns the server's registry.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -113,4 +114,17 @@ func (p *ports) close() {
 	for _, m := range p.muxes {
 		_ = m.Close()
 	}
+}
+
+// notHere answers a call of a service the broker does not serve: a
+// nameserver's, from a client given the broker's address as a
+// nameserver's.
+func (s *Server) notHere(_ any, stream grpc.ServerStream) error {
+	method, _ := grpc.MethodFromServerStream(stream)
+	ns := "not configured"
+	if addrs := s.b.Config().NamesrvAddr; len(addrs) > 0 {
+		ns = strings.Join(addrs, ";")
+	}
+	return status.Errorf(codes.Unimplemented, "this is Gantry broker %s, which does not serve %s: its nameservers are %s",
+		s.b.Config().BrokerName, method, ns)
 }

@@ -79,6 +79,14 @@ func TestPortsSpeakBothProtocols(t *testing.T) {
 	require.NoError(t, err)
 	hr.Body.Close()
 	assert.Equal(t, http.StatusOK, hr.StatusCode)
+
+	cc, err := grpc.NewClient(s.RemotingAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer cc.Close()
+	_, err = gantryv1.NewNameServerClient(cc).GetClusterInfo(t.Context(), &gantryv1.GetClusterInfoRequest{})
+	assert.Equal(t, codes.Unimplemented, status.Code(err), "a broker given as a nameserver")
+	assert.Equal(t, "this is Gantry broker broker-a, which does not serve /gantry.v1.NameServer/GetClusterInfo: its nameservers are not configured",
+		status.Convert(err).Message())
 }
 
 // freePort returns a TCP port of 127.0.0.2 free a moment ago.

@@ -125,7 +125,7 @@ func Start(ctx context.Context, cfg ServerConfig) (*Server, error) {
 	// well beyond gRPC's 4 MiB default, so the broker can name the problem.
 	// Buffers are not zeroed for every message, and the flow-control
 	// window is fixed (internal/grpcbuf).
-	opts := append([]grpc.ServerOption{grpc.MaxRecvMsgSize(MaxRequestBytes), experimental.BufferPool(grpcbuf.Shared),
+	opts := append([]grpc.ServerOption{grpc.UnknownServiceHandler(s.notHere), grpc.MaxRecvMsgSize(MaxRequestBytes), experimental.BufferPool(grpcbuf.Shared),
 		grpc.ForceServerCodecV2(grpcbuf.Codec{}),
 		grpc.InitialWindowSize(grpcbuf.FlowWindow), grpc.InitialConnWindowSize(grpcbuf.FlowWindow)}, cfg.GRPCOptions...)
 	s.gs = grpc.NewServer(opts...)

@@ -78,6 +78,9 @@ httpListenAddr=127.0.0.1:0
 	assert.Regexp(t, `run \S+: 200/200 received, none lost, 0 duplicates`, out)
 
 	// Wrong ports: an error that names the right one, at once.
+	code, _, errOut = gantryRun(t, "admin", "-n", bRemoting, "clusterList")
+	assert.Equal(t, exitProblems, code)
+	assert.Contains(t, errOut, "this is Gantry broker broker-a, which does not serve /gantry.v1.NameServer/GetClusterInfo: its nameservers are "+nsRemoting)
 	code, _, errOut = gantryRun(t, "admin", "-n", nsRemoting, "brokerStatus", "-b", bHTTP)
 	assert.Equal(t, exitProblems, code)
 	assert.Contains(t, errOut, bHTTP+" is the Gantry broker's HTTP port (metrics, health): its gRPC API and RocketMQ remoting are at "+bGRPC+" and "+bRemoting)
