@@ -43,7 +43,9 @@ func (s *Server) servePorts(glis, hlis, rlis net.Listener) error {
 	httpAddr := advertised(hlis.Addr(), s.b.Config().BrokerIP1)
 	wrong := fmt.Sprintf("%s is the Gantry broker's HTTP port (metrics, health): its gRPC API and RocketMQ remoting are at %s and %s",
 		httpAddr, s.grpcAddr, s.remotingAddr)
-	rs, err := remoting.NewServer(remoting.Config{Logger: log}, remoting.HandlerFunc(
+	// The misdirect servers log nothing: their every request is a mistake
+	// the client is told of.
+	rs, err := remoting.NewServer(remoting.Config{}, remoting.HandlerFunc(
 		func(_ context.Context, _ *remoting.Conn, req *remoting.Command) *remoting.Command {
 			return remoting.ErrorResponse(req, remoting.ResSystemError, "%s", wrong)
 		}))
