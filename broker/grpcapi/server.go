@@ -36,8 +36,10 @@ type ServerConfig struct {
 	GRPCListener, HTTPListener net.Listener
 	// RemotingListener, if set, is used instead of listening on
 	// Broker.BindAddress:Broker.ListenPort (all interfaces, 10911 by
-	// default) for RocketMQ remoting clients. Its port becomes Broker.ListenPort, the port stored
-	// in every record and offset message id, so a listener on port 0 works.
+	// default) for RocketMQ remoting clients. Its port becomes
+	// Broker.ListenPort, the port stored in every record and offset message
+	// id, so a listener on port 0 works. Every listener speaks both gRPC
+	// and remoting but the HTTP one (ports.go).
 	RemotingListener net.Listener
 	// Remoting configures the remoting front end (long polling bound,
 	// notifications); its Logger defaults to the broker's.
