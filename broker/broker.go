@@ -64,6 +64,7 @@ func Open(ctx context.Context, cfg Config) (*Broker, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg.rocketmq.logIgnored(cfg)
 	b := &Broker{
 		cfg:     cfg,
 		log:     cfg.Logger.With("component", "broker"),

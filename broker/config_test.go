@@ -21,8 +21,10 @@ brokerId=0
 ! Java-style comment
 namesrvAddr=10.0.0.1:9876; 10.0.0.2:9876
 listenPort=20911
+bindAddress=0.0.0.0
 grpcListenAddr=127.0.0.1:18081
 httpListenAddr=:15557
+pprofEnable=true
 brokerIP1=192.168.1.5
 storePathRootDir=/data/store
 mappedFileSizeCommitLog=65536
@@ -59,7 +61,7 @@ func TestParseConfigEveryKey(t *testing.T) {
 	want := broker.Config{
 		BrokerClusterName: "ClusterX", BrokerName: "broker-b", BrokerID: 0,
 		NamesrvAddr: []string{"10.0.0.1:9876", "10.0.0.2:9876"}, ListenPort: 20911,
-		GRPCListenAddr: "127.0.0.1:18081", HTTPListenAddr: ":15557", BrokerIP1: "192.168.1.5",
+		BindAddress: "0.0.0.0", GRPCListenAddr: "127.0.0.1:18081", HTTPListenAddr: ":15557", PprofEnable: true, BrokerIP1: "192.168.1.5",
 		StorePathRootDir: "/data/store", MappedFileSizeCommitLog: 65536, FlushDiskType: commitlog.SyncFlush,
 		PageCacheWrites: true, BrokerRole: broker.AsyncMaster, FileReservedTime: 48 * time.Hour, DeleteWhen: "03;04",
 		DiskMaxUsedSpaceRatio: 80, AutoCreateTopicEnable: true, DefaultTopicQueueNums: 4,

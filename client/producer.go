@@ -539,7 +539,7 @@ type retryState struct {
 
 // retryable decides whether to try again after err from queue q (the zero
 // Queue when no queue was picked), and prepares the next attempt: a broker
-// that failed is avoided, a NOT_FOUND refreshes the route once.
+// that failed is avoided, a broker's NOT_FOUND refreshes the route once.
 func (p *Producer) retryable(ctx context.Context, r *retryState, err error, q Queue, writable []Queue) bool {
 	if ctx.Err() != nil {
 		return false
@@ -556,7 +556,9 @@ func (p *Producer) retryable(ctx context.Context, r *retryState, err error, q Qu
 	}
 	switch {
 	case errors.Is(err, ErrTopicNotFound):
-		if r.refreshed {
+		if r.refreshed || q.Broker == "" {
+			// Not again; nor when the nameservers said so just now (no
+			// queue was picked): a missing topic is a definite error.
 			return false
 		}
 		r.refreshed = true

@@ -27,7 +27,6 @@ import (
 	"github.com/gantrymq/gantry/broker/grpcapi"
 	"github.com/gantrymq/gantry/broker/remotingapi"
 	"github.com/gantrymq/gantry/nameserver"
-	"github.com/gantrymq/gantry/remoting"
 )
 
 // Options configures Start. The zero value is ready to use: a temporary
@@ -69,8 +68,7 @@ type Cluster struct {
 	nsAddr string
 	nsDone chan error
 
-	nsRemoting     *remoting.Server // the nameserver's RocketMQ remoting front end
-	nsRemotingAddr string
+	nsRemotingAddr string // RocketMQ's nameserver port (it speaks gRPC too)
 	nsRemotingDone chan error
 
 	mu          sync.Mutex
@@ -131,20 +129,15 @@ func (c *Cluster) StartNameServer(_ context.Context) error {
 	return nil
 }
 
-// startNameServerRemoting serves the nameserver's registry to RocketMQ
-// remoting clients.
+// startNameServerRemoting serves the nameserver on its second port,
+// RocketMQ's 9876. Both ports speak gRPC and RocketMQ remoting alike.
 func (c *Cluster) startNameServerRemoting() error {
-	rs, err := remoting.NewServer(remoting.Config{Logger: c.log}, nameserver.NewRemotingHandler(c.ns.Registry()))
-	if err != nil {
-		return err
-	}
 	lis, err := net.Listen("tcp", c.nsRemotingAddr)
 	if err != nil {
-		_ = rs.Close()
 		return fmt.Errorf("nameserver remoting listen: %w", err)
 	}
-	c.nsRemoting, c.nsRemotingAddr, c.nsRemotingDone = rs, lis.Addr().String(), make(chan error, 1)
-	go func() { c.nsRemotingDone <- rs.Serve(lis) }()
+	c.nsRemotingAddr, c.nsRemotingDone = lis.Addr().String(), make(chan error, 1)
+	go func() { c.nsRemotingDone <- c.ns.Serve(lis) }()
 	return nil
 }
 
@@ -269,12 +262,11 @@ func (c *Cluster) RestartBroker(ctx context.Context) error {
 // clients keep their cached routes). StartNameServer starts it again.
 func (c *Cluster) StopNameServer(ctx context.Context) error {
 	var errs []error
-	if c.nsRemoting != nil {
-		errs = append(errs, c.nsRemoting.Close(), <-c.nsRemotingDone)
-		c.nsRemoting = nil
-	}
 	if c.ns != nil {
 		errs = append(errs, c.ns.Close(ctx), <-c.nsDone)
+		if c.nsRemotingDone != nil {
+			errs = append(errs, <-c.nsRemotingDone)
+		}
 		c.ns = nil
 	}
 	return errors.Join(errs...)

@@ -11,10 +11,11 @@ import (
 
 // NewRemotingHandler returns the nameserver's RocketMQ remoting front end
 // (PROTOCOL §2.4.1, §6.2): the queries RocketMQ clients send, answered from
-// reg. Serve it with a remoting.Server:
+// reg. Server.Serve serves it on every port, beside the gRPC service; on
+// its own, serve it with a remoting.Server:
 //
 //	srv, err := remoting.NewServer(remoting.Config{Logger: logger}, nameserver.NewRemotingHandler(reg))
-//	go srv.Serve(lis) // RocketMQ's nameserver port is 9876
+//	go srv.Serve(lis)
 //	defer srv.Close()
 //
 // It answers GET_ROUTEINFO_BY_TOPIC, GET_BROKER_CLUSTER_INFO,

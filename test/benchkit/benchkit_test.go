@@ -2,6 +2,7 @@ package benchkit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -196,4 +197,32 @@ func BenchmarkProduceHarness(b *testing.B) {
 	res, err := Produce(b.Context(), send, ProduceConfig{Count: int64(b.N), Size: 1024, Inflight: 4096})
 	require.NoError(b, err)
 	require.Equal(b, int64(b.N), res.Msgs)
+}
+
+// A fatal error ends the run at once; others are counted and it goes on.
+func TestProduceStopsAtAFatalError(t *testing.T) {
+	errMissing, errBusy := errors.New("no such topic"), errors.New("busy")
+	var sent atomic.Int64
+	send := func(_ context.Context, _ []byte, done func(error)) {
+		if sent.Add(1)%2 == 0 {
+			done(errBusy)
+			return
+		}
+		done(errMissing)
+	}
+	fatal := func(err error) bool { return errors.Is(err, errMissing) }
+	_, err := Produce(t.Context(), send, ProduceConfig{Count: 100_000, Inflight: 64, Run: NewRunID(), Fatal: fatal})
+	require.ErrorIs(t, err, errMissing)
+	assert.ErrorContains(t, err, "stopped at the first send that no retry can help")
+	assert.Equal(t, int64(1), sent.Load())
+
+	sent.Store(1) // from now on busy, missing, busy, ...
+	res, err := Produce(t.Context(), send, ProduceConfig{Count: 10, Inflight: 1, Run: NewRunID(), Fatal: func(err error) bool { return false }})
+	require.ErrorIs(t, err, errBusy)
+	assert.Equal(t, int64(10), res.Errors, "counted, not fatal")
+}
+
+// A run that took no time has a rate of 0, not NaN.
+func TestResultOfNothing(t *testing.T) {
+	assert.Equal(t, "consume: 0 msgs in 0.00s = 0 msgs/s, 0.0 MB/s, 0 errors", Result{Op: "consume"}.String())
 }
