@@ -38,9 +38,12 @@ type Broker struct {
 	dlqOpMu  sync.Mutex  // one DLQ resend or purge at a time; taken before dlq's lock
 	started  time.Time
 
-	membership membershipHooks // AddConsumersChangedHook's hooks
+	membership hooks[string]      // AddConsumersChangedHook's hooks
+	resetHooks hooks[OffsetReset] // AddOffsetResetHook's hooks
+	resets     *resetTable        // offsets reset and not yet pulled from
 
 	topicMu sync.Mutex // serializes topic check-then-put (create, update, delete)
+	groupMu sync.Mutex // serializes the creation of groups (maxConsumerGroups)
 	rr      sync.Map   // topic -> *atomic.Uint32: the broker-picked queue round robin
 
 	msgsPut atomic.Int64 // messages stored by Send
@@ -62,6 +65,7 @@ func Open(ctx context.Context, cfg Config) (*Broker, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg.rocketmq.logIgnored(cfg)
 	b := &Broker{
 		cfg:     cfg,
 		log:     cfg.Logger.With("component", "broker"),
@@ -73,6 +77,7 @@ func Open(ctx context.Context, cfg Config) (*Broker, error) {
 	b.clients = newConsumerTable(cfg.Now, cfg.ChannelExpiredTimeout)
 	b.locks = newLockTable(cfg.Now, cfg.QueueLockTTL)
 	b.watches = newWatchTable()
+	b.resets = newResetTable(cfg.Now, resetGrace, cfg.ChannelExpiredTimeout)
 	sc := cfg.StoreConfig()
 	sc.OnDispatch = chainDispatch(sc.OnDispatch, b.polls.notify)
 	sc.KeepFrom = b.dlqKeepFrom

@@ -9,6 +9,7 @@ import (
 	"math"
 	"net"
 	"net/netip"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/gantrymq/gantry/broker/metadata"
 	"github.com/gantrymq/gantry/broker/store"
 	"github.com/gantrymq/gantry/commitlog"
+	"github.com/gantrymq/gantry/message"
 )
 
 // BrokerRole is brokerRole: a master (async or sync replication) or a slave.
@@ -24,8 +26,8 @@ type BrokerRole int
 
 const (
 	AsyncMaster BrokerRole = iota // ASYNC_MASTER (default)
-	SyncMaster                    // SYNC_MASTER
-	Slave                         // SLAVE (not supported yet)
+	SyncMaster                    // SYNC_MASTER (refused until replication exists)
+	Slave                         // SLAVE (refused until replication exists)
 )
 
 var roleNames = [...]string{"ASYNC_MASTER", "SYNC_MASTER", "SLAVE"}
@@ -52,8 +54,8 @@ const (
 	DefaultClusterName           = "DefaultCluster"
 	DefaultBrokerName            = "broker-a"
 	DefaultListenPort            = 10911
-	DefaultGRPCListenAddr        = ":8081"
-	DefaultHTTPListenAddr        = ":5557"
+	DefaultGRPCListenAddr        = ":" + defaultGRPCPort // with bindAddress unset
+	DefaultHTTPListenAddr        = ":" + defaultHTTPPort
 	DefaultBrokerIP1             = "127.0.0.1"
 	DefaultStorePathRootDir      = "./gantry-data/store"
 	DefaultCommitLogSegmentBytes = 1 << 30
@@ -69,7 +71,7 @@ const (
 	DefaultMaxHashSlotNum        = 5_000_000
 	DefaultMaxIndexNum           = 20_000_000
 	DefaultTopicQueueNums        = 8
-	DefaultMaxMessageSize        = 4 << 20
+	DefaultMaxMessageSize        = message.MaxBodyBytes
 	DefaultMaxPropertiesSize     = 32 << 10
 	DefaultLongPollingMaxHold    = 15 * time.Second
 	DefaultFlushOffsetInterval   = 5 * time.Second
@@ -79,6 +81,8 @@ const (
 	DefaultTimerMaxDelay         = 72 * time.Hour
 	DefaultDLQRetention          = 72 * time.Hour
 	DefaultDuplicationWindow     = 5 * time.Minute
+	DefaultMaxGroupsPerHeartbeat = 1000
+	DefaultMaxConsumerGroups     = 10000
 
 	// DuplicationOff as Config.DuplicationWindow (any negative value does)
 	// turns the de-duplication of sends off; duplicationWindow=0 in
@@ -87,6 +91,12 @@ const (
 
 	// DefaultMessageDelayLevel is RocketMQ's messageDelayLevel: levels 1..18.
 	DefaultMessageDelayLevel = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+)
+
+// The ports of grpcListenAddr's and httpListenAddr's defaults.
+const (
+	defaultGRPCPort = "8081"
+	defaultHTTPPort = "5557"
 )
 
 // defaultScheduleTick is Config.scheduleTick's default.
@@ -118,14 +128,25 @@ type Config struct {
 	// register with. Default none.
 	NamesrvAddr []string
 	// ListenPort (listenPort): the remoting port, also in the broker address
-	// stored in every record. Default 10911.
+	// stored in every record. Default 10911. It serves gRPC too (the first
+	// bytes of a connection tell the protocols apart).
 	ListenPort int
-	// GRPCListenAddr (grpcListenAddr, Gantry's key). Default ":8081".
+	// BindAddress (bindAddress, RocketMQ's key): the IP address the
+	// remoting port listens on, and the host of grpcListenAddr's and
+	// httpListenAddr's defaults. Default "" (0.0.0.0): every interface.
+	BindAddress string
+	// GRPCListenAddr (grpcListenAddr, Gantry's key): Gantry's gRPC port (it
+	// serves RocketMQ remoting too). Default bindAddress:8081.
 	GRPCListenAddr string
-	// HTTPListenAddr (httpListenAddr, Gantry's key): metrics and health. Default ":5557".
+	// HTTPListenAddr (httpListenAddr, Gantry's key): metrics and health.
+	// Default bindAddress:5557.
 	HTTPListenAddr string
+	// PprofEnable (pprofEnable, Gantry's key): serve Go's profiles at
+	// /debug/pprof/ on the HTTP port. Default false.
+	PprofEnable bool
 	// BrokerIP1 (brokerIP1): the address clients reach this broker at; an IP.
-	// Default 127.0.0.1. That it belongs to this host is checked by the binary.
+	// Default bindAddress when that is one address, else 127.0.0.1. That it
+	// belongs to this host is checked by the binary.
 	BrokerIP1 string
 	// StorePathRootDir (storePathRootDir). Default "./gantry-data/store".
 	StorePathRootDir string
@@ -141,7 +162,9 @@ type Config struct {
 	// CPU, reads of a backlog older than the last 24 MiB less. Default
 	// false.
 	PageCacheWrites bool
-	// BrokerRole (brokerRole). Default ASYNC_MASTER; SLAVE is not supported yet.
+	// BrokerRole (brokerRole). Default ASYNC_MASTER, the only role
+	// accepted: SYNC_MASTER and SLAVE are refused by Validate until
+	// replication exists.
 	BrokerRole BrokerRole
 	// FileReservedTime (fileReservedTime, in hours in the file): commit-log
 	// retention. Default 72 h.
@@ -181,7 +204,10 @@ type Config struct {
 	// AutoCreateSubscriptionGroup (autoCreateSubscriptionGroup): an unknown
 	// group committing offsets or heartbeating is created. Default (nil) true.
 	AutoCreateSubscriptionGroup *bool
-	// MaxMessageSize (maxMessageSize): largest body in bytes. Default 4 MiB.
+	// MaxMessageSize (maxMessageSize): largest body in bytes, and with a
+	// record's overhead the most a batch may carry in total (the records of
+	// one request: message.BatchLimit). Default and most 4 MiB
+	// (message.MaxBodyBytes), which clients' receive limits are sized for.
 	MaxMessageSize int
 	// MaxPropertiesSize (maxPropertiesSize, Gantry's key): largest encoded
 	// properties of a message in bytes. Default 32 KiB. The record format
@@ -228,6 +254,19 @@ type Config struct {
 	// DuplicationOff (or any negative value) turns it off. See
 	// docs/BROKER.md.
 	DuplicationWindow time.Duration
+	// MaxGroupsPerHeartbeat (maxGroupsPerHeartbeat, Gantry's key): the
+	// most consumer groups one heartbeat may list (a RocketMQ HEART_BEAT
+	// lists every consumer of the client process; a real one, a handful).
+	// A heartbeat listing more is refused whole with ErrTooManyGroups,
+	// before anything is created. Default 1,000.
+	MaxGroupsPerHeartbeat int
+	// MaxConsumerGroups (maxConsumerGroups, Gantry's key): the most
+	// subscription groups the broker creates by itself: once this many
+	// exist, a heartbeat or offset commit of an unknown group is refused
+	// with ErrTooManyGroups instead of creating it (with its retry topic,
+	// registered with the nameservers). Groups an administrator creates
+	// count, but are not refused. Default 10,000.
+	MaxConsumerGroups int
 
 	// Not in broker.conf.
 
@@ -261,14 +300,21 @@ type Config struct {
 	// letters are swept from their queues; expiry itself is decided with
 	// Now at every read. Default 1 min; tests shorten it.
 	dlqSweepInterval time.Duration
+	// rocketmq holds what ParseConfig made of RocketMQ keys without a
+	// setting here (config_rocketmq.go): Open logs the ignored ones,
+	// Validate checks the store paths.
+	rocketmq rocketmqKeys
 }
 
 func (c Config) withDefaults() Config {
 	setDefault(&c.BrokerClusterName, DefaultClusterName)
 	setDefault(&c.BrokerName, DefaultBrokerName)
 	setDefault(&c.ListenPort, DefaultListenPort)
-	setDefault(&c.GRPCListenAddr, DefaultGRPCListenAddr)
-	setDefault(&c.HTTPListenAddr, DefaultHTTPListenAddr)
+	setDefault(&c.GRPCListenAddr, net.JoinHostPort(c.BindAddress, defaultGRPCPort))
+	setDefault(&c.HTTPListenAddr, net.JoinHostPort(c.BindAddress, defaultHTTPPort))
+	if ip, err := netip.ParseAddr(c.BindAddress); err == nil && !ip.IsUnspecified() {
+		setDefault(&c.BrokerIP1, c.BindAddress)
+	}
 	setDefault(&c.BrokerIP1, DefaultBrokerIP1)
 	setDefault(&c.StorePathRootDir, DefaultStorePathRootDir)
 	setDefault(&c.MappedFileSizeCommitLog, DefaultCommitLogSegmentBytes)
@@ -290,6 +336,8 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.TimerMaxDelay, DefaultTimerMaxDelay)
 	setDefault(&c.DLQRetention, DefaultDLQRetention)
 	setDefault(&c.DuplicationWindow, DefaultDuplicationWindow)
+	setDefault(&c.MaxGroupsPerHeartbeat, DefaultMaxGroupsPerHeartbeat)
+	setDefault(&c.MaxConsumerGroups, DefaultMaxConsumerGroups)
 	setDefault(&c.scheduleTick, defaultScheduleTick)
 	setDefault(&c.dlqSweepInterval, defaultDLQSweepInterval)
 	if len(c.MessageDelayLevel) == 0 {
@@ -327,6 +375,7 @@ func (c Config) Validate() error {
 	c.validateStore(bad)
 	c.validateLimits(bad)
 	c.validateDelays(bad)
+	c.rocketmq.validate(c, bad)
 	if c.DuplicationWindow > 0 && c.DuplicationWindow < time.Millisecond {
 		bad("duplicationWindow %s: want at least 1ms (or 0: off)", c.DuplicationWindow)
 	}
@@ -342,8 +391,9 @@ func (c Config) validateIdentity(bad badFunc) {
 		}
 	}
 	switch {
-	case c.BrokerRole == Slave:
-		bad("brokerRole SLAVE is not supported yet")
+	case c.BrokerRole == SyncMaster || c.BrokerRole == Slave:
+		// Accepting them would promise copies that nobody makes.
+		bad("brokerRole %s is not supported: Gantry has no replication yet; use ASYNC_MASTER", c.BrokerRole)
 	case c.BrokerRole < AsyncMaster || c.BrokerRole > Slave:
 		bad("brokerRole %d: want ASYNC_MASTER, SYNC_MASTER or SLAVE", int(c.BrokerRole))
 	case c.BrokerID != 0:
@@ -359,6 +409,9 @@ func (c Config) validateAddrs(bad badFunc) {
 	}
 	if c.ListenPort < 1 || c.ListenPort > 65535 {
 		bad("listenPort %d: want 1..65535", c.ListenPort)
+	}
+	if _, err := netip.ParseAddr(c.BindAddress); err != nil && c.BindAddress != "" {
+		bad("bindAddress %q: want an IP address (0.0.0.0: every interface)", c.BindAddress)
 	}
 	if err := checkHostPort(c.GRPCListenAddr, true); err != nil {
 		bad("grpcListenAddr %q: %v", c.GRPCListenAddr, err)
@@ -439,11 +492,17 @@ func (c Config) validateLimits(bad badFunc) {
 	if c.DefaultTopicQueueNums < 1 || c.DefaultTopicQueueNums > metadata.MaxQueueNums {
 		bad("defaultTopicQueueNums %d: want 1..%d", c.DefaultTopicQueueNums, metadata.MaxQueueNums)
 	}
-	if c.MaxMessageSize < 0 {
-		bad("maxMessageSize %d: want > 0", c.MaxMessageSize)
+	if c.MaxMessageSize < 0 || c.MaxMessageSize > message.MaxBodyBytes {
+		bad("maxMessageSize %d: want 1..%d (Gantry's clients read messages up to that size)", c.MaxMessageSize, message.MaxBodyBytes)
 	}
 	if c.MaxPropertiesSize < 0 {
 		bad("maxPropertiesSize %d: want > 0", c.MaxPropertiesSize)
+	}
+	if c.MaxGroupsPerHeartbeat < 0 {
+		bad("maxGroupsPerHeartbeat %d: want > 0", c.MaxGroupsPerHeartbeat)
+	}
+	if c.MaxConsumerGroups < 0 {
+		bad("maxConsumerGroups %d: want > 0", c.MaxConsumerGroups)
 	}
 	for _, d := range []struct {
 		key string
@@ -490,6 +549,13 @@ func (c Config) StoreAddr() netip.AddrPort {
 	return netip.AddrPortFrom(ip, uint16(c.ListenPort))
 }
 
+// ListenAddrs returns the addresses the broker listens on: gRPC, HTTP and
+// remoting (bindAddress:listenPort), defaults applied.
+func (c Config) ListenAddrs() (grpc, http, remoting string) {
+	c = c.withDefaults()
+	return c.GRPCListenAddr, c.HTTPListenAddr, net.JoinHostPort(c.BindAddress, strconv.Itoa(c.ListenPort))
+}
+
 // StoreConfig returns the store configuration c implies: root, store host,
 // segment size, flush mode, retention and the metadata save period, then
 // StoreOverride applied. Open adds the dispatch hook.
@@ -524,15 +590,15 @@ func (c Config) StoreConfig() store.Config {
 
 // ConfigKeys lists the keys ParseConfig accepts, in the order of Config.
 var ConfigKeys = []string{
-	"brokerClusterName", "brokerName", "brokerId", "namesrvAddr", "listenPort", "grpcListenAddr",
-	"httpListenAddr", "brokerIP1", "storePathRootDir", "mappedFileSizeCommitLog", "flushDiskType",
+	"brokerClusterName", "brokerName", "brokerId", "namesrvAddr", "listenPort", "bindAddress", "grpcListenAddr",
+	"httpListenAddr", "pprofEnable", "brokerIP1", "storePathRootDir", "mappedFileSizeCommitLog", "flushDiskType",
 	"pageCacheWrites", "brokerRole", "fileReservedTime", "deleteWhen", "diskMaxUsedSpaceRatio",
 	"diskSpaceCleanForciblyRatio", "diskSpaceWarningLevelRatio", "maxHashSlotNum", "maxIndexNum", "skipCorrupt",
 	"autoCreateTopicEnable",
 	"defaultTopicQueueNums", "autoCreateSubscriptionGroup", "maxMessageSize", "maxPropertiesSize",
 	"longPollingMaxHold", "flushConsumerOffsetInterval", "registerNameServerPeriod", "channelExpiredTimeout",
 	"messageDelayLevel", "timerMaxDelay", "dlqRetentionHours",
-	"duplicationWindow",
+	"duplicationWindow", "maxGroupsPerHeartbeat", "maxConsumerGroups",
 }
 
 // setters maps each key to the function that parses its value into a Config.
@@ -542,8 +608,10 @@ var setters = map[string]func(c *Config, v string) error{
 	"brokerId":                    func(c *Config, v string) error { return parseInt(v, &c.BrokerID) },
 	"namesrvAddr":                 func(c *Config, v string) error { c.NamesrvAddr = splitList(v); return nil },
 	"listenPort":                  func(c *Config, v string) error { return parseInt(v, &c.ListenPort) },
+	"bindAddress":                 func(c *Config, v string) error { c.BindAddress = v; return nil },
 	"grpcListenAddr":              func(c *Config, v string) error { c.GRPCListenAddr = v; return nil },
 	"httpListenAddr":              func(c *Config, v string) error { c.HTTPListenAddr = v; return nil },
+	"pprofEnable":                 func(c *Config, v string) error { return parseBool(v, &c.PprofEnable) },
 	"brokerIP1":                   func(c *Config, v string) error { c.BrokerIP1 = v; return nil },
 	"storePathRootDir":            func(c *Config, v string) error { c.StorePathRootDir = v; return nil },
 	"mappedFileSizeCommitLog":     func(c *Config, v string) error { return parseInt(v, &c.MappedFileSizeCommitLog) },
@@ -577,9 +645,11 @@ var setters = map[string]func(c *Config, v string) error{
 		c.MessageDelayLevel, err = ParseDelayLevels(v)
 		return err
 	},
-	"timerMaxDelay":     func(c *Config, v string) error { return parseDuration(v, time.Second, &c.TimerMaxDelay) },
-	"dlqRetentionHours": func(c *Config, v string) error { return parseDuration(v, time.Hour, &c.DLQRetention) },
-	"duplicationWindow": parseDuplicationWindow,
+	"timerMaxDelay":         func(c *Config, v string) error { return parseDuration(v, time.Second, &c.TimerMaxDelay) },
+	"dlqRetentionHours":     func(c *Config, v string) error { return parseDuration(v, time.Hour, &c.DLQRetention) },
+	"duplicationWindow":     parseDuplicationWindow,
+	"maxGroupsPerHeartbeat": func(c *Config, v string) error { return parseInt(v, &c.MaxGroupsPerHeartbeat) },
+	"maxConsumerGroups":     func(c *Config, v string) error { return parseInt(v, &c.MaxConsumerGroups) },
 }
 
 // ParseConfig reads a RocketMQ-style broker.conf into into, overriding the
@@ -587,23 +657,40 @@ var setters = map[string]func(c *Config, v string) error{
 // trimmed, blank lines and lines starting with '#' or '!' ignored; a
 // repeated key's last value wins. Unknown keys, lines without '=' and
 // unparsable values are errors naming the line (all of them are reported,
-// joined). Range checks are Validate's.
-func ParseConfig(r io.Reader, into *Config) error {
+// joined). RocketMQ's keys without a Gantry setting are accepted where
+// Gantry can honour what they say (config_rocketmq.go; Open logs those
+// that have no effect). Range checks are Validate's.
+func ParseConfig(r io.Reader, into *Config) error { return parseConfig(r, "broker.conf", into) }
+
+// ParseConfigFile reads the broker.conf at path as ParseConfig does; its
+// errors name the file.
+func ParseConfigFile(path string, into *Config) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	defer f.Close()
+	return parseConfig(f, path, into)
+}
+
+func parseConfig(r io.Reader, name string, into *Config) error {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 4096), 1<<20)
 	var errs []error
 	for n := 1; sc.Scan(); n++ {
-		if err := parseLine(sc.Text(), into); err != nil {
-			errs = append(errs, fmt.Errorf("%w: broker.conf line %d: %w", ErrInvalidConfig, n, err))
+		where := fmt.Sprintf("%s line %d", name, n)
+		if err := parseLine(sc.Text(), where, into); err != nil {
+			errs = append(errs, fmt.Errorf("%w: %s: %w", ErrInvalidConfig, where, err))
 		}
 	}
 	if err := sc.Err(); err != nil {
-		errs = append(errs, fmt.Errorf("broker: read broker.conf: %w", err))
+		errs = append(errs, fmt.Errorf("broker: read %s: %w", name, err))
 	}
 	return errors.Join(errs...)
 }
 
-func parseLine(line string, c *Config) error {
+// parseLine parses one line, found where (file and line, for notes).
+func parseLine(line, where string, c *Config) error {
 	line = strings.TrimSpace(line)
 	if line == "" || line[0] == '#' || line[0] == '!' {
 		return nil
@@ -615,6 +702,9 @@ func parseLine(line string, c *Config) error {
 	}
 	set, ok := setters[k]
 	if !ok {
+		if rk, known := rocketmqOnly[k]; known {
+			return c.rocketmq.parse(c, where, k, v, rk)
+		}
 		return fmt.Errorf("unknown key %q", k)
 	}
 	if err := set(c, v); err != nil {

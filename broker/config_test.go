@@ -21,14 +21,16 @@ brokerId=0
 ! Java-style comment
 namesrvAddr=10.0.0.1:9876; 10.0.0.2:9876
 listenPort=20911
+bindAddress=0.0.0.0
 grpcListenAddr=127.0.0.1:18081
 httpListenAddr=:15557
+pprofEnable=true
 brokerIP1=192.168.1.5
 storePathRootDir=/data/store
 mappedFileSizeCommitLog=65536
 flushDiskType=SYNC_FLUSH
 pageCacheWrites=true
-brokerRole=SYNC_MASTER
+brokerRole=ASYNC_MASTER
 fileReservedTime=48
 deleteWhen=03;04
 diskMaxUsedSpaceRatio=80
@@ -50,6 +52,8 @@ messageDelayLevel=1s 30s  2m 1h 1d
 timerMaxDelay=3600
 dlqRetentionHours=24
 duplicationWindow=2m
+maxGroupsPerHeartbeat=50
+maxConsumerGroups=2000
 `
 
 func TestParseConfigEveryKey(t *testing.T) {
@@ -62,9 +66,9 @@ func TestParseConfigEveryKey(t *testing.T) {
 	want := broker.Config{
 		BrokerClusterName: "ClusterX", BrokerName: "broker-b", BrokerID: 0,
 		NamesrvAddr: []string{"10.0.0.1:9876", "10.0.0.2:9876"}, ListenPort: 20911,
-		GRPCListenAddr: "127.0.0.1:18081", HTTPListenAddr: ":15557", BrokerIP1: "192.168.1.5",
+		BindAddress: "0.0.0.0", GRPCListenAddr: "127.0.0.1:18081", HTTPListenAddr: ":15557", PprofEnable: true, BrokerIP1: "192.168.1.5",
 		StorePathRootDir: "/data/store", MappedFileSizeCommitLog: 65536, FlushDiskType: commitlog.SyncFlush,
-		PageCacheWrites: true, BrokerRole: broker.SyncMaster, FileReservedTime: 48 * time.Hour, DeleteWhen: "03;04",
+		PageCacheWrites: true, BrokerRole: broker.AsyncMaster, FileReservedTime: 48 * time.Hour, DeleteWhen: "03;04",
 		DiskMaxUsedSpaceRatio: 80, DiskSpaceCleanForciblyRatio: 88, DiskSpaceWarningLevelRatio: 95,
 		MaxHashSlotNum: 500_000, MaxIndexNum: 2_000_000, SkipCorrupt: true,
 		AutoCreateTopicEnable: true, DefaultTopicQueueNums: 4,
@@ -73,7 +77,7 @@ func TestParseConfigEveryKey(t *testing.T) {
 		RegisterNameServerPeriod: 10 * time.Second, ChannelExpiredTimeout: time.Minute,
 		MessageDelayLevel: []time.Duration{time.Second, 30 * time.Second, 2 * time.Minute, time.Hour, 24 * time.Hour},
 		TimerMaxDelay:     time.Hour, DLQRetention: 24 * time.Hour,
-		DuplicationWindow: 2 * time.Minute,
+		DuplicationWindow: 2 * time.Minute, MaxGroupsPerHeartbeat: 50, MaxConsumerGroups: 2000,
 	}
 	assert.Equal(t, want, c)
 	assert.NoError(t, c.Validate())
@@ -165,6 +169,8 @@ func TestConfigDefaults(t *testing.T) {
 	assert.Equal(t, 72*time.Hour, c.TimerMaxDelay)
 	assert.Equal(t, 72*time.Hour, c.DLQRetention)
 	assert.Equal(t, 5*time.Minute, c.DuplicationWindow)
+	assert.Equal(t, 1000, c.MaxGroupsPerHeartbeat)
+	assert.Equal(t, 10000, c.MaxConsumerGroups)
 	assert.NotNil(t, c.Now)
 	assert.NotNil(t, c.Logger)
 	assert.NoError(t, broker.Config{}.Validate())
@@ -178,8 +184,8 @@ func TestConfigValidateReportsEveryProblem(t *testing.T) {
 		MaxMessageSize: -1, MaxPropertiesSize: -1, LongPollingMaxHold: -1, FlushConsumerOffsetInterval: -1,
 		RegisterNameServerPeriod: -1, ChannelExpiredTimeout: -1, FileReservedTime: -time.Hour, QueueLockTTL: -1,
 		MessageDelayLevel: []time.Duration{time.Second, 0, -time.Minute}, TimerMaxDelay: -1,
-		DLQRetention: -time.Hour, DiskSpaceCleanForciblyRatio: 5, DiskSpaceWarningLevelRatio: 101,
-		MaxHashSlotNum: -1, MaxIndexNum: 1,
+		DLQRetention: -time.Hour, MaxGroupsPerHeartbeat: -1, MaxConsumerGroups: -1,
+		DiskSpaceCleanForciblyRatio: 5, DiskSpaceWarningLevelRatio: 101, MaxHashSlotNum: -1, MaxIndexNum: 1,
 	}
 	err := c.Validate()
 	require.ErrorIs(t, err, broker.ErrInvalidConfig)
@@ -188,11 +194,20 @@ func TestConfigValidateReportsEveryProblem(t *testing.T) {
 		"diskMaxUsedSpaceRatio 99", "defaultTopicQueueNums 2000", "maxMessageSize", "maxPropertiesSize",
 		"longPollingMaxHold", "flushConsumerOffsetInterval", "registerNameServerPeriod", "channelExpiredTimeout",
 		"fileReservedTime", "QueueLockTTL", "messageDelayLevel: level 2 is 0s", "messageDelayLevel: level 3 is -1m0s",
-		"timerMaxDelay -1ns", "dlqRetentionHours -1h0m0s", "diskSpaceCleanForciblyRatio 5: want 10..100",
-		"diskSpaceWarningLevelRatio 101: want 10..100", "maxHashSlotNum -1", "maxIndexNum 1: want 2.."} {
+		"timerMaxDelay -1ns", "dlqRetentionHours -1h0m0s", "maxGroupsPerHeartbeat -1", "maxConsumerGroups -1",
+		"diskSpaceCleanForciblyRatio 5: want 10..100", "diskSpaceWarningLevelRatio 101: want 10..100",
+		"maxHashSlotNum -1", "maxIndexNum 1: want 2.."} {
 		assert.ErrorContains(t, err, w)
 	}
-	assert.ErrorContains(t, broker.Config{BrokerRole: broker.Slave}.Validate(), "SLAVE is not supported yet")
+	// Clients' receive limits are sized for message.MaxBodyBytes: a larger
+	// body would be stored but unreadable.
+	assert.ErrorContains(t, broker.Config{MaxMessageSize: 4<<20 + 1}.Validate(), "maxMessageSize 4194305: want 1..4194304")
+	assert.NoError(t, broker.Config{MaxMessageSize: 4 << 20}.Validate())
+	for _, role := range []broker.BrokerRole{broker.SyncMaster, broker.Slave} {
+		err := broker.Config{BrokerRole: role}.Validate()
+		require.ErrorIs(t, err, broker.ErrInvalidConfig, "%s", role)
+		assert.ErrorContains(t, err, "brokerRole "+role.String()+" is not supported: Gantry has no replication yet; use ASYNC_MASTER")
+	}
 	assert.ErrorContains(t, broker.Config{MessageDelayLevel: make([]time.Duration, 1025)}.Validate(), "messageDelayLevel: 1025 levels, want 1..1024")
 }
 

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/gantrymq/gantry/broker/metadata"
 )
 
 // expireInterval is how often the broker drops consumer clients whose
@@ -80,29 +82,56 @@ type Consumer struct {
 // subscriptions, model, ordering, assigned queues and address are replaced
 // by the heartbeat's. A client silent for channelExpiredTimeout is dropped.
 // The group is created when unknown and autoCreateSubscriptionGroup is on
-// (else ErrGroupNotFound), and so is its retry topic %RETRY%<group>. A new
-// client is a membership change: it fires OnConsumersChanged and wakes the
-// group's watches; a refresh is not.
+// (else ErrGroupNotFound; ErrTooManyGroups past maxConsumerGroups), and so
+// is its retry topic %RETRY%<group>. A new client is a membership change:
+// it fires OnConsumersChanged and wakes the group's watches; a refresh is
+// not.
 func (b *Broker) Heartbeat(hb Heartbeat) error {
-	if !b.calls.enter() {
-		return ErrShuttingDown
-	}
-	defer b.calls.leave()
-	if err := checkHeartbeat(hb); err != nil {
-		return err
-	}
-	g, err := b.ensureGroup(hb.Group)
+	errs, err := b.Heartbeats([]Heartbeat{hb})
 	if err != nil {
 		return err
 	}
-	if _, err := b.ensureTopic(RetryTopic(hb.Group), max(g.RetryQueueNums, 1)); err != nil {
-		return err
+	return errs[0]
+}
+
+// Heartbeats is Heartbeat for several heartbeats at once: a RocketMQ
+// HEART_BEAT lists every consumer of a client process, each in its own
+// group. The groups and retry topics they create are made in one change of
+// each table and saved together, once. A batch of more than
+// maxGroupsPerHeartbeat heartbeats is refused whole (ErrTooManyGroups)
+// before anything is done; else errs[i] is the outcome of hbs[i].
+func (b *Broker) Heartbeats(hbs []Heartbeat) (errs []error, err error) {
+	if !b.calls.enter() {
+		return nil, ErrShuttingDown
 	}
-	if b.clients.register(hb) {
-		b.log.Info("consumer joined", "group", hb.Group, "client", hb.ClientID, "addr", hb.Addr)
-		b.consumersChanged(hb.Group)
+	defer b.calls.leave()
+	if n := len(hbs); n > b.cfg.MaxGroupsPerHeartbeat {
+		return nil, fmt.Errorf("%w: a heartbeat of %d consumers: at most %d (maxGroupsPerHeartbeat)",
+			ErrTooManyGroups, n, b.cfg.MaxGroupsPerHeartbeat)
 	}
-	return nil
+	errs = make([]error, len(hbs))
+	names := make([]string, 0, len(hbs))
+	for i, hb := range hbs {
+		if errs[i] = checkHeartbeat(hb); errs[i] == nil {
+			names = append(names, hb.Group)
+		}
+	}
+	groups, gerrs := b.ensureGroups(names)
+	retry := make([]metadata.TopicConfig, 0, len(groups))
+	for _, g := range groups {
+		retry = append(retry, groupTopic(RetryTopic(g.GroupName), max(g.RetryQueueNums, 1)))
+	}
+	terr := b.ensureTopics(retry)
+	for i, hb := range hbs {
+		if errs[i] == nil {
+			errs[i] = cmp.Or(gerrs[hb.Group], terr)
+		}
+		if errs[i] == nil && b.clients.register(hb) {
+			b.log.Info("consumer joined", "group", hb.Group, "client", hb.ClientID, "addr", hb.Addr)
+			b.consumersChanged(hb.Group)
+		}
+	}
+	return errs, nil
 }
 
 func checkHeartbeat(hb Heartbeat) error {

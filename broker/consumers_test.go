@@ -3,6 +3,7 @@ package broker_test
 import (
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -154,4 +155,59 @@ func TestHeartbeatRefreshesFields(t *testing.T) {
 	assert.Equal(t, []string{"G"}, changes.take(), "the join only")
 	assert.Equal(t, "CLUSTERING", broker.Clustering.String())
 	assert.Equal(t, "BROADCASTING", broker.Broadcasting.String())
+}
+
+// The heartbeats of a batch create their groups and retry topics in one
+// change of each table, saved once (one new topic data version, one
+// OnTopicsChanged); a bad heartbeat fails alone.
+func TestHeartbeatsCreateTogether(t *testing.T) {
+	var topicChanges atomic.Int32
+	cfg := testConfig(t)
+	cfg.OnTopicsChanged = func() { topicChanges.Add(1) }
+	b := openBroker(t, cfg)
+	v0 := b.Store().Metadata().TopicsVersion().Counter
+	errs, err := b.Heartbeats([]broker.Heartbeat{
+		{ClientID: "c", Group: "G1"}, {ClientID: "c", Group: "bad group"}, {ClientID: "c", Group: "G2"}, {ClientID: "c", Group: "G1"},
+	})
+	require.NoError(t, err)
+	require.Len(t, errs, 4)
+	assert.NoError(t, errs[0])
+	assert.ErrorIs(t, errs[1], broker.ErrInvalidArgument)
+	assert.NoError(t, errs[2])
+	assert.NoError(t, errs[3])
+	for _, g := range []string{"G1", "G2"} {
+		assert.Equal(t, []string{"c"}, b.ConsumerList(g))
+		_, ok := b.Topic(broker.RetryTopic(g))
+		assert.True(t, ok, "retry topic of %s", g)
+	}
+	assert.Equal(t, v0+1, b.Store().Metadata().TopicsVersion().Counter, "one change of the topic table")
+	assert.Equal(t, int32(1), topicChanges.Load())
+	assert.Equal(t, 2, b.Store().Metadata().GroupCount())
+}
+
+// maxGroupsPerHeartbeat refuses a whole batch; maxConsumerGroups refuses
+// the creation of groups beyond it, by heartbeat or by offset commit, but
+// not the use of those that exist.
+func TestGroupLimits(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.MaxGroupsPerHeartbeat, cfg.MaxConsumerGroups = 2, 3
+	b := openBroker(t, cfg)
+	createTopic(t, b, "T", 1)
+	_, err := b.Heartbeats([]broker.Heartbeat{{ClientID: "c", Group: "A"}, {ClientID: "c", Group: "B"}, {ClientID: "c", Group: "C"}})
+	require.ErrorIs(t, err, broker.ErrTooManyGroups)
+	assert.ErrorContains(t, err, "a heartbeat of 3 consumers: at most 2 (maxGroupsPerHeartbeat)")
+	assert.Zero(t, b.Store().Metadata().GroupCount())
+
+	require.NoError(t, b.Heartbeat(broker.Heartbeat{ClientID: "c", Group: "A"}))
+	require.NoError(t, b.CommitOffset("B", "T", 0, 0))
+	require.NoError(t, b.Heartbeat(broker.Heartbeat{ClientID: "c", Group: "C"}))
+	err = b.Heartbeat(broker.Heartbeat{ClientID: "c", Group: "D"})
+	require.ErrorIs(t, err, broker.ErrTooManyGroups)
+	assert.ErrorContains(t, err, `group "D" not created: the broker has 3 groups, at most 3 (maxConsumerGroups)`)
+	require.ErrorIs(t, b.CommitOffset("E", "T", 0, 0), broker.ErrTooManyGroups)
+	require.NoError(t, b.CommitOffset("A", "T", 0, 1), "a group that exists is served")
+	require.NoError(t, b.Heartbeat(broker.Heartbeat{ClientID: "c2", Group: "A"}))
+	assert.Equal(t, 3, b.Store().Metadata().GroupCount())
+	_, ok := b.Topic(broker.RetryTopic("D"))
+	assert.False(t, ok)
 }

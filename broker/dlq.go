@@ -43,9 +43,15 @@ type DLQFilter struct {
 	// Key is one of the message's keys (KEYS).
 	Key string
 	// MsgID is the message's UNIQ_KEY (the client's message id), its
-	// DLQ_ORIGIN_MESSAGE_ID, or the dead letter's offset message id; case
-	// does not matter.
+	// DLQ_ORIGIN_MESSAGE_ID, the dead letter's offset message id, or the
+	// offset message id of any other copy of the message this broker stores
+	// (the original send's, which Gantry's producer returns, or a retry's):
+	// that copy's UNIQ_KEY is looked for. Case does not matter.
 	MsgID string
+
+	// idUniqKey is the UNIQ_KEY of the stored copy MsgID names as an
+	// offset message id, set by scanDLQ.
+	idUniqKey string
 }
 
 // selective reports whether f narrows the group's dead letters.
@@ -60,7 +66,7 @@ func (f DLQFilter) matches(m *message.Message) bool {
 	case f.Key != "" && !hasKey(m, f.Key):
 		return false
 	case f.MsgID != "" && !strings.EqualFold(m.UniqKey(), f.MsgID) && !strings.EqualFold(originMsgID(m), f.MsgID) &&
-		!strings.EqualFold(m.OffsetMsgID(), f.MsgID):
+		!strings.EqualFold(m.OffsetMsgID(), f.MsgID) && (f.idUniqKey == "" || m.UniqKey() != f.idUniqKey):
 		return false
 	case !f.Begin.IsZero() && m.StoreTimestamp < f.Begin.UnixMilli():
 		return false
@@ -88,6 +94,21 @@ func originTopic(m *message.Message) string {
 func originMsgID(m *message.Message) string {
 	if id, ok := m.Properties.Get(message.PropDLQOriginMessageID); ok {
 		return id
+	}
+	return m.UniqKey()
+}
+
+// uniqKeyOfOffsetID returns the UNIQ_KEY of the message id names as an
+// offset message id of this broker, or "" when id is no such id (a
+// UNIQ_KEY, say) or names no stored message.
+func (b *Broker) uniqKeyOfOffsetID(id string) string {
+	host, phys, err := message.DecodeOffsetMsgID(id)
+	if err != nil || host != b.cfg.StoreAddr() {
+		return ""
+	}
+	m, err := b.store.MessageAt(phys)
+	if err != nil {
+		return ""
 	}
 	return m.UniqKey()
 }
@@ -261,6 +282,7 @@ func (b *Broker) firstStoredAfter(topic string, from, ts int64) int64 {
 // It returns the offset after the last entry looked at and whether
 // entries past it were not looked at.
 func (b *Broker) scanDLQ(ctx context.Context, f DLQFilter, from int64, budget int, fn func(dlqRecord) bool) (next int64, more bool, err error) {
+	f.idUniqKey = b.uniqKeyOfOffsetID(f.MsgID)
 	topic := DLQTopic(f.Group)
 	view := b.dlq.view(f.Group)
 	off := max(from, b.dlqLiveFrom(f.Group, view))

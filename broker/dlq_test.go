@@ -207,6 +207,8 @@ func TestDLQListFiltersAndPaging(t *testing.T) {
 		{"shared key and topic", broker.DLQFilter{Key: "shared", OriginTopic: "Orders"}, []int64{0, 2, 4}},
 		{"message id", broker.DLQFilter{MsgID: origs[2].UniqKey}, []int64{2}},
 		{"offset message id, any case", broker.DLQFilter{MsgID: strings.ToLower(all.Entries[5].MsgID)}, []int64{5}},
+		{"the original's offset message id", broker.DLQFilter{MsgID: origs[4].MsgID}, []int64{4}},
+		{"an offset message id naming no message", broker.DLQFilter{MsgID: origs[4].MsgID[:16] + "00000000000000FF"}, nil},
 		{"time range", broker.DLQFilter{Begin: t0.Add(time.Minute), End: t0.Add(3 * time.Minute)}, []int64{1, 2}},
 		{"begin only", broker.DLQFilter{Begin: t0.Add(4 * time.Minute)}, []int64{4, 5}},
 		{"no match", broker.DLQFilter{OriginTopic: "Nope"}, nil},

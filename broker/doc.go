@@ -36,7 +36,10 @@
 // (OnTopicsChanged, OnConsumersChanged) runs. The one exception is the watch
 // table's mutex, taken before the consumer table's and the lock table's
 // (opening a watch checks membership, and the end of a client's last watch
-// unregisters it and releases its locks in one step).
+// unregisters it and releases its locks in one step), and taken before a
+// watch's reset list; and the reset table's (reset.go), under which group
+// offsets are committed, taken before the metadata's. The group creation
+// mutex is taken before the metadata's too.
 //
 // # Delayed messages
 //
@@ -92,4 +95,10 @@
 // broker never waits for a slow watcher. Queue locks (LockQueues) last
 // QueueLockTTL unless renewed and go with their client. Close closes every
 // watch's Changed channel.
+//
+// ResetOffsetByTime tells the group's watches (GroupWatch.Resets) and the
+// hooks of AddOffsetResetHook, and makes the reset hold against members
+// that have not heard yet: until the group pulls a queue from its new
+// offset, commits of other offsets are ignored, and after resetGrace pulls
+// from elsewhere are answered "moved" to it (reset.go).
 package broker

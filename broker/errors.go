@@ -29,12 +29,20 @@ var (
 	// (a pull's queue id or offset, a group or client name, a filter
 	// expression, a topic's queue counts).
 	ErrInvalidArgument = errors.New("broker: invalid argument")
-	// ErrGroupNotFound: the consumer group does not exist and
-	// autoCreateSubscriptionGroup is off.
+	// ErrGroupNotFound: the consumer group does not exist, and either
+	// autoCreateSubscriptionGroup is off or the call never creates one
+	// (ResetOffsetByTime).
 	ErrGroupNotFound = errors.New("broker: consumer group not found")
+	// ErrTooManyGroups: a heartbeat lists more consumer groups than
+	// maxGroupsPerHeartbeat, or an unknown group would be created past
+	// maxConsumerGroups.
+	ErrTooManyGroups = errors.New("broker: too many consumer groups")
 	// ErrNotRegistered: the consumer client is not a live member of the
 	// group (WatchGroup needs a Heartbeat first).
 	ErrNotRegistered = errors.New("broker: consumer client not registered with the group")
+	// ErrQueueLocked: the queue's lock is held by another client than the
+	// one committing its offset (CommitHeldOffset).
+	ErrQueueLocked = errors.New("broker: queue locked by another client")
 	// ErrShuttingDown: the broker is closing or closed.
 	ErrShuttingDown = errors.New("broker: shutting down")
 	// ErrIndeterminate: the messages were written to the log but the call

@@ -11,6 +11,9 @@ import (
 // WithDefaults exposes withDefaults to tests.
 func (c Config) WithDefaults() Config { return c.withDefaults() }
 
+// PullLimits exposes how a Pull's limits are defaulted and bounded.
+func PullLimits(msgs, bytes int) (int, int) { return pullLimits(msgs, bytes) }
+
 // PutError exposes the classification of store.Put errors.
 func PutError(topic string, res []store.PutResult, err error) error { return putError(topic, res, err) }
 
@@ -21,6 +24,11 @@ func (b *Broker) Watched(topic string, queueID int32) bool {
 	defer b.polls.mu.Unlock()
 	_, ok := b.polls.waits[store.QueueKey{Topic: topic, QueueID: queueID}]
 	return ok
+}
+
+// HoldFor exposes how long a Pull under ctx may be held.
+func (b *Broker) HoldFor(ctx context.Context, hold time.Duration) time.Duration {
+	return b.holdFor(ctx, hold)
 }
 
 // QueueLocks returns a group's unexpired queue locks: queue to holder.

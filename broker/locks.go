@@ -112,6 +112,24 @@ func (t *lockTable) lock(group, clientID string, queues []QueueRef) []QueueRef {
 	return held
 }
 
+// whileHeld runs do, unless another client than holder holds an
+// unexpired lock on q: then it returns ErrQueueLocked naming it. do runs
+// under t's lock, so that the queue cannot change hands between the check
+// and do (a new owner locks, then reads the offset do commits). An empty
+// holder runs do unchecked.
+func (t *lockTable) whileHeld(group, holder string, q QueueRef, do func() error) error {
+	if holder == "" {
+		return do()
+	}
+	now := t.now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if l, ok := t.byGroup[group][q]; ok && l.clientID != holder && now.Before(l.expires) {
+		return fmt.Errorf("%w: %s/%d of group %q is held by %q, not %q", ErrQueueLocked, q.Topic, q.QueueID, group, l.clientID, holder)
+	}
+	return do()
+}
+
 // unlock releases clientID's locks on queues.
 func (t *lockTable) unlock(group, clientID string, queues []QueueRef) {
 	t.mu.Lock()

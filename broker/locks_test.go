@@ -143,3 +143,42 @@ func TestLockQueuesValidation(t *testing.T) {
 	require.ErrorIs(t, err, broker.ErrShuttingDown)
 	require.ErrorIs(t, b.UnlockQueues("G", "c", nil), broker.ErrShuttingDown)
 }
+
+// A commit of a queue's offset by a client that lost the queue's lock to
+// another is refused: a member killed with its commit in flight, whose
+// commit the broker handles only after the queue's new owner locked it and
+// read its start offset, cannot move that offset under it (the new owner
+// would skip or repeat what it does not know was handled).
+func TestCommitHeldOffset(t *testing.T) {
+	b, clock := lockBroker(t)
+	q := qref("T", 1)
+	committed := func() int64 {
+		t.Helper()
+		off, ok := b.QueryOffset("G", "T", 1)
+		require.True(t, ok)
+		return off
+	}
+	_, err := b.LockQueues("G", "dead", []broker.QueueRef{q})
+	require.NoError(t, err)
+	require.NoError(t, b.CommitHeldOffset("G", "dead", "T", 1, 10), "the holder commits")
+	require.NoError(t, b.UnlockQueues("G", "dead", []broker.QueueRef{q})) // its connection closed
+	require.NoError(t, b.CommitHeldOffset("G", "dead", "T", 1, 12), "nobody holds it: a commit as before")
+	got, err := b.LockQueues("G", "new", []broker.QueueRef{q})
+	require.NoError(t, err)
+	require.Equal(t, []broker.QueueRef{q}, got)
+	start := committed()
+
+	err = b.CommitHeldOffset("G", "dead", "T", 1, 15) // late, from the lost member
+	require.ErrorIs(t, err, broker.ErrQueueLocked)
+	assert.ErrorContains(t, err, `held by "new", not "dead"`)
+	assert.Equal(t, start, committed(), "the new owner's start offset stays")
+	require.NoError(t, b.CommitHeldOffset("G", "new", "T", 1, 13))
+	assert.Equal(t, int64(13), committed())
+	require.NoError(t, b.CommitOffset("G", "T", 1, 14), "commits without a holder are not checked")
+	assert.Equal(t, int64(14), committed())
+
+	clock.Advance(time.Minute) // "new"'s lock expired: nobody holds the queue
+	require.NoError(t, b.CommitHeldOffset("G", "dead", "T", 1, 16))
+	assert.Equal(t, int64(16), committed())
+	require.ErrorIs(t, b.CommitHeldOffset("G", "", "T", 1, 17), broker.ErrInvalidArgument)
+}

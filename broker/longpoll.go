@@ -81,6 +81,11 @@ func (b *Broker) longPoll(ctx context.Context, req PullRequest, f Filter, hold t
 		case <-b.closing:
 			return res, nil
 		case <-ctx.Done():
+			select {
+			case <-timer.C: // the hold ended too (a late wake-up): answer as planned
+				return res, nil
+			default:
+			}
 			return res, ctx.Err()
 		}
 	}

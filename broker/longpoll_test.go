@@ -54,10 +54,15 @@ func decodeBodies(res *broker.PullResult) ([]string, error) {
 
 func await(t *testing.T, done <-chan pullAnswer) pullAnswer {
 	t.Helper()
+	return awaitWithin(t, done, 10*time.Second)
+}
+
+func awaitWithin(t *testing.T, done <-chan pullAnswer, d time.Duration) pullAnswer {
+	t.Helper()
 	select {
 	case a := <-done:
 		return a
-	case <-time.After(10 * time.Second):
+	case <-time.After(d):
 		require.FailNow(t, "pull did not return")
 		return pullAnswer{}
 	}
@@ -66,15 +71,19 @@ func await(t *testing.T, done <-chan pullAnswer) pullAnswer {
 func TestLongPollWokenBySend(t *testing.T) {
 	b := openBroker(t, testConfig(t))
 	createTopic(t, b, "T", 2)
+	// Woken by the send, not by the end of its hold (nor by a poll every
+	// second or so): the answer comes within a small part of the hold,
+	// however busy the machine (a bound of 50 ms failed under load).
+	const hold = time.Minute
 	for _, offset := range []int64{0, 1} { // an empty queue, then the queue's end
-		done := startPull(t, t.Context(), b, broker.PullRequest{Topic: "T", QueueID: 1, Offset: offset, Hold: 5 * time.Second})
+		done := startPull(t, t.Context(), b, broker.PullRequest{Topic: "T", QueueID: 1, Offset: offset, Hold: hold})
 		start := time.Now()
 		send(t, b, newMsg("T", 1, "hello", ""))
-		a := await(t, done)
+		a := awaitWithin(t, done, hold)
 		require.NoError(t, a.err)
 		latency := a.at.Sub(start)
 		t.Logf("offset %d: held pull answered %s after the send", offset, latency)
-		assert.Less(t, latency, 50*time.Millisecond)
+		assert.Less(t, latency, hold/60)
 		assert.Equal(t, store.Found, a.res.Status)
 		assert.Equal(t, []string{"hello"}, a.msgs)
 		assert.Equal(t, offset+1, a.res.NextOffset)
@@ -108,21 +117,30 @@ func TestLongPollMaxHold(t *testing.T) {
 func TestLongPollAnswersBeforeDeadline(t *testing.T) {
 	b := openBroker(t, testConfig(t))
 	createTopic(t, b, "T", 1)
+	// The hold ends deadlineMargin (50 ms) before the deadline.
 	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 	defer cancel()
 	deadline, _ := ctx.Deadline()
+	before := time.Until(deadline)
+	hold := b.HoldFor(ctx, 10*time.Second)
+	after := time.Until(deadline)
+	assert.LessOrEqual(t, hold, before-50*time.Millisecond)
+	assert.GreaterOrEqual(t, hold, after-50*time.Millisecond)
+
+	// Held to its end, the pull answers (empty), not the context's error,
+	// even when the answering goroutine runs only after the deadline too
+	// (a busy machine): the deadline's own wake-up loses to the hold's.
 	res, err := b.Pull(ctx, broker.PullRequest{Topic: "T", Hold: 10 * time.Second})
-	require.NoError(t, err, "the answer beats the deadline")
+	require.NoError(t, err, "the answer of a hold that ended")
 	assert.Equal(t, store.NoMessageInQueue, res.Status)
-	assert.True(t, time.Now().Before(deadline), "answered %s after the deadline", time.Since(deadline))
-	assert.NoError(t, ctx.Err())
+	assert.False(t, time.Now().Before(deadline.Add(-50*time.Millisecond)), "held until the margin before the deadline")
 
 	// A deadline closer than the safety margin: no hold at all.
 	ctx, cancel = context.WithTimeout(t.Context(), 20*time.Millisecond)
 	defer cancel()
+	assert.LessOrEqual(t, b.HoldFor(ctx, 10*time.Second), time.Duration(0))
 	_, err = b.Pull(ctx, broker.PullRequest{Topic: "T", Hold: 10 * time.Second})
 	require.NoError(t, err)
-	assert.NoError(t, ctx.Err())
 }
 
 func TestLongPollCancelled(t *testing.T) {

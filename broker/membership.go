@@ -18,38 +18,39 @@ func (b *Broker) AddConsumersChangedHook(f func(group string)) (remove func()) {
 	return b.membership.add(f)
 }
 
-// membershipHooks holds the hooks of AddConsumersChangedHook. The zero
-// value is ready; its mutex is a leaf, never held while a hook runs.
-type membershipHooks struct {
-	mu    sync.Mutex
-	next  uint64
-	hooks []membershipHook
+// hooks holds the hooks of AddConsumersChangedHook or AddOffsetResetHook.
+// The zero value is ready; its mutex is a leaf, never held while a hook
+// runs.
+type hooks[T any] struct {
+	mu   sync.Mutex
+	next uint64
+	fs   []hook[T]
 }
 
-type membershipHook struct {
+type hook[T any] struct {
 	id uint64
-	f  func(group string)
+	f  func(T)
 }
 
-func (m *membershipHooks) add(f func(group string)) func() {
+func (m *hooks[T]) add(f func(T)) func() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	id := m.next
 	m.next++
-	m.hooks = append(slices.Clip(m.hooks), membershipHook{id, f}) // a new array: notify's snapshots stay valid
+	m.fs = append(slices.Clip(m.fs), hook[T]{id, f}) // a new array: notify's snapshots stay valid
 	return func() {
 		m.mu.Lock()
 		defer m.mu.Unlock()
-		m.hooks = slices.DeleteFunc(slices.Clone(m.hooks), func(h membershipHook) bool { return h.id == id })
+		m.fs = slices.DeleteFunc(slices.Clone(m.fs), func(h hook[T]) bool { return h.id == id })
 	}
 }
 
-// notify calls every hook with group.
-func (m *membershipHooks) notify(group string) {
+// notify calls every hook with v.
+func (m *hooks[T]) notify(v T) {
 	m.mu.Lock()
-	hooks := m.hooks // never modified in place: add and remove make new arrays
+	fs := m.fs // never modified in place: add and remove make new arrays
 	m.mu.Unlock()
-	for _, h := range hooks {
-		h.f(group)
+	for _, h := range fs {
+		h.f(v)
 	}
 }

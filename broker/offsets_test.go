@@ -105,6 +105,7 @@ func TestResetOffsetByTime(t *testing.T) {
 	}
 	waitVisible(t, b, "T", 0, 5)
 	waitVisible(t, b, "T", 1, 2)
+	require.NoError(t, b.CommitOffset("G", "T", 0, 0)) // creates the group
 	tests := []struct {
 		name string
 		ts   int64
@@ -130,6 +131,21 @@ func TestResetOffsetByTime(t *testing.T) {
 	}
 	_, err := b.ResetOffsetByTime("G", "Nope", t0)
 	require.ErrorIs(t, err, broker.ErrTopicNotFound)
+}
+
+// Resetting the offsets of a group the broker does not know is an error
+// naming it: it must not create the group (a phantom group, with a lag
+// metric), even with autoCreateSubscriptionGroup on.
+func TestResetOffsetByTimeUnknownGroup(t *testing.T) {
+	b := openBroker(t, testConfig(t))
+	createTopic(t, b, "T", 2)
+	_, err := b.ResetOffsetByTime("Nope", "T", 0)
+	require.ErrorIs(t, err, broker.ErrGroupNotFound)
+	assert.ErrorContains(t, err, `"Nope"`)
+	_, ok := b.Store().Metadata().Group("Nope")
+	assert.False(t, ok, "the group was created")
+	_, ok = b.QueryOffset("Nope", "T", 0)
+	assert.False(t, ok, "an offset was committed")
 }
 
 func TestOffsetCallsAfterClose(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"github.com/gantrymq/gantry/broker/metadata"
 	"github.com/gantrymq/gantry/broker/store"
 	"github.com/gantrymq/gantry/commitlog"
+	"github.com/gantrymq/gantry/message"
 )
 
 // Pull limits.
@@ -15,6 +16,11 @@ const (
 	DefaultPullMsgs  = 32      // PullRequest.MaxMsgs 0
 	MaxPullMsgs      = 1024    // larger MaxMsgs are lowered to it
 	DefaultPullBytes = 4 << 20 // PullRequest.MaxBytes 0
+	// MaxPullBytes: larger MaxBytes are lowered to it. A pull returns at
+	// most this many bytes of records, or one record when the first is
+	// larger, which is never more than message.MaxRecordBytes: every
+	// answer fits the clients' receive limit (message.MaxEnvelopeBytes).
+	MaxPullBytes = message.MaxRecordBytes
 )
 
 // PullRequest asks for messages of one queue.
@@ -25,7 +31,7 @@ type PullRequest struct {
 	Offset  int64 // queue offset to read from
 	MaxMsgs int   // 0: DefaultPullMsgs; at most MaxPullMsgs
 	// MaxBytes bounds the reply (at least one message is returned if any
-	// matches). 0: DefaultPullBytes.
+	// matches). 0: DefaultPullBytes; at most MaxPullBytes.
 	MaxBytes int
 	// Filter is the subscription expression: "", "*" or "TagA || TagB".
 	Filter string
@@ -71,6 +77,11 @@ func (b *Broker) Pull(ctx context.Context, req PullRequest) (PullResult, error) 
 	f, err := b.checkPull(req)
 	if err != nil {
 		return PullResult{}, err
+	}
+	if req.Group != "" {
+		if to, move := b.resets.pull(req.Group, req.Topic, req.QueueID, req.Offset); move {
+			return b.movedPull(req, to), nil // see ResetOffsetByTime
+		}
 	}
 	req.MaxMsgs, req.MaxBytes = pullLimits(req.MaxMsgs, req.MaxBytes)
 	res, err := b.get(req, f)
@@ -129,7 +140,7 @@ func pullLimits(msgs, bytes int) (int, int) {
 	if bytes == 0 {
 		bytes = DefaultPullBytes
 	}
-	return min(msgs, MaxPullMsgs), bytes
+	return min(msgs, MaxPullMsgs), min(bytes, MaxPullBytes)
 }
 
 // nothingNew reports whether a Get found the queue's end: the answer a

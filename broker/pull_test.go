@@ -157,3 +157,27 @@ func TestPullOffsets(t *testing.T) {
 	assert.Len(t, got, 1, "at least one message, whatever MaxBytes")
 	assert.Equal(t, int64(1), res.NextOffset)
 }
+
+// A pull's byte budget is bounded so that its answer (at most the budget,
+// or one record when the first is larger) never exceeds the largest
+// record, which clients' receive limits are sized for.
+func TestPullLimits(t *testing.T) {
+	for _, tt := range []struct {
+		name                string
+		msgs, bytes         int
+		wantMsgs, wantBytes int
+	}{
+		{"defaults", 0, 0, broker.DefaultPullMsgs, broker.DefaultPullBytes},
+		{"asked", 10, 1000, 10, 1000},
+		{"too many", 5000, 0, broker.MaxPullMsgs, broker.DefaultPullBytes},
+		{"too many bytes", 1, 1 << 30, 1, message.MaxRecordBytes},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			msgs, bytes := broker.PullLimits(tt.msgs, tt.bytes)
+			assert.Equal(t, tt.wantMsgs, msgs)
+			assert.Equal(t, tt.wantBytes, bytes)
+		})
+	}
+	assert.LessOrEqual(t, broker.DefaultPullBytes, broker.MaxPullBytes)
+	assert.Less(t, broker.MaxPullBytes+1024, message.MaxEnvelopeBytes, "a pull answer fits a client's receive limit")
+}

@@ -28,7 +28,8 @@ const BrokerPicksQueue = -1
 // name (ErrInvalidTopic), a reserved topic (ErrReservedTopic), an unknown
 // topic when autoCreateTopicEnable is off (ErrTopicNotFound), a topic
 // without write permission (ErrNoPermission), and an empty or oversized
-// body, oversized properties, a message for another topic, a queue id out
+// body, oversized properties, messages whose records total more than
+// message.BatchLimit(maxMessageSize), a message for another topic, a queue id out
 // of range, an unparsable DELAY or timer property or a delivery time beyond
 // timerMaxDelay (ErrInvalidMessage) store nothing. An error for which
 // IsIndeterminate is true comes with the results filled in: the messages
@@ -111,7 +112,30 @@ func (b *Broker) prepare(tc metadata.TopicConfig, msgs []*message.Message) ([]*m
 		}
 		batch[i] = mm
 	}
+	if len(msgs) > 1 {
+		size := 0
+		for _, m := range msgs {
+			n, _ := message.EncodedSize(m, true) // checked by prepareOne
+			size += n
+		}
+		if err := b.checkSendSize(size); err != nil {
+			return nil, err
+		}
+	}
 	return batch, nil
+}
+
+// checkSendSize refuses a send whose records take size bytes when that
+// is more than one send may carry: maxMessageSize plus one record's
+// overhead (message.BatchLimit), as RocketMQ bounds a batch by
+// maxMessageSize in total.
+func (b *Broker) checkSendSize(size int) error {
+	if limit := message.BatchLimit(b.cfg.MaxMessageSize); size > limit {
+		return fmt.Errorf("%w: the send's messages take %d bytes as records, more than the %d one send may carry "+
+			"(maxMessageSize %d plus %d for one record's fields, topic and properties): send them in smaller batches",
+			ErrInvalidMessage, size, limit, b.cfg.MaxMessageSize, message.MaxRecordOverhead)
+	}
+	return nil
 }
 
 // prepareOne checks one message of a Send and returns what to store for it.

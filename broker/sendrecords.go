@@ -38,6 +38,13 @@ func (b *Broker) SendRecordsAttempt(ctx context.Context, topic string, attempt u
 	if err != nil {
 		return nil, err
 	}
+	size := 0
+	for _, c := range chunks {
+		size += len(c)
+	}
+	if err := b.checkSendSize(size); err != nil {
+		return nil, err
+	}
 	dedup := b.dedup != nil && dedupTopic(topic)
 	var keys [][]byte // per record, when de-duplicating
 	var recs []store.RecordInfo

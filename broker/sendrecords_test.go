@@ -77,3 +77,43 @@ func mustRecord(t *testing.T, b *broker.Broker, phys int64) []byte {
 	defer r.Release()
 	return append([]byte(nil), r.B...)
 }
+
+// A send's records together are bounded by maxMessageSize plus one
+// record's overhead (message.BatchLimit), whether they come as messages
+// or as records, and the error names the limit.
+func TestSendBatchBoundedByMaxMessageSize(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.MaxMessageSize = 1000
+	b := openBroker(t, cfg)
+	createTopic(t, b, "T", 1)
+	msgs := func(n int) []*message.Message {
+		out := make([]*message.Message, n)
+		for i := range out {
+			out[i] = newMsg("T", 0, strings.Repeat("x", 1000), "")
+		}
+		return out
+	}
+	records := func(n int) [][]byte {
+		var chunk []byte
+		for i, m := range msgs(n) {
+			chunk = append(chunk, encodeRecord(t, m, "U"+strings.Repeat("k", i+1), false)...)
+		}
+		return [][]byte{chunk}
+	}
+	limit := message.BatchLimit(1000) // 34,009: a body of 1,000 and the most overhead
+	const want = "more than the 34009 one send may carry (maxMessageSize 1000 plus 33009"
+
+	_, err := b.Send(t.Context(), "T", msgs(40)) // 40 × 1,093 bytes
+	require.ErrorIs(t, err, broker.ErrInvalidMessage)
+	assert.ErrorContains(t, err, want)
+	_, err = b.SendRecords(t.Context(), "T", records(40))
+	require.ErrorIs(t, err, broker.ErrInvalidMessage)
+	assert.ErrorContains(t, err, want)
+	assert.Equal(t, int64(0), b.Status().MaxLogOffset, "nothing was stored")
+
+	require.Less(t, 20*1200, limit)
+	_, err = b.Send(t.Context(), "T", msgs(20))
+	require.NoError(t, err)
+	_, err = b.SendRecords(t.Context(), "T", records(20))
+	require.NoError(t, err)
+}

@@ -191,27 +191,49 @@ func (b *Broker) topic(name string) (metadata.TopicConfig, error) {
 // users may not create themselves (group retry and DLQ topics) and for
 // auto-creation; it skips the reserved-name check.
 func (b *Broker) ensureTopic(name string, queues int32) (metadata.TopicConfig, error) {
-	b.topicMu.Lock()
+	if err := b.ensureTopics([]metadata.TopicConfig{groupTopic(name, queues)}); err != nil {
+		return metadata.TopicConfig{}, err
+	}
 	tc, ok := b.meta.Topic(name)
-	var err error
-	if !ok {
-		tc = metadata.TopicConfig{TopicName: name, ReadQueueNums: queues, WriteQueueNums: queues,
-			Perm: metadata.PermRead | metadata.PermWrite}
-		err = b.meta.PutTopic(tc)
-	}
-	b.topicMu.Unlock()
-	if err != nil {
-		return tc, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
-	}
-	if !ok {
-		tc, _ = b.meta.Topic(name)
-		b.log.Info("topic created by the broker", "topic", name, "queues", queues)
-		b.topicsChanged()
-		if err := b.saveTopics(); err != nil { // its messages would be unreadable after a crash
-			return tc, err
-		}
+	if !ok { // deleted meanwhile
+		return tc, fmt.Errorf("%w: %q", ErrTopicNotFound, name)
 	}
 	return tc, nil
+}
+
+// groupTopic is the configuration the broker creates a topic with: queues
+// read and write queues, perm rw.
+func groupTopic(name string, queues int32) metadata.TopicConfig {
+	return metadata.TopicConfig{TopicName: name, ReadQueueNums: queues, WriteQueueNums: queues,
+		Perm: metadata.PermRead | metadata.PermWrite}
+}
+
+// ensureTopics creates those of tcs that are missing, in one change of the
+// topic table, saved once before it returns: a topic created in memory
+// only, and its messages with it, would be unreadable after a crash.
+func (b *Broker) ensureTopics(tcs []metadata.TopicConfig) error {
+	b.topicMu.Lock()
+	var missing []metadata.TopicConfig
+	for _, tc := range tcs {
+		if _, ok := b.meta.TopicShared(tc.TopicName); !ok {
+			missing = append(missing, tc)
+		}
+	}
+	err := b.meta.PutTopics(missing)
+	b.topicMu.Unlock()
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+	}
+	switch len(missing) {
+	case 0:
+		return nil
+	case 1:
+		b.log.Info("topic created by the broker", "topic", missing[0].TopicName, "queues", missing[0].ReadQueueNums)
+	default:
+		b.log.Info("topics created by the broker", "count", len(missing), "first", missing[0].TopicName)
+	}
+	b.topicsChanged()
+	return b.saveTopics()
 }
 
 // syncTemplateTopic keeps TBW102 in the topic table exactly while

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 )
 
@@ -21,6 +22,9 @@ type GroupWatch struct {
 	// closed when the broker shuts down.
 	changed   chan struct{}
 	closeOnce sync.Once
+
+	resetMu sync.Mutex
+	resets  []OffsetReset // not taken yet: one per topic, the latest
 }
 
 // WatchGroup opens a watch of group's membership for clientID, which must
@@ -46,11 +50,31 @@ func (b *Broker) WatchGroup(group, clientID string) (*GroupWatch, error) {
 }
 
 // Changed receives a value after the group's membership (the set of its
-// client ids) changed. Changes coalesce: however many happened since the
-// last receive, one value is pending, and Members then returns the latest
-// membership. The broker never waits for a watch. The channel is closed
-// when the broker shuts down.
+// client ids) changed, or its offsets were reset. Changes coalesce:
+// however many happened since the last receive, one value is pending, and
+// Members then returns the latest membership and Resets the resets. The
+// broker never waits for a watch. The channel is closed when the broker
+// shuts down.
 func (w *GroupWatch) Changed() <-chan struct{} { return w.changed }
+
+// Resets returns the resets of the group's offsets since the last call
+// (ResetOffsetByTime), oldest first; of several resets of a topic, only
+// the latest.
+func (w *GroupWatch) Resets() []OffsetReset {
+	w.resetMu.Lock()
+	defer w.resetMu.Unlock()
+	out := w.resets
+	w.resets = nil
+	return out
+}
+
+// addReset records a reset for Resets.
+func (w *GroupWatch) addReset(r OffsetReset) {
+	w.resetMu.Lock()
+	defer w.resetMu.Unlock()
+	w.resets = slices.DeleteFunc(w.resets, func(old OffsetReset) bool { return old.Topic == r.Topic })
+	w.resets = append(w.resets, r)
+}
 
 // Members returns the ids of the group's live clients, sorted.
 func (w *GroupWatch) Members() []string { return w.b.clients.ids(w.group) }
@@ -130,13 +154,24 @@ func (t *watchTable) remove(w *GroupWatch, clients *consumerTable, locks *lockTa
 }
 
 // notify marks a change pending on every watch of group, without waiting.
-func (t *watchTable) notify(group string) {
+func (t *watchTable) notify(group string) { t.notifyWith(group, nil) }
+
+// notifyReset records a reset of r.Group's offsets on every watch of the
+// group and marks a change pending, without waiting.
+func (t *watchTable) notifyReset(r OffsetReset) { t.notifyWith(r.Group, &r) }
+
+// notifyWith marks a change pending on every watch of group, after adding
+// r, if set, to its resets.
+func (t *watchTable) notifyWith(group string, r *OffsetReset) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
 		return
 	}
 	for w := range t.byGroup[group] {
+		if r != nil {
+			w.addReset(*r)
+		}
 		select {
 		case w.changed <- struct{}{}:
 		default: // one is pending already

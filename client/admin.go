@@ -323,7 +323,8 @@ func (a *Admin) BrokerStatus(ctx context.Context, addr string) (map[string]strin
 
 // ConsumerProgress returns group's offsets and lag per queue of topic on
 // every broker that has it; with topic "", of every topic the group has
-// offsets in, on every broker of the cluster.
+// offsets in, on every broker of the cluster. A group no broker knows (no
+// subscription group, offsets or live client) is ErrNotFound.
 func (a *Admin) ConsumerProgress(ctx context.Context, group, topic string) ([]QueueProgress, error) {
 	var refs []brokerRef
 	var err error
@@ -336,7 +337,7 @@ func (a *Admin) ConsumerProgress(ctx context.Context, group, topic string) ([]Qu
 		return nil, err
 	}
 	var out []QueueProgress
-	err = a.each(refs, "consumer progress", func(r brokerRef, ac gantryv1.AdminClient) error {
+	err = a.eachKnowing(refs, "consumer progress", func(r brokerRef, ac gantryv1.AdminClient) error {
 		resp, err := ac.ConsumerProgress(ctx, &gantryv1.ConsumerProgressRequest{Group: group, Topic: topic})
 		for _, qp := range resp.GetQueues() {
 			out = append(out, QueueProgress{
@@ -354,7 +355,8 @@ func (a *Admin) ConsumerProgress(ctx context.Context, group, topic string) ([]Qu
 // ConsumerConnection returns the live clients of group on every broker of
 // the cluster, sorted by client id. A client heartbeating to several
 // brokers is listed once: its queues are gathered from every broker, the
-// rest is what its latest heartbeat said. An unknown group has none.
+// rest is what its latest heartbeat said. A known group may have none; a
+// group no broker knows is ErrNotFound.
 func (a *Admin) ConsumerConnection(ctx context.Context, group string) ([]ConsumerConnection, error) {
 	if group == "" {
 		return nil, fmt.Errorf("client: consumer connection: the group is required: %w", ErrInvalidArgument)
@@ -364,7 +366,7 @@ func (a *Admin) ConsumerConnection(ctx context.Context, group string) ([]Consume
 		return nil, err
 	}
 	byID := map[string]*ConsumerConnection{}
-	err = a.each(refs, "consumer connection", func(r brokerRef, ac gantryv1.AdminClient) error {
+	err = a.eachKnowing(refs, "consumer connection", func(r brokerRef, ac gantryv1.AdminClient) error {
 		resp, err := ac.ConsumerConnection(ctx, &gantryv1.ConsumerConnectionRequest{Group: group})
 		for _, cc := range resp.GetConnections() {
 			mergeConnection(byID, r, cc)
@@ -420,23 +422,31 @@ func (a *Admin) ResetOffsetByTime(ctx context.Context, group, topic string, t ti
 }
 
 // QueryMessageByID finds a message by its offset message id (SendResult.
-// MsgID, MessageExt.MsgID). The id holds the store host of the broker that
-// wrote it, which is that broker's message-store (remoting) address, not
-// its gRPC address, and only a commit-log offset, which every broker has.
-// So the brokers of the cluster are asked in turn, those registering the
-// store host as an address first, then the others, masters before slaves;
-// an answer counts only if the record's own offset message id is msgID.
-// ErrNotFound when no broker has it.
+// MsgID, MessageExt.MsgID) or by its UNIQ_KEY (SendResult.UniqKey, the
+// message id of RocketMQ's clients), as mqadmin's queryMsgById does.
+//
+// An offset message id holds the store host of the broker that wrote it,
+// which is that broker's message-store (remoting) address, not its gRPC
+// address, and only a commit-log offset, which every broker has. So the
+// brokers of the cluster are asked in turn, those registering the store
+// host as an address first, then the others, masters before slaves; an
+// answer counts only if the record's own offset message id is msgID. An id
+// no broker knows as an offset id is looked up as a UNIQ_KEY in every
+// topic of every broker: of the copies found (a message retried or
+// dead-lettered has copies in %RETRY% and %DLQ% topics), the first stored
+// in a topic of its own is returned, else the first stored. ErrNotFound
+// when no broker has it.
 func (a *Admin) QueryMessageByID(ctx context.Context, msgID string) (*MessageExt, error) {
-	host, _, err := message.DecodeOffsetMsgID(msgID)
-	if err != nil {
-		return nil, fmt.Errorf("client: query message %q: %w: %w", msgID, ErrInvalidArgument, err)
+	if msgID == "" {
+		return nil, fmt.Errorf("client: query message: the id is required: %w", ErrInvalidArgument)
 	}
+	host, _, _ := message.DecodeOffsetMsgID(msgID) // not one: no broker matches it first
 	ci, err := a.c.ns.clusterInfo(ctx)
 	if err != nil {
 		return nil, err
 	}
 	var errs []error
+	var byKey []*MessageExt
 	for _, r := range idCandidates(ci, host) {
 		ac, err := a.c.admin(r.addr)
 		if err != nil {
@@ -449,15 +459,68 @@ func (a *Admin) QueryMessageByID(ctx context.Context, msgID string) (*MessageExt
 			}
 			continue
 		}
-		msgs, err := decodeRecords(resp.GetRecords(), Queue{BrokerName: r.name, Broker: r.addr}, 1)
+		msgs, err := decodeRecords(resp.GetRecords(), Queue{BrokerName: r.name, Broker: r.addr}, maxByUniqKey)
 		for _, m := range msgs {
 			if strings.EqualFold(m.MsgID(), msgID) {
 				return m, nil
 			}
+			if m.UniqKey == msgID {
+				byKey = append(byKey, m)
+			}
 		}
 		errs = append(errs, err)
 	}
-	return nil, errors.Join(append([]error{fmt.Errorf("client: message %s: %w", msgID, ErrNotFound)}, errs...)...)
+	if m := firstCopy(byKey); m != nil {
+		return m, nil
+	}
+	return nil, errors.Join(append([]error{fmt.Errorf("client: message %s (an offset message id or UNIQ_KEY): %w", msgID, ErrNotFound)}, errs...)...)
+}
+
+// maxByUniqKey is the most records a broker answers for a UNIQ_KEY.
+const maxByUniqKey = 32
+
+// firstCopy returns the first stored of the copies of a message in a
+// topic of its own (not a retry or dead-letter topic), else the first
+// stored of them all; nil for none.
+func firstCopy(ms []*MessageExt) *MessageExt {
+	var best *MessageExt
+	better := func(m *MessageExt) bool {
+		if best == nil {
+			return true
+		}
+		if own, bestOwn := !isGroupTopic(m.Topic), !isGroupTopic(best.Topic); own != bestOwn {
+			return own
+		}
+		return m.StoreTimestamp.Before(best.StoreTimestamp)
+	}
+	for _, m := range ms {
+		if better(m) {
+			best = m
+		}
+	}
+	return best
+}
+
+// isGroupTopic reports a consumer group's retry or dead-letter topic.
+func isGroupTopic(topic string) bool {
+	return strings.HasPrefix(topic, "%RETRY%") || strings.HasPrefix(topic, "%DLQ%")
+}
+
+// QueryMessageByUniqKey finds the messages of topic whose UNIQ_KEY is key
+// (mqadmin's queryMsgByUniqueKey), on every broker that has the topic,
+// sorted by store time. ErrNotFound when there is none.
+func (a *Admin) QueryMessageByUniqKey(ctx context.Context, topic, key string) ([]*MessageExt, error) {
+	ms, err := a.QueryMessageByKey(ctx, topic, key, time.Unix(0, 0), time.Now().Add(time.Hour), maxByUniqKey)
+	out := ms[:0]
+	for _, m := range ms {
+		if m.UniqKey == key {
+			out = append(out, m)
+		}
+	}
+	if len(out) == 0 && err == nil {
+		err = fmt.Errorf("client: no message of %s has UNIQ_KEY %s: %w", topic, key, ErrNotFound)
+	}
+	return out, err
 }
 
 // idCandidates orders the brokers to ask for a message stored by host:

@@ -178,10 +178,10 @@ func (a *Admin) dlqTargets(ctx context.Context, broker string) ([]brokerRef, err
 	return nil, fmt.Errorf("client: broker %q is not in the cluster: %w", broker, ErrNotFound)
 }
 
-// dlqEach calls f on every broker. A broker that does not know the group
-// (NOT_FOUND) is skipped, unless none knows it: then the error wraps
-// ErrNotFound.
-func (a *Admin) dlqEach(refs []brokerRef, op string, f func(brokerRef, gantryv1.AdminClient) error) error {
+// eachKnowing calls f on every broker. A broker that does not know what
+// was asked for, the group (NOT_FOUND), is skipped, unless none knows it:
+// then the error wraps ErrNotFound.
+func (a *Admin) eachKnowing(refs []brokerRef, op string, f func(brokerRef, gantryv1.AdminClient) error) error {
 	var errs, notFound []error
 	for _, r := range refs {
 		ac, err := a.c.admin(r.addr)
@@ -228,7 +228,7 @@ func (a *Admin) DLQList(ctx context.Context, f DLQFilter, cursor string, limit i
 	}
 	pages := map[string]brokerPage{}
 	var all []DeadLetter
-	err = a.dlqEach(refs, "dlq list", func(r brokerRef, ac gantryv1.AdminClient) error {
+	err = a.eachKnowing(refs, "dlq list", func(r brokerRef, ac gantryv1.AdminClient) error {
 		resp, err := ac.DLQList(ctx, &gantryv1.DLQListRequest{Filter: f.proto(), Cursor: from[r.name], Limit: int32(min(limit, 1<<30))})
 		if err != nil {
 			return err
@@ -310,7 +310,7 @@ func (a *Admin) DLQShow(ctx context.Context, ref DLQRef) (*DeadLetterMessage, er
 		return nil, fmt.Errorf("client: dlq show: an offset names a dead letter of one broker: give the broker (%d in the cluster): %w", len(refs), ErrInvalidArgument)
 	}
 	var out *DeadLetterMessage
-	err = a.dlqEach(refs, "dlq show", func(r brokerRef, ac gantryv1.AdminClient) error {
+	err = a.eachKnowing(refs, "dlq show", func(r brokerRef, ac gantryv1.AdminClient) error {
 		if out != nil {
 			return nil
 		}
@@ -348,7 +348,7 @@ func (a *Admin) DLQResend(ctx context.Context, sel DLQSelection, toRetry bool) (
 		return DLQResendResult{}, err
 	}
 	var out DLQResendResult
-	err = a.dlqEach(refs, "dlq resend", func(r brokerRef, ac gantryv1.AdminClient) error {
+	err = a.eachKnowing(refs, "dlq resend", func(r brokerRef, ac gantryv1.AdminClient) error {
 		resp, err := ac.DLQResend(ctx, &gantryv1.DLQResendRequest{Selection: sel.proto(), ToRetry: toRetry})
 		for _, x := range resp.GetResent() {
 			out.Resent = append(out.Resent, DLQResent{BrokerName: r.name, Offset: x.GetOffset(), UniqKey: x.GetUniqKey(),
@@ -387,7 +387,7 @@ func (a *Admin) DLQExport(ctx context.Context, f DLQFilter, w io.Writer) (int, e
 	}
 	lines := 0
 	var werr error
-	err = a.dlqEach(refs, "dlq export", func(_ brokerRef, ac gantryv1.AdminClient) error {
+	err = a.eachKnowing(refs, "dlq export", func(_ brokerRef, ac gantryv1.AdminClient) error {
 		if werr != nil {
 			return nil
 		}
@@ -425,7 +425,7 @@ func (a *Admin) DLQPurge(ctx context.Context, sel DLQSelection) (int64, error) {
 		return 0, err
 	}
 	var n int64
-	err = a.dlqEach(refs, "dlq purge", func(_ brokerRef, ac gantryv1.AdminClient) error {
+	err = a.eachKnowing(refs, "dlq purge", func(_ brokerRef, ac gantryv1.AdminClient) error {
 		resp, err := ac.DLQPurge(ctx, &gantryv1.DLQPurgeRequest{Selection: sel.proto()})
 		n += resp.GetPurged()
 		return err

@@ -171,7 +171,10 @@ func TestRequestOfManyPages(t *testing.T) {
 	p := newTestProducer(t, testConfig(t, startNameServer(t, a)))
 	_, err := p.Send(t.Context(), &Message{Topic: "T", Body: []byte("warm")})
 	require.NoError(t, err)
-	a.configure(func(b *fakeBroker) { b.delay = 100 * time.Millisecond })
+	// The broker holds "first" until all 200 are queued behind it (a
+	// fixed delay let a busy machine's producer send some of them first).
+	hold := make(chan struct{})
+	a.configure(func(b *fakeBroker) { b.hold = hold })
 
 	out := newAsyncBodies()
 	out.send(t.Context(), p, &Message{Topic: "T", Body: []byte("first")})
@@ -186,6 +189,7 @@ func TestRequestOfManyPages(t *testing.T) {
 		want = append(want, body)
 		out.send(t.Context(), p, &Message{Topic: "T", Body: []byte(body)})
 	}
+	close(hold)
 	out.wg.Wait()
 	require.Empty(t, out.errs)
 	got := storedBodies(t, a, "T", 0)[1:] // after "warm"

@@ -20,6 +20,7 @@ import (
 	gantryv1 "github.com/gantrymq/gantry/api/gantry/v1"
 	"github.com/gantrymq/gantry/internal/grpcbuf"
 	"github.com/gantrymq/gantry/internal/inlinenet"
+	"github.com/gantrymq/gantry/message"
 )
 
 // connPool holds one *grpc.ClientConn per address (brokers and
@@ -45,10 +46,13 @@ var reconnectBackoff = backoff.Config{BaseDelay: 50 * time.Millisecond, Multipli
 func newConnPool(opts []grpc.DialOption) *connPool {
 	all := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: reconnectBackoff, MinConnectTimeout: 20 * time.Second}),
-		experimental.WithBufferPool(grpcbuf.Shared), grpc.WithDefaultCallOptions(grpc.ForceCodecV2(grpcbuf.Codec{})),
+		experimental.WithBufferPool(grpcbuf.Shared), grpc.WithDefaultCallOptions(grpc.ForceCodecV2(grpcbuf.Codec{}),
+			grpc.MaxCallRecvMsgSize(message.MaxEnvelopeBytes), grpc.MaxCallSendMsgSize(message.MaxEnvelopeBytes)),
 		grpc.WithInitialWindowSize(grpcbuf.FlowWindow), grpc.WithInitialConnWindowSize(grpcbuf.FlowWindow),
 		grpc.WithContextDialer(inlinenet.Dial),
-	}, opts...) // buffers not zeroed for every message, a fixed flow-control window (internal/grpcbuf), socket calls inline (internal/inlinenet)
+	}, opts...) // buffers not zeroed for every message, a fixed flow-control window (internal/grpcbuf), socket calls inline (internal/inlinenet),
+	// messages up to the largest a broker sends or takes: a pull of one
+	// record of the largest body (docs/BROKER.md, "Size limits")
 	return &connPool{opts: all, conns: map[string]*grpc.ClientConn{}}
 }
 

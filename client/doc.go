@@ -65,7 +65,8 @@
 // Coalescing: each queue has a sender goroutine. A send is written at once
 // when nothing is in flight to its queue; sends that arrive while a
 // request is in flight wait and then go together in the next request, up
-// to WithMaxBatch (256 messages, 1 MiB). Each caller gets its own results.
+// to WithMaxBatch (256 messages, 1 MiB), and never past MaxSendBytes, the
+// most records a broker takes in one send. Each caller gets its own results.
 // A coalesced request refused as invalid is split again, so one caller's
 // bad message does not fail the others. A waiting message is already
 // encoded in its request (SendAsync encodes it there before it returns),
@@ -136,7 +137,10 @@
 //     with flow control (WithPullThreshold, WithMaxSpan: pulling pauses, a
 //     pull never asks for more than the limit leaves); concurrent handling
 //     on a pool of WithConsumeConcurrency goroutines, or with WithOrdered
-//     one goroutine per queue in offset order.
+//     one goroutine per queue in offset order. A failed pull is logged at
+//     Warn and tried again after a backoff (100 ms doubling up to 3 s);
+//     PullErrors and Stats count the failures, so a consumer that cannot
+//     fetch shows it.
 //   - Offsets: the lowest offset not yet handled (never past a message in
 //     flight), committed every 5 s, when a queue is released and at
 //     Shutdown; broadcast members commit offsets of their own, kept on the
@@ -169,7 +173,9 @@
 // Config, shared by all three (zero means default):
 //
 //   - NameServers: nameserver gRPC addresses; default ["127.0.0.1:9877"].
-//   - DialOptions: added to every connection; default plaintext, with a
+//   - DialOptions: added to every connection; default plaintext, with
+//     messages received and sent up to message.MaxEnvelopeBytes (a pull
+//     of one message of the largest body), a
 //     fixed 16 MiB HTTP/2 flow-control window (gRPC's dynamic one sends a
 //     PING with every request sent one at a time) and reconnection after
 //     50 ms to 1 s (grpc.WithConnectParams here replaces it), over TCP

@@ -32,7 +32,7 @@ func serve(t testing.TB, register func(*grpc.Server)) (*grpc.Server, string) {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	srv := grpc.NewServer()
+	srv := grpc.NewServer(grpc.MaxRecvMsgSize(64 << 20)) // as lenient as brokers were: the client's own limits show
 	register(srv)
 	done := make(chan struct{})
 	go func() {
@@ -82,6 +82,7 @@ type fakeBroker struct {
 	groups     map[string]*gantryv1.GroupConfig
 	fault      func(n int64, req *gantryv1.SendRequest) *sendFault // n: 1 for the first request
 	delay      time.Duration
+	hold       chan struct{} // if set, SendRequests wait until it is closed
 	noStream   bool
 	pullDL     time.Time // deadline of the last Pull, zero if none
 	pullHasDL  bool
@@ -155,11 +156,14 @@ func (b *fakeBroker) records(topic string, qid int32) [][]byte {
 func (b *fakeBroker) handle(req *gantryv1.SendRequest) ([]*gantryv1.SendResult, *sendFault) {
 	n := b.sendRequests.Add(1)
 	b.mu.Lock()
-	fault, delay := b.fault, b.delay
+	fault, delay, hold := b.fault, b.delay, b.hold
 	b.sendGroups = append(b.sendGroups, req.GetProducerGroup())
 	b.mu.Unlock()
 	if delay > 0 {
 		time.Sleep(delay)
+	}
+	if hold != nil {
+		<-hold
 	}
 	if fault != nil {
 		if f := fault(n, req); f != nil {

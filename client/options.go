@@ -200,7 +200,9 @@ func WithSendTimeout(d time.Duration) ProducerOption {
 
 // WithMaxBatch limits how many messages and bytes (bodies, tags, keys and
 // properties) concurrent sends to one queue are coalesced into. A single
-// Send is never split, whatever its size. Defaults 256 and 1 MiB.
+// Send is never split, whatever its size. Defaults 256 and 1 MiB. Whatever
+// the limits, a request's records never exceed MaxSendBytes, which one
+// Send may carry at most.
 func WithMaxBatch(messages int, bytes int64) ProducerOption {
 	return func(o *producerOptions) { o.maxBatchMessages, o.maxBatchBytes = messages, bytes }
 }

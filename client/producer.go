@@ -21,10 +21,16 @@ import (
 )
 
 // Limits the producer checks before sending (DESIGN.md §4), so that bad
-// input fails at once and never spoils a coalesced request.
+// input fails at once and never spoils a coalesced request: a body of at
+// most MaxBodyBytes (message.MaxBodyBytes, a broker's largest
+// maxMessageSize), properties of at most MaxPropertiesBytes, and the
+// records of one Send at most MaxSendBytes in total (message.MaxBatchBytes:
+// the largest body with the most record overhead; a broker with a lower
+// maxMessageSize refuses more than message.BatchLimit of it).
 const (
-	MaxBodyBytes       = 4 << 20
+	MaxBodyBytes       = message.MaxBodyBytes
 	MaxPropertiesBytes = 32 << 10
+	MaxSendBytes       = message.MaxBatchBytes
 )
 
 // Message is a message to send.
@@ -533,7 +539,7 @@ type retryState struct {
 
 // retryable decides whether to try again after err from queue q (the zero
 // Queue when no queue was picked), and prepares the next attempt: a broker
-// that failed is avoided, a NOT_FOUND refreshes the route once.
+// that failed is avoided, a broker's NOT_FOUND refreshes the route once.
 func (p *Producer) retryable(ctx context.Context, r *retryState, err error, q Queue, writable []Queue) bool {
 	if ctx.Err() != nil {
 		return false
@@ -550,7 +556,9 @@ func (p *Producer) retryable(ctx context.Context, r *retryState, err error, q Qu
 	}
 	switch {
 	case errors.Is(err, ErrTopicNotFound):
-		if r.refreshed {
+		if r.refreshed || q.Broker == "" {
+			// Not again; nor when the nameservers said so just now (no
+			// queue was picked): a missing topic is a definite error.
 			return false
 		}
 		r.refreshed = true
@@ -802,6 +810,10 @@ func (b *batch) fill(encode bool) (*batch, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	if size := max(len(b.enc), b.encSize); size > MaxSendBytes {
+		return nil, fmt.Errorf("client: the %d messages take %d bytes as records, more than the %d one Send may carry "+
+			"(the largest body plus one record's overhead); send them in smaller batches: %w", len(b.msgs), size, MaxSendBytes, ErrInvalidArgument)
 	}
 	return b, nil
 }

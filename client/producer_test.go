@@ -445,8 +445,21 @@ func TestTopicNotFoundRefreshesRouteOnce(t *testing.T) {
 	assert.Equal(t, int64(2), a.sendRequests.Load())
 	assert.Equal(t, int64(2), ns.routeCalls.Load(), "first read and one refresh")
 
-	_, err = p.Send(t.Context(), &Message{Topic: "Unknown", Body: []byte("x")})
-	require.ErrorIs(t, err, ErrTopicNotFound, "the nameserver does not know it")
+	// A topic no nameserver knows (and no TBW102 route to create it by) is
+	// a definite error at once: asking again cannot help.
+	for _, async := range []bool{false, true} {
+		before := ns.routeCalls.Load()
+		if async {
+			errc := make(chan error, 1)
+			p.SendAsync(t.Context(), &Message{Topic: "Unknown", Body: []byte("x")}, func(_ SendResult, err error) { errc <- err })
+			err = <-errc
+		} else {
+			_, err = p.Send(t.Context(), &Message{Topic: "Unknown", Body: []byte("x")})
+		}
+		require.ErrorIs(t, err, ErrTopicNotFound, "the nameserver does not know it")
+		assert.Equal(t, int64(2), ns.routeCalls.Load()-before, "async=%t: the topic's route and TBW102's, once", async)
+	}
+	assert.Equal(t, int64(2), a.sendRequests.Load(), "nothing sent")
 }
 
 func TestRouteKeptWhenNameServersDown(t *testing.T) {

@@ -328,6 +328,11 @@ var groupNamePattern = regexp.MustCompile(`^[%|a-zA-Z0-9_-]{1,255}$`)
 // is handled twice; after a member dies, the messages it handled but had
 // not committed yet (at most a commit interval's worth) are handled again.
 //
+// When an administrator resets the group's offsets (Admin.ResetOffsetByTime),
+// the broker tells the members holding the queues, which drop what they
+// pulled of them and have not handled, keep the queues' locks and read them
+// again from the new offsets; nothing committed afterwards undoes the reset.
+//
 // Create it with NewPushConsumer, Subscribe, then Start; Shutdown stops it
 // and every goroutine it started.
 type PushConsumer struct {
@@ -360,6 +365,7 @@ type PushConsumer struct {
 	rebalanced chan struct{}    // closed when the rebalance loop has exited
 	releases   sync.WaitGroup   // releases started by rebalances
 	hbKick     chan struct{}    // heartbeat now
+	pullErrs   pullErrors       // since NewPushConsumer
 }
 
 // queueKey identifies a queue whatever its broker's address.
@@ -596,6 +602,10 @@ type QueueStats struct {
 	// Locked (clustering) says whether the consumer holds the
 	// queue's lock now.
 	Locked bool
+	// PullErrors counts the queue's failed pulls since it was assigned,
+	// and LastPullError is the last failure (nil if none).
+	PullErrors    int64
+	LastPullError error
 }
 
 // Stats returns the state of every assigned queue, sorted by queue.
@@ -606,12 +616,21 @@ func (p *PushConsumer) Stats() []QueueStats {
 	out := make([]QueueStats, 0, len(qs))
 	for _, aq := range qs {
 		n, b, _ := aq.pq.load()
+		errs, last := aq.pullErrs.get()
 		out = append(out, QueueStats{Queue: aq.q, CachedMessages: n, CachedBytes: b, PeakCachedMessages: aq.pq.peakCount(),
-			CommitOffset: aq.pq.commitOffset(), Locked: aq.lockValid()})
+			CommitOffset: aq.pq.commitOffset(), Locked: aq.lockValid(), PullErrors: errs, LastPullError: last})
 	}
 	slices.SortFunc(out, func(a, b QueueStats) int { return compareQueues(a.Queue, b.Queue) })
 	return out
 }
+
+// PullErrors returns how many pulls failed since the consumer was made,
+// and the last failure (nil if none). A failed pull is logged at Warn and
+// tried again after a backoff (100 ms, doubling up to 3 s): pulls that
+// keep failing leave their queue unread until the cause goes away, so a
+// count that keeps growing is a consumer that cannot fetch (Stats gives
+// the count per queue).
+func (p *PushConsumer) PullErrors() (int64, error) { return p.pullErrs.get() }
 
 // protoModel returns the API's consume model.
 func (p *PushConsumer) protoModel() gantryv1.ConsumeModel {

@@ -28,6 +28,40 @@ type assignedQueue struct {
 
 	commitMu  sync.Mutex
 	committed int64 // -1: nothing committed by this consumer yet
+
+	pullErrs pullErrors // since the queue was assigned
+
+	// dropped: the queue was moved to a reset offset by another state
+	// (replaceQueue); this one commits nothing and hands nothing more to
+	// the handler. Set under commitMu.
+	dropped atomic.Bool
+}
+
+// drop marks aq dropped, after any commit of it in progress.
+func (aq *assignedQueue) drop() {
+	aq.commitMu.Lock()
+	defer aq.commitMu.Unlock()
+	aq.dropped.Store(true)
+}
+
+// pullErrors counts failed pulls and keeps the last failure.
+type pullErrors struct {
+	n    atomic.Int64
+	last atomic.Pointer[error]
+}
+
+func (e *pullErrors) add(err error) {
+	e.last.Store(&err)
+	e.n.Add(1)
+}
+
+// get returns the count and the last failure (nil if none).
+func (e *pullErrors) get() (int64, error) {
+	n := e.n.Load()
+	if last := e.last.Load(); last != nil {
+		return n, *last
+	}
+	return n, nil
 }
 
 // lockValid reports whether the consumer may consume the queue: always,
@@ -52,6 +86,7 @@ type consumeTask struct {
 func (p *PushConsumer) pullLoop(aq *assignedQueue) {
 	defer aq.loops.Done()
 	var backoff time.Duration
+	failures := 0 // in a row
 	for aq.ctx.Err() == nil {
 		if !aq.lockValid() { // pull only what it may consume
 			sleepCtx(aq.ctx, 100*time.Millisecond)
@@ -74,11 +109,14 @@ func (p *PushConsumer) pullLoop(aq *assignedQueue) {
 				return
 			}
 			backoff = min(max(2*backoff, 100*time.Millisecond), 3*time.Second)
-			p.c.log.Warn("pull failed", "queue", aq.q, "offset", aq.pq.nextOffset(), "retry_in", backoff, "err", err)
+			failures++
+			aq.pullErrs.add(err)
+			p.pullErrs.add(err)
+			p.c.log.Warn("pull failed", "queue", aq.q, "offset", aq.pq.nextOffset(), "failures", failures, "retry_in", backoff, "err", err)
 			sleepCtx(aq.ctx, backoff)
 			continue
 		}
-		backoff = 0
+		backoff, failures = 0, 0
 		switch res.Status {
 		case PullFound:
 			if p.isRetryTopic(aq.q.Topic) {
@@ -97,6 +135,12 @@ func (p *PushConsumer) pullLoop(aq *assignedQueue) {
 		case PullOffsetIllegal:
 			p.c.log.Warn("offset out of the queue's range; moving", "queue", aq.q, "offset", aq.pq.nextOffset(), "to", res.NextOffset,
 				"min", res.MinOffset, "max", res.MaxOffset)
+			if res.NextOffset < aq.pq.nextOffset() {
+				// Back (a reset of the group's offsets): what was pulled
+				// from there on is dropped and read again.
+				p.resetQueue(aq, res.NextOffset)
+				return
+			}
 			aq.pq.setNext(res.NextOffset)
 		default:
 			aq.pq.setNext(res.NextOffset)
@@ -151,7 +195,8 @@ func (p *PushConsumer) worker() {
 // when the queue is being released: the tasks handed out (to a worker or
 // to the work channel's buffer) are an offset-ordered prefix of what was
 // pulled, so handling them all (the queue's lock is held until they are
-// done) leaves nothing handled above the committed offset.
+// done) leaves nothing handled above the committed offset. Only a queue
+// moved to a reset offset (dropped) stops: its new state reads from there.
 //
 // Handled batches are marked done together, when a failed one or the
 // task's end comes: one process-queue update per task, not per handler
@@ -162,6 +207,9 @@ func (p *PushConsumer) consume(t consumeTask) {
 	start := time.Now()
 	ok := 0 // t.msgs[ok:i] were handled and are not marked done yet
 	for i := 0; i < len(t.msgs); i += p.opts.batchSize {
+		if t.aq.dropped.Load() { // moved to a reset offset: the rest is read again or skipped
+			return
+		}
 		msgs := t.msgs[i:min(i+p.opts.batchSize, len(t.msgs))]
 		var res ConsumeResult
 		var reason string
@@ -358,12 +406,15 @@ func (p *PushConsumer) commit(ctx context.Context, aq *assignedQueue) error {
 	aq.commitMu.Lock()
 	defer aq.commitMu.Unlock()
 	off := aq.pq.commitOffset()
-	if off == aq.committed {
+	if off == aq.committed || aq.dropped.Load() {
 		return nil
 	}
 	req := &gantryv1.CommitOffsetRequest{Group: p.group, Topic: aq.q.Topic, QueueId: aq.q.ID, Offset: off}
-	if p.opts.model == Broadcasting {
+	switch {
+	case p.opts.model == Broadcasting:
 		req.ClientId = p.c.cfg.ClientID
+	case aq.needLock: // refused once another member holds the queue: its offset is the new owner's
+		req.LockHolder = p.c.cfg.ClientID
 	}
 	_, err := p.c.call(aq.q, "commit offset", func(m gantryv1.MessagingClient) error {
 		_, err := m.CommitOffset(ctx, req)

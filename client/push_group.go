@@ -186,6 +186,11 @@ func (p *PushConsumer) watchOnce(ctx context.Context, addr string) error {
 		if err != nil {
 			return err
 		}
+		if r := ev.GetOffsetReset(); r != nil {
+			p.c.log.Info("the group's offsets were reset", "broker", addr, "topic", r.GetTopic(), "offsets", r.GetOffsets())
+			p.resetQueues(addr, r.GetTopic(), r.GetOffsets())
+			continue
+		}
 		p.c.log.Debug("group membership", "broker", addr, "clients", ev.GetClientIds())
 		trigger(p.kick)
 	}
@@ -372,22 +377,35 @@ func (p *PushConsumer) take(ctx context.Context, q Queue) error {
 		}
 		return err
 	}
-	actx, cancel := context.WithCancel(p.life)
-	aq := &assignedQueue{
-		q: q, filter: p.subExpression(q.Topic), pq: newProcessQueue(start, p.opts.ordered), ctx: actx, cancel: cancel,
-		wake: make(chan struct{}, 1), needLock: needLock, committed: -1,
-	}
+	aq := p.newAssigned(q, p.subExpression(q.Topic), start)
 	if needLock {
 		aq.lockedAt.Store(time.Now().UnixNano())
 	}
 	p.mu.Lock()
 	if p.state != pushStarted {
 		p.mu.Unlock()
-		cancel()
+		aq.cancel()
 		return ErrClosed
 	}
 	p.queues[keyOf(q)] = aq
 	p.mu.Unlock()
+	p.startLoops(aq)
+	p.c.log.Info("rebalance: took queue", "queue", q, "offset", start)
+	return nil
+}
+
+// newAssigned returns the state of a queue the consumer takes, to be
+// consumed from start with a tag filter.
+func (p *PushConsumer) newAssigned(q Queue, filter string, start int64) *assignedQueue {
+	actx, cancel := context.WithCancel(p.life)
+	return &assignedQueue{
+		q: q, filter: filter, pq: newProcessQueue(start, p.opts.ordered), ctx: actx, cancel: cancel,
+		wake: make(chan struct{}, 1), needLock: p.opts.model == Clustering, committed: -1,
+	}
+}
+
+// startLoops starts aq's pull loop and (ordered) its consume loop.
+func (p *PushConsumer) startLoops(aq *assignedQueue) {
 	aq.loops.Add(1)
 	if !p.tasks.goFunc(func() { p.pullLoop(aq) }) {
 		aq.loops.Done()
@@ -398,8 +416,6 @@ func (p *PushConsumer) take(ctx context.Context, q Queue) error {
 			aq.loops.Done()
 		}
 	}
-	p.c.log.Info("rebalance: took queue", "queue", q, "offset", start)
-	return nil
 }
 
 func (p *PushConsumer) subExpression(topic string) string {

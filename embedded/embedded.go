@@ -27,7 +27,6 @@ import (
 	"github.com/gantrymq/gantry/broker/grpcapi"
 	"github.com/gantrymq/gantry/broker/remotingapi"
 	"github.com/gantrymq/gantry/nameserver"
-	"github.com/gantrymq/gantry/remoting"
 )
 
 // Options configures Start. The zero value is ready to use: a temporary
@@ -69,8 +68,7 @@ type Cluster struct {
 	nsAddr string
 	nsDone chan error
 
-	nsRemoting     *remoting.Server // the nameserver's RocketMQ remoting front end
-	nsRemotingAddr string
+	nsRemotingAddr string // RocketMQ's nameserver port (it speaks gRPC too)
 	nsRemotingDone chan error
 
 	mu          sync.Mutex
@@ -94,19 +92,10 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		}
 		c.dir, c.tempDir = d, true
 	}
-	ns, err := nameserver.NewServer(nameserver.Config{Logger: c.log})
-	if err != nil {
+	c.nsAddr = orDefault(opts.NameServerListen, "127.0.0.1:0")
+	c.nsRemotingAddr = orDefault(opts.NameServerRemotingListen, "127.0.0.1:0")
+	if err := c.StartNameServer(ctx); err != nil {
 		return nil, c.cleanup(err)
-	}
-	lis, err := net.Listen("tcp", orDefault(opts.NameServerListen, "127.0.0.1:0"))
-	if err != nil {
-		_ = ns.Close(ctx)
-		return nil, c.cleanup(fmt.Errorf("nameserver listen: %w", err))
-	}
-	c.ns, c.nsAddr, c.nsDone = ns, lis.Addr().String(), make(chan error, 1)
-	go func() { c.nsDone <- ns.Serve(lis) }()
-	if err := c.startNameServerRemoting(); err != nil {
-		return nil, errors.Join(err, c.Close(context.Background()))
 	}
 	c.brokerLis, c.httpLis = orDefault(opts.BrokerListen, "127.0.0.1:0"), orDefault(opts.HTTPListen, "127.0.0.1:0")
 	c.remotingLis = orDefault(opts.BrokerRemotingListen, "127.0.0.1:0")
@@ -116,20 +105,39 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	return c, nil
 }
 
-// startNameServerRemoting serves the nameserver's registry to RocketMQ
-// remoting clients.
-func (c *Cluster) startNameServerRemoting() error {
-	rs, err := remoting.NewServer(remoting.Config{Logger: c.log}, nameserver.NewRemotingHandler(c.ns.Registry()))
+// StartNameServer starts the nameserver (after StopNameServer) on the
+// addresses it had, gRPC and remoting, with an empty registry: the broker
+// registers again by itself.
+func (c *Cluster) StartNameServer(_ context.Context) error {
+	if c.ns != nil {
+		return errors.New("embedded: nameserver already running")
+	}
+	ns, err := nameserver.NewServer(nameserver.Config{Logger: c.log})
 	if err != nil {
 		return err
 	}
-	lis, err := net.Listen("tcp", orDefault(c.opts.NameServerRemotingListen, "127.0.0.1:0"))
+	lis, err := net.Listen("tcp", c.nsAddr)
 	if err != nil {
-		_ = rs.Close()
+		_ = ns.Close(context.Background())
+		return fmt.Errorf("nameserver listen: %w", err)
+	}
+	c.ns, c.nsAddr, c.nsDone = ns, lis.Addr().String(), make(chan error, 1)
+	go func() { c.nsDone <- ns.Serve(lis) }()
+	if err := c.startNameServerRemoting(); err != nil {
+		return errors.Join(err, c.StopNameServer(context.Background()))
+	}
+	return nil
+}
+
+// startNameServerRemoting serves the nameserver on its second port,
+// RocketMQ's 9876. Both ports speak gRPC and RocketMQ remoting alike.
+func (c *Cluster) startNameServerRemoting() error {
+	lis, err := net.Listen("tcp", c.nsRemotingAddr)
+	if err != nil {
 		return fmt.Errorf("nameserver remoting listen: %w", err)
 	}
-	c.nsRemoting, c.nsRemotingAddr, c.nsRemotingDone = rs, lis.Addr().String(), make(chan error, 1)
-	go func() { c.nsRemotingDone <- rs.Serve(lis) }()
+	c.nsRemotingAddr, c.nsRemotingDone = lis.Addr().String(), make(chan error, 1)
+	go func() { c.nsRemotingDone <- c.ns.Serve(lis) }()
 	return nil
 }
 
@@ -251,15 +259,14 @@ func (c *Cluster) RestartBroker(ctx context.Context) error {
 }
 
 // StopNameServer stops the nameserver, gRPC and remoting (an outage:
-// clients keep their cached routes). It cannot be started again.
+// clients keep their cached routes). StartNameServer starts it again.
 func (c *Cluster) StopNameServer(ctx context.Context) error {
 	var errs []error
-	if c.nsRemoting != nil {
-		errs = append(errs, c.nsRemoting.Close(), <-c.nsRemotingDone)
-		c.nsRemoting = nil
-	}
 	if c.ns != nil {
 		errs = append(errs, c.ns.Close(ctx), <-c.nsDone)
+		if c.nsRemotingDone != nil {
+			errs = append(errs, <-c.nsRemotingDone)
+		}
 		c.ns = nil
 	}
 	return errors.Join(errs...)

@@ -220,6 +220,25 @@ func TestQueueLocksOverGRPC(t *testing.T) {
 	}
 }
 
+// A commit with lock_holder (Gantry's push consumer) is refused with
+// FAILED_PRECONDITION, changing nothing, while another client holds the
+// queue's lock; its holder's commit goes through.
+func TestCommitOfALostQueueRefused(t *testing.T) {
+	_, cl := ordersCluster(t)
+	commit := func(holder string, off int64) error {
+		_, err := cl.msg.CommitOffset(t.Context(), &gantryv1.CommitOffsetRequest{Group: "G", Topic: "Orders", QueueId: 1, Offset: off, LockHolder: holder})
+		return err
+	}
+	require.Equal(t, []int32{1}, lockQueues(t, cl, "owner", 1))
+	require.NoError(t, commit("owner", 7))
+	err := commit("lost", 9)
+	assert.Equal(t, codes.FailedPrecondition, status.Code(err), "%v", err)
+	assert.Contains(t, status.Convert(err).Message(), `held by "owner", not "lost"`)
+	resp, err := cl.msg.QueryOffset(t.Context(), &gantryv1.QueryOffsetRequest{Group: "G", Topic: "Orders", QueueId: 1})
+	require.NoError(t, err)
+	assert.Equal(t, int64(7), resp.GetOffset())
+}
+
 // Broadcast consumers' offsets (client_id set) are each client's own,
 // apart from the group's, and survive a broker restart.
 func TestBroadcastOffsetsSurviveRestart(t *testing.T) {
@@ -276,9 +295,8 @@ func TestConsumerConnectionAndProgress(t *testing.T) {
 	require.Len(t, first.GetAssigned(), 1)
 	assert.Equal(t, int32(2), first.GetAssigned()[0].GetQueueId())
 	assert.Equal(t, gantryv1.ConsumeModel_CONSUME_MODEL_BROADCASTING, resp.GetConnections()[2].GetModel())
-	none, err := cl.admin.ConsumerConnection(t.Context(), &gantryv1.ConsumerConnectionRequest{Group: "Nobody"})
-	require.NoError(t, err, "an unknown group is not an error")
-	assert.Empty(t, none.GetConnections())
+	_, err = cl.admin.ConsumerConnection(t.Context(), &gantryv1.ConsumerConnectionRequest{Group: "Nobody"})
+	assert.Equal(t, codes.NotFound, status.Code(err), "an unknown group")
 
 	prog, err := cl.admin.ConsumerProgress(t.Context(), &gantryv1.ConsumerProgressRequest{Group: "G", Topic: "Orders"})
 	require.NoError(t, err)

@@ -71,11 +71,9 @@ func TestRetryStormSurvivesBrokerKills(t *testing.T) {
 
 	for _, at := range []int64{n / 4, n / 2} {
 		require.Eventually(t, func() bool { return handled.Load() >= at }, 30*time.Second, time.Millisecond)
-		println("DBG kill", time.Now().Format("05.000"))
 		require.NoError(t, pc.c.KillBroker())
 		time.Sleep(200 * time.Millisecond) // send-backs fail meanwhile: the consumer retries those itself
 		require.NoError(t, pc.c.StartBroker(t.Context()))
-		println("DBG started", time.Now().Format("05.000"))
 	}
 	require.Eventually(t, func() bool {
 		mu.Lock()

@@ -4,8 +4,12 @@
 // whole view from broker registrations, and nameservers never talk to each
 // other.
 //
-// This file set is the transport-independent core. A front end (gRPC, and
-// later RocketMQ remoting) turns requests into calls on a Registry:
+// The Registry is the transport-independent core. Server is its front end:
+// the gRPC NameServer service and the RocketMQ remoting handler
+// (NewRemotingHandler), served together on every listener given to
+// Server.Serve, which tells them apart by the first bytes of each
+// connection (internal/muxlisten). The front ends turn requests into calls
+// on the Registry:
 //
 //   - Register for every broker registration (brokers send one every 30 s
 //     and at once when their topics change). Re-registration refreshes the
@@ -29,6 +33,7 @@
 // to BrokerExpiry+ScanInterval.
 //
 // Every method of Registry is safe for concurrent use. One sync.RWMutex
-// guards all state; queries take it shared. Run is the only goroutine the
-// package ever runs, and its caller owns it.
+// guards all state; queries take it shared. Run is the Registry's only
+// goroutine, and its caller owns it (Server runs it, and its servers'
+// goroutines, until Close).
 package nameserver

@@ -11,17 +11,19 @@ import (
 
 // NewRemotingHandler returns the nameserver's RocketMQ remoting front end
 // (PROTOCOL §2.4.1, §6.2): the queries RocketMQ clients send, answered from
-// reg. Serve it with a remoting.Server:
+// reg. Server.Serve serves it on every port, beside the gRPC service; on
+// its own, serve it with a remoting.Server:
 //
 //	srv, err := remoting.NewServer(remoting.Config{Logger: logger}, nameserver.NewRemotingHandler(reg))
-//	go srv.Serve(lis) // RocketMQ's nameserver port is 9876
+//	go srv.Serve(lis)
 //	defer srv.Close()
 //
-// It answers GET_ROUTEINFO_BY_TOPIC, GET_BROKER_CLUSTER_INFO and
-// GET_ALL_TOPIC_LIST_FROM_NAMESERVER. Every answer shows the brokers'
-// remoting addresses: a broker without one cannot serve a RocketMQ client
-// and is left out. Brokers register over gRPC, so REGISTER_BROKER and every
-// other code get REQUEST_CODE_NOT_SUPPORTED.
+// It answers GET_ROUTEINFO_BY_TOPIC, GET_BROKER_CLUSTER_INFO,
+// GET_ALL_TOPIC_LIST_FROM_NAMESERVER and DELETE_TOPIC_IN_NAMESRV. Every
+// answer shows the brokers' remoting addresses: a broker without one
+// cannot serve a RocketMQ client and is left out. Brokers register over
+// gRPC, so REGISTER_BROKER and every other code get
+// REQUEST_CODE_NOT_SUPPORTED.
 //
 // Like the gRPC GetRoute, a topic no broker serves gets TOPIC_NOT_EXIST,
 // never the TBW102 route in its place: a RocketMQ producer that gets 17
@@ -33,6 +35,7 @@ func NewRemotingHandler(reg *Registry) remoting.Handler {
 	mux.HandleFunc(remoting.ReqGetRouteInfoByTopic, h.route)
 	mux.HandleFunc(remoting.ReqGetBrokerClusterInfo, h.clusterInfo)
 	mux.HandleFunc(remoting.ReqGetAllTopicListFromNameServer, h.topicList)
+	mux.HandleFunc(remoting.ReqDeleteTopicInNameServer, h.deleteTopic)
 	mux.HandleFunc(remoting.ReqRegisterBroker, registerOverGRPC)
 	mux.HandleFunc(remoting.ReqUnregisterBroker, registerOverGRPC)
 	return mux

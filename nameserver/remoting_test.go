@@ -245,7 +245,10 @@ func TestRemotingUnsupportedCodes(t *testing.T) {
 		code   remoting.RequestCode
 		remark string
 	}{
-		{remoting.ReqDeleteTopicInNameServer, "request code 216 (DELETE_TOPIC_IN_NAMESRV) is not supported by Gantry"},
+		{remoting.ReqUpdateNameServerConfig, "request code 318 (UPDATE_NAMESRV_CONFIG) is not supported by Gantry"},
+		{remoting.ReqPutKVConfig, "request code 100 (PUT_KV_CONFIG) is not supported by Gantry"},
+		{remoting.ReqDeleteKVConfig, "request code 102 (DELETE_KV_CONFIG) is not supported by Gantry"},
+		{remoting.ReqWipeWritePermOfBroker, "request code 205 (WIPE_WRITE_PERM_OF_BROKER) is not supported by Gantry"},
 		{remoting.ReqSendMessage, "request code 10 (SEND_MESSAGE) is not supported by Gantry"},
 		{remoting.RequestCode(31000), "request code 31000 (unknown) is not supported by Gantry"},
 		{remoting.ReqRegisterBroker, "request code 103 (REGISTER_BROKER) is not supported by Gantry: brokers register with the nameserver over gRPC"},

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
+	"net/http"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -16,30 +18,55 @@ import (
 	"google.golang.org/grpc/status"
 
 	gantryv1 "github.com/gantrymq/gantry/api/gantry/v1"
+	"github.com/gantrymq/gantry/internal/muxlisten"
 	"github.com/gantrymq/gantry/internal/streamx"
+	"github.com/gantrymq/gantry/remoting"
 )
 
-// Server is a nameserver: the Registry behind the gRPC NameServer service.
+// Server is a nameserver: the Registry behind the gRPC NameServer service
+// and the RocketMQ remoting front end (NewRemotingHandler), both on every
+// port it serves.
 type Server struct {
 	gantryv1.UnimplementedNameServerServer
 	reg      *Registry
 	gs       *grpc.Server
+	rs       *remoting.Server
+	hs       *http.Server // answers HTTP/1 requests: this is no HTTP port
+	log      *slog.Logger
 	conns    atomic.Int64
 	shutdown chan struct{} // closed by Close: registration streams end
+
+	mu     sync.Mutex
+	closed bool
+	muxes  map[*muxlisten.Mux]struct{}
 
 	stop context.CancelFunc
 	wg   sync.WaitGroup
 	once sync.Once
 }
 
-// NewServer makes a nameserver and starts its expiry loop. Serve it on a
-// listener with Serve; Close stops it.
+// MaxRequestBytes is the largest request the nameserver's gRPC server
+// reads (gRPC refuses a larger one from its length prefix, unread): a
+// broker's registration, a few dozen bytes per topic, is the largest.
+const MaxRequestBytes = 4 << 20
+
+// NewServer makes a nameserver and starts its expiry loop. Serve it on
+// listeners with Serve; Close stops it. opts are added to the gRPC
+// server's after a receive limit of MaxRequestBytes.
 func NewServer(cfg Config, opts ...grpc.ServerOption) (*Server, error) {
 	reg, err := NewRegistry(cfg)
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{reg: reg, gs: grpc.NewServer(opts...), shutdown: make(chan struct{})}
+	log := cfg.withDefaults().Logger
+	rs, err := remoting.NewServer(remoting.Config{Logger: log}, NewRemotingHandler(reg))
+	if err != nil {
+		return nil, err
+	}
+	opts = append([]grpc.ServerOption{grpc.MaxRecvMsgSize(MaxRequestBytes), grpc.UnknownServiceHandler(notHere)}, opts...)
+	s := &Server{reg: reg, gs: grpc.NewServer(opts...), rs: rs, log: log, shutdown: make(chan struct{}),
+		hs:    muxlisten.MisdirectedHTTP("This is a Gantry nameserver port: it serves gRPC and RocketMQ remoting, not HTTP.\n"),
+		muxes: make(map[*muxlisten.Mux]struct{})}
 	gantryv1.RegisterNameServerServer(s.gs, s)
 	ctx, stop := context.WithCancel(context.Background())
 	s.stop = stop
@@ -47,22 +74,62 @@ func NewServer(cfg Config, opts ...grpc.ServerOption) (*Server, error) {
 	return s, nil
 }
 
+// notHere answers a call of a service the nameserver does not serve (a
+// broker's, from a client given the nameserver's address as a broker's).
+func notHere(_ any, stream grpc.ServerStream) error {
+	method, _ := grpc.MethodFromServerStream(stream)
+	return status.Errorf(codes.Unimplemented, "this is a Gantry nameserver, which does not serve %s: "+
+		"a broker's addresses are in its cluster info (gantry admin clusterList)", method)
+}
+
 // Registry returns the server's registry.
 func (s *Server) Registry() *Registry { return s.reg }
 
-// Serve answers on lis until Close; it returns nil after Close.
+// Serve answers on lis until Close, then returns nil; it returns the
+// listener's error if it fails first. Every listener speaks both
+// protocols: the first bytes of each connection tell a gRPC client (a
+// broker registering, Gantry's clients) from a RocketMQ remoting client
+// (internal/muxlisten), so RocketMQ's 9876 and Gantry's 9877 serve alike.
+// An HTTP/1 request gets 400 saying so; a connection that sends nothing
+// for 10 s is closed.
 func (s *Server) Serve(lis net.Listener) error {
-	if err := s.gs.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-		return err
+	m := muxlisten.New(lis, muxlisten.Config{Name: "nameserver " + lis.Addr().String(), Logger: s.log})
+	glis := m.Listener(muxlisten.HTTP2)
+	rlis := m.Listener(muxlisten.Remoting, muxlisten.Unknown) // the remoting server names a bad frame
+	hlis := m.Listener(muxlisten.HTTP1)
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		_ = m.Close()
+		return nil
 	}
-	return nil
+	s.muxes[m] = struct{}{}
+	s.mu.Unlock()
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = s.gs.Serve(glis) }) // each returns once the Mux closes its listener
+	wg.Go(func() { _ = s.rs.Serve(rlis) })
+	wg.Go(func() { _ = s.hs.Serve(hlis) })
+	err := m.Serve()
+	wg.Wait()
+	s.mu.Lock()
+	delete(s.muxes, m)
+	s.mu.Unlock()
+	_ = m.Close()
+	return err
 }
 
 // Close stops serving (finishing calls in flight until ctx ends, then
-// cutting them) and stops the expiry loop.
+// cutting them), closes the listeners and stops the expiry loop.
 func (s *Server) Close(ctx context.Context) error {
 	s.once.Do(func() {
 		close(s.shutdown)
+		s.mu.Lock()
+		s.closed = true
+		muxes := make([]*muxlisten.Mux, 0, len(s.muxes))
+		for m := range s.muxes {
+			muxes = append(muxes, m)
+		}
+		s.mu.Unlock()
 		done := make(chan struct{})
 		go func() { s.gs.GracefulStop(); close(done) }()
 		select {
@@ -70,6 +137,11 @@ func (s *Server) Close(ctx context.Context) error {
 		case <-ctx.Done():
 			s.gs.Stop()
 			<-done
+		}
+		_ = s.rs.Close()
+		_ = s.hs.Close()
+		for _, m := range muxes {
+			_ = m.Close()
 		}
 		s.stop()
 		s.wg.Wait()

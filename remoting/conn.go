@@ -39,8 +39,11 @@ type Conn struct {
 	cancel context.CancelCauseFunc
 
 	sem      chan struct{} // a slot per running handler
-	jobs     chan *Command // requests for idle workers
+	jobs     chan request  // requests for idle workers
 	handlers sync.WaitGroup
+
+	held  atomic.Int64  // bytes of frames being read and of requests being handled
+	freed chan struct{} // capacity 1: held went down
 
 	wmu      sync.Mutex // guards wbuf, wspare and flushing
 	wbuf     []byte     // frames waiting for the next write
@@ -64,7 +67,8 @@ func newConn(parent context.Context, nc net.Conn, cfg Config, h Handler, stats *
 		h:       h,
 		stats:   stats,
 		sem:     make(chan struct{}, cfg.MaxConcurrentPerConn),
-		jobs:    make(chan *Command),
+		jobs:    make(chan request),
+		freed:   make(chan struct{}, 1),
 		pending: make(map[int32]chan *Command),
 		done:    make(chan struct{}),
 	}
@@ -166,6 +170,8 @@ func (c *Conn) logEnd(readErr error, byThisSide bool) {
 	case errors.Is(readErr, ErrMalformed), errors.Is(readErr, ErrFrameTooLarge):
 		c.stats.malformed.Add(1)
 		c.log.Warn("closing connection: malformed frame", "err", readErr)
+	case errors.Is(readErr, ErrBusy):
+		c.log.Warn("closing connection: a frame was refused and cannot be answered", "err", readErr)
 	case byThisSide:
 		c.log.Debug("connection closed", "reason", context.Cause(c.ctx))
 	case errors.Is(readErr, io.EOF):
@@ -177,35 +183,87 @@ func (c *Conn) logEnd(readErr error, byThisSide bool) {
 	}
 }
 
+// request is a request read, and the bytes its frame holds (given back
+// once it was answered).
+type request struct {
+	cmd  *Command
+	held int64
+}
+
 // readLoop reads frames until the connection fails or closes, delivering
-// responses and starting a handler per request.
+// responses and starting a handler per request. The bytes a frame holds
+// are bounded per connection and per server (Config.MaxBufferedBytesPerConn,
+// MaxBufferedBytes).
 func (c *Conn) readLoop() error {
 	br := bufio.NewReaderSize(c.nc, 16<<10)
 	for {
-		if c.cfg.IdleTimeout > 0 {
-			if err := c.nc.SetReadDeadline(time.Now().Add(c.cfg.IdleTimeout)); err != nil {
-				return err
-			}
+		if err := c.setIdleDeadline(); err != nil {
+			return err
 		}
-		cmd, err := ReadFrame(br, c.cfg.MaxFrameBytes)
+		r, err := c.readRequest(br)
 		if err != nil {
 			return err
 		}
-		if cmd.IsResponse() {
-			c.deliver(cmd)
+		if r.cmd == nil { // refused, or a response delivered
 			continue
 		}
 		select {
 		case c.sem <- struct{}{}:
 		case <-c.ctx.Done():
+			c.give(r.held)
 			return context.Cause(c.ctx)
 		}
 		select {
-		case c.jobs <- cmd: // an idle worker took it
+		case c.jobs <- r: // an idle worker took it
 		default:
-			c.handlers.Go(func() { c.worker(cmd) })
+			c.handlers.Go(func() { c.worker(r) })
 		}
 	}
+}
+
+func (c *Conn) setIdleDeadline() error {
+	if c.cfg.IdleTimeout > 0 {
+		return c.nc.SetReadDeadline(time.Now().Add(c.cfg.IdleTimeout))
+	}
+	return nil
+}
+
+// readRequest reads the next frame once the connection has room for it.
+// A response is delivered and a frame the server has no room for is
+// refused: both leave r.cmd nil.
+func (c *Conn) readRequest(br *bufio.Reader) (r request, err error) {
+	h, err := readFrameHead(br, c.cfg.MaxFrameBytes)
+	if err != nil {
+		return r, err
+	}
+	if waited, err := c.waitRoom(int64(h.rest())); err != nil {
+		return r, err
+	} else if waited {
+		if err := c.setIdleDeadline(); err != nil {
+			return r, err
+		}
+	}
+	buf, err := readFrameRest(br, h, func(n int, first bool) bool {
+		ok := c.take(int64(n), first)
+		if ok {
+			r.held += int64(n)
+		}
+		return ok
+	})
+	if errors.Is(err, errNoRoom) {
+		return request{}, c.refuse(br, h, buf, r.held)
+	}
+	if err == nil {
+		r.cmd, err = h.decode(buf)
+	}
+	if err != nil || r.cmd.IsResponse() {
+		c.give(r.held)
+		if err == nil {
+			c.deliver(r.cmd)
+		}
+		return request{}, err
+	}
+	return r, nil
 }
 
 // workerIdle is how long a handler worker waits for another request
@@ -214,12 +272,13 @@ const workerIdle = 30 * time.Second
 
 // worker serves req, then the requests handed to it while it is idle,
 // until it was idle for workerIdle or the connection closes. Each request
-// holds a slot of c.sem until it was answered.
-func (c *Conn) worker(req *Command) {
+// holds a slot of c.sem, and its bytes, until it was answered.
+func (c *Conn) worker(req request) {
 	idle := time.NewTimer(workerIdle)
 	defer idle.Stop()
 	for {
-		c.serve(req)
+		c.serve(req.cmd)
+		c.give(req.held)
 		<-c.sem
 		idle.Reset(workerIdle)
 		select {

@@ -14,7 +14,8 @@
 // language "JAVA", "serializeTypeCurrentRPC":"JSON", ext values strings),
 // so the bytes of a frame depend only on its fields. ReadFrame refuses a
 // frame over the size limit (16 MiB by default, Java's), or with an
-// impossible length, before allocating anything for it.
+// impossible length, before allocating anything for it, and grows a
+// frame's buffer as its bytes arrive, never to more than twice what came.
 //
 // # Connections
 //
@@ -24,7 +25,11 @@
 // connection (PROTOCOL §8.3). Responses go out in any order, each frame
 // written whole under the connection's write lock. A handler panic is
 // answered SYSTEM_ERROR; a malformed frame closes that connection only,
-// since a byte stream cannot be resynchronized. Responses arriving on a
+// since a byte stream cannot be resynchronized. The bytes a connection
+// buffers (the frame being read, its requests not yet answered) are
+// bounded per connection, by not reading it, and per server, by refusing
+// a frame with SYSTEM_BUSY (Config.MaxBufferedBytesPerConn and
+// MaxBufferedBytes; docs/BROKER.md, "Size limits"). Responses arriving on a
 // connection complete the Conn.Invoke that sent their opaque, so a server
 // can call its clients (NOTIFY_CONSUMER_IDS_CHANGED).
 //

@@ -13,6 +13,9 @@ var (
 	ErrFrameTooLarge = errors.New("remoting: frame too large")
 	// ErrClosed means the connection, client or server is closed.
 	ErrClosed = errors.New("remoting: closed")
+	// ErrBusy means a frame was refused because the server buffers
+	// Config.MaxBufferedBytes already.
+	ErrBusy = errors.New("remoting: busy")
 )
 
 // FrameSizeError is a frame refused for its sizes, before any of it was

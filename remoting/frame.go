@@ -84,34 +84,122 @@ func splitHeaderWord(word uint32, frameLen, maxFrameBytes int64) (SerializeType,
 // ReadFrame reads one frame from r. A frame whose length prefix or header
 // length is impossible, or which with its prefix is over maxFrameBytes
 // (DefaultMaxFrameBytes when ≤ 0), is refused with a *FrameSizeError before
-// anything is allocated for it. A clean end of input before the frame is
-// io.EOF; inside it, io.ErrUnexpectedEOF. The command's Body aliases the
-// one buffer the frame was read into. Wrap a net.Conn in a bufio.Reader:
-// ReadFrame makes three reads per frame.
+// anything is allocated for it; the buffer of a frame within the limit
+// grows as its bytes arrive (see readFrameRest), so a peer that announces
+// a large frame and sends little of it costs little. A clean end of input
+// before the frame is io.EOF; inside it, io.ErrUnexpectedEOF. The
+// command's Body aliases the one buffer the frame was read into. Wrap a
+// net.Conn in a bufio.Reader: ReadFrame makes several reads per frame.
 func ReadFrame(r io.Reader, maxFrameBytes int64) (*Command, error) {
+	h, err := readFrameHead(r, maxFrameBytes)
+	if err != nil {
+		return nil, err
+	}
+	buf, err := readFrameRest(r, h, nil)
+	if err != nil {
+		return nil, err
+	}
+	return h.decode(buf)
+}
+
+// frameHead is a frame's length prefix and header word, checked.
+type frameHead struct {
+	t         SerializeType
+	frameLen  int64 // the bytes after the length prefix
+	headerLen int
+}
+
+// rest is how many bytes follow the header word: the header and the body.
+func (h frameHead) rest() int { return int(h.frameLen) - 4 }
+
+// decode decodes the frame's rest, read whole into buf.
+func (h frameHead) decode(buf []byte) (*Command, error) {
+	return decodeParts(h.t, buf[:h.headerLen], buf[h.headerLen:])
+}
+
+// readFrameHead reads and checks a frame's length prefix and header word.
+func readFrameHead(r io.Reader, maxFrameBytes int64) (frameHead, error) {
 	if maxFrameBytes <= 0 {
 		maxFrameBytes = DefaultMaxFrameBytes
 	}
 	var head [frameOverhead]byte
 	if _, err := io.ReadFull(r, head[:4]); err != nil {
-		return nil, err
+		return frameHead{}, err
 	}
 	frameLen := int64(int32(binary.BigEndian.Uint32(head[:4])))
 	if err := checkFrameLen(frameLen, maxFrameBytes); err != nil {
-		return nil, err
+		return frameHead{}, err
 	}
 	if _, err := io.ReadFull(r, head[4:]); err != nil {
-		return nil, noEOF(err)
+		return frameHead{}, noEOF(err)
 	}
 	t, headerLen, err := splitHeaderWord(binary.BigEndian.Uint32(head[4:]), frameLen, maxFrameBytes)
 	if err != nil {
-		return nil, err
+		return frameHead{}, err
 	}
-	buf := make([]byte, frameLen-4)
-	if _, err := io.ReadFull(r, buf); err != nil {
-		return nil, noEOF(err)
+	return frameHead{t: t, frameLen: frameLen, headerLen: headerLen}, nil
+}
+
+// firstChunk is the most a frame's buffer holds before more of the frame
+// has arrived: a small frame is read whole into it, a header almost
+// always. A larger frame's buffer doubles each time it is full and more
+// bytes have arrived, so it is never more than twice what came (and
+// first chunk) however large the length prefix.
+const firstChunk = 4 << 10
+
+// errNoRoom is what a grow function's refusal makes readFrameRest return.
+var errNoRoom = errors.New("remoting: no room to buffer the frame")
+
+// growFunc is asked before a frame's buffer takes n more bytes: the first
+// chunk (first, which it may not refuse) and every growth after it. It
+// reports whether the buffer may grow; a refusal ends the read with
+// errNoRoom.
+type growFunc func(n int, first bool) bool
+
+// readFrameRest reads the rest of frame h (its header and body) from r
+// into a buffer that grows as the bytes arrive, asking grow (if not nil)
+// first. On errNoRoom it returns the bytes read so far; the rest of the
+// frame is still to be read from r.
+func readFrameRest(r io.Reader, h frameHead, grow growFunc) ([]byte, error) {
+	need := h.rest()
+	size := min(need, firstChunk)
+	if grow != nil {
+		grow(size, true)
 	}
-	return decodeParts(t, buf[:headerLen], buf[headerLen:])
+	if b, ok := r.(interface{ Buffered() int }); ok { // what arrived already, at once
+		if more := min(need, b.Buffered()) - size; more > 0 && (grow == nil || grow(more, false)) {
+			size += more
+		}
+	}
+	buf := make([]byte, 0, size)
+	for len(buf) < need {
+		if len(buf) == cap(buf) {
+			if err := awaitBytes(r); err != nil {
+				return buf, noEOF(err)
+			}
+			n := min(need, 2*cap(buf)) - cap(buf)
+			if grow != nil && !grow(n, false) {
+				return buf, errNoRoom
+			}
+			buf = append(make([]byte, 0, cap(buf)+n), buf...)
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err != nil && len(buf) < need {
+			return buf, noEOF(err)
+		}
+	}
+	return buf, nil
+}
+
+// awaitBytes waits until r has a byte to read, when r can tell
+// (a *bufio.Reader), so that a buffer grows only once bytes for it came.
+func awaitBytes(r io.Reader) error {
+	if p, ok := r.(interface{ Peek(int) ([]byte, error) }); ok {
+		_, err := p.Peek(1)
+		return err
+	}
+	return nil
 }
 
 func noEOF(err error) error {

@@ -46,6 +46,7 @@ func NewServer(cfg Config, h Handler) (*Server, error) {
 		listeners: make(map[net.Listener]struct{}),
 		conns:     make(map[*Conn]struct{}),
 	}
+	s.stats.maxBuffered = cfg.MaxBufferedBytes
 	s.ctx, s.cancel = context.WithCancelCause(context.Background())
 	return s, nil
 }
@@ -168,11 +169,19 @@ type Stats struct {
 	Malformed uint64
 	// UnmatchedResponses counts responses that matched no pending request.
 	UnmatchedResponses uint64
+	// BufferedBytes is the bytes held now in frames being read and in
+	// requests being handled (Config.MaxBufferedBytes bounds it).
+	BufferedBytes int64
+	// Refused counts frames refused because MaxBufferedBytes was reached.
+	Refused uint64
 }
 
+// counters are a server's (or a dialed connection's) statistics, and the
+// bytes its connections buffer against Config.MaxBufferedBytes.
 type counters struct {
-	connsAccepted, requests, panics, malformed, unmatched atomic.Uint64
-	connsOpen, inFlight                                   atomic.Int64
+	connsAccepted, requests, panics, malformed, unmatched, refused atomic.Uint64
+	connsOpen, inFlight, buffered                                  atomic.Int64
+	maxBuffered                                                    int64
 }
 
 func (c *counters) snapshot() Stats {
@@ -184,5 +193,7 @@ func (c *counters) snapshot() Stats {
 		Panics:             c.panics.Load(),
 		Malformed:          c.malformed.Load(),
 		UnmatchedResponses: c.unmatched.Load(),
+		BufferedBytes:      c.buffered.Load(),
+		Refused:            c.refused.Load(),
 	}
 }

@@ -1,9 +1,12 @@
 package grpcapi
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"strconv"
 	"time"
 
@@ -139,8 +142,8 @@ func (s *Admin) ListGroups(context.Context, *gantryv1.ListGroupsRequest) (*gantr
 // offset and the lag.
 func (s *Admin) ConsumerProgress(_ context.Context, req *gantryv1.ConsumerProgressRequest) (*gantryv1.ConsumerProgressResponse, error) {
 	group := req.GetGroup()
-	if group == "" {
-		return nil, status.Error(codes.InvalidArgument, "consumer progress: no group given")
+	if err := s.checkGroup("consumer progress", group); err != nil {
+		return nil, err
 	}
 	topics := map[string]bool{}
 	if req.GetTopic() != "" {
@@ -199,9 +202,29 @@ func consumersOf(cs []broker.Consumer) map[broker.QueueRef]string {
 	return out
 }
 
+// checkGroup refuses a request without a group (INVALID_ARGUMENT) or for
+// a group this broker knows nothing of (NOT_FOUND): no subscription group,
+// no committed offsets and no live client.
+func (s *Admin) checkGroup(op, group string) error {
+	if group == "" {
+		return status.Errorf(codes.InvalidArgument, "%s: no group given", op)
+	}
+	if _, ok := s.b.Store().Metadata().Group(group); ok {
+		return nil
+	}
+	if len(s.b.Store().Metadata().OffsetKeys(group, "")) > 0 || len(s.b.Consumers(group)) > 0 {
+		return nil
+	}
+	return status.Errorf(codes.NotFound, "%s: consumer group %q not found: no subscription group, offsets or live client on broker %s",
+		op, group, s.b.Config().BrokerName)
+}
+
 // ConsumerConnection implements the service: a group's live clients, by
-// client id; an unknown group has none.
+// client id (a known group may have none); an unknown group is NOT_FOUND.
 func (s *Admin) ConsumerConnection(_ context.Context, req *gantryv1.ConsumerConnectionRequest) (*gantryv1.ConsumerConnectionResponse, error) {
+	if err := s.checkGroup("consumer connection", req.GetGroup()); err != nil {
+		return nil, err
+	}
 	resp := &gantryv1.ConsumerConnectionResponse{}
 	for _, c := range s.b.Consumers(req.GetGroup()) {
 		cc := &gantryv1.ConsumerConnection{
@@ -225,28 +248,85 @@ func (s *Admin) ResetOffsetByTime(_ context.Context, req *gantryv1.ResetOffsetBy
 	return &gantryv1.ResetOffsetByTimeResponse{Offsets: offs}, nil
 }
 
-// QueryMessageById implements the service; the id is an offset message id
-// of this broker.
+// QueryMessageById implements the service. The id is an offset message
+// id of this broker, answered with the record it names, or a UNIQ_KEY (the
+// client's message id), answered with the records of every topic whose
+// UNIQ_KEY it is (the message and its retry and dead-letter copies),
+// oldest first, at most maxByUniqKey. NOT_FOUND when there is none.
 func (s *Admin) QueryMessageById(_ context.Context, req *gantryv1.QueryMessageByIdRequest) (*gantryv1.QueryMessageResponse, error) {
-	host, phys, err := message.DecodeOffsetMsgID(req.GetMsgId())
+	id := req.GetMsgId()
+	if id == "" {
+		return nil, status.Error(codes.InvalidArgument, "query message: no message id given")
+	}
+	rec, err := s.recordByOffsetID(id)
+	if err == nil {
+		return &gantryv1.QueryMessageResponse{Records: rec}, nil
+	}
+	if status.Code(err) != codes.NotFound {
+		return nil, err
+	}
+	ms, kerr := s.messagesByUniqKey(id)
+	if kerr != nil {
+		return nil, toStatus(kerr)
+	}
+	if len(ms) == 0 {
+		return nil, status.Errorf(codes.NotFound, "message %s: no message with that UNIQ_KEY on broker %s, and %v",
+			id, s.b.Config().BrokerName, status.Convert(err).Message())
+	}
+	var records []byte
+	for _, m := range ms {
+		if records, err = message.Append(records, m, true); err != nil {
+			return nil, toStatus(fmt.Errorf("re-encode message at %d: %w", m.PhysicalOffset, err))
+		}
+	}
+	return &gantryv1.QueryMessageResponse{Records: records}, nil
+}
+
+// recordByOffsetID returns the record id names as an offset message id
+// of this broker; NOT_FOUND when id is no such id or names no record.
+func (s *Admin) recordByOffsetID(id string) ([]byte, error) {
+	host, phys, err := message.DecodeOffsetMsgID(id)
 	if err != nil {
-		return nil, status.Errorf(codes.InvalidArgument, "message id %q: %v", req.GetMsgId(), err)
+		return nil, status.Errorf(codes.NotFound, "it is no offset message id (%v)", err)
 	}
 	if want := s.b.Config().StoreAddr(); host != want {
-		return nil, status.Errorf(codes.NotFound, "message id %s names broker %s, this is %s", req.GetMsgId(), host, want)
+		return nil, status.Errorf(codes.NotFound, "as an offset message id it names broker %s, this is %s", host, want)
 	}
 	r, _, err := s.b.Store().CommitLog().ReadRecord(phys)
 	if err != nil {
 		if errors.Is(err, commitlog.ErrOffsetTooSmall) || errors.Is(err, commitlog.ErrOffsetTooBig) || errors.Is(err, commitlog.ErrBadOffset) {
-			return nil, status.Errorf(codes.NotFound, "message %s: %v", req.GetMsgId(), err)
+			return nil, status.Errorf(codes.NotFound, "as an offset message id: %v", err)
 		}
 		return nil, toStatus(err)
 	}
 	defer r.Release()
 	if message.PhysicalOffsetOf(r.B) != phys {
-		return nil, status.Errorf(codes.NotFound, "message %s: no message starts at offset %d", req.GetMsgId(), phys)
+		return nil, status.Errorf(codes.NotFound, "as an offset message id: no message starts at offset %d", phys)
 	}
-	return &gantryv1.QueryMessageResponse{Records: append([]byte(nil), r.B...)}, nil
+	return append([]byte(nil), r.B...), nil
+}
+
+// maxByUniqKey bounds the records QueryMessageById answers for a UNIQ_KEY.
+const maxByUniqKey = 32
+
+// messagesByUniqKey returns the messages of every topic whose UNIQ_KEY is
+// key, oldest first, at most maxByUniqKey: the key index is per topic, so
+// each topic's is asked.
+func (s *Admin) messagesByUniqKey(key string) ([]*message.Message, error) {
+	var out []*message.Message
+	for _, tc := range s.b.Topics() {
+		ms, err := s.b.Store().MessagesByKey(tc.TopicName, key, 0, math.MaxInt64, maxByUniqKey)
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range ms {
+			if m.UniqKey() == key {
+				out = append(out, m)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b *message.Message) int { return cmp.Compare(a.PhysicalOffset, b.PhysicalOffset) })
+	return out[:min(len(out), maxByUniqKey)], nil
 }
 
 // QueryMessageByKey implements the service.

@@ -31,12 +31,12 @@ func Code(err error) codes.Code {
 		return codes.PermissionDenied
 	case errors.Is(err, broker.ErrTopicNotFound), errors.Is(err, broker.ErrGroupNotFound), errors.Is(err, broker.ErrDeadLetterNotFound):
 		return codes.NotFound
-	case errors.Is(err, broker.ErrNotRegistered):
+	case errors.Is(err, broker.ErrNotRegistered), errors.Is(err, broker.ErrQueueLocked):
 		return codes.FailedPrecondition
 	case errors.Is(err, broker.ErrShuttingDown), errors.Is(err, commitlog.ErrClosed), errors.Is(err, commitlog.ErrFlushFailed),
 		errors.Is(err, store.ErrDispatchStalled): // nothing stored; retry after a back-off
 		return codes.Unavailable
-	case errors.Is(err, commitlog.ErrDiskFull):
+	case errors.Is(err, commitlog.ErrDiskFull), errors.Is(err, broker.ErrTooManyGroups):
 		return codes.ResourceExhausted
 	case broker.IsIndeterminate(err), errors.Is(err, context.DeadlineExceeded):
 		return codes.DeadlineExceeded

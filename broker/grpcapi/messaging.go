@@ -369,12 +369,16 @@ func (s *Messaging) QueryOffset(_ context.Context, req *gantryv1.QueryOffsetRequ
 }
 
 // CommitOffset implements the service; with a client_id, the offset is
-// that client's own (broadcast consumption).
+// that client's own (broadcast consumption); with a lock_holder, it is
+// refused while another client holds the queue's lock.
 func (s *Messaging) CommitOffset(_ context.Context, req *gantryv1.CommitOffsetRequest) (*gantryv1.CommitOffsetResponse, error) {
 	var err error
-	if id := req.GetClientId(); id != "" {
-		err = s.b.CommitClientOffset(req.GetGroup(), id, req.GetTopic(), req.GetQueueId(), req.GetOffset())
-	} else {
+	switch {
+	case req.GetClientId() != "":
+		err = s.b.CommitClientOffset(req.GetGroup(), req.GetClientId(), req.GetTopic(), req.GetQueueId(), req.GetOffset())
+	case req.GetLockHolder() != "":
+		err = s.b.CommitHeldOffset(req.GetGroup(), req.GetLockHolder(), req.GetTopic(), req.GetQueueId(), req.GetOffset())
+	default:
 		err = s.b.CommitOffset(req.GetGroup(), req.GetTopic(), req.GetQueueId(), req.GetOffset())
 	}
 	if err != nil {
@@ -524,10 +528,11 @@ func (s *Messaging) UnlockQueues(_ context.Context, req *gantryv1.UnlockQueuesRe
 
 // WatchGroup implements the service: the current membership at once, then
 // the membership after each change, coalesced (a slow stream gets the
-// latest membership, never a backlog). When the stream ends, the broker's
-// watch is closed, which unregisters the client if it was its last. The
-// handler returns when the client cancels, the connection breaks, or the
-// broker shuts down (UNAVAILABLE); it starts no goroutine.
+// latest membership, never a backlog), and an event for each reset of the
+// group's offsets (the latest of each topic). When the stream ends, the
+// broker's watch is closed, which unregisters the client if it was its
+// last. The handler returns when the client cancels, the connection
+// breaks, or the broker shuts down (UNAVAILABLE); it starts no goroutine.
 func (s *Messaging) WatchGroup(req *gantryv1.WatchGroupRequest, stream grpc.ServerStreamingServer[gantryv1.GroupEvent]) error {
 	w, err := s.b.WatchGroup(req.GetGroup(), req.GetClientId())
 	if err != nil {
@@ -542,6 +547,13 @@ func (s *Messaging) WatchGroup(req *gantryv1.WatchGroupRequest, stream grpc.Serv
 				return err
 			}
 			last, sent = ids, true
+		}
+		for _, r := range w.Resets() {
+			ev := &gantryv1.GroupEvent{Group: req.GetGroup(), ClientIds: last,
+				OffsetReset: &gantryv1.OffsetReset{Topic: r.Topic, Offsets: r.Offsets, TimestampMs: r.Timestamp}}
+			if err := stream.Send(ev); err != nil {
+				return err
+			}
 		}
 		select {
 		case _, ok := <-w.Changed():

@@ -103,18 +103,20 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// httpHandler serves /metrics (Prometheus), /debug/pprof (Go profiles),
-// /healthz (the process is up) and /readyz (recovered, serving, every
-// stored message readable: the dispatcher not stalled, and registered with
-// a nameserver when any is configured).
+// httpHandler serves /metrics (Prometheus), /debug/pprof (Go profiles, with
+// pprofEnable), /healthz (the process is up) and /readyz (recovered,
+// serving, every stored message readable: the dispatcher not stalled, and
+// registered with a nameserver when any is configured).
 func httpHandler(b *broker.Broker, registered func() bool) http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(newCollector(b), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
-	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	if b.Config().PprofEnable {
+		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		stalled := b.Status().Dispatch.String()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 
@@ -37,14 +38,21 @@ type RegistrarConfig struct {
 // stream opens, every Interval and at once after Changed. A broken stream
 // is reopened with backoff; the nameserver drops the broker when its stream
 // ends, so a dead broker disappears at once and a silent one after 120 s.
+//
+// The back-off between attempts is at most half the Interval (and 10 s),
+// and each attempt reconnects at once: the connection's own reconnect
+// back-off, which gRPC grows to two minutes, is reset first and bounded
+// the same way. So a nameserver back from an outage, however long, has
+// the broker registered again within one Interval.
 type Registrar struct {
-	cfg   RegistrarConfig
-	log   *slog.Logger
-	conns []*grpc.ClientConn
-	kicks []chan struct{}
-	stop  context.CancelFunc
-	wg    sync.WaitGroup
-	once  sync.Once
+	cfg        RegistrarConfig
+	log        *slog.Logger
+	maxBackoff time.Duration // the longest wait between attempts (maxRetryDelay)
+	conns      []*grpc.ClientConn
+	kicks      []chan struct{}
+	stop       context.CancelFunc
+	wg         sync.WaitGroup
+	once       sync.Once
 }
 
 // NewRegistrar connects (lazily) to the nameservers and starts registering.
@@ -61,10 +69,16 @@ func NewRegistrar(cfg RegistrarConfig) (*Registrar, error) {
 	case cfg.Interval < 0:
 		return nil, fmt.Errorf("grpcapi: registration interval must be positive, got %s", cfg.Interval)
 	}
-	r := &Registrar{cfg: cfg, log: cfg.Logger.With("component", "registrar")}
+	r := &Registrar{cfg: cfg, log: cfg.Logger.With("component", "registrar"), maxBackoff: maxRetryDelay(cfg.Interval)}
 	ctx, stop := context.WithCancel(context.Background())
 	r.stop = stop
-	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, cfg.DialOptions...)
+	opts := append([]grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{
+			BaseDelay: minRetryDelay, Multiplier: backoff.DefaultConfig.Multiplier,
+			Jitter: backoff.DefaultConfig.Jitter, MaxDelay: r.maxBackoff,
+		}}),
+	}, cfg.DialOptions...)
 	for _, addr := range cfg.NameServers {
 		cc, err := grpc.NewClient(addr, opts...)
 		if err != nil {
@@ -73,9 +87,21 @@ func NewRegistrar(cfg RegistrarConfig) (*Registrar, error) {
 		}
 		kick := make(chan struct{}, 1)
 		r.conns, r.kicks = append(r.conns, cc), append(r.kicks, kick)
-		r.wg.Go(func() { r.run(ctx, addr, gantryv1.NewNameServerClient(cc), kick) })
+		r.wg.Go(func() { r.run(ctx, addr, cc, kick) })
 	}
 	return r, nil
+}
+
+// Retry delays of a broken registration.
+const (
+	minRetryDelay = 100 * time.Millisecond
+	maxRetryCap   = 10 * time.Second
+)
+
+// maxRetryDelay is the longest wait between two registration attempts:
+// half the registration interval, at most maxRetryCap.
+func maxRetryDelay(interval time.Duration) time.Duration {
+	return max(min(interval/2, maxRetryCap), minRetryDelay)
 }
 
 // Changed makes every nameserver get the registration now (topic changes).
@@ -89,8 +115,9 @@ func (r *Registrar) Changed() {
 }
 
 // run keeps one nameserver's stream registered until ctx ends.
-func (r *Registrar) run(ctx context.Context, addr string, ns gantryv1.NameServerClient, kick chan struct{}) {
-	backoff := 100 * time.Millisecond
+func (r *Registrar) run(ctx context.Context, addr string, cc *grpc.ClientConn, kick chan struct{}) {
+	ns := gantryv1.NewNameServerClient(cc)
+	delay := minRetryDelay
 	for ctx.Err() == nil {
 		start := time.Now()
 		err := r.session(ctx, ns, kick)
@@ -98,15 +125,18 @@ func (r *Registrar) run(ctx context.Context, addr string, ns gantryv1.NameServer
 			return
 		}
 		if time.Since(start) > time.Minute {
-			backoff = 100 * time.Millisecond
+			delay = minRetryDelay
 		}
-		r.log.Warn("nameserver registration failed; retrying", "nameserver", addr, "err", err, "retryIn", backoff)
+		r.log.Warn("nameserver registration failed; retrying", "nameserver", addr, "err", err, "retryIn", delay)
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(backoff):
+		case <-time.After(delay):
 		}
-		backoff = min(2*backoff, 10*time.Second)
+		delay = min(2*delay, r.maxBackoff)
+		// Dial now: an RPC on a connection waiting out its reconnect
+		// back-off fails at once, whether the nameserver is back or not.
+		cc.ResetConnectBackoff()
 	}
 }
 

@@ -19,12 +19,16 @@ import (
 	"github.com/gantrymq/gantry/broker"
 	"github.com/gantrymq/gantry/broker/remotingapi"
 	"github.com/gantrymq/gantry/internal/grpcbuf"
-	"github.com/gantrymq/gantry/internal/inlinenet"
+	"github.com/gantrymq/gantry/message"
 	"github.com/gantrymq/gantry/remoting"
 )
 
-// MaxRequestBytes is the largest request the broker's gRPC server reads.
-const MaxRequestBytes = 64 << 20
+// MaxRequestBytes is the largest request the broker's gRPC server reads:
+// the largest valid one, a send of message.MaxBatchBytes of records with
+// its other fields (message.MaxEnvelopeBytes). gRPC refuses a larger one
+// from its length prefix, before reading it, with RESOURCE_EXHAUSTED
+// "received message larger than max".
+const MaxRequestBytes = message.MaxEnvelopeBytes
 
 // ServerConfig configures a broker server.
 type ServerConfig struct {
@@ -36,15 +40,17 @@ type ServerConfig struct {
 	// 127.0.0.1:0 listeners).
 	GRPCListener, HTTPListener net.Listener
 	// RemotingListener, if set, is used instead of listening on
-	// Broker.ListenPort (all interfaces, 10911 by default) for RocketMQ
-	// remoting clients. Its port becomes Broker.ListenPort, the port stored
-	// in every record and offset message id, so a listener on port 0 works.
+	// Broker.BindAddress:Broker.ListenPort (all interfaces, 10911 by
+	// default) for RocketMQ remoting clients. Its port becomes
+	// Broker.ListenPort, the port stored in every record and offset message
+	// id, so a listener on port 0 works. Every listener speaks both gRPC
+	// and remoting but the HTTP one (ports.go).
 	RemotingListener net.Listener
 	// Remoting configures the remoting front end (long polling bound,
 	// notifications); its Logger defaults to the broker's.
 	Remoting remotingapi.Config
 	// GRPCOptions are added to the gRPC server, after its defaults (a
-	// larger receive limit, a buffer pool, a fixed 16 MiB flow-control
+	// receive limit of MaxRequestBytes, a buffer pool, a fixed 16 MiB flow-control
 	// window), which they may replace. Without a unary interceptor, Pull
 	// answers with its response already encoded (not a
 	// *gantryv1.PullResponse); with one, the interceptor sees the generated
@@ -68,7 +74,7 @@ type Server struct {
 	hs           *http.Server
 	rh           *remotingapi.Handler
 	rs           *remoting.Server
-	rlis         net.Listener
+	ports        ports
 	reg          atomic.Pointer[Registrar]
 	grpcAddr     string
 	httpAddr     string
@@ -93,13 +99,17 @@ func Start(ctx context.Context, cfg ServerConfig) (*Server, error) {
 			r.Changed()
 		}
 	}
+	if err := bc.Validate(); err != nil { // before listening on what it names
+		closeAll([]net.Listener{cfg.GRPCListener, cfg.HTTPListener, cfg.RemotingListener})
+		return nil, err
+	}
 	lis, err := listen(cfg)
 	if err != nil {
 		return nil, err
 	}
 	glis, hlis, rlis := lis[0], lis[1], lis[2]
 	s.grpcAddr, s.httpAddr = advertised(glis.Addr(), bc.BrokerIP1), hlis.Addr().String()
-	s.remotingAddr, s.rlis = advertised(rlis.Addr(), bc.BrokerIP1), rlis
+	s.remotingAddr = advertised(rlis.Addr(), bc.BrokerIP1)
 	bc.GRPCListenAddr, bc.HTTPListenAddr = s.grpcAddr, s.httpAddr
 	bc.ListenPort = rlis.Addr().(*net.TCPAddr).Port // the store host in records: the port clients reach
 	b, err := broker.Open(ctx, bc)
@@ -118,11 +128,10 @@ func Start(ctx context.Context, cfg ServerConfig) (*Server, error) {
 		return nil, errors.Join(err, s.rh.Close(), b.Close(ctx))
 	}
 
-	// A batch may carry messages up to maxMessageSize each: accept requests
-	// well beyond gRPC's 4 MiB default, so the broker can name the problem.
-	// Buffers are not zeroed for every message, and the flow-control
-	// window is fixed (internal/grpcbuf).
-	opts := append([]grpc.ServerOption{grpc.MaxRecvMsgSize(MaxRequestBytes), experimental.BufferPool(grpcbuf.Shared),
+	// Requests up to the largest valid one, a little over gRPC's 4 MiB
+	// default (docs/BROKER.md, "Size limits"). Buffers are not zeroed for
+	// every message, and the flow-control window is fixed (internal/grpcbuf).
+	opts := append([]grpc.ServerOption{grpc.UnknownServiceHandler(s.notHere), grpc.MaxRecvMsgSize(MaxRequestBytes), experimental.BufferPool(grpcbuf.Shared),
 		grpc.ForceServerCodecV2(grpcbuf.Codec{}),
 		grpc.InitialWindowSize(grpcbuf.FlowWindow), grpc.InitialConnWindowSize(grpcbuf.FlowWindow)}, cfg.GRPCOptions...)
 	s.gs = grpc.NewServer(opts...)
@@ -131,22 +140,10 @@ func Start(ctx context.Context, cfg ServerConfig) (*Server, error) {
 	gantryv1.RegisterAdminServer(s.gs, NewAdmin(b))
 	registered := func() bool { return len(b.Config().NamesrvAddr) == 0 || s.reg.Load() != nil }
 	s.hs = &http.Server{Handler: httpHandler(b, registered), ReadHeaderTimeout: 5 * time.Second}
-	s.wg.Go(func() {
-		if err := s.gs.Serve(inlinenet.Listen(glis)); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-			s.log.Error("gRPC server stopped", "err", err)
-		}
-	})
-	s.wg.Go(func() {
-		if err := s.hs.Serve(hlis); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			s.log.Error("HTTP server stopped", "err", err)
-		}
-	})
-	s.wg.Go(func() {
-		// Close stops accepting by closing rlis first: Serve's net.ErrClosed then is no failure.
-		if err := s.rs.Serve(inlinenet.Listen(rlis)); err != nil && !errors.Is(err, net.ErrClosed) && !errors.Is(err, remoting.ErrClosed) {
-			s.log.Error("remoting server stopped", "err", err)
-		}
-	})
+	if err := s.servePorts(glis, hlis, rlis); err != nil {
+		closeAll(lis)
+		return nil, errors.Join(err, s.rs.Close(), s.rh.Close(), b.Close(ctx))
+	}
 	if len(b.Config().NamesrvAddr) > 0 {
 		r, err := NewRegistrar(RegistrarConfig{
 			NameServers: b.Config().NamesrvAddr, Interval: b.Config().RegisterNameServerPeriod,
@@ -164,19 +161,15 @@ func Start(ctx context.Context, cfg ServerConfig) (*Server, error) {
 // listen returns the gRPC, HTTP and remoting listeners: cfg's, or new ones
 // on the configured addresses.
 func listen(cfg ServerConfig) ([]net.Listener, error) {
-	bc := cfg.Broker
-	port := bc.ListenPort
-	if port == 0 {
-		port = broker.DefaultListenPort
-	}
+	gaddr, haddr, raddr := cfg.Broker.ListenAddrs()
 	specs := []struct {
 		what string
 		lis  net.Listener
 		addr string
 	}{
-		{"gRPC", cfg.GRPCListener, orDefault(bc.GRPCListenAddr, broker.DefaultGRPCListenAddr)},
-		{"HTTP", cfg.HTTPListener, orDefault(bc.HTTPListenAddr, broker.DefaultHTTPListenAddr)},
-		{"remoting", cfg.RemotingListener, net.JoinHostPort("", strconv.Itoa(port))},
+		{"gRPC", cfg.GRPCListener, gaddr},
+		{"HTTP", cfg.HTTPListener, haddr},
+		{"remoting", cfg.RemotingListener, raddr},
 	}
 	out := make([]net.Listener, 0, len(specs))
 	for _, sp := range specs {
@@ -298,6 +291,7 @@ func (s *Server) Kill() error {
 		s.gs.Stop()
 		_ = s.hs.Close()
 		_ = s.rs.Close() // cuts remoting connections: held pulls end with them
+		s.ports.close()
 		s.wg.Wait()
 		s.closeErr = errors.Join(s.b.Close(context.Background()), s.rh.Close())
 	})
@@ -319,7 +313,7 @@ func (s *Server) Close(ctx context.Context) error {
 			errs = append(errs, r.Close(uctx))
 			cancel()
 		}
-		_ = s.rlis.Close()
+		s.ports.stopRemotingAccepts()
 		s.msg.Shutdown() // producers' send streams end; they reconnect elsewhere
 		done := make(chan struct{})
 		go func() { s.gs.GracefulStop(); close(done) }()
@@ -335,6 +329,7 @@ func (s *Server) Close(ctx context.Context) error {
 		s.drainRemoting(ctx)
 		errs = append(errs, s.rs.Close(), s.rh.Close())
 		errs = append(errs, s.hs.Shutdown(ctx))
+		s.ports.close()
 		s.wg.Wait()
 		s.closeErr = errors.Join(errs...)
 	})

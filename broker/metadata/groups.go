@@ -153,19 +153,43 @@ func (m *Metadata) Groups() []SubscriptionGroup {
 	return out
 }
 
+// GroupsVersion returns the subscription-group table's data version.
+func (m *Metadata) GroupsVersion() (v DataVersion) {
+	m.groups.read(func(d *groupsDoc) { v = d.DataVersion })
+	return v
+}
+
 // PutGroup creates or replaces a consumer group. Start from
 // DefaultSubscriptionGroup to get RocketMQ's defaults.
-func (m *Metadata) PutGroup(g SubscriptionGroup) error {
-	if err := g.validate(); err != nil {
-		return err
+func (m *Metadata) PutGroup(g SubscriptionGroup) error { return m.PutGroups([]SubscriptionGroup{g}) }
+
+// PutGroups creates or replaces consumer groups in one change of the
+// table (one data version, one write at the next save): all of them, or
+// none if one is invalid.
+func (m *Metadata) PutGroups(gs []SubscriptionGroup) error {
+	for _, g := range gs {
+		if err := g.validate(); err != nil {
+			return err
+		}
+	}
+	if len(gs) == 0 {
+		return nil
 	}
 	now := m.cfg.Now()
 	m.groups.update(func(d *groupsDoc) bool {
-		d.SubscriptionGroupTable[g.GroupName] = g
+		for _, g := range gs {
+			d.SubscriptionGroupTable[g.GroupName] = g
+		}
 		d.DataVersion.next(now)
 		return true
 	})
 	return nil
+}
+
+// GroupCount returns the number of consumer groups.
+func (m *Metadata) GroupCount() (n int) {
+	m.groups.read(func(d *groupsDoc) { n = len(d.SubscriptionGroupTable) })
+	return n
 }
 
 // DeleteGroup removes a consumer group and reports whether it existed. Its

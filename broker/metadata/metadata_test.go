@@ -144,6 +144,12 @@ func TestDataVersion(t *testing.T) {
 	now = time.UnixMilli(3_000)
 	assert.False(t, m.DeleteTopic("TopicA"))
 	assert.Equal(t, metadata.DataVersion{Timestamp: 2_000, Counter: 2}, m.TopicsVersion(), "no change, no bump")
+
+	assert.Equal(t, metadata.DataVersion{}, m.GroupsVersion())
+	require.NoError(t, m.PutGroup(metadata.DefaultSubscriptionGroup("G")))
+	assert.Equal(t, metadata.DataVersion{Timestamp: 3_000, Counter: 1}, m.GroupsVersion())
+	assert.False(t, m.DeleteGroup("Nope"))
+	assert.Equal(t, metadata.DataVersion{Timestamp: 3_000, Counter: 1}, m.GroupsVersion(), "no change, no bump")
 }
 
 func TestTopicsAndGroups(t *testing.T) {
@@ -177,6 +183,26 @@ func TestTopicsAndGroups(t *testing.T) {
 	assert.False(t, m.DeleteGroup("G1"))
 	_, ok = m.Group("G1")
 	assert.False(t, ok)
+}
+
+// PutTopics and PutGroups change their table once for all their entries
+// (one data version), or not at all if one entry is invalid.
+func TestPutMany(t *testing.T) {
+	m := open(t, testConfig(t, t.TempDir(), nil))
+	tcs := []metadata.TopicConfig{{TopicName: "a", ReadQueueNums: 1, WriteQueueNums: 1}, {TopicName: "b", ReadQueueNums: 2, WriteQueueNums: 2}}
+	require.NoError(t, m.PutTopics(tcs))
+	assert.Len(t, m.Topics(), 2)
+	assert.Equal(t, int64(1), m.TopicsVersion().Counter, "one change")
+	require.Error(t, m.PutTopics([]metadata.TopicConfig{{TopicName: "c", ReadQueueNums: 1, WriteQueueNums: 1}, {TopicName: "bad!"}}))
+	_, ok := m.Topic("c")
+	assert.False(t, ok, "all or nothing")
+	require.NoError(t, m.PutTopics(nil))
+	assert.Equal(t, int64(1), m.TopicsVersion().Counter, "nothing: no change")
+
+	require.NoError(t, m.PutGroups([]metadata.SubscriptionGroup{metadata.DefaultSubscriptionGroup("G1"), metadata.DefaultSubscriptionGroup("G2")}))
+	assert.Equal(t, 2, m.GroupCount())
+	require.Error(t, m.PutGroups([]metadata.SubscriptionGroup{metadata.DefaultSubscriptionGroup("G3"), metadata.DefaultSubscriptionGroup("")}))
+	assert.Equal(t, 2, m.GroupCount(), "all or nothing")
 }
 
 func TestGroupDefaultsWhenFieldsMissing(t *testing.T) {

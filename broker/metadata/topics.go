@@ -148,14 +148,27 @@ func (m *Metadata) TopicsVersion() (v DataVersion) {
 
 // PutTopic creates or replaces a topic. An empty TopicFilterType means
 // FilterSingleTag.
-func (m *Metadata) PutTopic(tc TopicConfig) error {
-	tc = tc.clone()
-	if err := tc.validate(); err != nil {
-		return err
+func (m *Metadata) PutTopic(tc TopicConfig) error { return m.PutTopics([]TopicConfig{tc}) }
+
+// PutTopics creates or replaces topics in one change of the table (one
+// data version, one write at the next save): all of them, or none if one
+// is invalid.
+func (m *Metadata) PutTopics(tcs []TopicConfig) error {
+	clones := make([]TopicConfig, len(tcs))
+	for i, tc := range tcs {
+		clones[i] = tc.clone()
+		if err := clones[i].validate(); err != nil {
+			return err
+		}
+	}
+	if len(clones) == 0 {
+		return nil
 	}
 	now := m.cfg.Now()
 	m.topics.update(func(d *topicsDoc) bool {
-		d.TopicConfigTable[tc.TopicName] = tc
+		for _, tc := range clones {
+			d.TopicConfigTable[tc.TopicName] = tc
+		}
 		d.DataVersion.next(now)
 		return true
 	})

@@ -35,25 +35,40 @@ type subscriptionData struct {
 // heartbeat answers HEART_BEAT (34): each consumer of the client is
 // registered with (or refreshed in) its group, which creates the group's
 // retry topic and registers it with the nameservers at once; the consumer
-// is tied to this connection. Producers need nothing. The answer's version
-// (479) is what the Go client records as the broker's.
+// is tied to this connection. The groups and retry topics a heartbeat
+// creates are saved together, once; a heartbeat listing more consumers
+// than maxGroupsPerHeartbeat is refused whole. Producers need nothing.
+// The answer's version (479) is what the Go client records as the
+// broker's.
 func (h *Handler) heartbeat(_ context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command {
 	var data heartbeatData
 	if err := json.Unmarshal(req.Body, &data); err != nil {
 		return errorResponse(req, fmt.Errorf("%w: heartbeat body: %w", errBadHeader, err))
 	}
-	var errs []error
-	for _, cd := range data.ConsumerDataSet {
-		hb, subs := toHeartbeat(data.ClientID, cd, c.RemoteAddr().String())
-		if err := h.register(c, hb); err != nil {
-			errs = append(errs, fmt.Errorf("consumer group %q: %w", cd.GroupName, err))
+	if len(data.ConsumerDataSet) == 0 {
+		return remoting.NewResponse(req, remoting.ResSuccess, "")
+	}
+	hbs := make([]broker.Heartbeat, len(data.ConsumerDataSet))
+	subs := make([]map[string]subscription, len(data.ConsumerDataSet))
+	for i, cd := range data.ConsumerDataSet {
+		hbs[i], subs[i] = toHeartbeat(data.ClientID, cd, c.RemoteAddr().String())
+	}
+	errs, err := h.register(c, hbs)
+	if err != nil {
+		h.log.Debug("heartbeat refused", "client", data.ClientID, "err", err)
+		return errorResponse(req, err)
+	}
+	var failed []error
+	for i, cd := range data.ConsumerDataSet {
+		if errs[i] != nil {
+			failed = append(failed, fmt.Errorf("consumer group %q: %w", cd.GroupName, errs[i]))
 			continue
 		}
-		h.subs.put(cd.GroupName, subs)
+		h.subs.put(cd.GroupName, subs[i])
 	}
-	if len(errs) > 0 {
-		h.log.Debug("heartbeat refused", "client", data.ClientID, "err", errs[0])
-		return errorResponse(req, errors.Join(errs...))
+	if len(failed) > 0 {
+		h.log.Debug("heartbeat refused", "client", data.ClientID, "err", failed[0])
+		return errorResponse(req, errors.Join(failed...))
 	}
 	return remoting.NewResponse(req, remoting.ResSuccess, "")
 }
@@ -78,15 +93,19 @@ func toHeartbeat(clientID string, cd consumerData, addr string) (broker.Heartbea
 	return hb, subs
 }
 
-// register heartbeats hb and ties its client to c; the first consumer
+// register heartbeats hbs and ties their clients to c; the first consumer
 // registered on c arranges for c's consumers to be unregistered when it
-// closes.
-func (h *Handler) register(c *remoting.Conn, hb broker.Heartbeat) error {
-	first, err := h.clients.register(c, member{hb.Group, hb.ClientID}, func() error { return h.b.Heartbeat(hb) })
+// closes. It returns the broker's answer (Broker.Heartbeats).
+func (h *Handler) register(c *remoting.Conn, hbs []broker.Heartbeat) ([]error, error) {
+	ms := make([]member, len(hbs))
+	for i, hb := range hbs {
+		ms[i] = member{hb.Group, hb.ClientID}
+	}
+	first, errs, err := h.clients.register(c, ms, func() ([]error, error) { return h.b.Heartbeats(hbs) })
 	if first { // a handler is running on c: the hook cannot run before it is added
 		c.OnClose(func() { h.connClosed(c) })
 	}
-	return err
+	return errs, err
 }
 
 // connClosed unregisters the consumers whose last heartbeat came over c:
@@ -163,37 +182,50 @@ func newClientTable() clientTable {
 	return clientTable{owner: map[member]*remoting.Conn{}, byConn: map[*remoting.Conn]map[member]struct{}{}}
 }
 
-// register makes c m's connection and runs heartbeat; if it fails, m's
-// connection is what it was. It reports whether c had no member before
-// (its close must be hooked). The connection is recorded first, so that
-// the notification of m's joining, which heartbeat triggers, reaches c.
-func (t *clientTable) register(c *remoting.Conn, m member, heartbeat func() error) (first bool, err error) {
+// register makes c the connection of each of ms and runs heartbeat, which
+// reports the outcome of each (errs) or of the whole (err); a member whose
+// heartbeat failed has the connection it had before. It reports whether c
+// had no member before (its close must be hooked). The connections are
+// recorded first, so that the notification of a member's joining, which
+// heartbeat triggers, reaches c.
+func (t *clientTable) register(c *remoting.Conn, ms []member, heartbeat func() ([]error, error)) (first bool, errs []error, err error) {
 	t.regMu.Lock()
 	defer t.regMu.Unlock()
-	t.mu.Lock()
-	prev := t.owner[m]
-	ms, hooked := t.byConn[c]
-	if !hooked {
-		ms = map[member]struct{}{}
-		t.byConn[c] = ms
+	type before struct {
+		owner *remoting.Conn
+		had   bool // c had it
 	}
-	_, had := ms[m]
-	t.setOwner(m, c)
+	t.mu.Lock()
+	byC, hooked := t.byConn[c]
+	if !hooked {
+		byC = map[member]struct{}{}
+		t.byConn[c] = byC
+	}
+	was := make([]before, len(ms))
+	for i, m := range ms {
+		_, had := byC[m]
+		was[i] = before{t.owner[m], had}
+		t.setOwner(m, c)
+	}
 	t.mu.Unlock()
-	if err := heartbeat(); err != nil {
-		t.mu.Lock()
-		defer t.mu.Unlock()
-		if !had {
-			delete(ms, m)
+	errs, err = heartbeat()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i := len(ms) - 1; i >= 0; i-- { // backwards: a repeated member gets its first state back
+		if err == nil && errs[i] == nil {
+			continue
 		}
-		if prev != nil {
-			t.setOwner(m, prev)
+		m := ms[i]
+		if !was[i].had {
+			delete(byC, m)
+		}
+		if was[i].owner != nil {
+			t.setOwner(m, was[i].owner)
 		} else {
 			delete(t.owner, m)
 		}
-		return !hooked, err
 	}
-	return !hooked, nil
+	return !hooked, errs, err
 }
 
 // setOwner makes c m's connection. t.mu is held.

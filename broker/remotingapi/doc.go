@@ -17,11 +17,20 @@
 // SEARCH_OFFSET_BY_TIMESTAMP (29), GET_MAX_OFFSET (30), GET_MIN_OFFSET
 // (31), CONSUMER_SEND_MSG_BACK (36), LOCK_BATCH_MQ (41) and
 // UNLOCK_BATCH_MQ (42). Queries: QUERY_MESSAGE (12) and
-// VIEW_MESSAGE_BY_ID (33). Every other code, END_TRANSACTION among them
-// (Gantry has no transactions), is answered REQUEST_CODE_NOT_SUPPORTED;
-// a request never closes its connection. The broker's rules apply as they
-// do to the gRPC front end; Code maps its errors to response codes, in one
-// place.
+// VIEW_MESSAGE_BY_ID (33). Administration, as the official Go client's
+// admin package and mqadmin send it (docs/BROKER.md lists what each does):
+// UPDATE_AND_CREATE_TOPIC (17), DELETE_TOPIC_IN_BROKER (215),
+// GET_ALL_TOPIC_CONFIG (21), UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200),
+// DELETE_SUBSCRIPTIONGROUP (207), GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201),
+// GET_TOPIC_STATS_INFO (202), GET_CONSUME_STATS (208),
+// GET_CONSUMER_CONNECTION_LIST (203), GET_BROKER_RUNTIME_INFO (28) and
+// INVOKE_BROKER_TO_RESET_OFFSET (222); their queue tables are written as
+// fastjson writes a Map keyed by MessageQueue (offsetTableBody).
+// UPDATE_BROKER_CONFIG (25) is refused naming it: the configuration is
+// broker.conf's. Every other code, END_TRANSACTION among them (Gantry has
+// no transactions), is answered REQUEST_CODE_NOT_SUPPORTED; a request
+// never closes its connection. The broker's rules apply as they do to the
+// gRPC front end; Code maps its errors to response codes, in one place.
 //
 // # Consumers and connections
 //
@@ -41,7 +50,7 @@
 //
 // Handlers run in the remoting connections' goroutines; the Handler starts
 // one goroutine of its own (the notifier), which Close stops and joins. Its
-// mutexes (the client table's, the subscription cache's, the notifier's)
-// are leaves; the heartbeat mutex is taken before the client table's, and
-// none is held while sending to a connection.
+// mutexes (the client table's, the subscription cache's, the notifier's,
+// the heartbeat details') are leaves; the heartbeat mutex is taken before
+// the client table's, and none is held while sending to a connection.
 package remotingapi

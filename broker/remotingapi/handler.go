@@ -73,28 +73,33 @@ type Handler struct {
 
 	clients clientTable
 	subs    subscriptions
+	infos   clientInfos
 	notes   *notifier
+	resets  *resetQueue
 
-	removeHook func()
-	stop       context.CancelFunc
-	wg         sync.WaitGroup
-	closeOnce  sync.Once
+	removeHook      func()
+	removeResetHook func()
+	stop            context.CancelFunc
+	wg              sync.WaitGroup
+	closeOnce       sync.Once
 }
 
 // New returns the remoting front end of b and starts its notifier, which
-// tells connections of membership changes. Close stops it; close the
-// remoting.Server serving the Handler first.
+// tells connections of membership changes and of resets of their groups'
+// offsets. Close stops it; close the remoting.Server serving the Handler
+// first.
 func New(b *broker.Broker, cfg Config) *Handler {
 	cfg = cfg.withDefaults()
 	h := &Handler{
 		b: b, cfg: cfg, log: cfg.Logger.With("component", "remotingapi"),
 		clients: newClientTable(), subs: subscriptions{byKey: map[subKey]subscription{}},
-		notes: newNotifier(),
+		notes: newNotifier(), resets: newResetQueue(),
 	}
 	h.mux = h.routes()
 	ctx, stop := context.WithCancel(context.Background())
 	h.stop = stop
 	h.removeHook = b.AddConsumersChangedHook(h.notes.add)
+	h.removeResetHook = b.AddOffsetResetHook(h.resets.add)
 	h.wg.Go(func() { h.notifyLoop(ctx) })
 	return h
 }
@@ -107,7 +112,7 @@ func (h *Handler) routes() *remoting.Mux {
 	m.HandleFunc(remoting.ReqSendMessageV2, h.sendMessageV2)
 	m.HandleFunc(remoting.ReqSendBatchMessage, h.sendBatch)
 	m.HandleFunc(remoting.ReqPullMessage, h.pull)
-	m.HandleFunc(remoting.ReqHeartBeat, h.heartbeat)
+	m.HandleFunc(remoting.ReqHeartBeat, h.heartbeatRecorded)
 	m.HandleFunc(remoting.ReqUnregisterClient, h.unregisterClient)
 	m.HandleFunc(remoting.ReqGetConsumerListByGroup, h.consumerList)
 	m.HandleFunc(remoting.ReqQueryConsumerOffset, h.queryConsumerOffset)
@@ -120,6 +125,18 @@ func (h *Handler) routes() *remoting.Mux {
 	m.HandleFunc(remoting.ReqUnlockBatchMQ, h.unlockBatch)
 	m.HandleFunc(remoting.ReqQueryMessage, h.queryMessage)
 	m.HandleFunc(remoting.ReqViewMessageByID, h.viewMessage)
+	m.HandleFunc(remoting.ReqUpdateAndCreateTopic, h.updateAndCreateTopic)
+	m.HandleFunc(remoting.ReqDeleteTopicInBroker, h.deleteTopicInBroker)
+	m.HandleFunc(remoting.ReqGetAllTopicConfig, h.allTopicConfig)
+	m.HandleFunc(remoting.ReqUpdateAndCreateSubscriptionGroup, h.updateAndCreateGroup)
+	m.HandleFunc(remoting.ReqDeleteSubscriptionGroup, h.deleteGroup)
+	m.HandleFunc(remoting.ReqGetAllSubscriptionGroupConfig, h.allGroupConfig)
+	m.HandleFunc(remoting.ReqGetTopicStatsInfo, h.topicStats)
+	m.HandleFunc(remoting.ReqGetConsumeStats, h.consumeStats)
+	m.HandleFunc(remoting.ReqGetConsumerConnectionList, h.consumerConnections)
+	m.HandleFunc(remoting.ReqGetBrokerRuntimeInfo, h.runtimeInfo)
+	m.HandleFunc(remoting.ReqInvokeBrokerToResetOffset, h.resetOffset)
+	m.HandleFunc(remoting.ReqUpdateBrokerConfig, refuseConfigChange)
 	return m
 }
 
@@ -136,6 +153,7 @@ func (h *Handler) Close() error {
 	h.closeOnce.Do(func() {
 		err = nil
 		h.removeHook()
+		h.removeResetHook()
 		h.stop()
 		h.wg.Wait()
 	})

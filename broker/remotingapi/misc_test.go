@@ -104,7 +104,7 @@ func TestUnsupportedCodes(t *testing.T) {
 	e := newEnv(t)
 	e.createTopic(t, "T", 4)
 	cl := e.dial(t, nil)
-	for _, code := range []remoting.RequestCode{remoting.ReqEndTransaction, remoting.ReqSendReplyMessage, remoting.ReqUpdateAndCreateTopic, 9999} {
+	for _, code := range []remoting.RequestCode{remoting.ReqEndTransaction, remoting.ReqSendReplyMessage, remoting.ReqUpdateNameServerConfig, 9999} {
 		resp := invoke(t, cl, request(code, map[string]string{"topic": "T"}, nil))
 		requireCode(t, remoting.ResRequestCodeNotSupported, resp)
 		assert.Contains(t, resp.Remark, strconv.Itoa(int(code)))

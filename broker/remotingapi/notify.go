@@ -45,17 +45,21 @@ func (n *notifier) take() []string {
 	return groups
 }
 
-// notifyLoop sends NOTIFY_CONSUMER_IDS_CHANGED for every changed group
-// until ctx ends.
+// notifyLoop sends NOTIFY_CONSUMER_IDS_CHANGED for every changed group and
+// RESET_CONSUMER_CLIENT_OFFSET for every reset until ctx ends.
 func (h *Handler) notifyLoop(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-h.notes.wake:
+		case <-h.resets.wake:
 		}
 		for _, g := range h.notes.take() {
 			h.notifyGroup(ctx, g)
+		}
+		for _, r := range h.resets.take() {
+			h.notifyReset(ctx, r)
 		}
 	}
 }

@@ -16,33 +16,78 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gantrymq/gantry/broker/metadata"
 	"github.com/gantrymq/gantry/client"
 )
 
-// defaultNameServer is the nameserver's gRPC address. (mqadmin's 9876 is
-// RocketMQ's remoting port; Gantry's tools speak gRPC, on 9877.)
+// defaultNameServer is the nameserver address the tools use without -n
+// or NAMESRV_ADDR. Either nameserver port serves them (Gantry's 9877,
+// RocketMQ's 9876): both speak gRPC.
 const defaultNameServer = "127.0.0.1:9877"
 
-func newAdminCmd() *cobra.Command {
+// nameServerFlag adds -n to cmd (and its subcommands): the nameserver
+// addresses, from the flag, else from NAMESRV_ADDR as mqadmin reads it,
+// else defaultNameServer.
+func nameServerFlag(cmd *cobra.Command) func() []string {
 	var namesrv string
+	cmd.PersistentFlags().StringVarP(&namesrv, "namesrv", "n", defaultNameServer,
+		"nameserver address(es), ';'-separated: either port (default $NAMESRV_ADDR, else "+defaultNameServer+")")
+	return func() []string {
+		if env := os.Getenv("NAMESRV_ADDR"); env != "" && !cmd.PersistentFlags().Changed("namesrv") {
+			namesrv = env
+		}
+		return strings.Split(namesrv, ";")
+	}
+}
+
+// verbsOnly makes cmd, a group of subcommands, refuse anything but one of
+// them: cobra would print the help and exit 0 for a misspelt one. Alone,
+// cmd prints its help.
+func verbsOnly(cmd *cobra.Command) {
+	cmd.Args = cobra.ArbitraryArgs
+	cmd.SuggestionsMinimumDistance = 2 // cobra's default, which only the root gets by itself
+	cmd.RunE = func(c *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return c.Help()
+		}
+		msg := fmt.Sprintf("unknown command %q for %q", args[0], c.CommandPath())
+		if s := c.SuggestionsFor(args[0]); len(s) > 0 {
+			msg += "\n\nDid you mean this?\n\t" + strings.Join(s, "\n\t")
+		}
+		return errors.New(msg)
+	}
+}
+
+// usageError is an exit-2 error: the command line asks for something
+// that cannot be.
+func usageError(format string, args ...any) error {
+	return &exitError{code: exitUsage, err: fmt.Errorf(format, args...)}
+}
+
+func newAdminCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "admin",
 		Short: "Administer a cluster (mqadmin's verbs)",
 		Long: `Admin administers a Gantry cluster through its nameserver, with mqadmin's verb
 names and flags: -n nameserver, -t topic, -g group, -c cluster, -b broker,
--k key, -i message id, -s timestamp.`,
+-k key, -i message id, -s timestamp. An unknown verb is an error (exit 2); a
+verb that fails exits 1.`,
 	}
-	cmd.PersistentFlags().StringVarP(&namesrv, "namesrv", "n", defaultNameServer, "nameserver gRPC address(es), ';'-separated")
+	verbsOnly(cmd)
+	nameServers := nameServerFlag(cmd)
 	withAdmin := func(run func(ctx context.Context, a *client.Admin, out io.Writer) error) func(*cobra.Command, []string) error {
 		return func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
 			defer cancel()
-			a, err := client.NewAdmin(ctx, client.Config{NameServers: strings.Split(namesrv, ";")})
+			a, err := client.NewAdmin(ctx, client.Config{NameServers: nameServers()})
 			if err != nil {
 				return &exitError{code: exitUsage, err: err}
 			}
 			defer a.Close()
 			if err := run(ctx, a, cmd.OutOrStdout()); err != nil {
+				if ee := (*exitError)(nil); errors.As(err, &ee) {
+					return err
+				}
 				return &exitError{code: exitProblems, err: err}
 			}
 			return nil
@@ -59,6 +104,9 @@ names and flags: -n nameserver, -t topic, -g group, -c cluster, -b broker,
 	var order bool
 
 	c := verb("updateTopic", "Create or update a topic on every broker (or -b / -c)", func(ctx context.Context, a *client.Admin, out io.Writer) error {
+		if err := checkTopicFlags(readQ, writeQ, perm); err != nil {
+			return err
+		}
 		brokers, err := pickBrokers(ctx, a, brokerAddr, cluster)
 		if err != nil {
 			return err
@@ -75,7 +123,7 @@ names and flags: -n nameserver, -t topic, -g group, -c cluster, -b broker,
 	c.Flags().IntVarP(&writeQ, "writeQueueNums", "w", 8, "write queues per broker")
 	c.Flags().IntVarP(&perm, "perm", "p", 6, "permission: 2 write, 4 read, 6 both")
 	c.Flags().BoolVarP(&order, "order", "o", false, "ordered topic")
-	c.Flags().StringVarP(&brokerAddr, "brokerAddr", "b", "", "only this broker (gRPC address)")
+	c.Flags().StringVarP(&brokerAddr, "brokerAddr", "b", "", "only this broker (either of its addresses)")
 	c.Flags().StringVarP(&cluster, "clusterName", "c", "", "only the brokers of this cluster")
 	_ = c.MarkFlagRequired("topic")
 
@@ -112,7 +160,7 @@ names and flags: -n nameserver, -t topic, -g group, -c cluster, -b broker,
 	c.Flags().DurationVar(&maxDelay, "retry-max", 2*time.Hour, "exponential: longest retry delay")
 	c.Flags().IntVar(&multiplier, "retry-multiplier", 2, "exponential: growth factor")
 	c.Flags().Float64Var(&jitter, "retry-jitter", 0.1, "exponential: spread each delay by up to this fraction either way")
-	c.Flags().StringVarP(&brokerAddr, "brokerAddr", "b", "", "only this broker (gRPC address)")
+	c.Flags().StringVarP(&brokerAddr, "brokerAddr", "b", "", "only this broker (either of its addresses)")
 	c.Flags().StringVarP(&cluster, "clusterName", "c", "", "only the brokers of this cluster")
 	_ = c.MarkFlagRequired("groupName")
 
@@ -193,10 +241,10 @@ names and flags: -n nameserver, -t topic, -g group, -c cluster, -b broker,
 		}
 		return nil
 	})
-	c.Flags().StringVarP(&brokerAddr, "brokerAddr", "b", "", "broker gRPC address (required)")
+	c.Flags().StringVarP(&brokerAddr, "brokerAddr", "b", "", "broker address, either port: its gRPC address or its brokerAddr (required)")
 	_ = c.MarkFlagRequired("brokerAddr")
 
-	c = verb("queryMsgById", "Show a message by its offset message id", func(ctx context.Context, a *client.Admin, out io.Writer) error {
+	c = verb("queryMsgById", "Show a message by its offset message id or its message id (UNIQ_KEY)", func(ctx context.Context, a *client.Admin, out io.Writer) error {
 		m, err := a.QueryMessageByID(ctx, id)
 		if err != nil {
 			return err
@@ -204,8 +252,23 @@ names and flags: -n nameserver, -t topic, -g group, -c cluster, -b broker,
 		printMessage(out, m)
 		return nil
 	})
-	c.Flags().StringVarP(&id, "msgId", "i", "", "offset message id (required)")
+	c.Flags().StringVarP(&id, "msgId", "i", "", "offset message id (SendResult.MsgID) or message id (UNIQ_KEY) (required)")
 	_ = c.MarkFlagRequired("msgId")
+
+	c = verb("queryMsgByUniqueKey", "Show the messages of a topic with a message id (UNIQ_KEY)", func(ctx context.Context, a *client.Admin, out io.Writer) error {
+		ms, err := a.QueryMessageByUniqKey(ctx, topic, id)
+		for i, m := range ms {
+			if i > 0 {
+				fmt.Fprintln(out)
+			}
+			printMessage(out, m)
+		}
+		return err
+	})
+	c.Flags().StringVarP(&id, "msgId", "i", "", "message id: the UNIQ_KEY (required)")
+	c.Flags().StringVarP(&topic, "topic", "t", "", "topic (required)")
+	_ = c.MarkFlagRequired("msgId")
+	_ = c.MarkFlagRequired("topic")
 
 	var begin, end string
 	c = verb("queryMsgByKey", "Find messages by key", func(ctx context.Context, a *client.Admin, out io.Writer) error {
@@ -234,8 +297,17 @@ names and flags: -n nameserver, -t topic, -g group, -c cluster, -b broker,
 	_ = c.MarkFlagRequired("topic")
 	_ = c.MarkFlagRequired("msgKey")
 
-	c = verb("consumerProgress", "Show a group's offsets and lag", func(ctx context.Context, a *client.Admin, out io.Writer) error {
+	c = verb("consumerProgress", "Show a group's offsets and lag (without -g: every group's)", func(ctx context.Context, a *client.Admin, out io.Writer) error {
+		if group == "" {
+			if topic != "" {
+				return usageError("consumerProgress: -t needs -g")
+			}
+			return printGroupsProgress(ctx, a, out)
+		}
 		ps, err := a.ConsumerProgress(ctx, group, topic)
+		if err != nil && len(ps) == 0 {
+			return err
+		}
 		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "#Topic\t#Broker Name\t#QID\t#Broker Offset\t#Consumer Offset\t#Client\t#Diff\t#LastTime")
 		var total int64
@@ -247,12 +319,14 @@ names and flags: -n nameserver, -t topic, -g group, -c cluster, -b broker,
 		fmt.Fprintf(out, "\nDiff Total: %d\n", total)
 		return err
 	})
-	c.Flags().StringVarP(&group, "groupName", "g", "", "consumer group (required)")
+	c.Flags().StringVarP(&group, "groupName", "g", "", "consumer group (default: a line per group)")
 	c.Flags().StringVarP(&topic, "topic", "t", "", "only this topic")
-	_ = c.MarkFlagRequired("groupName")
 
 	c = verb("consumerConnection", "Show a group's live clients, subscriptions and queues", func(ctx context.Context, a *client.Admin, out io.Writer) error {
 		conns, err := a.ConsumerConnection(ctx, group)
+		if err != nil && len(conns) == 0 {
+			return err
+		}
 		printConnections(out, conns)
 		return err
 	})
@@ -265,6 +339,9 @@ names and flags: -n nameserver, -t topic, -g group, -c cluster, -b broker,
 			return err
 		}
 		offs, err := a.ResetOffsetByTime(ctx, group, topic, at)
+		if err != nil && len(offs) == 0 {
+			return err // the broker's NOT_FOUND for an unknown group, say
+		}
 		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "#Broker Name\t#QID\t#Offset")
 		qs := slices.SortedFunc(maps.Keys(offs), func(a, b client.Queue) int { return strings.Compare(a.String(), b.String()) })
@@ -282,6 +359,54 @@ names and flags: -n nameserver, -t topic, -g group, -c cluster, -b broker,
 	}
 	addDLQVerbs(verb)
 	return cmd
+}
+
+// checkTopicFlags checks updateTopic's queue counts and permission: a
+// zero would be read as "the default" further down.
+func checkTopicFlags(readQ, writeQ, perm int) error {
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"readQueueNums", readQ}, {"writeQueueNums", writeQ}} {
+		if f.v < 1 || f.v > metadata.MaxQueueNums {
+			return usageError("--%s %d: want 1..%d", f.name, f.v, metadata.MaxQueueNums)
+		}
+	}
+	if perm < 1 || perm > metadata.PermRead|metadata.PermWrite|metadata.PermInherit {
+		return usageError("--perm %d: want 2 (write), 4 (read) or 6 (both)", perm)
+	}
+	return nil
+}
+
+// printGroupsProgress prints consumerProgress without -g: a line per
+// consumer group with its live clients and its total lag.
+func printGroupsProgress(ctx context.Context, a *client.Admin, out io.Writer) error {
+	groups, err := a.Groups(ctx)
+	if err != nil && len(groups) == 0 {
+		return err
+	}
+	errs := []error{err}
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "#Group\t#Clients\t#Model\t#Diff Total")
+	for _, g := range groups {
+		ps, perr := a.ConsumerProgress(ctx, g.Name, "")
+		conns, cerr := a.ConsumerConnection(ctx, g.Name)
+		errs = append(errs, perr, cerr)
+		var lag int64
+		for _, p := range ps {
+			lag += p.Lag
+		}
+		model := "-"
+		if len(conns) > 0 {
+			model = "CLUSTERING"
+			if conns[0].Broadcast {
+				model = "BROADCASTING"
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\n", g.Name, len(conns), model, lag)
+	}
+	tw.Flush()
+	return errors.Join(errs...)
 }
 
 // printConnections prints consumerConnection's three tables: the clients,
@@ -445,9 +570,23 @@ func (f *dlqFlags) filter() (client.DLQFilter, error) {
 	return out, err
 }
 
-func (f *dlqFlags) selection() (client.DLQSelection, error) {
+// selection returns the dead letters resend or purge (op) name; naming
+// none is a usage error.
+func (f *dlqFlags) selection(op string) (client.DLQSelection, error) {
+	if !f.all && len(f.offsets) == 0 && f.topic == "" && f.key == "" && f.id == "" && f.begin == "" && f.end == "" {
+		return client.DLQSelection{}, usageError("%s: say which dead letters: -i ID, --offset N, a filter (-t, -k, --begin, --end) or --all", op)
+	}
 	flt, err := f.filter()
-	return client.DLQSelection{Filter: flt, Offsets: f.offsets, All: f.all, Broker: f.broker}, err
+	if err != nil {
+		return client.DLQSelection{}, usageError("%s: %w", op, err)
+	}
+	return client.DLQSelection{Filter: flt, Offsets: f.offsets, All: f.all, Broker: f.broker}, nil
+}
+
+// noneMatched is the error of a resend or purge whose selection (not
+// --all) matched no dead letter: purged, expired or never there.
+func (f *dlqFlags) noneMatched(op string) error {
+	return fmt.Errorf("%s: no dead letter of group %s matches (purged, expired or never there): %w", op, f.group, client.ErrNotFound)
 }
 
 // addDLQVerbs adds the dead-letter verbs (mqadmin has none).
@@ -488,12 +627,21 @@ func addDLQVerbs(verb func(use, short string, run func(ctx context.Context, a *c
 	c.Flags().StringVarP(&f.broker, "broker", "b", "", "the broker (name or gRPC address)")
 
 	c = verb("dlqResend", "Resend dead letters to their topic (or the group's retry topic)", func(ctx context.Context, a *client.Admin, out io.Writer) error {
-		sel, err := f.selection()
+		sel, err := f.selection("dlqResend")
 		if err != nil {
 			return err
 		}
 		res, err := a.DLQResend(ctx, sel, f.toRetry)
+		switch n := len(res.Resent) + len(res.Failed); {
+		case err != nil && n == 0:
+			return err
+		case n == 0 && !f.all:
+			return f.noneMatched("dlqResend")
+		}
 		printResent(out, res)
+		if err == nil && len(res.Failed) > 0 {
+			err = fmt.Errorf("dlqResend: %d dead letter(s) not resent", len(res.Failed))
+		}
 		return err
 	})
 	f.addSelection(c)
@@ -515,11 +663,17 @@ func addDLQVerbs(verb func(use, short string, run func(ctx context.Context, a *c
 	c.Flags().StringVarP(&f.outFile, "output", "o", "", "write to this file instead of standard output")
 
 	c = verb("dlqPurge", "Delete dead letters for good", func(ctx context.Context, a *client.Admin, out io.Writer) error {
-		sel, err := f.selection()
+		sel, err := f.selection("dlqPurge")
 		if err != nil {
 			return err
 		}
 		n, err := a.DLQPurge(ctx, sel)
+		switch {
+		case err != nil && n == 0:
+			return err
+		case n == 0 && !f.all:
+			return f.noneMatched("dlqPurge")
+		}
 		fmt.Fprintf(out, "purged %d dead letter(s) of group %s\n", n, f.group)
 		return err
 	})

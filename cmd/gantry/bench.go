@@ -2,13 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"os"
 	"runtime/pprof"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -19,13 +20,13 @@ import (
 
 func newBenchCmd() *cobra.Command {
 	var (
-		namesrv, topic, group string
-		count                 int64
-		duration              time.Duration
-		size, inflight        int
-		pullBatch             int
-		failEvery             int64
-		fromMin, push         bool
+		topic, group   string
+		count          int64
+		duration       time.Duration
+		size, inflight int
+		pullBatch      int
+		failEvery      int64
+		fromMin, push  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -37,8 +38,9 @@ p999) from a histogram. Produced bodies carry a run id and sequence number, so
 		Example: `  gantry bench produce -t Orders --count 100000
   gantry bench consume -t Orders --count 100000`,
 	}
+	verbsOnly(cmd)
+	nameServers := nameServerFlag(cmd)
 	pf := cmd.PersistentFlags()
-	pf.StringVarP(&namesrv, "namesrv", "n", defaultNameServer, "nameserver gRPC address(es), ';'-separated")
 	pf.StringVarP(&topic, "topic", "t", "BenchmarkTest", "topic")
 	pf.Int64Var(&count, "count", 0, "messages (default: run for --duration)")
 	pf.DurationVar(&duration, "duration", 0, "how long to run when --count is not given (default 10s)")
@@ -70,18 +72,20 @@ p999) from a histogram. Produced bodies carry a run id and sequence number, so
 				duration = 10 * time.Second
 			}
 			ctx := cmd.Context()
-			p, err := client.NewProducer(ctx, client.Config{NameServers: strings.Split(namesrv, ";")})
+			p, err := client.NewProducer(ctx, client.Config{NameServers: nameServers()})
 			if err != nil {
 				return &exitError{code: exitUsage, err: err}
 			}
 			defer p.Close()
 			out := cmd.OutOrStdout()
-			printFlushModes(ctx, out, namesrv)
+			printFlushModes(ctx, out, nameServers())
 			run := benchkit.NewRunID()
 			fmt.Fprintf(out, "producing to %s: run %s, %s, %d-byte bodies, %d in flight\n", topic, run, amount(count, duration), size, inflight)
 			res, err := benchkit.Produce(ctx, benchkit.GantrySender(p, topic), benchkit.ProduceConfig{
-				Count: count, Duration: duration, Size: size, Inflight: inflight, Run: run, Progress: out})
-			fmt.Fprintln(out, res)
+				Count: count, Duration: duration, Size: size, Inflight: inflight, Run: run, Progress: out, Fatal: definite})
+			if err == nil || res.Msgs > 0 { // a run that failed at once has nothing to say
+				fmt.Fprintln(out, res)
+			}
 			if err != nil {
 				return &exitError{code: exitProblems, err: err}
 			}
@@ -97,13 +101,15 @@ p999) from a histogram. Produced bodies carry a run id and sequence number, so
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			ccfg := client.Config{NameServers: strings.Split(namesrv, ";")}
+			ccfg := client.Config{NameServers: nameServers()}
 			out := cmd.OutOrStdout()
 			var v benchkit.Verifier
 			var res benchkit.Result
 			var err error
 			cc := benchkit.ConsumeConfig{Count: count, Duration: duration, FromMin: fromMin, Progress: func(s string) { fmt.Fprintln(out, s) }}
 			if push {
+				// The consumer retries failed pulls: its warnings say why.
+				ccfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 				fmt.Fprintf(out, "consuming %s with a push consumer of group %s: %s\n", topic, group, amount(count, duration))
 				if failEvery > 0 && count > 0 {
 					cc.Count = count - count/failEvery // the healthy ones
@@ -117,6 +123,9 @@ p999) from a histogram. Produced bodies carry a run id and sequence number, so
 				defer pc.Close()
 				fmt.Fprintf(out, "consuming %s as group %s: %s\n", topic, group, amount(count, duration))
 				res, err = benchkit.ConsumeGantry(ctx, pc, topic, cc, &v)
+			}
+			if err != nil && res.Msgs == 0 { // nothing consumed: the error says why
+				return &exitError{code: exitProblems, err: err}
 			}
 			fmt.Fprintln(out, res)
 			if push && failEvery > 0 {
@@ -155,6 +164,14 @@ p999) from a histogram. Produced bodies carry a run id and sequence number, so
 	return cmd
 }
 
+// definite reports a send error that every later send of the run would
+// meet too: the topic does not exist (or cannot be written), the message
+// is refused. bench produce stops at it instead of failing each message.
+func definite(err error) bool {
+	return errors.Is(err, client.ErrTopicNotFound) || errors.Is(err, client.ErrNoPermission) ||
+		errors.Is(err, client.ErrInvalidArgument) || errors.Is(err, client.ErrNoQueue)
+}
+
 func amount(count int64, d time.Duration) string {
 	if count > 0 {
 		return fmt.Sprintf("%d messages", count)
@@ -167,8 +184,8 @@ func amount(count int64, d time.Duration) string {
 
 // printFlushModes says how each broker acknowledges (flushDiskType): the
 // figure means different things for ASYNC_FLUSH and SYNC_FLUSH.
-func printFlushModes(ctx context.Context, out io.Writer, namesrv string) {
-	a, err := client.NewAdmin(ctx, client.Config{NameServers: strings.Split(namesrv, ";")})
+func printFlushModes(ctx context.Context, out io.Writer, nameServers []string) {
+	a, err := client.NewAdmin(ctx, client.Config{NameServers: nameServers})
 	if err != nil {
 		return
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
 	"strings"
 	"time"
 
@@ -26,9 +25,11 @@ func newBrokerCmd() *cobra.Command {
 		Use:   "broker",
 		Short: "Run a broker",
 		Long: `Broker runs one broker configured by a RocketMQ-style broker.conf (key=value
-lines; unknown keys are errors). Flags override the file. It serves Gantry's
-gRPC API (grpcListenAddr, :8081) and RocketMQ's remoting protocol on listenPort
-(10911, all interfaces), for Apache RocketMQ clients.
+lines; unknown keys are errors, RocketMQ's tuning keys are accepted and
+ignored). Flags override the file. It serves Gantry's gRPC API and RocketMQ's
+remoting protocol on both its ports, grpcListenAddr (:8081) and listenPort
+(10911, on bindAddress: every interface by default), and metrics and health
+on httpListenAddr (:5557; /debug/pprof/ with pprofEnable=true).
 
 Keys: ` + strings.Join(broker.ConfigKeys, ", ") + `.`,
 		Example: `  gantry broker -c broker.conf
@@ -37,13 +38,7 @@ Keys: ` + strings.Join(broker.ConfigKeys, ", ") + `.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var cfg broker.Config
 			if conf != "" {
-				f, err := os.Open(conf)
-				if err != nil {
-					return &exitError{code: exitUsage, err: err}
-				}
-				err = broker.ParseConfig(f, &cfg)
-				f.Close()
-				if err != nil {
+				if err := broker.ParseConfigFile(conf, &cfg); err != nil {
 					return &exitError{code: exitUsage, err: err}
 				}
 			}
@@ -58,6 +53,12 @@ Keys: ` + strings.Join(broker.ConfigKeys, ", ") + `.`,
 			}
 			if cmd.Flags().Changed("skip-corrupt") {
 				cfg.SkipCorrupt = skip
+			}
+			if err := cfg.Validate(); err != nil {
+				if conf != "" {
+					err = fmt.Errorf("%s: %w", conf, err)
+				}
+				return &exitError{code: exitUsage, err: err}
 			}
 			cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 			serverGC()
@@ -79,7 +80,7 @@ Keys: ` + strings.Join(broker.ConfigKeys, ", ") + `.`,
 	}
 	f := cmd.Flags()
 	f.StringVarP(&conf, "config", "c", "", "broker.conf file")
-	f.StringVarP(&namesrv, "namesrv", "n", "", "nameserver gRPC addresses, ';'-separated (namesrvAddr)")
+	f.StringVarP(&namesrv, "namesrv", "n", "", "nameserver addresses (either port), ';'-separated (namesrvAddr)")
 	f.StringVar(&storeDir, "store", "", "store directory (storePathRootDir)")
 	f.BoolVar(&autoTop, "auto-create-topics", false, "create topics on first send (autoCreateTopicEnable)")
 	f.BoolVar(&skip, "skip-corrupt", false, "start although the commit log is damaged in the middle: keep every valid record after the damage, "+

@@ -26,17 +26,19 @@ func newDevCmd() *cobra.Command {
 		httpListen           string
 		flush                string
 		procs                int
-		verbose              bool
+		verbose, pprof       bool
 	)
 	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "Run a nameserver and a broker in one process, for development",
 		Long: `Dev starts a nameserver and a broker in this process, with the store in
---dir, topics created on first use, and prints the endpoints. Both speak
-Gantry's gRPC API and RocketMQ's remoting protocol: Apache RocketMQ clients
-use the nameserver's remoting address (127.0.0.1:9876) as NAMESRV_ADDR.
-Ctrl-C shuts both down cleanly (the broker unregisters, finishes requests in
-flight and flushes).`,
+--dir, topics created on first use, and prints the endpoints, all on
+127.0.0.1 unless the flags say otherwise. Every nameserver and broker port
+speaks both Gantry's gRPC API and RocketMQ's remoting protocol: Apache
+RocketMQ clients use 127.0.0.1:9876 as NAMESRV_ADDR, Gantry's 127.0.0.1:9877,
+and either works for either. Go's profiles (/debug/pprof/) are served only
+with --pprof. Ctrl-C shuts both down cleanly (the broker unregisters,
+finishes requests in flight and flushes).`,
 		Example: `  gantry dev
   gantry admin updateTopic -t Orders
   gantry bench produce -t Orders --count 100000`,
@@ -77,7 +79,7 @@ flight and flushes).`,
 			c, err := embedded.Start(cmd.Context(), embedded.Options{
 				Dir: dir, NameServerListen: nsListen, BrokerListen: brokerList, HTTPListen: httpListen, Logger: logger,
 				NameServerRemotingListen: nsRemoting, BrokerRemotingListen: brokerRemoting,
-				Broker: func(bc *broker.Config) { bc.FlushDiskType = mode },
+				Broker: func(bc *broker.Config) { bc.FlushDiskType, bc.PprofEnable = mode, pprof },
 			})
 			if err != nil {
 				return &exitError{code: exitUsage, err: err}
@@ -88,12 +90,13 @@ flight and flushes).`,
   nameserver  %s   (RocketMQ remoting: NAMESRV_ADDR of RocketMQ clients)
   broker      %s   (gRPC)
   broker      %s   (RocketMQ remoting)
-  metrics     http://%s/metrics   health /healthz /readyz
+  metrics     http://%s/metrics   health /healthz /readyz%s
   store       %s   (%s, topics auto-created)
   cpus        Go code on %s of %d (--procs)
+Each nameserver and broker port serves gRPC and RocketMQ remoting alike.
 Ctrl-C to stop.
 `, time.Since(start).Round(time.Millisecond), c.NameServerAddr(), c.NameServerRemotingAddr(), c.BrokerAddr(),
-				c.BrokerRemotingAddr(), c.HTTPAddr(), abs, mode, cpus, runtime.NumCPU())
+				c.BrokerRemotingAddr(), c.HTTPAddr(), pprofNote(pprof), abs, mode, cpus, runtime.NumCPU())
 			<-cmd.Context().Done()
 			fmt.Fprintln(cmd.OutOrStdout(), "shutting down")
 			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
@@ -115,7 +118,16 @@ Ctrl-C to stop.
 	f.StringVar(&flush, "flush", "ASYNC_FLUSH", "flushDiskType: ASYNC_FLUSH or SYNC_FLUSH")
 	f.IntVar(&procs, "procs", 0, "CPUs the process runs Go code on at once (GOMAXPROCS); 0: all under SYNC_FLUSH, and under ASYNC_FLUSH half of them (at least 1) while it is quiet and all while it is busy, unless GOMAXPROCS is set")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log at info level")
+	f.BoolVar(&pprof, "pprof", false, "serve Go's profiles at /debug/pprof/ on the HTTP address (pprofEnable)")
 	return cmd
+}
+
+// pprofNote says where Go's profiles are, with --pprof.
+func pprofNote(on bool) string {
+	if on {
+		return "   profiles /debug/pprof/"
+	}
+	return ""
 }
 
 // devProcs returns how many CPUs the dev process runs Go code on at once,

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"net/http"
+	"regexp"
 	"runtime"
 	"strings"
 	"sync"
@@ -49,6 +51,14 @@ func TestDevStartsAndStopsOnInterrupt(t *testing.T) {
 	assert.Regexp(t, `nameserver  127\.0\.0\.1:\d+   \(RocketMQ remoting`, out.String())
 	assert.Regexp(t, `broker      127\.0\.0\.1:\d+   \(RocketMQ remoting\)`, out.String())
 	assert.Regexp(t, `cpus        Go code on (\d+|\d+-\d+, by load,) of \d+ \(--procs\)`, out.String())
+	m := regexp.MustCompile(`metrics     http://(127\.0\.0\.1:\d+)/metrics`).FindStringSubmatch(out.String())
+	require.NotNil(t, m, out.String())
+	for path, want := range map[string]int{"/metrics": http.StatusOK, "/debug/pprof/": http.StatusNotFound} {
+		resp, err := http.Get("http://" + m[1] + path)
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, want, resp.StatusCode, "%s: profiles only with --pprof", path)
+	}
 	require.NoError(t, syscall.Kill(syscall.Getpid(), syscall.SIGINT)) // run catches it
 	select {
 	case code := <-done:
@@ -90,4 +100,14 @@ func TestDevRefusesNegativeProcs(t *testing.T) {
 	code := run([]string{"dev", "--dir", t.TempDir(), "--procs", "-1"}, &out, &errOut)
 	assert.Equal(t, exitUsage, code)
 	assert.Contains(t, errOut.String(), "--procs -1: want 0 (the default) or more")
+}
+
+// gantry dev listens on loopback only, unless told otherwise.
+func TestDevBindsLoopback(t *testing.T) {
+	flags := newDevCmd().Flags()
+	for _, name := range []string{"namesrv-listen", "namesrv-remoting-listen", "broker-listen", "broker-remoting-listen", "http-listen"} {
+		f := flags.Lookup(name)
+		require.NotNil(t, f, name)
+		assert.True(t, strings.HasPrefix(f.DefValue, "127.0.0.1:"), "--%s defaults to %s", name, f.DefValue)
+	}
 }

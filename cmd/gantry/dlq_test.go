@@ -35,7 +35,7 @@ func TestAdminDLQVerbs(t *testing.T) {
 	t.Cleanup(func() { p.Close(); a.Close() })
 	require.NoError(t, a.CreateTopic(t.Context(), client.TopicConfig{Name: "Orders", ReadQueueNums: 1, WriteQueueNums: 1}))
 	require.Eventually(t, func() bool { _, err := a.Route(t.Context(), "Orders"); return err == nil }, 5*time.Second, 10*time.Millisecond)
-	var ids []string
+	var ids, offsetIDs []string
 	for i := range 3 {
 		res, err := p.Send(t.Context(), &client.Message{Topic: "Orders", Body: fmt.Appendf(nil, "order %d", i), Tags: "created", Keys: []string{fmt.Sprintf("key-%d", i)}})
 		require.NoError(t, err)
@@ -43,7 +43,7 @@ func TestAdminDLQVerbs(t *testing.T) {
 		require.NoError(t, err)
 		_, err = c.Broker().SendBack(t.Context(), broker.SendBackRequest{Group: "billing", PhysicalOffset: phys, DelayLevel: -1, Reason: "gave up"})
 		require.NoError(t, err)
-		ids = append(ids, res[0].UniqKey)
+		ids, offsetIDs = append(ids, res[0].UniqKey), append(offsetIDs, res[0].MsgID)
 	}
 	require.Eventually(t, func() bool {
 		_, maxOff := c.Broker().Store().QueueOffsets("%DLQ%billing", 0)
@@ -80,6 +80,10 @@ func TestAdminDLQVerbs(t *testing.T) {
 	code, out, _ = admin("dlqShow", "-g", "billing", "--offset", "0")
 	require.Equal(t, exitOK, code)
 	assert.Contains(t, out, ids[0])
+	code, out, errOut = admin("dlqShow", "-g", "billing", "-i", offsetIDs[2])
+	require.Equal(t, exitOK, code, "the offset id the producer returned names its dead letter: %s", errOut)
+	assert.Regexp(t, `DLQ Offset:\s+2\n`, out)
+	assert.Contains(t, out, "Message ID:          "+ids[2]+"\n")
 	code, _, errOut = admin("dlqShow", "-g", "billing")
 	assert.Equal(t, exitProblems, code)
 	assert.Contains(t, errOut, "-i ID or --offset N")
@@ -92,9 +96,14 @@ func TestAdminDLQVerbs(t *testing.T) {
 	require.Equal(t, exitOK, code, errOut)
 	assert.Contains(t, out, "%RETRY%billing")
 	assert.Contains(t, out, "\nresent 3, failed 0\n")
-	code, _, errOut = admin("dlqResend", "-g", "billing")
-	assert.Equal(t, exitProblems, code)
-	assert.Contains(t, errOut, "say which dead letters")
+	code, out, errOut = admin("dlqResend", "-g", "billing")
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, errOut, "dlqResend: say which dead letters: -i ID, --offset N, a filter (-t, -k, --begin, --end) or --all")
+	assert.Empty(t, out)
+	code, out, errOut = admin("dlqPurge", "-g", "billing")
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, errOut, "dlqPurge: say which dead letters")
+	assert.Empty(t, out, "no success line before the error")
 
 	code, out, errOut = admin("dlqExport", "-g", "billing")
 	require.Equal(t, exitOK, code, errOut)
@@ -123,6 +132,14 @@ func TestAdminDLQVerbs(t *testing.T) {
 	code, out, _ = admin("dlqList", "-g", "billing")
 	require.Equal(t, exitOK, code)
 	assert.NotContains(t, out, ids[2])
+	for _, verb := range []string{"dlqResend", "dlqPurge"} {
+		for _, sel := range [][]string{{"--offset", "2"}, {"-i", ids[2]}} {
+			code, out, errOut = admin(append([]string{verb, "-g", "billing"}, sel...)...)
+			assert.Equal(t, exitProblems, code, "%s %q of a purged dead letter", verb, sel)
+			assert.Contains(t, errOut, verb+": no dead letter of group billing matches (purged, expired or never there)")
+			assert.Empty(t, out)
+		}
+	}
 	code, out, errOut = admin("dlqPurge", "-g", "billing", "--all")
 	require.Equal(t, exitOK, code, errOut)
 	assert.Equal(t, "purged 2 dead letter(s) of group billing\n", out)

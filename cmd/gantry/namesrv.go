@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -12,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gantrymq/gantry/nameserver"
-	"github.com/gantrymq/gantry/remoting"
 )
 
 func newNamesrvCmd() *cobra.Command {
@@ -29,9 +27,11 @@ where a topic's queues live. Run several for redundancy: brokers register with
 every one, and each answers on its own. A broker is dropped 120 s after its
 last registration or as soon as its registration stream breaks.
 
-It answers Gantry's clients and brokers over gRPC (--listen, 9877) and
-Apache RocketMQ clients over RocketMQ's remoting protocol (--remoting-listen,
-RocketMQ's 9876): routes, cluster info and the topic list.`,
+Both ports, --listen (Gantry's 9877) and --remoting-listen (RocketMQ's 9876),
+answer Gantry's clients and brokers over gRPC and Apache RocketMQ clients over
+RocketMQ's remoting protocol (routes, cluster info and the topic list): the
+first bytes of each connection tell them apart, so a RocketMQ broker.conf's
+namesrvAddr=host:9876 works as written.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
@@ -40,31 +40,24 @@ RocketMQ's 9876): routes, cluster info and the topic list.`,
 			if err != nil {
 				return &exitError{code: exitUsage, err: err}
 			}
-			rs, err := remoting.NewServer(remoting.Config{Logger: logger}, nameserver.NewRemotingHandler(ns.Registry()))
-			if err != nil {
-				_ = ns.Close(context.Background())
-				return &exitError{code: exitUsage, err: err}
-			}
 			lis, err := net.Listen("tcp", listen)
 			if err != nil {
 				_ = ns.Close(context.Background())
-				_ = rs.Close()
 				return &exitError{code: exitUsage, err: fmt.Errorf("nameserver listen: %w", err)}
 			}
 			rlis, err := net.Listen("tcp", remotingListen)
 			if err != nil {
 				lis.Close()
 				_ = ns.Close(context.Background())
-				_ = rs.Close()
 				return &exitError{code: exitUsage, err: fmt.Errorf("nameserver remoting listen: %w", err)}
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "nameserver ready: gRPC %s, RocketMQ remoting %s\n", lis.Addr(), rlis.Addr())
-			stop := func(ctx context.Context) error { return errors.Join(rs.Close(), ns.Close(ctx)) }
-			return serveUntilDone(cmd.Context(), logger, serveBoth(func() error { return ns.Serve(lis) }, func() error { return rs.Serve(rlis) }, stop), stop)
+			fmt.Fprintf(cmd.OutOrStdout(), "nameserver ready: gRPC %s, RocketMQ remoting %s (each port speaks both)\n", lis.Addr(), rlis.Addr())
+			stop := func(ctx context.Context) error { return ns.Close(ctx) }
+			return serveUntilDone(cmd.Context(), logger, serveBoth(func() error { return ns.Serve(lis) }, func() error { return ns.Serve(rlis) }, stop), stop)
 		},
 	}
-	cmd.Flags().StringVar(&listen, "listen", ":9877", "gRPC listen address")
-	cmd.Flags().StringVar(&remotingListen, "remoting-listen", ":9876", "RocketMQ remoting listen address")
+	cmd.Flags().StringVar(&listen, "listen", ":9877", "listen address of Gantry's port (gRPC and RocketMQ remoting)")
+	cmd.Flags().StringVar(&remotingListen, "remoting-listen", ":9876", "listen address of RocketMQ's port (RocketMQ remoting and gRPC)")
 	cmd.Flags().DurationVar(&expiry, "broker-expiry", 120*time.Second, "drop a broker silent for this long")
 	return cmd
 }

@@ -77,13 +77,21 @@ type Result struct {
 	Latency *histogram.Histogram // per message: send to acknowledgement, or born to receipt
 }
 
-// MsgsPerSec returns the message rate.
-func (r Result) MsgsPerSec() float64 { return float64(r.Msgs) / r.Elapsed.Seconds() }
+// MsgsPerSec returns the message rate (0 for a run that took no time).
+func (r Result) MsgsPerSec() float64 { return perSec(float64(r.Msgs), r.Elapsed) }
+
+// perSec is n per second over d, 0 when d is not positive (not NaN).
+func perSec(n float64, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return n / d.Seconds()
+}
 
 // String is the summary line.
 func (r Result) String() string {
 	s := fmt.Sprintf("%s: %d msgs in %.2fs = %.0f msgs/s, %.1f MB/s, %d errors",
-		r.Op, r.Msgs, r.Elapsed.Seconds(), r.MsgsPerSec(), float64(r.Bytes)/r.Elapsed.Seconds()/1e6, r.Errors)
+		r.Op, r.Msgs, r.Elapsed.Seconds(), r.MsgsPerSec(), perSec(float64(r.Bytes), r.Elapsed)/1e6, r.Errors)
 	if h := r.Latency; h != nil && h.Count() > 0 {
 		s += fmt.Sprintf("; latency p50 %v p99 %v p999 %v max %v", round(h.Quantile(0.5)), round(h.Quantile(0.99)), round(h.Quantile(0.999)), round(h.Max()))
 	}
@@ -112,6 +120,10 @@ type ProduceConfig struct {
 	Inflight int           // messages in flight at most
 	Run      RunID
 	Progress io.Writer // a line a second; nil for none
+	// Fatal, if set, says which send errors end the run at once: those no
+	// later send can avoid (a topic that does not exist). Other failures
+	// are counted and the run goes on.
+	Fatal func(error) bool
 }
 
 // Produce sends bodies through send with at most Inflight in flight and
@@ -128,9 +140,11 @@ func Produce(ctx context.Context, send AsyncSender, cfg ProduceConfig) (Result, 
 		ctx, cancel = context.WithTimeout(ctx, cfg.Duration)
 		defer cancel()
 	}
+	ctx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
 	res := Result{Op: "produce", Latency: &histogram.Histogram{}}
 	var acked, failed atomic.Int64
-	var firstErr atomic.Pointer[error]
+	var firstErr, fatal atomic.Pointer[error]
 	// A slot of window is taken before each send and given back by its
 	// callback, as its last step; taking every slot at the end waits for
 	// the sends out. (A WaitGroup besides cost a contended atomic add a
@@ -171,6 +185,9 @@ func Produce(ctx context.Context, send AsyncSender, cfg ProduceConfig) (Result, 
 			if err != nil {
 				failed.Add(1)
 				firstErr.CompareAndSwap(nil, &err)
+				if cfg.Fatal != nil && cfg.Fatal(err) && fatal.CompareAndSwap(nil, &err) {
+					stopRun()
+				}
 			} else {
 				acked.Add(1)
 			}
@@ -185,6 +202,9 @@ func Produce(ctx context.Context, send AsyncSender, cfg ProduceConfig) (Result, 
 	stop()
 	res.Msgs, res.Errors = acked.Load(), failed.Load()
 	res.Bytes = res.Msgs * int64(size)
+	if p := fatal.Load(); p != nil {
+		return res, fmt.Errorf("stopped at the first send that no retry can help: %w", *p)
+	}
 	if p := firstErr.Load(); p != nil {
 		return res, fmt.Errorf("%d sends failed, the first: %w", res.Errors, *p)
 	}

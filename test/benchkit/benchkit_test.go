@@ -2,6 +2,7 @@ package benchkit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -57,9 +58,19 @@ func TestCPUMeter(t *testing.T) {
 		t.Skip("no /proc")
 	}
 	m := StartCPU(os.Getpid()) // this process as the "server" too
+	// Spin until the process has used 0.2 s of CPU (not 0.2 s of wall
+	// time, of which a busy machine may give it less than the 0.05 s
+	// asserted below), at most for 30 s.
+	cpu0, err := ProcCPU(os.Getpid())
+	require.NoError(t, err)
 	sum := 0
-	for start := time.Now(); time.Since(start) < 200*time.Millisecond; {
-		sum++ // spin: user time
+	for start := time.Now(); time.Since(start) < 30*time.Second; {
+		for range 1 << 20 {
+			sum++ // spin: user time
+		}
+		if cpu, err := ProcCPU(os.Getpid()); err == nil && cpu-cpu0 >= 0.2 {
+			break
+		}
 	}
 	line := m.Stop(1000)
 	assert.NotZero(t, sum)
@@ -67,7 +78,7 @@ func TestCPUMeter(t *testing.T) {
 	assert.InDelta(t, m.Client, m.Server, 0.05, line)
 	assert.Regexp(t, `^cpu: client \d+\.\d\d s, server \d+\.\d\d s; \d+\.\d\d µs a message in all$`, line)
 
-	_, err := ProcCPU(-1)
+	_, err = ProcCPU(-1)
 	assert.Error(t, err)
 	assert.Regexp(t, `^cpu: not measured: `, StartCPU(1<<30).Stop(1), "a server that cannot be read")
 }
@@ -186,4 +197,32 @@ func BenchmarkProduceHarness(b *testing.B) {
 	res, err := Produce(b.Context(), send, ProduceConfig{Count: int64(b.N), Size: 1024, Inflight: 4096})
 	require.NoError(b, err)
 	require.Equal(b, int64(b.N), res.Msgs)
+}
+
+// A fatal error ends the run at once; others are counted and it goes on.
+func TestProduceStopsAtAFatalError(t *testing.T) {
+	errMissing, errBusy := errors.New("no such topic"), errors.New("busy")
+	var sent atomic.Int64
+	send := func(_ context.Context, _ []byte, done func(error)) {
+		if sent.Add(1)%2 == 0 {
+			done(errBusy)
+			return
+		}
+		done(errMissing)
+	}
+	fatal := func(err error) bool { return errors.Is(err, errMissing) }
+	_, err := Produce(t.Context(), send, ProduceConfig{Count: 100_000, Inflight: 64, Run: NewRunID(), Fatal: fatal})
+	require.ErrorIs(t, err, errMissing)
+	assert.ErrorContains(t, err, "stopped at the first send that no retry can help")
+	assert.Equal(t, int64(1), sent.Load())
+
+	sent.Store(1) // from now on busy, missing, busy, ...
+	res, err := Produce(t.Context(), send, ProduceConfig{Count: 10, Inflight: 1, Run: NewRunID(), Fatal: func(err error) bool { return false }})
+	require.ErrorIs(t, err, errBusy)
+	assert.Equal(t, int64(10), res.Errors, "counted, not fatal")
+}
+
+// A run that took no time has a rate of 0, not NaN.
+func TestResultOfNothing(t *testing.T) {
+	assert.Equal(t, "consume: 0 msgs in 0.00s = 0 msgs/s, 0.0 MB/s, 0 errors", Result{Op: "consume"}.String())
 }

@@ -166,7 +166,9 @@ const latencySample = 8
 // consumer of group (one member, concurrent consumption, a handler that
 // only feeds v) until it has cfg.Count messages, cfg.Duration passed or
 // nothing arrived for cfg.Idle. The group's offsets are committed at the
-// end like any push consumer's.
+// end like any push consumer's. Result.Errors counts the consumer's
+// failed pulls (which it retries); when there were some and messages are
+// missing (or none came), the error says so with the last failure.
 func ConsumePush(ctx context.Context, ccfg client.Config, group, topic string, cfg PushConfig, v *Verifier) (Result, error) {
 	if cfg.Idle <= 0 {
 		cfg.Idle = 3 * time.Second
@@ -246,7 +248,11 @@ wait:
 		case now := <-t.C:
 			n := got.Load()
 			if cfg.Progress != nil {
-				cfg.Progress(fmt.Sprintf("%5.0fs  received %d  %.0f msgs/s", time.Since(start).Seconds(), n, float64(n-last)))
+				line := fmt.Sprintf("%5.0fs  received %d  %.0f msgs/s", time.Since(start).Seconds(), n, float64(n-last))
+				if errs, lastErr := pc.PullErrors(); errs > 0 {
+					line += fmt.Sprintf("  pull errors %d (last: %v)", errs, lastErr)
+				}
+				cfg.Progress(line)
 			}
 			if n != last { // messages came since the last tick, maybe none of them sampled
 				active = now
@@ -265,5 +271,10 @@ wait:
 	defer cancel()
 	err = pc.Shutdown(sctx)
 	res.Msgs, res.Bytes = got.Load(), bytes.Load()
+	var lastErr error
+	res.Errors, lastErr = pc.PullErrors()
+	if res.Errors > 0 && (res.Msgs == 0 || res.Msgs < cfg.Count) {
+		err = errors.Join(err, fmt.Errorf("%d pulls failed, the last: %w", res.Errors, lastErr))
+	}
 	return res, err
 }

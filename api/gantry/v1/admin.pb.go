@@ -2298,8 +2298,9 @@ func (x *ResetOffsetByTimeResponse) GetOffsets() map[int32]int64 {
 }
 
 type QueryMessageByIdRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	MsgId         string                 `protobuf:"bytes,1,opt,name=msg_id,json=msgId,proto3" json:"msg_id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// msg_id: an offset message id or a UNIQ_KEY.
+	MsgId         string `protobuf:"bytes,1,opt,name=msg_id,json=msgId,proto3" json:"msg_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }

@@ -54,14 +54,21 @@ type AdminClient interface {
 	CreateGroup(ctx context.Context, in *CreateGroupRequest, opts ...grpc.CallOption) (*CreateGroupResponse, error)
 	DeleteGroup(ctx context.Context, in *DeleteGroupRequest, opts ...grpc.CallOption) (*DeleteGroupResponse, error)
 	ListGroups(ctx context.Context, in *ListGroupsRequest, opts ...grpc.CallOption) (*ListGroupsResponse, error)
-	// ConsumerProgress returns a group's offsets and lag per queue.
+	// ConsumerProgress returns a group's offsets and lag per queue. A group
+	// the broker knows nothing of (no subscription group, offsets or live
+	// client) is NOT_FOUND.
 	ConsumerProgress(ctx context.Context, in *ConsumerProgressRequest, opts ...grpc.CallOption) (*ConsumerProgressResponse, error)
 	// ConsumerConnection lists a group's live clients: their subscriptions,
-	// model, last heartbeat and the queues each consumes.
+	// model, last heartbeat and the queues each consumes. A group the broker
+	// knows nothing of is NOT_FOUND.
 	ConsumerConnection(ctx context.Context, in *ConsumerConnectionRequest, opts ...grpc.CallOption) (*ConsumerConnectionResponse, error)
 	// ResetOffsetByTime moves a group's offsets of a topic to the first
 	// messages stored at or after a time.
 	ResetOffsetByTime(ctx context.Context, in *ResetOffsetByTimeRequest, opts ...grpc.CallOption) (*ResetOffsetByTimeResponse, error)
+	// QueryMessageById finds a message by an offset message id of this
+	// broker (the record it names) or by a UNIQ_KEY (the records of every
+	// topic with that UNIQ_KEY, oldest first, at most 32). NOT_FOUND when
+	// there is none.
 	QueryMessageById(ctx context.Context, in *QueryMessageByIdRequest, opts ...grpc.CallOption) (*QueryMessageResponse, error)
 	QueryMessageByKey(ctx context.Context, in *QueryMessageByKeyRequest, opts ...grpc.CallOption) (*QueryMessageResponse, error)
 	BrokerStatus(ctx context.Context, in *BrokerStatusRequest, opts ...grpc.CallOption) (*BrokerStatusResponse, error)
@@ -292,14 +299,21 @@ type AdminServer interface {
 	CreateGroup(context.Context, *CreateGroupRequest) (*CreateGroupResponse, error)
 	DeleteGroup(context.Context, *DeleteGroupRequest) (*DeleteGroupResponse, error)
 	ListGroups(context.Context, *ListGroupsRequest) (*ListGroupsResponse, error)
-	// ConsumerProgress returns a group's offsets and lag per queue.
+	// ConsumerProgress returns a group's offsets and lag per queue. A group
+	// the broker knows nothing of (no subscription group, offsets or live
+	// client) is NOT_FOUND.
 	ConsumerProgress(context.Context, *ConsumerProgressRequest) (*ConsumerProgressResponse, error)
 	// ConsumerConnection lists a group's live clients: their subscriptions,
-	// model, last heartbeat and the queues each consumes.
+	// model, last heartbeat and the queues each consumes. A group the broker
+	// knows nothing of is NOT_FOUND.
 	ConsumerConnection(context.Context, *ConsumerConnectionRequest) (*ConsumerConnectionResponse, error)
 	// ResetOffsetByTime moves a group's offsets of a topic to the first
 	// messages stored at or after a time.
 	ResetOffsetByTime(context.Context, *ResetOffsetByTimeRequest) (*ResetOffsetByTimeResponse, error)
+	// QueryMessageById finds a message by an offset message id of this
+	// broker (the record it names) or by a UNIQ_KEY (the records of every
+	// topic with that UNIQ_KEY, oldest first, at most 32). NOT_FOUND when
+	// there is none.
 	QueryMessageById(context.Context, *QueryMessageByIdRequest) (*QueryMessageResponse, error)
 	QueryMessageByKey(context.Context, *QueryMessageByKeyRequest) (*QueryMessageResponse, error)
 	BrokerStatus(context.Context, *BrokerStatusRequest) (*BrokerStatusResponse, error)

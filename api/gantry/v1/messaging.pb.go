@@ -880,7 +880,14 @@ type CommitOffsetRequest struct {
 	QueueId int32                  `protobuf:"varint,3,opt,name=queue_id,json=queueId,proto3" json:"queue_id,omitempty"`
 	Offset  int64                  `protobuf:"varint,4,opt,name=offset,proto3" json:"offset,omitempty"`
 	// client_id, for broadcast consumption: the offset is this client's own.
-	ClientId      string `protobuf:"bytes,5,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	ClientId string `protobuf:"bytes,5,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	// lock_holder, for a clustering consumer that takes its queues by their
+	// locks (LockQueues): the committing client's id. The commit is refused
+	// (FAILED_PRECONDITION) while another client holds the queue's lock: a
+	// member that lost the queue (it died with a commit in flight, or its
+	// lock expired and another member took it) cannot move the offset its
+	// new owner started from.
+	LockHolder    string `protobuf:"bytes,6,opt,name=lock_holder,json=lockHolder,proto3" json:"lock_holder,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -946,6 +953,13 @@ func (x *CommitOffsetRequest) GetOffset() int64 {
 func (x *CommitOffsetRequest) GetClientId() string {
 	if x != nil {
 		return x.ClientId
+	}
+	return ""
+}
+
+func (x *CommitOffsetRequest) GetLockHolder() string {
+	if x != nil {
+		return x.LockHolder
 	}
 	return ""
 }
@@ -1907,12 +1921,20 @@ func (x *WatchGroupRequest) GetClientId() string {
 	return ""
 }
 
-// GroupEvent is a group's membership.
+// GroupEvent is a group's membership, or a reset of its offsets.
 type GroupEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Group string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
 	// client_ids: the live clients of the group, sorted.
-	ClientIds     []string `protobuf:"bytes,2,rep,name=client_ids,json=clientIds,proto3" json:"client_ids,omitempty"`
+	ClientIds []string `protobuf:"bytes,2,rep,name=client_ids,json=clientIds,proto3" json:"client_ids,omitempty"`
+	// offset_reset, if set, says that the group's offsets of a topic were
+	// reset on this broker (ResetOffsetByTime), and is the event's reason: a
+	// member drops what it pulled and has not handled of those queues, and
+	// reads them from the new offsets. Until the group pulls a queue from its
+	// new offset, the broker ignores commits of other offsets of it, and
+	// after a grace period answers pulls from elsewhere OFFSET_ILLEGAL with
+	// the new offset as next_offset.
+	OffsetReset   *OffsetReset `protobuf:"bytes,3,opt,name=offset_reset,json=offsetReset,proto3" json:"offset_reset,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1961,6 +1983,76 @@ func (x *GroupEvent) GetClientIds() []string {
 	return nil
 }
 
+func (x *GroupEvent) GetOffsetReset() *OffsetReset {
+	if x != nil {
+		return x.OffsetReset
+	}
+	return nil
+}
+
+// OffsetReset is a reset of a group's offsets in one topic of a broker.
+type OffsetReset struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Topic string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	// offsets: the new offset of each queue, by queue id.
+	Offsets map[int32]int64 `protobuf:"bytes,2,rep,name=offsets,proto3" json:"offsets,omitempty" protobuf_key:"varint,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	// timestamp_ms: the time the offsets were reset to (unix ms).
+	TimestampMs   int64 `protobuf:"varint,3,opt,name=timestamp_ms,json=timestampMs,proto3" json:"timestamp_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OffsetReset) Reset() {
+	*x = OffsetReset{}
+	mi := &file_messaging_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OffsetReset) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OffsetReset) ProtoMessage() {}
+
+func (x *OffsetReset) ProtoReflect() protoreflect.Message {
+	mi := &file_messaging_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OffsetReset.ProtoReflect.Descriptor instead.
+func (*OffsetReset) Descriptor() ([]byte, []int) {
+	return file_messaging_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *OffsetReset) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *OffsetReset) GetOffsets() map[int32]int64 {
+	if x != nil {
+		return x.Offsets
+	}
+	return nil
+}
+
+func (x *OffsetReset) GetTimestampMs() int64 {
+	if x != nil {
+		return x.TimestampMs
+	}
+	return 0
+}
+
 type SendBackBatchRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// requests: each one's group must be the same.
@@ -1971,7 +2063,7 @@ type SendBackBatchRequest struct {
 
 func (x *SendBackBatchRequest) Reset() {
 	*x = SendBackBatchRequest{}
-	mi := &file_messaging_proto_msgTypes[29]
+	mi := &file_messaging_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1983,7 +2075,7 @@ func (x *SendBackBatchRequest) String() string {
 func (*SendBackBatchRequest) ProtoMessage() {}
 
 func (x *SendBackBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_messaging_proto_msgTypes[29]
+	mi := &file_messaging_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1996,7 +2088,7 @@ func (x *SendBackBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendBackBatchRequest.ProtoReflect.Descriptor instead.
 func (*SendBackBatchRequest) Descriptor() ([]byte, []int) {
-	return file_messaging_proto_rawDescGZIP(), []int{29}
+	return file_messaging_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *SendBackBatchRequest) GetRequests() []*SendBackRequest {
@@ -2016,7 +2108,7 @@ type SendBackBatchResponse struct {
 
 func (x *SendBackBatchResponse) Reset() {
 	*x = SendBackBatchResponse{}
-	mi := &file_messaging_proto_msgTypes[30]
+	mi := &file_messaging_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2028,7 +2120,7 @@ func (x *SendBackBatchResponse) String() string {
 func (*SendBackBatchResponse) ProtoMessage() {}
 
 func (x *SendBackBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_messaging_proto_msgTypes[30]
+	mi := &file_messaging_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2041,7 +2133,7 @@ func (x *SendBackBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendBackBatchResponse.ProtoReflect.Descriptor instead.
 func (*SendBackBatchResponse) Descriptor() ([]byte, []int) {
-	return file_messaging_proto_rawDescGZIP(), []int{30}
+	return file_messaging_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SendBackBatchResponse) GetResults() []*SendBackResult {
@@ -2064,7 +2156,7 @@ type SendBackResult struct {
 
 func (x *SendBackResult) Reset() {
 	*x = SendBackResult{}
-	mi := &file_messaging_proto_msgTypes[31]
+	mi := &file_messaging_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2076,7 +2168,7 @@ func (x *SendBackResult) String() string {
 func (*SendBackResult) ProtoMessage() {}
 
 func (x *SendBackResult) ProtoReflect() protoreflect.Message {
-	mi := &file_messaging_proto_msgTypes[31]
+	mi := &file_messaging_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2089,7 +2181,7 @@ func (x *SendBackResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendBackResult.ProtoReflect.Descriptor instead.
 func (*SendBackResult) Descriptor() ([]byte, []int) {
-	return file_messaging_proto_rawDescGZIP(), []int{31}
+	return file_messaging_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SendBackResult) GetError() *Error {
@@ -2184,13 +2276,15 @@ const file_messaging_proto_rawDesc = "" +
 	"\tclient_id\x18\x04 \x01(\tR\bclientId\"C\n" +
 	"\x13QueryOffsetResponse\x12\x14\n" +
 	"\x05found\x18\x01 \x01(\bR\x05found\x12\x16\n" +
-	"\x06offset\x18\x02 \x01(\x03R\x06offset\"\x91\x01\n" +
+	"\x06offset\x18\x02 \x01(\x03R\x06offset\"\xb2\x01\n" +
 	"\x13CommitOffsetRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
 	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x19\n" +
 	"\bqueue_id\x18\x03 \x01(\x05R\aqueueId\x12\x16\n" +
 	"\x06offset\x18\x04 \x01(\x03R\x06offset\x12\x1b\n" +
-	"\tclient_id\x18\x05 \x01(\tR\bclientId\"\x16\n" +
+	"\tclient_id\x18\x05 \x01(\tR\bclientId\x12\x1f\n" +
+	"\vlock_holder\x18\x06 \x01(\tR\n" +
+	"lockHolder\"\x16\n" +
 	"\x14CommitOffsetResponse\"I\n" +
 	"\x16GetQueueOffsetsRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x19\n" +
@@ -2251,12 +2345,20 @@ const file_messaging_proto_rawDesc = "" +
 	"\x14UnlockQueuesResponse\"F\n" +
 	"\x11WatchGroupRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x1b\n" +
-	"\tclient_id\x18\x02 \x01(\tR\bclientId\"A\n" +
+	"\tclient_id\x18\x02 \x01(\tR\bclientId\"|\n" +
 	"\n" +
 	"GroupEvent\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x1d\n" +
 	"\n" +
-	"client_ids\x18\x02 \x03(\tR\tclientIds\"N\n" +
+	"client_ids\x18\x02 \x03(\tR\tclientIds\x129\n" +
+	"\foffset_reset\x18\x03 \x01(\v2\x16.gantry.v1.OffsetResetR\voffsetReset\"\xc1\x01\n" +
+	"\vOffsetReset\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12=\n" +
+	"\aoffsets\x18\x02 \x03(\v2#.gantry.v1.OffsetReset.OffsetsEntryR\aoffsets\x12!\n" +
+	"\ftimestamp_ms\x18\x03 \x01(\x03R\vtimestampMs\x1a:\n" +
+	"\fOffsetsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\x05R\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"N\n" +
 	"\x14SendBackBatchRequest\x126\n" +
 	"\brequests\x18\x01 \x03(\v2\x1a.gantry.v1.SendBackRequestR\brequests\"L\n" +
 	"\x15SendBackBatchResponse\x123\n" +
@@ -2307,7 +2409,7 @@ func file_messaging_proto_rawDescGZIP() []byte {
 }
 
 var file_messaging_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_messaging_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_messaging_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_messaging_proto_goTypes = []any{
 	(PullStatus)(0),                 // 0: gantry.v1.PullStatus
 	(ConsumeModel)(0),               // 1: gantry.v1.ConsumeModel
@@ -2340,13 +2442,15 @@ var file_messaging_proto_goTypes = []any{
 	(*UnlockQueuesResponse)(nil),    // 28: gantry.v1.UnlockQueuesResponse
 	(*WatchGroupRequest)(nil),       // 29: gantry.v1.WatchGroupRequest
 	(*GroupEvent)(nil),              // 30: gantry.v1.GroupEvent
-	(*SendBackBatchRequest)(nil),    // 31: gantry.v1.SendBackBatchRequest
-	(*SendBackBatchResponse)(nil),   // 32: gantry.v1.SendBackBatchResponse
-	(*SendBackResult)(nil),          // 33: gantry.v1.SendBackResult
-	nil,                             // 34: gantry.v1.Message.PropertiesEntry
+	(*OffsetReset)(nil),             // 31: gantry.v1.OffsetReset
+	(*SendBackBatchRequest)(nil),    // 32: gantry.v1.SendBackBatchRequest
+	(*SendBackBatchResponse)(nil),   // 33: gantry.v1.SendBackBatchResponse
+	(*SendBackResult)(nil),          // 34: gantry.v1.SendBackResult
+	nil,                             // 35: gantry.v1.Message.PropertiesEntry
+	nil,                             // 36: gantry.v1.OffsetReset.OffsetsEntry
 }
 var file_messaging_proto_depIdxs = []int32{
-	34, // 0: gantry.v1.Message.properties:type_name -> gantry.v1.Message.PropertiesEntry
+	35, // 0: gantry.v1.Message.properties:type_name -> gantry.v1.Message.PropertiesEntry
 	2,  // 1: gantry.v1.SendRequest.messages:type_name -> gantry.v1.Message
 	4,  // 2: gantry.v1.SendResponse.results:type_name -> gantry.v1.SendResult
 	6,  // 3: gantry.v1.SendResponse.error:type_name -> gantry.v1.Error
@@ -2357,42 +2461,44 @@ var file_messaging_proto_depIdxs = []int32{
 	24, // 8: gantry.v1.LockQueuesRequest.queues:type_name -> gantry.v1.QueueRef
 	24, // 9: gantry.v1.LockQueuesResponse.locked:type_name -> gantry.v1.QueueRef
 	24, // 10: gantry.v1.UnlockQueuesRequest.queues:type_name -> gantry.v1.QueueRef
-	22, // 11: gantry.v1.SendBackBatchRequest.requests:type_name -> gantry.v1.SendBackRequest
-	33, // 12: gantry.v1.SendBackBatchResponse.results:type_name -> gantry.v1.SendBackResult
-	6,  // 13: gantry.v1.SendBackResult.error:type_name -> gantry.v1.Error
-	3,  // 14: gantry.v1.Messaging.Send:input_type -> gantry.v1.SendRequest
-	3,  // 15: gantry.v1.Messaging.SendStream:input_type -> gantry.v1.SendRequest
-	7,  // 16: gantry.v1.Messaging.Pull:input_type -> gantry.v1.PullRequest
-	9,  // 17: gantry.v1.Messaging.QueryOffset:input_type -> gantry.v1.QueryOffsetRequest
-	11, // 18: gantry.v1.Messaging.CommitOffset:input_type -> gantry.v1.CommitOffsetRequest
-	13, // 19: gantry.v1.Messaging.GetQueueOffsets:input_type -> gantry.v1.GetQueueOffsetsRequest
-	15, // 20: gantry.v1.Messaging.SearchOffset:input_type -> gantry.v1.SearchOffsetRequest
-	18, // 21: gantry.v1.Messaging.Heartbeat:input_type -> gantry.v1.HeartbeatRequest
-	20, // 22: gantry.v1.Messaging.GetConsumerList:input_type -> gantry.v1.GetConsumerListRequest
-	22, // 23: gantry.v1.Messaging.SendBack:input_type -> gantry.v1.SendBackRequest
-	31, // 24: gantry.v1.Messaging.SendBackBatch:input_type -> gantry.v1.SendBackBatchRequest
-	25, // 25: gantry.v1.Messaging.LockQueues:input_type -> gantry.v1.LockQueuesRequest
-	27, // 26: gantry.v1.Messaging.UnlockQueues:input_type -> gantry.v1.UnlockQueuesRequest
-	29, // 27: gantry.v1.Messaging.WatchGroup:input_type -> gantry.v1.WatchGroupRequest
-	5,  // 28: gantry.v1.Messaging.Send:output_type -> gantry.v1.SendResponse
-	5,  // 29: gantry.v1.Messaging.SendStream:output_type -> gantry.v1.SendResponse
-	8,  // 30: gantry.v1.Messaging.Pull:output_type -> gantry.v1.PullResponse
-	10, // 31: gantry.v1.Messaging.QueryOffset:output_type -> gantry.v1.QueryOffsetResponse
-	12, // 32: gantry.v1.Messaging.CommitOffset:output_type -> gantry.v1.CommitOffsetResponse
-	14, // 33: gantry.v1.Messaging.GetQueueOffsets:output_type -> gantry.v1.GetQueueOffsetsResponse
-	16, // 34: gantry.v1.Messaging.SearchOffset:output_type -> gantry.v1.SearchOffsetResponse
-	19, // 35: gantry.v1.Messaging.Heartbeat:output_type -> gantry.v1.HeartbeatResponse
-	21, // 36: gantry.v1.Messaging.GetConsumerList:output_type -> gantry.v1.GetConsumerListResponse
-	23, // 37: gantry.v1.Messaging.SendBack:output_type -> gantry.v1.SendBackResponse
-	32, // 38: gantry.v1.Messaging.SendBackBatch:output_type -> gantry.v1.SendBackBatchResponse
-	26, // 39: gantry.v1.Messaging.LockQueues:output_type -> gantry.v1.LockQueuesResponse
-	28, // 40: gantry.v1.Messaging.UnlockQueues:output_type -> gantry.v1.UnlockQueuesResponse
-	30, // 41: gantry.v1.Messaging.WatchGroup:output_type -> gantry.v1.GroupEvent
-	28, // [28:42] is the sub-list for method output_type
-	14, // [14:28] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	31, // 11: gantry.v1.GroupEvent.offset_reset:type_name -> gantry.v1.OffsetReset
+	36, // 12: gantry.v1.OffsetReset.offsets:type_name -> gantry.v1.OffsetReset.OffsetsEntry
+	22, // 13: gantry.v1.SendBackBatchRequest.requests:type_name -> gantry.v1.SendBackRequest
+	34, // 14: gantry.v1.SendBackBatchResponse.results:type_name -> gantry.v1.SendBackResult
+	6,  // 15: gantry.v1.SendBackResult.error:type_name -> gantry.v1.Error
+	3,  // 16: gantry.v1.Messaging.Send:input_type -> gantry.v1.SendRequest
+	3,  // 17: gantry.v1.Messaging.SendStream:input_type -> gantry.v1.SendRequest
+	7,  // 18: gantry.v1.Messaging.Pull:input_type -> gantry.v1.PullRequest
+	9,  // 19: gantry.v1.Messaging.QueryOffset:input_type -> gantry.v1.QueryOffsetRequest
+	11, // 20: gantry.v1.Messaging.CommitOffset:input_type -> gantry.v1.CommitOffsetRequest
+	13, // 21: gantry.v1.Messaging.GetQueueOffsets:input_type -> gantry.v1.GetQueueOffsetsRequest
+	15, // 22: gantry.v1.Messaging.SearchOffset:input_type -> gantry.v1.SearchOffsetRequest
+	18, // 23: gantry.v1.Messaging.Heartbeat:input_type -> gantry.v1.HeartbeatRequest
+	20, // 24: gantry.v1.Messaging.GetConsumerList:input_type -> gantry.v1.GetConsumerListRequest
+	22, // 25: gantry.v1.Messaging.SendBack:input_type -> gantry.v1.SendBackRequest
+	32, // 26: gantry.v1.Messaging.SendBackBatch:input_type -> gantry.v1.SendBackBatchRequest
+	25, // 27: gantry.v1.Messaging.LockQueues:input_type -> gantry.v1.LockQueuesRequest
+	27, // 28: gantry.v1.Messaging.UnlockQueues:input_type -> gantry.v1.UnlockQueuesRequest
+	29, // 29: gantry.v1.Messaging.WatchGroup:input_type -> gantry.v1.WatchGroupRequest
+	5,  // 30: gantry.v1.Messaging.Send:output_type -> gantry.v1.SendResponse
+	5,  // 31: gantry.v1.Messaging.SendStream:output_type -> gantry.v1.SendResponse
+	8,  // 32: gantry.v1.Messaging.Pull:output_type -> gantry.v1.PullResponse
+	10, // 33: gantry.v1.Messaging.QueryOffset:output_type -> gantry.v1.QueryOffsetResponse
+	12, // 34: gantry.v1.Messaging.CommitOffset:output_type -> gantry.v1.CommitOffsetResponse
+	14, // 35: gantry.v1.Messaging.GetQueueOffsets:output_type -> gantry.v1.GetQueueOffsetsResponse
+	16, // 36: gantry.v1.Messaging.SearchOffset:output_type -> gantry.v1.SearchOffsetResponse
+	19, // 37: gantry.v1.Messaging.Heartbeat:output_type -> gantry.v1.HeartbeatResponse
+	21, // 38: gantry.v1.Messaging.GetConsumerList:output_type -> gantry.v1.GetConsumerListResponse
+	23, // 39: gantry.v1.Messaging.SendBack:output_type -> gantry.v1.SendBackResponse
+	33, // 40: gantry.v1.Messaging.SendBackBatch:output_type -> gantry.v1.SendBackBatchResponse
+	26, // 41: gantry.v1.Messaging.LockQueues:output_type -> gantry.v1.LockQueuesResponse
+	28, // 42: gantry.v1.Messaging.UnlockQueues:output_type -> gantry.v1.UnlockQueuesResponse
+	30, // 43: gantry.v1.Messaging.WatchGroup:output_type -> gantry.v1.GroupEvent
+	30, // [30:44] is the sub-list for method output_type
+	16, // [16:30] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_messaging_proto_init() }
@@ -2406,7 +2512,7 @@ func file_messaging_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_messaging_proto_rawDesc), len(file_messaging_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   33,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

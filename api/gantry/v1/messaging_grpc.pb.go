@@ -94,9 +94,11 @@ type MessagingClient interface {
 	// WatchGroup keeps a consumer client registered with its group while the
 	// stream is open and tells it of every change of the group's members:
 	// the first event is the current membership, and each join, leave or
-	// expiry sends another. When the stream ends (the client shut down or its
-	// connection closed) the client is unregistered at once and its queue
-	// locks are released. Heartbeat must have registered the client first.
+	// expiry sends another. It also tells it of every reset of the group's
+	// offsets on this broker (an event with offset_reset set). When the
+	// stream ends (the client shut down or its connection closed) the client
+	// is unregistered at once and its queue locks are released. Heartbeat
+	// must have registered the client first.
 	WatchGroup(ctx context.Context, in *WatchGroupRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[GroupEvent], error)
 }
 
@@ -316,9 +318,11 @@ type MessagingServer interface {
 	// WatchGroup keeps a consumer client registered with its group while the
 	// stream is open and tells it of every change of the group's members:
 	// the first event is the current membership, and each join, leave or
-	// expiry sends another. When the stream ends (the client shut down or its
-	// connection closed) the client is unregistered at once and its queue
-	// locks are released. Heartbeat must have registered the client first.
+	// expiry sends another. It also tells it of every reset of the group's
+	// offsets on this broker (an event with offset_reset set). When the
+	// stream ends (the client shut down or its connection closed) the client
+	// is unregistered at once and its queue locks are released. Heartbeat
+	// must have registered the client first.
 	WatchGroup(*WatchGroupRequest, grpc.ServerStreamingServer[GroupEvent]) error
 	mustEmbedUnimplementedMessagingServer()
 }

@@ -1,0 +1,132 @@
+package grpcapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/gantrymq/gantry/internal/inlinenet"
+	"github.com/gantrymq/gantry/internal/muxlisten"
+	"github.com/gantrymq/gantry/remoting"
+)
+
+// The broker's ports (docs/BROKER.md, "Ports"). The gRPC port
+// (grpcListenAddr, 8081) and the remoting port (listenPort, 10911) each
+// speak both protocols: the first bytes of a connection tell a gRPC client
+// from a RocketMQ remoting client (internal/muxlisten), so either address
+// works for either client. The HTTP port serves HTTP only; a gRPC or
+// remoting client that reaches it is answered, in its protocol, with an
+// error naming the broker's other ports, and an HTTP request on a data
+// port with 400 naming the HTTP port.
+
+// ports are the multiplexers of the broker's three listeners and the
+// servers that answer misdirected clients.
+type ports struct {
+	muxes       []*muxlisten.Mux
+	remoting    []net.Listener // the remoting connections of each data port
+	misHTTP     *http.Server   // HTTP/1 on a data port
+	misGRPC     *grpc.Server   // gRPC on the HTTP port
+	misRemoting *remoting.Server
+}
+
+// servePorts starts serving glis, hlis and rlis: gRPC and remoting on
+// both data ports, HTTP on hlis.
+func (s *Server) servePorts(glis, hlis, rlis net.Listener) error {
+	log := s.b.Config().Logger
+	httpAddr := advertised(hlis.Addr(), s.b.Config().BrokerIP1)
+	wrong := fmt.Sprintf("%s is the Gantry broker's HTTP port (metrics, health): its gRPC API and RocketMQ remoting are at %s and %s",
+		httpAddr, s.grpcAddr, s.remotingAddr)
+	// The misdirect servers log nothing: their every request is a mistake
+	// the client is told of.
+	rs, err := remoting.NewServer(remoting.Config{}, remoting.HandlerFunc(
+		func(_ context.Context, _ *remoting.Conn, req *remoting.Command) *remoting.Command {
+			return remoting.ErrorResponse(req, remoting.ResSystemError, "%s", wrong)
+		}))
+	if err != nil {
+		return err
+	}
+	p := &s.ports
+	p.misRemoting = rs
+	p.misGRPC = grpc.NewServer(grpc.UnknownServiceHandler(func(any, grpc.ServerStream) error {
+		return status.Error(codes.Unimplemented, wrong)
+	}))
+	p.misHTTP = muxlisten.MisdirectedHTTP(fmt.Sprintf(
+		"This is a Gantry broker's gRPC and RocketMQ remoting port: its HTTP endpoints (metrics, health) are at http://%s/\n", httpAddr))
+
+	for _, l := range []struct {
+		what string
+		lis  net.Listener
+	}{{"gRPC", glis}, {"remoting", rlis}} {
+		m := muxlisten.New(l.lis, muxlisten.Config{Name: "broker " + l.what + " " + l.lis.Addr().String(), Logger: log})
+		g, r, h := m.Listener(muxlisten.HTTP2), m.Listener(muxlisten.Remoting, muxlisten.Unknown), m.Listener(muxlisten.HTTP1)
+		p.muxes, p.remoting = append(p.muxes, m), append(p.remoting, r)
+		s.serve("gRPC", func() error { return s.gs.Serve(inlinenet.Listen(g)) })
+		s.serve("remoting", func() error { return s.rs.Serve(inlinenet.Listen(r)) })
+		s.serve("HTTP misdirect", func() error { return p.misHTTP.Serve(h) })
+		s.serve(l.what+" port", m.Serve)
+	}
+	m := muxlisten.New(hlis, muxlisten.Config{Name: "broker HTTP " + hlis.Addr().String(), Logger: log})
+	h, g, r := m.Listener(muxlisten.HTTP1, muxlisten.Unknown), m.Listener(muxlisten.HTTP2), m.Listener(muxlisten.Remoting)
+	p.muxes = append(p.muxes, m)
+	s.serve("HTTP", func() error { return s.hs.Serve(h) })
+	s.serve("gRPC misdirect", func() error { return p.misGRPC.Serve(g) })
+	s.serve("remoting misdirect", func() error { return p.misRemoting.Serve(r) })
+	s.serve("HTTP port", m.Serve)
+	return nil
+}
+
+// serve runs a server's Serve in a goroutine of s, logging how it failed
+// unless it stopped because it was closed.
+func (s *Server) serve(what string, serve func() error) {
+	s.wg.Go(func() {
+		err := serve()
+		if err != nil && !errors.Is(err, grpc.ErrServerStopped) && !errors.Is(err, http.ErrServerClosed) &&
+			!errors.Is(err, net.ErrClosed) && !errors.Is(err, remoting.ErrClosed) {
+			s.log.Error(what+" server stopped", "err", err)
+		}
+	})
+}
+
+// stopRemotingAccepts stops handing new remoting connections to the
+// remoting server; gRPC connections are still accepted.
+func (p *ports) stopRemotingAccepts() {
+	for _, l := range p.remoting {
+		l.Close()
+	}
+}
+
+// close closes the misdirect servers and the ports.
+func (p *ports) close() {
+	if p.misGRPC != nil {
+		p.misGRPC.Stop()
+	}
+	if p.misRemoting != nil {
+		_ = p.misRemoting.Close()
+	}
+	if p.misHTTP != nil {
+		_ = p.misHTTP.Close()
+	}
+	for _, m := range p.muxes {
+		_ = m.Close()
+	}
+}
+
+// notHere answers a call of a service the broker does not serve: a
+// nameserver's, from a client given the broker's address as a
+// nameserver's.
+func (s *Server) notHere(_ any, stream grpc.ServerStream) error {
+	method, _ := grpc.MethodFromServerStream(stream)
+	ns := "not configured"
+	if addrs := s.b.Config().NamesrvAddr; len(addrs) > 0 {
+		ns = strings.Join(addrs, ";")
+	}
+	return status.Errorf(codes.Unimplemented, "this is Gantry broker %s, which does not serve %s: its nameservers are %s",
+		s.b.Config().BrokerName, method, ns)
+}

@@ -1,0 +1,292 @@
+package muxlisten
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// Defaults of Config.
+const (
+	DefaultTimeout    = 10 * time.Second
+	DefaultMaxPending = 1024
+)
+
+// Config configures a Mux. The zero value of every field means its default.
+type Config struct {
+	// Timeout bounds how long an accepted connection may take to send its
+	// first PeekLen bytes; a slower one is closed. Default 10 s.
+	Timeout time.Duration
+	// MaxPending bounds the connections waiting for their first bytes at
+	// once; beyond it the Mux stops accepting (the kernel's backlog holds
+	// the next ones) until one is classified or times out. Default 1024.
+	MaxPending int
+	// Name names the port in logs ("broker remoting"). Default the
+	// listener's address.
+	Name string
+	// Logger receives a line for each connection closed because its
+	// protocol has no listener here, or that sent nothing in time (Debug).
+	// Default: discard.
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults(lis net.Listener) Config {
+	if c.Timeout <= 0 {
+		c.Timeout = DefaultTimeout
+	}
+	if c.MaxPending <= 0 {
+		c.MaxPending = DefaultMaxPending
+	}
+	if c.Name == "" {
+		c.Name = lis.Addr().String()
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// Mux routes the connections of one net.Listener to per-protocol
+// listeners. Make it with New, take the listeners with Listener, then run
+// Serve; Close stops it.
+type Mux struct {
+	lis     net.Listener
+	cfg     Config
+	log     *slog.Logger
+	pending chan struct{} // a slot per connection being classified
+	done    chan struct{} // closed by Close
+
+	mu     sync.Mutex
+	routes [numProtocols]*listener
+	conns  map[net.Conn]struct{} // being classified or handed over
+
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New returns a Mux of lis's connections. It owns lis: Close (or a
+// failure of lis) closes it.
+func New(lis net.Listener, cfg Config) *Mux {
+	cfg = cfg.withDefaults(lis)
+	return &Mux{
+		lis:     lis,
+		cfg:     cfg,
+		log:     cfg.Logger.With("component", "muxlisten", "port", cfg.Name),
+		pending: make(chan struct{}, cfg.MaxPending),
+		done:    make(chan struct{}),
+		conns:   make(map[net.Conn]struct{}),
+	}
+}
+
+// Listener returns a listener of the connections whose first bytes
+// announce one of ps. A protocol already routed elsewhere moves to the
+// new listener. Connections of a protocol without a listener are closed.
+// Closing the listener stops its deliveries (its protocols' connections
+// are then closed) but not the Mux.
+func (m *Mux) Listener(ps ...Protocol) net.Listener {
+	l := &listener{m: m, conns: make(chan net.Conn), closed: make(chan struct{})}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, p := range ps {
+		if p < numProtocols {
+			m.routes[p] = l
+		}
+	}
+	return l
+}
+
+// Addr is the address of the listener the Mux accepts on.
+func (m *Mux) Addr() net.Addr { return m.lis.Addr() }
+
+// Serve accepts connections until Close, then returns nil, or until the
+// listener fails, then returns its error. Either way every per-protocol
+// listener is closed when it returns, so their servers' Serve return
+// too (with net.ErrClosed).
+func (m *Mux) Serve() error {
+	defer m.closeRoutes()
+	var backoff time.Duration
+	for {
+		select {
+		case m.pending <- struct{}{}:
+		case <-m.done:
+			return nil
+		}
+		c, err := m.lis.Accept()
+		if err != nil {
+			<-m.pending
+			select {
+			case <-m.done:
+				return nil
+			default:
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return err
+			}
+			// Out of file descriptors, an aborted handshake: wait and retry.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			m.log.Warn("accept failed; retrying", "err", err, "in", backoff)
+			if !m.sleep(backoff) {
+				return nil
+			}
+			continue
+		}
+		backoff = 0
+		if !m.track(c) {
+			<-m.pending
+			c.Close()
+			return nil
+		}
+		m.wg.Go(func() { m.route(c) })
+	}
+}
+
+func (m *Mux) sleep(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-m.done:
+		return false
+	}
+}
+
+// track records c as in the Mux's hands; false after Close.
+func (m *Mux) track(c net.Conn) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	select {
+	case <-m.done:
+		return false
+	default:
+	}
+	m.conns[c] = struct{}{}
+	return true
+}
+
+func (m *Mux) untrack(c net.Conn) {
+	m.mu.Lock()
+	delete(m.conns, c)
+	m.mu.Unlock()
+}
+
+// route classifies c and hands it over (or closes it).
+func (m *Mux) route(raw net.Conn) {
+	var first [PeekLen]byte
+	_ = raw.SetReadDeadline(time.Now().Add(m.cfg.Timeout))
+	c, n, err := peek(raw, first[:])
+	m.untrack(raw) // from here on, c is closed here or handed over
+	if err == nil {
+		err = c.SetReadDeadline(time.Time{})
+	}
+	if err != nil {
+		m.log.Debug("closing connection: no first bytes", "remote", c.RemoteAddr().String(), "got", n, "err", err)
+		c.Close()
+		<-m.pending // after the close: a slot frees once its connection is gone
+		return
+	}
+	<-m.pending
+	p := Detect(first[:])
+	m.mu.Lock()
+	l := m.routes[p]
+	m.mu.Unlock()
+	if l == nil {
+		m.log.Warn("closing connection: this port does not serve its protocol", "remote", c.RemoteAddr().String(),
+			"protocol", p.String(), "first_bytes", fmt.Sprintf("% x", first))
+		c.Close()
+		return
+	}
+	l.deliver(c)
+}
+
+// Close stops accepting, closes the listener, every per-protocol listener
+// and the connections not handed over yet, and waits for the Mux's
+// goroutines. Later calls return net.ErrClosed.
+func (m *Mux) Close() error {
+	err := net.ErrClosed
+	m.closeOnce.Do(func() {
+		m.mu.Lock()
+		close(m.done)
+		for c := range m.conns {
+			c.Close()
+		}
+		m.mu.Unlock()
+		if err = m.lis.Close(); errors.Is(err, net.ErrClosed) {
+			err = nil // it failed before: Serve returned that
+		}
+		m.closeRoutes()
+		m.wg.Wait()
+	})
+	return err
+}
+
+func (m *Mux) closeRoutes() {
+	m.mu.Lock()
+	routes := m.routes
+	m.mu.Unlock()
+	for _, l := range routes {
+		if l != nil {
+			l.Close()
+		}
+	}
+}
+
+// listener is a per-protocol listener: Accept takes the connections the
+// Mux hands over.
+type listener struct {
+	m         *Mux
+	conns     chan net.Conn
+	closed    chan struct{}
+	closeOnce sync.Once
+}
+
+// deliver waits until Accept takes c, or closes c when the listener or
+// the Mux closes first.
+func (l *listener) deliver(c net.Conn) {
+	select {
+	case l.conns <- c:
+	case <-l.closed:
+		c.Close()
+	case <-l.m.done:
+		c.Close()
+	}
+}
+
+func (l *listener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.closed:
+		return nil, &net.OpError{Op: "accept", Net: l.Addr().Network(), Addr: l.Addr(), Err: net.ErrClosed}
+	}
+}
+
+// Close stops the listener's deliveries; the Mux goes on.
+func (l *listener) Close() error {
+	l.closeOnce.Do(func() { close(l.closed) })
+	return nil
+}
+
+func (l *listener) Addr() net.Addr { return l.m.lis.Addr() }
+
+// MisdirectedHTTP returns an HTTP/1 server that answers every request
+// with 400 Bad Request and msg: serve it on the HTTP1 listener of a port
+// that serves other protocols, so that a curl pointed at it learns where
+// to go. Stop it with Close.
+func MisdirectedHTTP(msg string) *http.Server {
+	return &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Connection", "close")
+			http.Error(w, msg, http.StatusBadRequest)
+		}),
+		ReadHeaderTimeout: 5 * time.Second,
+		ErrorLog:          log.New(io.Discard, "", 0),
+	}
+}
