@@ -28,8 +28,9 @@ type RecoveryReport struct {
 	Rebuilt           bool                     `json:"rebuilt"`           // queues and index were rebuilt from the whole log
 	RebuildReason     string                   `json:"rebuildReason,omitempty"`
 	RepairedQueues    []string                 `json:"repairedQueues,omitempty"` // rebuilt because an entry disagreed with the log (CheckQueues)
-	// SkippedEntries counts queue offsets whose records retention had
-	// deleted before they were dispatched: their queues resume after them.
+	// SkippedEntries counts queue offsets whose records are gone: deleted
+	// by retention before they were dispatched (their queues resume after
+	// them), or lost in a damaged range recovery skipped (SkipCorrupt).
 	SkippedEntries int64 `json:"skippedEntries,omitempty"`
 	// DispatchError is why the log could not be dispatched to its end at
 	// Open (a full disk refusing a consume-queue or index file): the store
