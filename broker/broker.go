@@ -12,6 +12,7 @@ import (
 
 	"github.com/gantrymq/gantry/broker/metadata"
 	"github.com/gantrymq/gantry/broker/store"
+	"github.com/gantrymq/gantry/commitlog"
 	"github.com/gantrymq/gantry/internal/fsx"
 	"github.com/gantrymq/gantry/internal/tick"
 )
@@ -82,7 +83,7 @@ func Open(ctx context.Context, cfg Config) (*Broker, error) {
 	sc.KeepFrom = b.dlqKeepFrom
 	st, err := store.Open(ctx, sc)
 	if err != nil {
-		return nil, fmt.Errorf("broker: open store: %w", err)
+		return nil, fmt.Errorf("broker: open store: %w%s", err, storeHint(err))
 	}
 	b.store, b.meta = st, st.Metadata()
 	if err := b.openParking(sc); err != nil {
@@ -106,6 +107,22 @@ func Open(ctx context.Context, cfg Config) (*Broker, error) {
 	b.log.Info("broker open", "name", cfg.BrokerName, "cluster", cfg.BrokerClusterName,
 		"root", cfg.StorePathRootDir, "topics", len(b.Topics()))
 	return b, nil
+}
+
+// storeHint says which broker.conf key a store's Open error calls for, ""
+// if none.
+func storeHint(err error) string {
+	var se *store.SpaceError
+	switch {
+	case errors.As(err, &se):
+		return fmt.Sprintf("; lower maxIndexNum (now %d) and maxHashSlotNum (now %d), which size an index file "+
+			"(40 + 4*maxHashSlotNum + 20*maxIndexNum bytes), or mappedFileSizeCommitLog (now %d), or put storePathRootDir on a larger filesystem",
+			se.IndexEntries, se.IndexSlots, se.SegmentBytes)
+	case errors.Is(err, commitlog.ErrCorrupt):
+		return "; to start with them, the damaged range copied to corrupt/ and reported, set skipCorrupt=true in broker.conf " +
+			"or run gantry broker --skip-corrupt"
+	}
+	return ""
 }
 
 // openParking creates the template and parking topics and sets up the

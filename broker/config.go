@@ -62,6 +62,14 @@ const (
 	DefaultFileReservedTime      = 72 * time.Hour
 	DefaultDeleteWhen            = "04"
 	DefaultDiskMaxUsedSpaceRatio = 75
+	// DefaultDiskSpaceCleanForciblyRatio and
+	// DefaultDiskSpaceWarningLevelRatio are RocketMQ's, in percent.
+	DefaultDiskSpaceCleanForciblyRatio = 85
+	DefaultDiskSpaceWarningLevelRatio  = 90
+	// DefaultMaxHashSlotNum and DefaultMaxIndexNum size an index file as
+	// RocketMQ does: 40 + 4*5,000,000 + 20*20,000,000 bytes (420 MB).
+	DefaultMaxHashSlotNum        = 5_000_000
+	DefaultMaxIndexNum           = 20_000_000
 	DefaultTopicQueueNums        = 8
 	DefaultMaxMessageSize        = message.MaxBodyBytes
 	DefaultMaxPropertiesSize     = 32 << 10
@@ -167,6 +175,26 @@ type Config struct {
 	// DiskMaxUsedSpaceRatio (diskMaxUsedSpaceRatio), percent: above it expired
 	// segments are deleted at any hour. 10..95, default 75.
 	DiskMaxUsedSpaceRatio int
+	// DiskSpaceCleanForciblyRatio (diskSpaceCleanForciblyRatio), percent:
+	// above it the oldest segments are deleted even if not expired, until
+	// use drops below it; never a record not yet dispatched to its consume
+	// queue. 10..100, default 85.
+	DiskSpaceCleanForciblyRatio int
+	// DiskSpaceWarningLevelRatio (diskSpaceWarningLevelRatio), percent:
+	// above it sends are refused (disk full) until use drops below it.
+	// 10..100, default 90.
+	DiskSpaceWarningLevelRatio int
+	// MaxHashSlotNum (maxHashSlotNum) and MaxIndexNum (maxIndexNum): the
+	// hash slots and entries of each new index file, which takes 40 +
+	// 4*MaxHashSlotNum + 20*MaxIndexNum bytes, allocated whole (420 MB with
+	// the defaults, 5,000,000 and 20,000,000). Open refuses a store whose
+	// filesystem cannot hold an index file and two commit-log segments.
+	MaxHashSlotNum, MaxIndexNum int
+	// SkipCorrupt (skipCorrupt): at start, keep the valid records after a
+	// damaged range in the middle of the commit log (the range is copied
+	// to corrupt/ and reported) instead of refusing to start. Default
+	// false.
+	SkipCorrupt bool
 	// AutoCreateTopicEnable (autoCreateTopicEnable): a Send to an unknown
 	// topic creates it. Default false (`gantry dev` sets it).
 	AutoCreateTopicEnable bool
@@ -293,6 +321,10 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.FileReservedTime, DefaultFileReservedTime)
 	setDefault(&c.DeleteWhen, DefaultDeleteWhen)
 	setDefault(&c.DiskMaxUsedSpaceRatio, DefaultDiskMaxUsedSpaceRatio)
+	setDefault(&c.DiskSpaceCleanForciblyRatio, DefaultDiskSpaceCleanForciblyRatio)
+	setDefault(&c.DiskSpaceWarningLevelRatio, DefaultDiskSpaceWarningLevelRatio)
+	setDefault(&c.MaxHashSlotNum, DefaultMaxHashSlotNum)
+	setDefault(&c.MaxIndexNum, DefaultMaxIndexNum)
 	setDefault(&c.DefaultTopicQueueNums, DefaultTopicQueueNums)
 	setDefault(&c.MaxMessageSize, DefaultMaxMessageSize)
 	setDefault(&c.MaxPropertiesSize, DefaultMaxPropertiesSize)
@@ -429,6 +461,20 @@ func (c Config) validateStore(bad badFunc) {
 	if c.DiskMaxUsedSpaceRatio < 10 || c.DiskMaxUsedSpaceRatio > 95 {
 		bad("diskMaxUsedSpaceRatio %d: want 10..95 (percent)", c.DiskMaxUsedSpaceRatio)
 	}
+	for _, r := range []struct {
+		key string
+		v   int
+	}{{"diskSpaceCleanForciblyRatio", c.DiskSpaceCleanForciblyRatio}, {"diskSpaceWarningLevelRatio", c.DiskSpaceWarningLevelRatio}} {
+		if r.v < 10 || r.v > 100 {
+			bad("%s %d: want 10..100 (percent)", r.key, r.v)
+		}
+	}
+	if c.MaxHashSlotNum < 1 || c.MaxHashSlotNum > math.MaxInt32 {
+		bad("maxHashSlotNum %d: want 1..%d", c.MaxHashSlotNum, math.MaxInt32)
+	}
+	if c.MaxIndexNum < 2 || c.MaxIndexNum > math.MaxInt32 {
+		bad("maxIndexNum %d: want 2..%d", c.MaxIndexNum, math.MaxInt32)
+	}
 }
 
 // checkHours checks deleteWhen: ";"-separated hours 0..23.
@@ -525,7 +571,13 @@ func (c Config) StoreConfig() store.Config {
 			DeleteWhen:       c.DeleteWhen,
 			DiskMaxUsedRatio: float64(c.DiskMaxUsedSpaceRatio) / 100,
 			NoDirectWrites:   c.PageCacheWrites,
+
+			DiskForceCleanRatio: float64(c.DiskSpaceCleanForciblyRatio) / 100,
+			DiskFullRatio:       float64(c.DiskSpaceWarningLevelRatio) / 100,
+			SkipCorrupt:         c.SkipCorrupt,
 		},
+		IndexSlots:       c.MaxHashSlotNum,
+		IndexEntries:     c.MaxIndexNum,
 		MetadataInterval: c.FlushConsumerOffsetInterval,
 		Now:              c.Now,
 		Logger:           c.Logger,
@@ -540,7 +592,9 @@ func (c Config) StoreConfig() store.Config {
 var ConfigKeys = []string{
 	"brokerClusterName", "brokerName", "brokerId", "namesrvAddr", "listenPort", "bindAddress", "grpcListenAddr",
 	"httpListenAddr", "pprofEnable", "brokerIP1", "storePathRootDir", "mappedFileSizeCommitLog", "flushDiskType",
-	"pageCacheWrites", "brokerRole", "fileReservedTime", "deleteWhen", "diskMaxUsedSpaceRatio", "autoCreateTopicEnable",
+	"pageCacheWrites", "brokerRole", "fileReservedTime", "deleteWhen", "diskMaxUsedSpaceRatio",
+	"diskSpaceCleanForciblyRatio", "diskSpaceWarningLevelRatio", "maxHashSlotNum", "maxIndexNum", "skipCorrupt",
+	"autoCreateTopicEnable",
 	"defaultTopicQueueNums", "autoCreateSubscriptionGroup", "maxMessageSize", "maxPropertiesSize",
 	"longPollingMaxHold", "flushConsumerOffsetInterval", "registerNameServerPeriod", "channelExpiredTimeout",
 	"messageDelayLevel", "timerMaxDelay", "dlqRetentionHours",
@@ -567,6 +621,11 @@ var setters = map[string]func(c *Config, v string) error{
 	"fileReservedTime":            func(c *Config, v string) error { return parseDuration(v, time.Hour, &c.FileReservedTime) },
 	"deleteWhen":                  func(c *Config, v string) error { c.DeleteWhen = v; return checkHours(v) },
 	"diskMaxUsedSpaceRatio":       func(c *Config, v string) error { return parseInt(v, &c.DiskMaxUsedSpaceRatio) },
+	"diskSpaceCleanForciblyRatio": func(c *Config, v string) error { return parseInt(v, &c.DiskSpaceCleanForciblyRatio) },
+	"diskSpaceWarningLevelRatio":  func(c *Config, v string) error { return parseInt(v, &c.DiskSpaceWarningLevelRatio) },
+	"maxHashSlotNum":              func(c *Config, v string) error { return parseInt(v, &c.MaxHashSlotNum) },
+	"maxIndexNum":                 func(c *Config, v string) error { return parseInt(v, &c.MaxIndexNum) },
+	"skipCorrupt":                 func(c *Config, v string) error { return parseBool(v, &c.SkipCorrupt) },
 	"autoCreateTopicEnable":       func(c *Config, v string) error { return parseBool(v, &c.AutoCreateTopicEnable) },
 	"defaultTopicQueueNums":       func(c *Config, v string) error { return parseInt(v, &c.DefaultTopicQueueNums) },
 	"autoCreateSubscriptionGroup": parseAutoCreateGroup,

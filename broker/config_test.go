@@ -34,6 +34,11 @@ brokerRole=ASYNC_MASTER
 fileReservedTime=48
 deleteWhen=03;04
 diskMaxUsedSpaceRatio=80
+diskSpaceCleanForciblyRatio=88
+diskSpaceWarningLevelRatio=95
+maxHashSlotNum=500000
+maxIndexNum=2000000
+skipCorrupt=true
 autoCreateTopicEnable=true
 defaultTopicQueueNums=4
 autoCreateSubscriptionGroup=false
@@ -64,7 +69,9 @@ func TestParseConfigEveryKey(t *testing.T) {
 		BindAddress: "0.0.0.0", GRPCListenAddr: "127.0.0.1:18081", HTTPListenAddr: ":15557", PprofEnable: true, BrokerIP1: "192.168.1.5",
 		StorePathRootDir: "/data/store", MappedFileSizeCommitLog: 65536, FlushDiskType: commitlog.SyncFlush,
 		PageCacheWrites: true, BrokerRole: broker.AsyncMaster, FileReservedTime: 48 * time.Hour, DeleteWhen: "03;04",
-		DiskMaxUsedSpaceRatio: 80, AutoCreateTopicEnable: true, DefaultTopicQueueNums: 4,
+		DiskMaxUsedSpaceRatio: 80, DiskSpaceCleanForciblyRatio: 88, DiskSpaceWarningLevelRatio: 95,
+		MaxHashSlotNum: 500_000, MaxIndexNum: 2_000_000, SkipCorrupt: true,
+		AutoCreateTopicEnable: true, DefaultTopicQueueNums: 4,
 		AutoCreateSubscriptionGroup: &f, MaxMessageSize: 1 << 20, MaxPropertiesSize: 16 << 10,
 		LongPollingMaxHold: 20 * time.Second, FlushConsumerOffsetInterval: 2500 * time.Millisecond,
 		RegisterNameServerPeriod: 10 * time.Second, ChannelExpiredTimeout: time.Minute,
@@ -139,6 +146,11 @@ func TestConfigDefaults(t *testing.T) {
 	assert.Equal(t, 72*time.Hour, c.FileReservedTime)
 	assert.Equal(t, "04", c.DeleteWhen)
 	assert.Equal(t, 75, c.DiskMaxUsedSpaceRatio)
+	assert.Equal(t, 85, c.DiskSpaceCleanForciblyRatio)
+	assert.Equal(t, 90, c.DiskSpaceWarningLevelRatio)
+	assert.Equal(t, 5_000_000, c.MaxHashSlotNum)
+	assert.Equal(t, 20_000_000, c.MaxIndexNum)
+	assert.False(t, c.SkipCorrupt)
 	assert.False(t, c.AutoCreateTopicEnable)
 	assert.Equal(t, int32(8), c.DefaultTopicQueueNums)
 	require.NotNil(t, c.AutoCreateSubscriptionGroup)
@@ -173,6 +185,7 @@ func TestConfigValidateReportsEveryProblem(t *testing.T) {
 		RegisterNameServerPeriod: -1, ChannelExpiredTimeout: -1, FileReservedTime: -time.Hour, QueueLockTTL: -1,
 		MessageDelayLevel: []time.Duration{time.Second, 0, -time.Minute}, TimerMaxDelay: -1,
 		DLQRetention: -time.Hour, MaxGroupsPerHeartbeat: -1, MaxConsumerGroups: -1,
+		DiskSpaceCleanForciblyRatio: 5, DiskSpaceWarningLevelRatio: 101, MaxHashSlotNum: -1, MaxIndexNum: 1,
 	}
 	err := c.Validate()
 	require.ErrorIs(t, err, broker.ErrInvalidConfig)
@@ -181,7 +194,9 @@ func TestConfigValidateReportsEveryProblem(t *testing.T) {
 		"diskMaxUsedSpaceRatio 99", "defaultTopicQueueNums 2000", "maxMessageSize", "maxPropertiesSize",
 		"longPollingMaxHold", "flushConsumerOffsetInterval", "registerNameServerPeriod", "channelExpiredTimeout",
 		"fileReservedTime", "QueueLockTTL", "messageDelayLevel: level 2 is 0s", "messageDelayLevel: level 3 is -1m0s",
-		"timerMaxDelay -1ns", "dlqRetentionHours -1h0m0s", "maxGroupsPerHeartbeat -1", "maxConsumerGroups -1"} {
+		"timerMaxDelay -1ns", "dlqRetentionHours -1h0m0s", "maxGroupsPerHeartbeat -1", "maxConsumerGroups -1",
+		"diskSpaceCleanForciblyRatio 5: want 10..100", "diskSpaceWarningLevelRatio 101: want 10..100",
+		"maxHashSlotNum -1", "maxIndexNum 1: want 2.."} {
 		assert.ErrorContains(t, err, w)
 	}
 	// Clients' receive limits are sized for message.MaxBodyBytes: a larger
@@ -201,6 +216,8 @@ func TestStoreConfig(t *testing.T) {
 		StorePathRootDir: "/r", BrokerIP1: "10.1.2.3", ListenPort: 20911, MappedFileSizeCommitLog: 1 << 20,
 		FlushDiskType: commitlog.SyncFlush, FileReservedTime: time.Hour, DeleteWhen: "01;02",
 		DiskMaxUsedSpaceRatio: 60, FlushConsumerOffsetInterval: time.Second,
+		DiskSpaceCleanForciblyRatio: 70, DiskSpaceWarningLevelRatio: 80, MaxHashSlotNum: 1000, MaxIndexNum: 4000,
+		SkipCorrupt: true,
 	}
 	sc := c.StoreConfig()
 	assert.Equal(t, "/r", sc.Root)
@@ -210,6 +227,11 @@ func TestStoreConfig(t *testing.T) {
 	assert.Equal(t, time.Hour, sc.Log.FileReservedTime)
 	assert.Equal(t, "01;02", sc.Log.DeleteWhen)
 	assert.InDelta(t, 0.60, sc.Log.DiskMaxUsedRatio, 1e-9)
+	assert.InDelta(t, 0.70, sc.Log.DiskForceCleanRatio, 1e-9)
+	assert.InDelta(t, 0.80, sc.Log.DiskFullRatio, 1e-9)
+	assert.True(t, sc.Log.SkipCorrupt)
+	assert.Equal(t, 1000, sc.IndexSlots)
+	assert.Equal(t, 4000, sc.IndexEntries)
 	assert.Equal(t, time.Second, sc.MetadataInterval)
 
 	c.StoreOverride = smallStore

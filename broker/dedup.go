@@ -70,9 +70,12 @@ const (
 type dedupTable struct {
 	window     int64 // ms
 	now        func() time.Time
-	dispatched func() int64    // the store's dispatch position: records below it are indexed
-	seeds      [4]maphash.Seed // two for keys, two for topics
-	dups       atomic.Int64    // messages answered as duplicates
+	dispatched func() int64 // the store's dispatch position: records below it are indexed
+	// refusal is the store's refusal of writes while its dispatcher is
+	// stalled (Store.Refusal), nil when it takes them; nil func: never.
+	refusal func() error
+	seeds   [4]maphash.Seed // two for keys, two for topics
+	dups    atomic.Int64    // messages answered as duplicates
 
 	mu     sync.Mutex
 	keys   map[dedupID]*dedupSlot // keys claimed by sends in flight, and recent keys
@@ -174,14 +177,15 @@ func newDedupTable(window time.Duration, now func() time.Time, dispatched func()
 }
 
 // openDedup sets up the de-duplication of sends, unless it is off. Nothing
-// is rebuilt: the store's Open has dispatched every record of the log, so
-// the index holds every key stored within the window before the broker
-// takes a send.
+// is rebuilt: the store's Open has dispatched every record of the log, or
+// opened stalled and refuses every send until it has, so the index holds
+// every key stored within the window before the broker takes a send.
 func (b *Broker) openDedup(context.Context) error {
 	if b.cfg.DuplicationWindow <= 0 {
 		return nil
 	}
 	b.dedup = newDedupTable(b.cfg.DuplicationWindow, b.cfg.Now, b.store.DispatchedOffset)
+	b.dedup.refusal = b.store.Refusal
 	b.log.Info("de-duplication of sends on", "window", b.cfg.DuplicationWindow)
 	return nil
 }

@@ -145,6 +145,11 @@ func waitFresh[K dedupKey](ctx context.Context, t *dedupTable, topic string, key
 	last := t.freshLast
 	t.mu.Unlock()
 	for t.dispatched() <= last {
+		if t.refusal != nil {
+			if err := t.refusal(); err != nil {
+				return err // stalled: it would not index them, and the store refuses the retry anyway
+			}
+		}
 		select {
 		case <-time.After(dispatchPoll):
 		case <-ctx.Done():

@@ -68,7 +68,7 @@ func newScheduler(b *Broker) *scheduler {
 	for q := range tc.WriteQueueNums {
 		l := &levelState{level: int(q) + 1, queueID: q, delayMS: delays[min(int(q), len(delays)-1)].Milliseconds()}
 		off, _ := b.meta.DelayOffset(l.level)
-		if _, maxOff := b.store.QueueOffsets(ScheduleTopic, q); off > maxOff {
+		if maxOff := queueEnd(b.store, ScheduleTopic, q); off > maxOff {
 			s.log.Warn("delay level offset past its queue's end (the log lost its tail); delivering from the end",
 				"level", l.level, "offset", off, "queueEnd", maxOff)
 			off = maxOff
@@ -78,6 +78,16 @@ func newScheduler(b *Broker) *scheduler {
 		s.levels = append(s.levels, l)
 	}
 	return s
+}
+
+// queueEnd is where a parking queue ends at Open: its max offset, or,
+// when the store opened with records not dispatched (a full disk), past
+// its last record in the log. Progress saved beyond it was lost with the
+// log's tail; progress within it must stand, or the messages the
+// dispatcher has yet to bring back would be delivered again.
+func queueEnd(st *store.Store, topic string, queueID int32) int64 {
+	_, maxOff := st.QueueOffsets(topic, queueID)
+	return max(maxOff, st.RecoveredQueueEnd(topic, queueID))
 }
 
 // run delivers due messages every scheduleTick until ctx ends.

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/gantrymq/gantry/broker/store"
 	"github.com/gantrymq/gantry/message"
 )
 
@@ -24,6 +25,11 @@ type BrokerStatus struct {
 	MaxLogOffset  int64 // readable end of the commit log
 	FlushedOffset int64 // durable end of the commit log
 	Topics        int
+	// Dispatch says how far the store's dispatcher is behind the commit
+	// log, whether it is stalled (a full disk refusing a consume-queue or
+	// index file) and whether sends are refused for it. Zero once Close
+	// has started.
+	Dispatch store.DispatchStatus
 
 	MessagesPut int64 // messages stored by Send since Open
 	MessagesGot int64 // messages returned by Pull since Open
@@ -79,6 +85,7 @@ func (b *Broker) Status() BrokerStatus {
 		s.Ready = true
 		cl := b.store.CommitLog()
 		s.MinLogOffset, s.MaxLogOffset, s.FlushedOffset = cl.MinOffset(), cl.MaxOffset(), cl.FlushedOffset()
+		s.Dispatch = b.store.DispatchState()
 		s.DelayPending, s.TimerPending = b.sched.pending(), b.timer.pendingCount()
 	}
 	return s

@@ -79,7 +79,7 @@ type timerEntry struct{ at, off int64 }
 func openTimer(b *Broker, fs fsx.FS) (*timer, error) {
 	t := &timer{b: b, log: b.log.With("component", "timer"), fs: fs,
 		path: filepath.Join(b.cfg.StorePathRootDir, "config", TimerProgressFile), savedAt: time.Now()}
-	_, maxOff := b.store.QueueOffsets(TimerTopic, 0)
+	maxOff := queueEnd(b.store, TimerTopic, 0)
 	src, err := metadata.Load(fs, t.path, func(data []byte) error {
 		s, err := decodeTimerProgress(data, maxOff)
 		if err == nil {

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/gantrymq/gantry/internal/fsx"
 )
 
 type allocResult struct {
@@ -97,6 +99,9 @@ func (l *Log) nextSegmentLocked(ctx context.Context) (*segment, error) {
 func (l *Log) createSegment(ctx context.Context, base int64, populate bool) (*segment, error) {
 	path := filepath.Join(l.cfg.Dir, segmentName(base))
 	size := l.cfg.SegmentBytes
+	if err := fsx.CheckRoom(l.fs, l.cfg.Dir, size); err != nil { // a failing fallocate would take every free byte meanwhile
+		return nil, l.allocErr(path, "fallocate", err)
+	}
 	f, err := l.fs.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return nil, l.allocErr(path, "create", err)

@@ -210,6 +210,14 @@ type Config struct {
 	// only when an expired segment is due, under its own lock: it must not
 	// call Clean.
 	KeepFrom func() int64
+	// DeleteFloor, if set, returns an offset no deletion passes: a segment
+	// holding any offset at or above it is never deleted, neither for its
+	// age nor forced by disk use above DiskForceCleanRatio. The store
+	// passes its dispatch position, so that a record is never deleted
+	// before its consume-queue entry exists. Clean calls it at most once a
+	// pass, only when a segment is due, under its own lock: it must not
+	// call Clean.
+	DeleteFloor func() int64
 
 	// OnCommit, if set, is called each time MaxOffset grows, with the new
 	// value, from the goroutine that made it grow (an appender holding the
@@ -230,6 +238,10 @@ const (
 	defaultPrefaultAhead = 64 << 20
 	minSegmentBytes      = 4096
 )
+
+// WithDefaults returns c with every zero field set to its default, as
+// Open uses it.
+func (c Config) WithDefaults() Config { return c.withDefaults() }
 
 func (c Config) withDefaults() Config {
 	if c.StateDir == "" {

@@ -49,6 +49,9 @@
 //     recovery-report.json and the log say what was truncated and why.
 //   - Above DiskFullRatio, or when no new segment can be allocated, appends
 //     fail with ErrDiskFull before anything is written.
+//   - Retention never deletes a segment holding an offset at or above
+//     DeleteFloor, whatever the disk use: the store keeps every record its
+//     dispatcher has not passed.
 //
 // # Concurrency
 //

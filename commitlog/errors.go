@@ -46,7 +46,7 @@ type CorruptError struct {
 }
 
 func (e *CorruptError) Error() string {
-	return fmt.Sprintf("commitlog: corrupt record in %s at file offset %d (log offset %d): %s; valid records follow at log offset %d (set SkipCorrupt to keep them and skip the damaged range)",
+	return fmt.Sprintf("commitlog: corrupt record in %s at file offset %d (log offset %d): %s; valid records follow at log offset %d (SkipCorrupt keeps them and skips the damaged range)",
 		e.Segment, e.FileOff, e.Offset, e.Reason, e.NextValid)
 }
 

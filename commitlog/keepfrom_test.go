@@ -44,3 +44,38 @@ func TestRetentionKeepFromPins(t *testing.T) {
 	assert.NotEmpty(t, res.Deleted, "forced deletion ignores the pin")
 	assert.Greater(t, l.MinOffset(), keep)
 }
+
+// DeleteFloor holds back every deletion at the first segment holding an
+// offset at or above it: deletion by age and deletion forced by disk use
+// alike. Without it, forced cleaning deleted records the store had not
+// dispatched yet (issue 36).
+func TestRetentionDeleteFloorHoldsForcedCleaning(t *testing.T) {
+	mem := fsx.NewMemFS()
+	clock := newClock(time.Date(2026, 3, 1, 4, 0, 0, 0, time.UTC))
+	var floor int64
+	l, want := retentionLog(t, mem, clock, commitlog.Config{DeleteWhen: "04", DeleteFloor: func() int64 { return floor }})
+	defer l.Close()
+
+	mem.SetUsage(func(int64) fsx.Usage { return fsx.Usage{Total: 100, Free: 5} }) // 95 % used: forced
+	res, err := l.Clean()
+	require.NoError(t, err)
+	assert.Empty(t, res.Deleted, "nothing is dispatched: nothing may go")
+	assert.NotEmpty(t, res.Held)
+	assert.Zero(t, l.MinOffset())
+
+	floor = want[len(want)/2].off
+	clock.Advance(2 * time.Hour) // expired too
+	res, err = l.Clean()
+	require.NoError(t, err)
+	assert.NotEmpty(t, res.Deleted, "what is below the floor may go")
+	assert.NotEmpty(t, res.Held)
+	assert.LessOrEqual(t, l.MinOffset(), floor)
+	for _, w := range want {
+		if w.off >= floor {
+			r, err := l.Read(w.off, len(w.b))
+			require.NoError(t, err, "offset %d at or above the floor", w.off)
+			assert.Equal(t, w.b, r.B)
+			r.Release()
+		}
+	}
+}

@@ -69,7 +69,10 @@ type Log struct {
 	writeMu sync.Mutex
 	gone    [][]byte
 	cleanMu sync.Mutex // serializes retention passes; taken before mu
-	cpMu    sync.Mutex // serializes checkpoint writes
+	// heldWarned (under cleanMu): when Clean last warned that DeleteFloor
+	// holds back a deletion disk use calls for.
+	heldWarned time.Time
+	cpMu       sync.Mutex // serializes checkpoint writes
 
 	// dropped (under flushMu): the appends' mapping has no entries below
 	// it (see dropWritten); dropWarned: a failure to drop was logged.
@@ -118,6 +121,7 @@ type Log struct {
 
 	stats  stats
 	report RecoveryReport
+	holes  []Span // ranges skipped at recovery (holes.go); set by Open
 	cp     checkpoint
 
 	stop      context.CancelFunc

@@ -539,6 +539,7 @@ func (l *Log) skipDamage(segs []*segment, e *CorruptError) error {
 
 // finishRecovery sets the offsets and writes the report.
 func (l *Log) finishRecovery(start time.Time) error {
+	l.loadHoles()
 	r := &l.report
 	sl := l.segs.Load()
 	l.minOff.Store(sl.segs[0].base)

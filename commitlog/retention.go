@@ -15,6 +15,10 @@ type CleanResult struct {
 	// Pinned is the expired segment kept because it holds an offset at or
 	// above Config.KeepFrom, "" if none was.
 	Pinned string
+	// Held is the segment kept because it holds an offset at or above
+	// Config.DeleteFloor although it was due (expired, or forced by disk
+	// use), "" if none was.
+	Held string
 }
 
 // Clean runs one retention pass (RocketMQ's cleanup, run every
@@ -26,7 +30,9 @@ type CleanResult struct {
 //     DiskMaxUsedRatio, stopping at the first that holds an offset at or
 //     above KeepFrom;
 //   - above DiskForceCleanRatio the oldest sealed segments are deleted even
-//     if not expired, until use drops below it.
+//     if not expired, until use drops below it;
+//   - no deletion passes DeleteFloor: the first segment holding an offset at
+//     or above it stops every kind.
 //
 // At most DeleteFilesBatchMax segments go per pass; the active segment never
 // does. Safe for concurrent use with appends and reads: a deleted segment
@@ -44,7 +50,7 @@ func (l *Log) Clean() (CleanResult, error) {
 	res := CleanResult{UsedRatio: usage.UsedRatio()}
 	now := l.cfg.Now()
 	timeUp := l.hours[now.Hour()]
-	keep := keepFrom{f: l.cfg.KeepFrom}
+	keep, floor := bound{f: l.cfg.KeepFrom}, bound{f: l.cfg.DeleteFloor}
 	for len(res.Deleted) < l.cfg.DeleteFilesBatchMax {
 		seg, newest := l.oldestSealed()
 		if seg == nil {
@@ -53,6 +59,10 @@ func (l *Log) Clean() (CleanResult, error) {
 		expired := now.Sub(time.UnixMilli(newest)) > l.cfg.FileReservedTime
 		force := res.UsedRatio > l.cfg.DiskForceCleanRatio
 		if !force && !(expired && (timeUp || res.UsedRatio > l.cfg.DiskMaxUsedRatio)) {
+			break
+		}
+		if floor.pins(seg) {
+			res.Held = seg.path
 			break
 		}
 		if !force && keep.pins(seg) {
@@ -70,6 +80,7 @@ func (l *Log) Clean() (CleanResult, error) {
 			}
 		}
 	}
+	l.noteHeld(res, floor.off)
 	res.DiskFull = res.UsedRatio > l.cfg.DiskFullRatio
 	if was := l.diskFull.Swap(res.DiskFull); was != res.DiskFull {
 		if res.DiskFull {
@@ -81,15 +92,35 @@ func (l *Log) Clean() (CleanResult, error) {
 	return res, nil
 }
 
-// keepFrom asks Config.KeepFrom once, when first needed.
-type keepFrom struct {
+// heldWarnEvery is how often a pass that wants to free disk space but
+// finds the oldest segment above DeleteFloor says so, while that lasts.
+const heldWarnEvery = time.Minute
+
+// noteHeld warns when disk use calls for deletion (forced cleaning, or
+// expired segments above DiskMaxUsedRatio) that DeleteFloor holds back:
+// when it starts, then at most every heldWarnEvery.
+func (l *Log) noteHeld(res CleanResult, floor int64) {
+	if res.Held == "" || res.UsedRatio <= l.cfg.DiskMaxUsedRatio {
+		l.heldWarned = time.Time{}
+		return
+	}
+	if now := time.Now(); now.Sub(l.heldWarned) >= heldWarnEvery {
+		l.heldWarned = now
+		l.log.Warn("disk space is short but the oldest segment holds records not yet dispatched to the consume queues; keeping it",
+			"segment", res.Held, "dispatched", floor, "diskUsed", res.UsedRatio, "forceCleanRatio", l.cfg.DiskForceCleanRatio)
+	}
+}
+
+// bound asks a Config offset hook (KeepFrom, DeleteFloor) once, when
+// first needed.
+type bound struct {
 	f     func() int64
 	off   int64
 	asked bool
 }
 
-// pins reports whether seg holds an offset retention must keep.
-func (k *keepFrom) pins(seg *segment) bool {
+// pins reports whether seg holds an offset at or above the bound.
+func (k *bound) pins(seg *segment) bool {
 	if k.f == nil {
 		return false
 	}

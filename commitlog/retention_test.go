@@ -140,7 +140,7 @@ func TestDiskFullRefusesAppendsUntilSpaceReturns(t *testing.T) {
 	var ratio atomic.Value
 	ratio.Store(0.5)
 	mem.SetUsage(func(int64) fsx.Usage {
-		return fsx.Usage{Total: 100, Free: int64((1 - ratio.Load().(float64)) * 100)}
+		return fsx.Usage{Total: 1 << 30, Free: int64((1 - ratio.Load().(float64)) * (1 << 30))}
 	})
 	l, _ := retentionLog(t, mem, clock, commitlog.Config{DeleteWhen: "04", DiskForceCleanRatio: 0.99, DiskFullRatio: 0.90})
 	defer l.Close()

@@ -98,6 +98,9 @@ func mapFile(fsys fsx.FS, dir string, base int64, size int) (*qfile, error) {
 // or short last file as the queue's end.
 func createFile(fsys fsx.FS, dir string, base int64, size int) (*qfile, error) {
 	path := filepath.Join(dir, fileName(base))
+	if err := fsx.CheckRoom(fsys, dir, int64(size)); err != nil { // before taking the space
+		return nil, fmt.Errorf("consumequeue: create %s: %w", path, err)
+	}
 	f, err := fsys.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("consumequeue: create %s: %w", path, err)

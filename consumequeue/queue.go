@@ -171,6 +171,27 @@ func (q *Queue) roll(l *fileList, pos int64) (*qfile, error) {
 	return f, nil
 }
 
+// RestartAt empties the queue and starts it at queueOffset, which must not
+// be below MaxOffset: every entry goes, and the next Append is at
+// queueOffset. The store calls it for a queue whose entries all point at
+// records the commit log no longer holds, when the log's next record of the
+// queue comes after offsets whose records are gone too.
+func (q *Queue) RestartAt(queueOffset int64) error {
+	q.wmu.Lock()
+	defer q.wmu.Unlock()
+	if q.isClosed() {
+		return ErrClosed
+	}
+	max := q.max.Load()
+	if queueOffset < max {
+		return fmt.Errorf("consumequeue: restart at %d below max offset %d", queueOffset, max)
+	}
+	q.rmu.Lock()
+	q.min.Store(max) // empty from here on: readers touch no file
+	q.rmu.Unlock()
+	return q.restartAt(queueOffset)
+}
+
 // restartAt empties the queue and starts it at queueOffset: existing files
 // go, and the file holding queueOffset gets placeholders before it.
 func (q *Queue) restartAt(queueOffset int64) error {

@@ -270,3 +270,28 @@ func TestOffsetAtTime(t *testing.T) {
 	_, err := q.OffsetAtTime(ts[99], storeTime)
 	require.Error(t, err)
 }
+
+// RestartAt empties a queue that holds entries and starts it at a later
+// offset; it refuses an offset below MaxOffset, and the restart survives
+// a reopen.
+func TestRestartAtDropsEntries(t *testing.T) {
+	for _, be := range backends {
+		t.Run(be.name, func(t *testing.T) {
+			e := be.new(t)
+			q := open(t, e, 10)
+			appendN(t, q, 0, 15)
+			require.Error(t, q.RestartAt(14))
+			require.NoError(t, q.RestartAt(27))
+			assert.Equal(t, int64(27), q.MinOffset())
+			assert.Equal(t, int64(27), q.MaxOffset())
+			_, err := q.Get(3)
+			require.ErrorIs(t, err, consumequeue.ErrOffsetTooSmall)
+			appendN(t, q, 27, 33)
+			requireEntries(t, q, 27, 33)
+			require.NoError(t, q.Close())
+			q = open(t, e, 10)
+			requireEntries(t, q, 27, 33)
+			require.NoError(t, q.Close())
+		})
+	}
+}

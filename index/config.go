@@ -34,6 +34,10 @@ const (
 	defaultEntryCount = 20_000_000
 )
 
+// WithDefaults returns c with every zero field set to its default, as
+// Open uses it.
+func (c Config) WithDefaults() Config { return c.withDefaults() }
+
 func (c Config) withDefaults() Config {
 	if c.FS == nil {
 		c.FS = fsx.OS
@@ -66,4 +70,12 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("index: EntryCount %d out of range 2..%d", c.EntryCount, math.MaxInt32))
 	}
 	return errors.Join(errs...)
+}
+
+// FileBytes is the size of a new index file under c (its defaults
+// applied): a 40-byte header, 4 bytes a slot and 20 bytes an entry. With
+// the defaults, 420,000,040 bytes.
+func (c Config) FileBytes() int64 {
+	c = c.withDefaults()
+	return headerSize + int64(c.SlotCount)*slotSize + int64(c.EntryCount)*entrySize
 }

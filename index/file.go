@@ -120,6 +120,9 @@ func fileSize(slots, entries int32) int64 {
 // createFile creates, preallocates and maps a new empty file.
 func createFile(fsys fsx.FS, dir, name string, slots, entries int32) (*indexFile, error) {
 	path := filepath.Join(dir, name)
+	if err := fsx.CheckRoom(fsys, dir, fileSize(slots, entries)); err != nil { // before taking the space
+		return nil, fmt.Errorf("index: create %s: %w", path, err)
+	}
 	f, err := fsys.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("index: create %s: %w", path, err)

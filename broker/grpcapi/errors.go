@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/gantrymq/gantry/broker"
+	"github.com/gantrymq/gantry/broker/store"
 	"github.com/gantrymq/gantry/commitlog"
 )
 
@@ -32,7 +33,8 @@ func Code(err error) codes.Code {
 		return codes.NotFound
 	case errors.Is(err, broker.ErrNotRegistered), errors.Is(err, broker.ErrQueueLocked):
 		return codes.FailedPrecondition
-	case errors.Is(err, broker.ErrShuttingDown), errors.Is(err, commitlog.ErrClosed), errors.Is(err, commitlog.ErrFlushFailed):
+	case errors.Is(err, broker.ErrShuttingDown), errors.Is(err, commitlog.ErrClosed), errors.Is(err, commitlog.ErrFlushFailed),
+		errors.Is(err, store.ErrDispatchStalled): // nothing stored; retry after a back-off
 		return codes.Unavailable
 	case errors.Is(err, commitlog.ErrDiskFull), errors.Is(err, broker.ErrTooManyGroups):
 		return codes.ResourceExhausted

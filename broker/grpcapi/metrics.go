@@ -17,6 +17,7 @@ type collector struct {
 	b                                        *broker.Broker
 	in, out, minOff, maxOff, flushed, topics *prometheus.Desc
 	ready, lag                               *prometheus.Desc
+	dispatchLag, dispatchStalled             *prometheus.Desc
 	dlqStored, dlqHeld, dlqResent            *prometheus.Desc
 }
 
@@ -36,6 +37,10 @@ func newCollector(b *broker.Broker) *collector {
 		topics:  d("gantry_topics", "Topics on this broker."),
 		ready:   d("gantry_broker_ready", "1 when the broker serves requests."),
 		lag:     d("rocketmq_consumer_lag_messages", "Messages stored but not yet consumed by the group.", "consumer_group", "topic"),
+		dispatchLag: d("gantry_store_dispatch_lag_bytes", "Commit-log bytes not yet dispatched to the consume queues and the index "+
+			"(stored, not yet readable)."),
+		dispatchStalled: d("gantry_store_dispatch_stalled", "1 while the dispatcher fails to reach the commit log's end "+
+			"(a full disk refusing a consume-queue or index file), 2 once sends are refused for it."),
 		dlqStored: d("gantry_dlq_messages_total", "Messages dead-lettered since the broker started, by consumer group "+
 			"(rate() of it is the dead-letter rate).", "group"),
 		dlqHeld:   d("gantry_dlq_held_messages", "Dead letters held now (stored, not expired, not purged), by consumer group.", "group"),
@@ -45,7 +50,7 @@ func newCollector(b *broker.Broker) *collector {
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.in, c.out, c.minOff, c.maxOff, c.flushed, c.topics, c.ready, c.lag,
-		c.dlqStored, c.dlqHeld, c.dlqResent} {
+		c.dlqStored, c.dlqHeld, c.dlqResent, c.dispatchLag, c.dispatchStalled} {
 		ch <- d
 	}
 }
@@ -66,6 +71,15 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	if !st.Ready {
 		return
 	}
+	stalled := 0.0
+	switch {
+	case st.Dispatch.Refusing:
+		stalled = 2
+	case st.Dispatch.Stalled:
+		stalled = 1
+	}
+	ch <- prometheus.MustNewConstMetric(c.dispatchLag, prometheus.GaugeValue, float64(st.Dispatch.LagBytes))
+	ch <- prometheus.MustNewConstMetric(c.dispatchStalled, prometheus.GaugeValue, stalled)
 	for _, s := range c.b.DLQStats() {
 		ch <- prometheus.MustNewConstMetric(c.dlqStored, prometheus.CounterValue, float64(s.Stored), s.Group)
 		ch <- prometheus.MustNewConstMetric(c.dlqHeld, prometheus.GaugeValue, float64(s.Held), s.Group)
@@ -90,9 +104,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // httpHandler serves /metrics (Prometheus), /debug/pprof (Go profiles, with
-// pprofEnable),
-// /healthz (the process is up) and /readyz (recovered, serving and registered with a nameserver when
-// any is configured).
+// pprofEnable), /healthz (the process is up) and /readyz (recovered,
+// serving, every stored message readable: the dispatcher not stalled, and
+// registered with a nameserver when any is configured).
 func httpHandler(b *broker.Broker, registered func() bool) http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(newCollector(b), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -105,9 +119,12 @@ func httpHandler(b *broker.Broker, registered func() bool) http.Handler {
 	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		stalled := b.Status().Dispatch.String()
 		switch {
 		case !b.Ready():
 			http.Error(w, "not ready: shutting down or not recovered", http.StatusServiceUnavailable)
+		case stalled != "":
+			http.Error(w, "not ready: "+stalled, http.StatusServiceUnavailable)
 		case !registered():
 			http.Error(w, "not ready: not registered with any nameserver yet", http.StatusServiceUnavailable)
 		default:

@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/gantrymq/gantry/broker"
+	"github.com/gantrymq/gantry/broker/store"
 	"github.com/gantrymq/gantry/commitlog"
 	"github.com/gantrymq/gantry/remoting"
 )
@@ -40,7 +41,7 @@ func Code(err error) remoting.ResponseCode {
 	case errors.Is(err, commitlog.ErrFlushTimeout):
 		return remoting.ResFlushDiskTimeout
 	case errors.Is(err, broker.ErrShuttingDown), errors.Is(err, commitlog.ErrClosed),
-		errors.Is(err, commitlog.ErrFlushFailed), errors.Is(err, commitlog.ErrDiskFull),
+		errors.Is(err, commitlog.ErrFlushFailed), errors.Is(err, commitlog.ErrDiskFull), errors.Is(err, store.ErrDispatchStalled),
 		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return remoting.ResServiceNotAvailable
 	}

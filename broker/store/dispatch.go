@@ -24,13 +24,19 @@ var errGap = errors.New("store: consume queue is missing entries")
 // meanwhile (each try costs the failing allocation: a system call per
 // message while the disk is full): records already in the log become
 // readable at the first try that succeeds, even if nothing is appended
-// after them.
+// after them. While it fails the store is stalled (stall.go): it says so
+// in the log, with a pause doubling from 1 s to a minute, and Put refuses
+// messages once it has lasted MaxDispatchStall.
 func (s *Store) dispatchLoop(ctx context.Context) {
 	const firstPause, maxPause = 100 * time.Millisecond, 2 * time.Second
 	retry := time.NewTimer(time.Hour)
 	retry.Stop()
 	defer retry.Stop()
 	pause := time.Duration(0)
+	if s.stall.since.Load() != 0 { // Open could not dispatch everything
+		pause = firstPause
+		retry.Reset(pause)
+	}
 	for {
 		kick := s.kick
 		if pause > 0 {
@@ -45,13 +51,11 @@ func (s *Store) dispatchLoop(ctx context.Context) {
 		_, err := s.dispatch()
 		switch {
 		case err == nil && pause > 0:
-			s.log.Info("dispatch resumed", "offset", s.dispatched.Load())
+			s.resumed(s.cfg.Now())
 			pause = 0
 			retry.Stop()
 		case err != nil:
-			if pause == 0 {
-				s.log.Error("dispatch failed; retrying", "offset", s.dispatched.Load(), "err", err)
-			}
+			s.failed(s.cfg.Now(), err)
 			pause = min(max(2*pause, firstPause), maxPause)
 			retry.Reset(pause)
 		}
@@ -93,8 +97,10 @@ func (s *Store) dispatch() (n int64, err error) {
 		switch {
 		case errors.Is(err, commitlog.ErrOffsetTooBig):
 			return n, nil
-		case errors.Is(err, commitlog.ErrOffsetTooSmall): // retention passed the dispatcher
+		case errors.Is(err, commitlog.ErrOffsetTooSmall): // retention passed the dispatcher (DeleteFloor forbids it)
+			s.log.Warn("records deleted before they were dispatched; dispatching from the log's first record", "offset", off, "min", s.cl.MinOffset())
 			off = s.cl.MinOffset()
+			s.dispatchFrom = off
 			continue
 		case err != nil:
 			return n, fmt.Errorf("store: dispatch read at %d: %w", off, err)
@@ -174,7 +180,9 @@ func (s *Store) dispatchOne(v message.View, phys int64) error {
 			}
 		}
 		if errors.Is(err, consumequeue.ErrNotContiguous) {
-			return fmt.Errorf("%w: %s ends at %d, the record at log offset %d has queue offset %d", errGap, q.key, q.MaxOffset(), phys, qo)
+			if err = s.skipGone(q, qo, phys); err == nil {
+				err = q.Append(qo, e)
+			}
 		}
 		if err != nil {
 			return fmt.Errorf("store: consume queue %s offset %d: %w", q.key, qo, err)
@@ -189,6 +197,68 @@ func (s *Store) dispatchOne(v message.View, phys int64) error {
 		return nil
 	}
 	return s.indexKeys(topic, &p, phys, v.StoreTimestamp())
+}
+
+// skipGone restarts q at queue offset qo, the offset of the record the
+// dispatcher is at, when every entry it holds points below the log's first
+// offset and so do the messages from its max offset up to qo: retention
+// deleted them (before DeleteFloor kept records the dispatcher had not
+// passed, forced cleaning did). They are known to be gone when this
+// dispatch run started at the log's first record: it would have found any
+// of them the log still holds. Otherwise the queue lacks entries whose
+// records may be in the log: errGap, which makes recovery rebuild the
+// queues from the log's first record.
+func (s *Store) skipGone(q *cqueue, qo, phys int64) error {
+	maxOff := q.MaxOffset()
+	_, last, ok := q.LastEntry()
+	logMin := s.cl.MinOffset()
+	if ok && last.End() > logMin && s.dispatchFrom <= last.End() {
+		return s.fillLost(q.key, q.Queue, qo, phys) // this run read everything after the last entry: they were in a damaged range
+	}
+	if !ok || last.End() > logMin || s.dispatchFrom > logMin {
+		return fmt.Errorf("%w: %s ends at %d, the log's next record of it has queue offset %d", errGap, q.key, maxOff, qo)
+	}
+	if err := q.RestartAt(qo); err != nil {
+		return fmt.Errorf("store: consume queue %s: %w", q.key, err)
+	}
+	s.skipped.Add(qo - maxOff)
+	s.log.Warn("consume queue resumes after messages deleted before they were dispatched", "queue", q.key.String(),
+		"from", maxOff, "to", qo, "lost", qo-maxOff)
+	return nil
+}
+
+// fillLost gives each queue offset of q from its max offset up to qo an
+// entry in a damaged range of the log skipped at recovery (SkipCorrupt)
+// that lies between q's last entry and phys, the record of qo: the
+// messages were there, and are lost. The entries point at distinct bytes
+// of the range, one byte long each; readers skip entries that point into
+// such a range (Get, gantry verify). Without such a range the queue lacks
+// entries whose records may be in the log: errGap.
+func (s *Store) fillLost(k QueueKey, q *consumequeue.Queue, qo, phys int64) error {
+	maxOff := q.MaxOffset()
+	from := int64(0)
+	if _, last, ok := q.LastEntry(); ok {
+		from = last.End()
+	}
+	n := qo - maxOff
+	var hole commitlog.Span
+	for _, h := range s.cl.Holes() {
+		if h.Off >= from && h.End <= phys && h.End-h.Off >= n {
+			hole = h // the last one before phys: the likeliest to have held them
+		}
+	}
+	if hole.End == 0 {
+		return fmt.Errorf("%w: %s ends at %d, the log's next record of it has queue offset %d", errGap, k, maxOff, qo)
+	}
+	for i := range n {
+		if err := q.Append(maxOff+i, consumequeue.Entry{Offset: hole.Off + i, Size: 1}); err != nil {
+			return fmt.Errorf("store: consume queue %s: %w", k, err)
+		}
+	}
+	s.skipped.Add(n)
+	s.log.Warn("consume queue skips messages lost to a damaged range of the log", "queue", k.String(),
+		"from", maxOff, "to", qo, "lost", n, "range", fmt.Sprintf("[%d, %d)", hole.Off, hole.End))
+	return nil
 }
 
 // RetryTopicPrefix starts a consumer group's retry topic, %RETRY%<group>.

@@ -19,5 +19,18 @@
 // damaged files) or no checkpoint at all rebuilds queues and index from the
 // whole log; queue counters come from the recovered queues.
 //
+// The dispatcher's position is the commit log's DeleteFloor: retention,
+// even forced by a full disk, never deletes a record before its queue
+// entry exists. A dispatcher that fails (a full disk refusing the next
+// consume-queue or index file) retries on its own and the store is stalled
+// (DispatchState): it logs so with a growing pause, and Put refuses
+// messages with ErrDispatchStalled once the stall lasted MaxDispatchStall
+// or the dispatcher is MaxDispatchLagBytes behind, until it catches up. Open
+// on such a disk opens stalled, with the queue counters read from the log.
+// A queue whose records retention deleted before they were dispatched
+// resumes at its first record still in the log. A message lost in a
+// damaged range recovery skipped (commitlog.Config.SkipCorrupt) keeps, or
+// gets, a queue entry inside that range; Get steps over such entries.
+//
 // Put, Get and the lookups are safe for concurrent use.
 package store

@@ -17,7 +17,8 @@ const findCandidates = 4096
 // DispatchedOffset returns the log offset below which every record is
 // dispatched: in its consume queue and in the key index, where Get and
 // FindByKey find it. It only grows while the store is open, and Open
-// returns with every recovered record dispatched.
+// returns with every recovered record dispatched unless it opened stalled
+// (Recovery().DispatchError): Put refuses messages until then.
 func (s *Store) DispatchedOffset() int64 { return s.dispatched.Load() }
 
 // FindByKey returns where the oldest record that the index holds under

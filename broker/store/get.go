@@ -88,15 +88,25 @@ func (s *Store) Get(topic string, queueID int32, offset int64, maxMsgs, maxBytes
 }
 
 func (s *Store) get(k QueueKey, q *cqueue, offset int64, maxMsgs, maxBytes int, filter Filter) (res GetResult, problem string, err error) {
+	// An offset up to the queue's end in the log at Open is not beyond
+	// the queue when Open could not dispatch the log: its messages are
+	// coming (nothing new yet), and a consumer must not move back.
+	pending := offset > 0 && offset <= s.recoveredEnds[k]
 	if q == nil {
-		res.Status = NoMessageInQueue
-		if offset != 0 {
-			res.Status = OffsetOverflowBadly
+		res.Status, res.NextOffset = NoMessageInQueue, offset
+		switch {
+		case pending:
+			res.Status = OffsetOverflowOne
+		case offset != 0:
+			res.Status, res.NextOffset = OffsetOverflowBadly, 0
 		}
 		return res, "", nil
 	}
 	res = GetResult{MinOffset: q.MinOffset(), MaxOffset: q.MaxOffset(), NextOffset: offset}
 	switch {
+	case offset > res.MaxOffset && pending:
+		res.Status = OffsetOverflowOne
+		return res, "", nil
 	case res.MaxOffset == 0:
 		res.Status, res.NextOffset = NoMessageInQueue, 0
 		if offset != 0 {
@@ -147,6 +157,9 @@ func (s *Store) get(k QueueKey, q *cqueue, offset int64, maxMsgs, maxBytes int, 
 		}
 		prevEnd = e.End()
 		res.NextOffset++
+		if s.cl.InHole(e.Offset) { // lost in a damaged range skipped at recovery
+			continue
+		}
 		if filter != nil && !filter(e.TagsCode) {
 			continue
 		}
@@ -383,8 +396,16 @@ func (s *Store) MessageByQueueOffset(topic string, queueID int32, offset int64) 
 	if err != nil {
 		return nil, err
 	}
+	if h, ok := s.cl.HoleAt(e.Offset); ok {
+		return nil, fmt.Errorf("store: %s/%d offset %d: %w: the message was in the damaged range [%d, %d) skipped at recovery",
+			topic, queueID, offset, ErrLost, h.Off, h.End)
+	}
 	return s.MessageAt(e.Offset)
 }
+
+// ErrLost means a queue offset's message is gone: it lay in a damaged
+// range of the commit log that recovery skipped (commitlog.Config.SkipCorrupt).
+var ErrLost = errors.New("store: message lost to a damaged range of the log")
 
 // OffsetAtTime returns the first queue offset whose message was stored at or
 // after ts (unix ms).
@@ -394,6 +415,14 @@ func (s *Store) OffsetAtTime(topic string, queueID int32, ts int64) (int64, erro
 		return 0, err
 	}
 	return q.OffsetAtTime(ts, func(phys int64, size int32) (int64, error) {
+		if h, ok := s.cl.HoleAt(phys); ok { // lost: the next record's time stands for it
+			r, _, err := s.cl.ReadRecord(h.End)
+			if err != nil {
+				return 0, err
+			}
+			defer r.Release()
+			return message.StoreTimestampOf(r.B), nil
+		}
 		r, err := s.cl.Read(phys, int(size))
 		if err != nil {
 			return 0, err

@@ -14,6 +14,7 @@ import (
 	"github.com/gantrymq/gantry/commitlog"
 	"github.com/gantrymq/gantry/index"
 	"github.com/gantrymq/gantry/internal/fsx"
+	"github.com/gantrymq/gantry/message"
 )
 
 // RecoveryReport says what Open did to the derived data.
@@ -27,7 +28,15 @@ type RecoveryReport struct {
 	Rebuilt           bool                     `json:"rebuilt"`           // queues and index were rebuilt from the whole log
 	RebuildReason     string                   `json:"rebuildReason,omitempty"`
 	RepairedQueues    []string                 `json:"repairedQueues,omitempty"` // rebuilt because an entry disagreed with the log (CheckQueues)
-	Duration          time.Duration            `json:"durationNs"`               // whole store recovery
+	// SkippedEntries counts queue offsets whose records are gone: deleted
+	// by retention before they were dispatched (their queues resume after
+	// them), or lost in a damaged range recovery skipped (SkipCorrupt).
+	SkippedEntries int64 `json:"skippedEntries,omitempty"`
+	// DispatchError is why the log could not be dispatched to its end at
+	// Open (a full disk refusing a consume-queue or index file): the store
+	// opened stalled, refusing Put until the dispatcher catches up.
+	DispatchError string        `json:"dispatchError,omitempty"`
+	Duration      time.Duration `json:"durationNs"` // whole store recovery
 }
 
 // Recovery returns what Open found and did.
@@ -42,10 +51,7 @@ func (s *Store) recover(ctx context.Context) error {
 	r := &s.report
 	r.Log = s.cl.Recovery()
 	logMin, logEnd := s.cl.MinOffset(), s.cl.MaxOffset()
-	idx, err := index.Open(ctx, index.Config{
-		Dir: filepath.Join(s.cfg.Root, "index"), FS: s.cfg.FS, SlotCount: s.cfg.IndexSlots,
-		EntryCount: s.cfg.IndexEntries, Now: s.cfg.Now, Logger: s.cfg.Logger,
-	})
+	idx, err := index.Open(ctx, s.indexConfig())
 	if err != nil {
 		return err
 	}
@@ -94,24 +100,29 @@ func (s *Store) recover(ctx context.Context) error {
 	s.indexFrom = reindexFrom
 	r.DispatchedFrom = from
 	s.dispatched.Store(from)
+	s.dispatchFrom = from
 	n, err := s.dispatch()
 	r.DispatchedRecords += n
-	if err != nil {
-		if !errors.Is(err, errGap) || r.Rebuilt {
-			return err
-		}
+	if errors.Is(err, errGap) && !r.Rebuilt {
 		// A queue lacks entries before the checkpoint: rebuild everything.
 		r.Rebuilt, r.RebuildReason, r.DispatchedFrom = true, err.Error(), logMin
 		if s.indexFrom, err = s.idx.Truncate(logMin); err != nil {
 			return err
 		}
 		s.dispatched.Store(logMin)
-		n, err := s.dispatch()
+		s.dispatchFrom = logMin
+		n, err = s.dispatch()
 		r.DispatchedRecords += n
-		if err != nil {
+	}
+	if err != nil {
+		if errors.Is(err, errGap) {
+			return err
+		}
+		if err := s.openStalled(err); err != nil {
 			return err
 		}
 	}
+	r.SkippedEntries = s.skipped.Load()
 	if s.cfg.CheckQueues {
 		for _, k := range s.Queues() {
 			q := s.queues[k]
@@ -129,7 +140,7 @@ func (s *Store) recover(ctx context.Context) error {
 	}
 	logMin = s.cl.MinOffset()
 	for k, q := range s.queues {
-		s.next[k] = q.MaxOffset()
+		s.next[k] = max(s.next[k], q.MaxOffset())
 		q.logicMin.Store(firstAtOrAbove(q.Queue, logMin))
 	}
 	s.trimmedAt = logMin
@@ -137,8 +148,11 @@ func (s *Store) recover(ctx context.Context) error {
 	r.Duration = time.Since(start)
 	s.log.Info("store recovered", "queues", r.Queues, "truncatedEntries", r.TruncatedEntries, "dispatchedFrom", from,
 		"records", r.DispatchedRecords, "rebuilt", r.Rebuilt, "reason", r.RebuildReason, "duration", r.Duration)
+	// Both are derived from the log: on a disk too full to write them the
+	// previous checkpoint stays valid (the next start dispatches from it),
+	// and the flush loop tries again.
 	if err := s.checkpoint(); err != nil {
-		return err
+		s.log.Warn("dispatch checkpoint not written at start; the next start dispatches from the previous one", "err", err)
 	}
 	// The commit log wrote its part of the report; the whole one replaces it.
 	b, err := json.MarshalIndent(r, "", "  ")
@@ -146,9 +160,81 @@ func (s *Store) recover(ctx context.Context) error {
 		return err
 	}
 	if err := fsx.WriteFileAtomic(s.cfg.FS, filepath.Join(s.cfg.Root, "recovery-report.json"), append(b, '\n')); err != nil {
-		return fmt.Errorf("store: write recovery report: %w", err)
+		s.log.Warn("recovery report not written", "file", filepath.Join(s.cfg.Root, "recovery-report.json"), "err", err)
 	}
 	return nil
+}
+
+// openStalled lets Open finish although the recovered log could not be
+// dispatched to its end (err: a full disk refusing a consume-queue or
+// index file): the store opens stalled, its dispatcher retrying, and Put
+// refuses messages until it has caught up. The queue counters must then
+// come from the log, not from the queues: Open reads the queue offsets of
+// the records not dispatched (their headers only).
+func (s *Store) openStalled(cause error) error {
+	s.report.DispatchError = cause.Error()
+	now := s.cfg.Now()
+	s.stall.err.Store(&cause)
+	s.stall.since.Store(now.UnixNano())
+	s.stall.refuseNow.Store(true)
+	s.stall.loggedAt, s.stall.logPause = now, firstStallLog
+	ends, err := s.logQueueEnds(s.dispatched.Load())
+	if err != nil {
+		return fmt.Errorf("store: open with records not dispatched (%v): %w", cause, err)
+	}
+	for k, end := range ends {
+		s.next[k] = end
+	}
+	s.recoveredEnds = ends
+	s.log.Error("store opened with records not dispatched; sends are refused until they are", "offset", s.dispatched.Load(),
+		"lagBytes", s.cl.MaxOffset()-s.dispatched.Load(), "err", cause)
+	return nil
+}
+
+// logQueueEnds returns, for each queue with a record at or after log
+// offset from, one past the queue offset of its last record.
+func (s *Store) logQueueEnds(from int64) (map[QueueKey]int64, error) {
+	ends := map[QueueKey]int64{}
+	for off := from; off < s.cl.MaxOffset(); {
+		r, next, err := s.cl.ReadRecord(off)
+		if err != nil {
+			if errors.Is(err, commitlog.ErrOffsetTooBig) {
+				break
+			}
+			return nil, fmt.Errorf("read log at %d: %w", off, err)
+		}
+		b := r.B
+		if tx := message.SysFlagOf(b) & message.TransactionMask; tx != message.TransactionPrepared && tx != message.TransactionRollback {
+			v, err := message.NewView(b)
+			if err != nil {
+				r.Release()
+				return nil, fmt.Errorf("decode record at %d: %w", off, err)
+			}
+			k := QueueKey{Topic: string(v.Topic()), QueueID: v.QueueID()}
+			ends[k] = max(ends[k], v.QueueOffset()+1)
+		}
+		r.Release()
+		off = next
+	}
+	return ends, nil
+}
+
+// RecoveredQueueEnd returns one past the queue offset of the last record
+// of (topic, queueID) in the log at Open, dispatched or not, when Open
+// could not dispatch the log to its end (see Recovery().DispatchError);
+// otherwise, and for a queue with no record past the dispatch position
+// then, 0. The queue's max offset reaches it once the dispatcher has
+// caught up.
+func (s *Store) RecoveredQueueEnd(topic string, queueID int32) int64 {
+	return s.recoveredEnds[QueueKey{Topic: topic, QueueID: queueID}]
+}
+
+// indexConfig is the configuration of the store's index.
+func (s *Store) indexConfig() index.Config {
+	return index.Config{
+		Dir: filepath.Join(s.cfg.Root, "index"), FS: s.cfg.FS, SlotCount: s.cfg.IndexSlots,
+		EntryCount: s.cfg.IndexEntries, Now: s.cfg.Now, Logger: s.cfg.Logger,
+	}
 }
 
 // missingQueue names a queue holding fewer entries than the checkpoint

@@ -66,7 +66,7 @@ func (s *Store) checkQueue(k QueueKey, q *cqueue) (string, error) {
 				return fmt.Sprintf("offset %d: entry at log offset %d precedes the previous entry's end %d", qo, e.Offset, prevEnd), nil
 			}
 			prevEnd = e.End()
-			if e.Offset < logMin {
+			if e.Offset < logMin || s.cl.InHole(e.Offset) {
 				continue
 			}
 			if p := s.checkEntry(k, e, qo, true); p != "" {
@@ -169,7 +169,13 @@ func (s *Store) fillQueue(k QueueKey, q *consumequeue.Queue) (int64, error) {
 		v, err := message.NewView(r.B)
 		if err == nil && string(v.Topic()) == k.Topic && v.QueueID() == k.QueueID {
 			if tx := v.SysFlag() & message.TransactionMask; tx != message.TransactionPrepared && tx != message.TransactionRollback {
-				err = q.Append(v.QueueOffset(), consumequeue.Entry{Offset: off, Size: int32(len(r.B)), TagsCode: tagsCode(v)})
+				e := consumequeue.Entry{Offset: off, Size: int32(len(r.B)), TagsCode: tagsCode(v)}
+				err = q.Append(v.QueueOffset(), e)
+				if errors.Is(err, consumequeue.ErrNotContiguous) { // the messages in between were lost to a damaged range
+					if err = s.fillLost(k, q, v.QueueOffset(), off); err == nil {
+						err = q.Append(v.QueueOffset(), e)
+					}
+				}
 				n++
 			}
 		}

@@ -56,6 +56,18 @@ type Config struct {
 	// Re-dispatching an entry the queue already holds (recovery) calls nothing.
 	// It runs on the dispatcher goroutine and must not block.
 	OnDispatch func(topic string, queueID int32, maxOffset int64)
+	// MaxDispatchStall is how long the dispatcher may fail to bring the
+	// consume queues and the index up to the log's end (a full disk
+	// refusing their next file) before Put refuses messages with
+	// ErrDispatchStalled, until it catches up: messages acknowledged
+	// meanwhile could not be read. Default 2 s (DefaultMaxDispatchStall);
+	// negative: never refuse for a stall.
+	MaxDispatchStall time.Duration
+	// MaxDispatchLagBytes is how far behind the log's end the dispatcher
+	// may be, failing or not, before Put refuses messages with
+	// ErrDispatchStalled. Default 256 MiB (DefaultMaxDispatchLagBytes);
+	// negative: no limit.
+	MaxDispatchLagBytes int64
 	// KeepFrom, if set, pins the commit log: retention does not delete a
 	// segment for its age while it holds an offset at or above the value
 	// KeepFrom returns (math.MaxInt64: nothing pinned; see
@@ -81,6 +93,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MetadataInterval == 0 {
 		c.MetadataInterval = 5 * time.Second
+	}
+	if c.MaxDispatchStall == 0 {
+		c.MaxDispatchStall = DefaultMaxDispatchStall
+	}
+	if c.MaxDispatchLagBytes == 0 {
+		c.MaxDispatchLagBytes = DefaultMaxDispatchLagBytes
 	}
 	if c.Now == nil {
 		c.Now = time.Now
@@ -128,15 +146,24 @@ type Store struct {
 	// it after Open, under the commit log's append lock.
 	next map[QueueKey]int64
 
-	dispatched atomic.Int64                 // log offset up to which records are dispatched
-	indexFrom  int64                        // records below it are already indexed (set by recovery)
-	dispatchMu sync.Mutex                   // one dispatcher at a time
-	dcache     map[string]map[int32]*cqueue // the dispatcher's queues by topic; under dispatchMu
-	dbuf       []byte                       // the dispatcher's copy of the records it reads; under dispatchMu
-	kick       chan struct{}
-	report     RecoveryReport
-	repairs    atomic.Int64 // consume queues rebuilt after a damaged entry was found
-	trimmedAt  int64        // log min offset derived data was last trimmed to (flush loop only)
+	dispatched atomic.Int64 // log offset up to which records are dispatched
+	indexFrom  int64        // records below it are already indexed (set by recovery)
+	// dispatchFrom is where the dispatcher's run began: it has read every
+	// record of the log from there on (under dispatchMu).
+	dispatchFrom int64
+	skipped      atomic.Int64 // queue offsets skipped because their records were deleted undispatched
+	// recoveredEnds holds, when Open could not dispatch the whole log,
+	// each queue's end in the log then (RecoveredQueueEnd); nil otherwise.
+	// Set by Open, read-only after.
+	recoveredEnds map[QueueKey]int64
+	dispatchMu    sync.Mutex                   // one dispatcher at a time
+	dcache        map[string]map[int32]*cqueue // the dispatcher's queues by topic; under dispatchMu
+	dbuf          []byte                       // the dispatcher's copy of the records it reads; under dispatchMu
+	kick          chan struct{}
+	stall         stall // the dispatcher's failures (stall.go)
+	report        RecoveryReport
+	repairs       atomic.Int64 // consume queues rebuilt after a damaged entry was found
+	trimmedAt     int64        // log min offset derived data was last trimmed to (flush loop only)
 
 	stop      context.CancelFunc
 	wg        sync.WaitGroup
@@ -167,8 +194,12 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	lc := cfg.Log
 	lc.Dir, lc.StateDir, lc.FS, lc.Now, lc.Logger = filepath.Join(cfg.Root, "commitlog"), cfg.Root, cfg.FS, cfg.Now, cfg.Logger
 	lc.OnCommit = func(int64) { s.wake() }
+	lc.DeleteFloor = s.dispatched.Load // no record goes before its queue entry exists
 	if cfg.KeepFrom != nil {
 		lc.KeepFrom = cfg.KeepFrom
+	}
+	if err := s.checkSpace(lc, s.indexConfig()); err != nil {
+		return nil, err
 	}
 	cl, err := commitlog.Open(ctx, lc)
 	if err != nil {
@@ -257,10 +288,15 @@ type PutResult struct {
 // its (Topic, QueueID), in order. Under SyncFlush it returns once they are
 // durable. A message without UNIQ_KEY gets one. The messages are not
 // modified. On commitlog.ErrFlushTimeout the results are filled in: the
-// messages are stored but not known durable.
+// messages are stored but not known durable. While the dispatcher is
+// stalled (see MaxDispatchStall, MaxDispatchLagBytes) it stores nothing
+// and fails with ErrDispatchStalled.
 func (s *Store) Put(ctx context.Context, msgs []*message.Message) ([]PutResult, error) {
 	if len(msgs) == 0 {
 		return nil, errors.New("store: put of no messages")
+	}
+	if err := s.admit(); err != nil {
+		return nil, err
 	}
 	results := make([]PutResult, len(msgs))
 	bp := batchPool.Get().(*[]byte)
@@ -358,6 +394,9 @@ func (s *Store) PutCheckedRecords(ctx context.Context, topic string, pieces [][]
 	n := len(recs)
 	if n == 0 {
 		return nil, errors.New("store: put of no records")
+	}
+	if err := s.admit(); err != nil {
+		return nil, err
 	}
 	results := make([]PutResult, n)
 	size := 0

@@ -110,6 +110,23 @@ func TestDamage(t *testing.T) {
 			qo := 64 + off/20
 			return want{verify.KindConsumeQueue, p, off, "after the queue's unused (zero) tail", &qo}
 		}},
+		{"consume queue ends short of the log", func(t *testing.T, dir string) want {
+			qdir := filepath.Join(dir, "consumequeue", "Orders", "0")
+			files, err := os.ReadDir(qdir)
+			require.NoError(t, err)
+			for _, f := range files[1:] {
+				require.NoError(t, os.Remove(filepath.Join(qdir, f.Name())))
+			}
+			mutateFile(t, cqFile(dir, "Orders", 0, 0), func(b []byte) { clear(b[10*20:]) })
+			q10 := int64(10)
+			return want{verify.KindConsumeQueue, qdir, 0, "ends at queue offset 10, but the commit log holds its messages up to", &q10}
+		}},
+		{"consume queue missing", func(t *testing.T, dir string) want {
+			qdir := filepath.Join(dir, "consumequeue", "Payments", "1")
+			require.NoError(t, os.RemoveAll(qdir))
+			q0 := int64(0)
+			return want{verify.KindConsumeQueue, qdir, 0, "entries missing", &q0}
+		}},
 		{"index phyOffset points mid-record", func(t *testing.T, dir string) want {
 			p, e := indexEntry(t, dir, 7)
 			mutateFile(t, p, func(b []byte) { binary.BigEndian.PutUint64(b[e.FileOffset+4:], uint64(e.PhyOffset+17)) })

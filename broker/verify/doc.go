@@ -1,13 +1,15 @@
 // Package verify checks a broker store directory offline: the commit log,
 // the consume queues and the key index, and how they agree. It backs
-// `gantry verify DIR`.
+// `gantry verify DIR`. DIR is the store (a broker's storePathRootDir) or a
+// directory holding it as store/ (the data directory of gantry dev).
 //
 // Run opens every file read-only with plain reads (never a mapping, never
 // commitlog.Open or store.Open, which recover and so write), changes
 // nothing, and reports what it finds in a Report that marshals to JSON.
 // Memory stays bounded whatever the store's size: segments are read in
 // chunks of a few MiB and consume-queue and index entries are checked by
-// re-reading the record they point at, with no per-record tables.
+// re-reading the record they point at, with no per-record tables (one
+// small entry per queue says where its records in the log end).
 //
 // # What is checked
 //
@@ -29,7 +31,10 @@
 // data with the entry's size, the directory's topic and queue id, the
 // entry's queue offset and the tags code of its TAGS (not checked for
 // SCHEDULE_TOPIC_XXXX, whose code is a delivery time), and not a prepared
-// or rolled-back transactional message.
+// or rolled-back transactional message. Every queue reaches the last
+// record of its queue in the log: a queue that ends short of it (or is
+// missing) lacks entries for messages that cannot be read until a broker
+// dispatches them again.
 //
 // Index (DIR/index/<yyyyMMddHHmmssSSS>): a sane header, files in
 // phyOffset order, slots within 0..indexCount-1, each entry's prevIndex

@@ -124,10 +124,15 @@ func (x *indexScan) entry(e index.ScanEntry) error {
 		why = append(why, fmt.Sprintf("timeDiff %d s puts it outside the header's time range", e.TimeDiff))
 	}
 	x.prevPhy = e.PhyOffset
-	if e.PhyOffset < v.logMin {
+	switch {
+	case e.PhyOffset < v.logMin:
 		v.rep.Index.Expired++
-	} else if r := x.checkRecord(e); r != "" {
-		why = append(why, r)
+	case v.inHole(e.PhyOffset):
+		v.rep.Index.Lost++
+	default:
+		if r := x.checkRecord(e); r != "" {
+			why = append(why, r)
+		}
 	}
 	if len(why) > 0 {
 		v.addf(KindIndex, x.path, e.FileOffset, "entry %d (keyHash %d, phyOffset %d): %s", e.Number, e.KeyHash, e.PhyOffset, strings.Join(why, "; "))

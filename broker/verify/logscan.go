@@ -146,6 +146,7 @@ func (v *verifier) scanSegment(i int, pos int64) (how segEnd, at int64, reason s
 			return endSealed, pos, ""
 		case magicHole:
 			sum.Holes++
+			v.holes = append(v.holes, [2]int64{seg.base + pos, seg.base + pos + int64(size)})
 			pos += int64(size)
 			continue
 		case magicPad:
@@ -162,6 +163,7 @@ func (v *verifier) scanSegment(i int, pos int64) (how segEnd, at int64, reason s
 		}
 		sum.Records++
 		sum.Bytes += int64(size)
+		v.noteQueued(rec, seg.base+pos)
 		pos += int64(size)
 		v.logEnd = seg.base + pos
 	}

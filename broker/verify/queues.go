@@ -40,6 +40,7 @@ func (v *verifier) checkQueues() {
 			v.rep.ConsumeQueues.Queues++
 			q := &queueScan{v: v, topic: topic, qid: int32(qid), prevPhys: -1}
 			q.run(qdir)
+			v.noteQueueEnd(topic, int32(qid), qdir, q.end)
 		}
 	}
 }
@@ -75,6 +76,7 @@ type queueScan struct {
 	qid      int32
 	state    queueState
 	prevPhys int64 // commit-log offset of the previous real entry, -1 before the first
+	end      int64 // one past the last entry (real or placeholder)
 	m        message.Message
 }
 
@@ -189,6 +191,7 @@ func (q *queueScan) entry(path string, fileOff, qo int64, b []byte) {
 		if q.state != stateLeading {
 			q.problem(path, fileOff, qo, "placeholder entry after the queue's first real entry")
 		}
+		q.end = qo + 1
 		return
 	case !e.Valid():
 		q.state = stateEntries
@@ -196,15 +199,19 @@ func (q *queueScan) entry(path string, fileOff, qo int64, b []byte) {
 		return
 	}
 	q.state = stateEntries
+	q.end = qo + 1
 	q.v.rep.ConsumeQueues.Entries++
 	var why []string
 	if q.prevPhys >= 0 && e.Offset <= q.prevPhys {
 		why = append(why, fmt.Sprintf("commit-log offset %d is not after the previous entry's %d", e.Offset, q.prevPhys))
 	}
 	q.prevPhys = e.Offset
-	if e.Offset < q.v.logMin {
+	switch {
+	case e.Offset < q.v.logMin:
 		q.v.rep.ConsumeQueues.Expired++
-	} else {
+	case q.v.inHole(e.Offset):
+		q.v.rep.ConsumeQueues.Lost++
+	default:
 		why = append(why, q.checkRecord(e, qo)...)
 	}
 	if len(why) > 0 {

@@ -12,7 +12,8 @@ import (
 )
 
 // ErrNotStore means the directory given to Run is not a store: it is not a
-// directory or has no commitlog directory.
+// directory, or has neither a commitlog directory nor a store directory
+// holding one.
 var ErrNotStore = errors.New("verify: not a store directory")
 
 // DefaultMaxErrors is how many problems a Report lists when
@@ -100,13 +101,17 @@ type QueueSummary struct {
 	Files   int   `json:"files"`
 	Entries int64 `json:"entries"` // entries in use, placeholders excluded
 	Expired int64 `json:"expired"` // entries pointing below the log's MinOffset
+	// Lost counts entries pointing into a damaged range an earlier
+	// recovery skipped: their messages are gone (not reported as problems).
+	Lost int64 `json:"lost,omitempty"`
 }
 
 // IndexSummary describes the key index.
 type IndexSummary struct {
 	Files   int   `json:"files"`
-	Entries int64 `json:"entries"` // entries in use
-	Expired int64 `json:"expired"` // entries pointing below the log's MinOffset
+	Entries int64 `json:"entries"`        // entries in use
+	Expired int64 `json:"expired"`        // entries pointing below the log's MinOffset
+	Lost    int64 `json:"lost,omitempty"` // entries pointing into a skipped damaged range
 }
 
 // Run checks the store in dir offline and reports what it finds: the
@@ -122,9 +127,11 @@ type IndexSummary struct {
 func Run(ctx context.Context, fsys fsx.FS, dir string, opts Options) (Report, error) {
 	start := time.Now()
 	rep := Report{Dir: dir, Errors: []Problem{}}
-	if err := checkStoreDir(fsys, dir); err != nil {
+	dir, err := storeDir(fsys, dir)
+	if err != nil {
 		return rep, err
 	}
+	rep.Dir = dir
 	if opts.MaxErrors == 0 {
 		opts.MaxErrors = DefaultMaxErrors
 	}
@@ -133,7 +140,7 @@ func Run(ctx context.Context, fsys fsx.FS, dir string, opts Options) (Report, er
 		fsx.Exists(fsys, filepath.Join(dir, "commitlog", "abort"))
 	v.log = newLogFiles(fsys)
 	defer v.log.close()
-	for _, phase := range []func(){v.checkLog, v.checkQueues, v.checkIndex} {
+	for _, phase := range []func(){v.checkLog, v.checkQueues, v.checkQueueEnds, v.checkIndex} {
 		if ctx.Err() != nil {
 			break
 		}
@@ -147,22 +154,29 @@ func Run(ctx context.Context, fsys fsx.FS, dir string, opts Options) (Report, er
 	return rep, nil
 }
 
-func checkStoreDir(fsys fsx.FS, dir string) error {
+// storeDir returns the store directory dir names: dir itself when it
+// holds a commitlog directory (a broker's storePathRootDir), or dir/store
+// when that does (the data directory of gantry dev, or of a broker whose
+// storePathRootDir is the default ./gantry-data/store).
+func storeDir(fsys fsx.FS, dir string) (string, error) {
 	info, err := fsys.Stat(dir)
 	if err != nil {
 		if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
 			err = pe.Err // the path is in our message
 		}
-		return fmt.Errorf("verify: cannot read store directory %s: %w", dir, err)
+		return dir, fmt.Errorf("verify: cannot read store directory %s: %w", dir, err)
 	}
 	if !info.IsDir {
-		return fmt.Errorf("%w: %s is not a directory", ErrNotStore, dir)
+		return dir, fmt.Errorf("%w: %s is not a directory", ErrNotStore, dir)
 	}
-	cl := filepath.Join(dir, logDir)
-	if info, err := fsys.Stat(cl); err != nil || !info.IsDir {
-		return fmt.Errorf("%w: %s has no %s directory", ErrNotStore, dir, logDir)
+	for _, d := range []string{dir, filepath.Join(dir, "store")} {
+		if info, err := fsys.Stat(filepath.Join(d, logDir)); err == nil && info.IsDir {
+			return d, nil
+		}
 	}
-	return nil
+	return dir, fmt.Errorf("%w: %s has no %s directory, nor a store directory holding one; give the broker's "+
+		"storePathRootDir (it holds %s/, consumequeue/, index/ and config/) or the data directory of gantry dev (it holds store/)",
+		ErrNotStore, dir, logDir, logDir)
 }
 
 // verifier holds the state of one Run.
@@ -178,6 +192,14 @@ type verifier struct {
 	// point at: below logMin is expired, at or past logEnd is missing.
 	logMin, logEnd int64
 	findBuf        []byte // findValid's read buffer
+	// logQueues holds, by topic and queue id, where each queue's records
+	// in the log end (checkLog); queueEnds where each consume queue ends
+	// (checkQueues). checkQueueEnds compares them.
+	// holes are the damaged ranges an earlier recovery skipped, in log
+	// order: entries pointing into one are of lost messages.
+	holes     [][2]int64
+	logQueues map[string]map[int32]logQueue
+	queueEnds map[string]map[int32]queueEnd
 }
 
 // add records a problem.

@@ -19,6 +19,7 @@ func newBrokerCmd() *cobra.Command {
 		namesrv  string
 		storeDir string
 		autoTop  bool
+		skip     bool
 	)
 	cmd := &cobra.Command{
 		Use:   "broker",
@@ -50,6 +51,9 @@ Keys: ` + strings.Join(broker.ConfigKeys, ", ") + `.`,
 			if cmd.Flags().Changed("auto-create-topics") {
 				cfg.AutoCreateTopicEnable = autoTop
 			}
+			if cmd.Flags().Changed("skip-corrupt") {
+				cfg.SkipCorrupt = skip
+			}
 			if err := cfg.Validate(); err != nil {
 				if conf != "" {
 					err = fmt.Errorf("%s: %w", conf, err)
@@ -79,5 +83,7 @@ Keys: ` + strings.Join(broker.ConfigKeys, ", ") + `.`,
 	f.StringVarP(&namesrv, "namesrv", "n", "", "nameserver addresses (either port), ';'-separated (namesrvAddr)")
 	f.StringVar(&storeDir, "store", "", "store directory (storePathRootDir)")
 	f.BoolVar(&autoTop, "auto-create-topics", false, "create topics on first send (autoCreateTopicEnable)")
+	f.BoolVar(&skip, "skip-corrupt", false, "start although the commit log is damaged in the middle: keep every valid record after the damage, "+
+		"copy the damaged range to corrupt/ and report it (skipCorrupt)")
 	return cmd
 }

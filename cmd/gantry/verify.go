@@ -20,9 +20,10 @@ func newVerifyCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "verify DIR",
 		Short: "Check a broker store directory offline",
-		Long: `Verify checks the broker store in DIR (storePathRootDir) offline and changes
-nothing: every file is opened read-only. Stop the broker first; a store in use
-looks damaged.
+		Long: `Verify checks the broker store in DIR offline and changes nothing: every
+file is opened read-only. DIR is the store (the broker's storePathRootDir,
+holding commitlog/) or the data directory of gantry dev (./gantry-data,
+holding store/). Stop the broker first; a store in use looks damaged.
 
 It checks:
   commit log      segment names, sizes and contiguity; every record (sizes,
@@ -31,7 +32,8 @@ It checks:
                   records follow it, else a "torn tail"
   consume queues  every entry points at a valid record of its topic and queue
                   with the entry's size, queue offset and tags code; offsets
-                  contiguous; nothing after the zero tail
+                  contiguous; nothing after the zero tail; every queue reaches
+                  its last message in the log (entries missing otherwise)
   index           headers, hash slots and chains; every entry points at a
                   record one of whose keys (topic#KEYS, topic#UNIQ_KEY) has the
                   entry's hash
@@ -44,7 +46,8 @@ the physical log offset, otherwise the byte offset in the file) and the reason.
 
 Exit status: 0 clean, 1 problems found, 2 usage error or the store cannot be
 read.`,
-		Example: `  gantry verify ./gantry-data/store
+		Example: `  gantry verify ./gantry-data
+  gantry verify ./gantry-data/store
   gantry verify --quiet /var/lib/gantry/store && echo ok
   gantry verify --max-errors -1 /backup/store > report.json`,
 		Args: cobra.ExactArgs(1),

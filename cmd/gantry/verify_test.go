@@ -110,6 +110,21 @@ func TestVerifyMissingDir(t *testing.T) {
 	code, _, errOut = execute(t, "verify", t.TempDir())
 	assert.Equal(t, exitUsage, code)
 	assert.Contains(t, errOut, "not a store directory")
+	assert.Contains(t, errOut, "give the broker's storePathRootDir", "it says what it expects")
+	assert.Contains(t, errOut, "the data directory of gantry dev")
+}
+
+// gantry verify takes the data directory of gantry dev (./gantry-data,
+// the store below it in store/) as well as the store itself (issue 36).
+func TestVerifyDevDataDir(t *testing.T) {
+	dir := makeStore(t, 30)
+	code, out, errOut := execute(t, "verify", filepath.Dir(dir))
+	require.Equal(t, exitOK, code, errOut)
+	rep := decodeReport(t, out)
+	assert.True(t, rep.Clean)
+	assert.Equal(t, dir, rep.Dir, "the store it checked")
+	assert.Equal(t, int64(30), rep.CommitLog.Records)
+	assert.Contains(t, errOut, "verify "+dir+": clean")
 }
 
 func TestVerifyProgress(t *testing.T) {

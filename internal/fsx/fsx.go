@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"syscall"
 
 	"github.com/gantrymq/gantry/internal/failpoint"
 )
@@ -188,4 +189,18 @@ func Exists(fsys FS, name string) bool {
 func sortedNames(names []string) []string {
 	sort.Strings(names)
 	return names
+}
+
+// CheckRoom returns an error wrapping syscall.ENOSPC when the filesystem
+// holding dir has fewer than n bytes free, and nil otherwise (also when it
+// cannot tell). Call it before preallocating a large file: on tmpfs (and
+// some other filesystems) a fallocate that fails for space first takes
+// every free byte, and other writers see a full disk until the file is
+// removed.
+func CheckRoom(fsys FS, dir string, n int64) error {
+	u, err := fsys.DiskUsage(dir)
+	if err != nil || u.Total <= 0 || u.Free >= n {
+		return nil
+	}
+	return fmt.Errorf("%d bytes needed in %s, %d free: %w", n, dir, u.Free, syscall.ENOSPC)
 }

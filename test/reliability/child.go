@@ -140,6 +140,10 @@ type BrokerSpec struct {
 	// RegisterPeriod is registerNameServerPeriod (default 30 s): how soon
 	// a restarted nameserver learns about the broker again.
 	RegisterPeriod time.Duration
+	// StoreDefaults keeps the broker's own consume-queue and index file
+	// sizes (300,000 entries a queue file, 420 MB index files) instead of
+	// the suite's small ones, which roll.
+	StoreDefaults bool
 }
 
 // BrokerReady is what a broker child reports when it serves.
@@ -167,7 +171,9 @@ func runBroker(ctx context.Context, raw []byte) error {
 		RegisterNameServerPeriod: spec.RegisterPeriod, AutoCreateTopicEnable: spec.AutoCreate,
 		Logger: childLogger(),
 		StoreOverride: func(sc *store.Config) {
-			sc.QueueEntriesPerFile, sc.IndexSlots, sc.IndexEntries = 20_000, 20_000, 80_000 // small files: they roll
+			if !spec.StoreDefaults {
+				sc.QueueEntriesPerFile, sc.IndexSlots, sc.IndexEntries = 20_000, 20_000, 80_000 // small files: they roll
+			}
 			sc.Log.SyncFlushTimeout = spec.SyncFlushTimeout
 			sc.Log.FlushInterval = spec.FlushInterval
 			sc.Log.DiskFullRatio, sc.Log.DiskForceCleanRatio = spec.DiskFullRatio, spec.DiskForceCleanRatio

@@ -11,6 +11,7 @@
 //	unexpected   read back (drain or consumer) but definitely failed, or never sent
 //	duplicated   extra copies of an id at other queue positions
 //	reordered    ids stored elsewhere than their ack said, or stored before a message acked before they were sent
+//	             (not a message sent with a delay: its ack, history.NoteDelayed, names the parked record)
 //	gaps         queue offsets between a queue's min and max with no message
 //	corrupt      a body read that is not Body(id), or that names no id
 //	unhandled    acknowledged, never handled by a consumer (when consumption is expected)
@@ -388,7 +389,7 @@ func (r *run) checkDrain() {
 			lost = append(lost, id)
 			continue
 		}
-		if !slices.Contains(ps, ack) {
+		if !slices.Contains(ps, ack) && s.ok.Note != history.NoteDelayed { // a delayed ack names the parked record
 			r.reordered(id, "reordered: %s acknowledged at %s but stored at %v", id, ack, ps)
 		}
 	}
@@ -473,7 +474,7 @@ func (r *run) holeAbove(id string, i int) (survivor string, ok bool) {
 		r.survivors = map[epochQueue]string{}
 		for oid, s := range r.sends {
 			o := s.ok
-			if o == nil {
+			if o == nil || o.Note == history.NoteDelayed {
 				continue
 			}
 			if _, ok := r.stored[oid]; !ok {
@@ -536,7 +537,7 @@ func (r *run) checkOrder() {
 		minAck, minAckID := int64(math.MaxInt64), ""
 		for i := len(evs) - 1; i >= 0; i-- {
 			s := r.sends[evs[i].ID]
-			if s == nil {
+			if s == nil || s.ok != nil && s.ok.Note == history.NoteDelayed { // stored when due, after later sends
 				continue
 			}
 			if s.invokes > 0 && minAck < s.firstInvoke {

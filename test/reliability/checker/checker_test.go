@@ -337,3 +337,25 @@ func boolInt(b bool) int {
 	}
 	return 0
 }
+
+// A message sent with a delay is acknowledged at its parked record and
+// delivered later, after messages sent after it: neither counts as
+// reordered, but its loss and its duplicates still count.
+func TestDelayedAcks(t *testing.T) {
+	h := &hist{}
+	h.send("p-1", history.OK, 0, 0)
+	h.send("d-2", history.OK, 0, 0) // the parked record's queue and offset
+	h.events[len(h.events)-1].Note = history.NoteDelayed
+	h.send("p-3", history.OK, 0, 1)
+	h.send("d-4", history.OK, 0, 1)
+	h.events[len(h.events)-1].Note = history.NoteDelayed
+	h.drain("p-1", 0, 0)
+	h.drain("p-3", 0, 1)
+	h.drain("d-2", 0, 2) // delivered after p-3, sent after it
+	h.drain("d-2", 0, 3) // and again
+	h.queue(0, 0, 4)
+	r := Check(h.events, Options{})
+	assert.Zero(t, r.Reordered, r.Problems)
+	assert.Equal(t, 1, r.Duplicated)
+	assert.Equal(t, 1, r.Lost, "d-4 was never delivered")
+}

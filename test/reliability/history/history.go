@@ -73,6 +73,11 @@ const (
 	Indeterminate Outcome = "indeterminate" // failed, may be stored
 )
 
+// NoteDelayed marks the ack of a message sent with a delay: its queue and
+// offset are those of the parked record, not of the message delivered
+// later, which lands after messages sent after it.
+const NoteDelayed = "delayed"
+
 // Event is one line of a history.
 type Event struct {
 	Kind    Kind    `json:"kind"`

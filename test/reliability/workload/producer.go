@@ -32,6 +32,11 @@ type ProducerSpec struct {
 	// Retries is the client's retry count for definite transient
 	// failures. Default client.DefaultRetries; negative: none.
 	Retries int
+	// DelayEvery, when > 0, sends every DelayEvery-th id (sequence number
+	// divisible by it) with delay level DelayLevel (default 1: 1 s). Its
+	// ack names the parked record, so the checker does not compare it with
+	// where the message is delivered (history.NoteDelayed).
+	DelayEvery, DelayLevel int
 	// Dial rewrites connection addresses (a broker's to its fault proxy).
 	Dial map[string]string
 	// OnStarted, if set, is called once the history file and the producer
@@ -127,9 +132,17 @@ func sendRound(p *client.Producer, w *history.Writer, spec ProducerSpec, seq, n 
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), spec.CallTimeout)
 			defer cancel()
-			res, err := p.Send(ctx, Message(spec.Topic, id))
+			m := Message(spec.Topic, id)
+			delayed := spec.DelayEvery > 0 && (seq+i)%spec.DelayEvery == 0
+			if delayed {
+				m.DelayLevel = max(spec.DelayLevel, 1)
+			}
+			res, err := p.Send(ctx, m)
 			if err == nil {
 				events[i] = ackEvent(spec.Worker, spec.Topic, id, res[0])
+				if delayed {
+					events[i].Note = history.NoteDelayed
+				}
 				return
 			}
 			events[i] = history.Event{Kind: history.Send, ID: id, Outcome: Outcome(err), Worker: spec.Worker,
