@@ -253,7 +253,7 @@ func (s *Admin) ResetOffsetByTime(_ context.Context, req *gantryv1.ResetOffsetBy
 // client's message id), answered with the records of every topic whose
 // UNIQ_KEY it is (the message and its retry and dead-letter copies),
 // oldest first, at most maxByUniqKey. NOT_FOUND when there is none.
-func (s *Admin) QueryMessageById(_ context.Context, req *gantryv1.QueryMessageByIdRequest) (*gantryv1.QueryMessageResponse, error) {
+func (s *Admin) QueryMessageById(ctx context.Context, req *gantryv1.QueryMessageByIdRequest) (*gantryv1.QueryMessageResponse, error) {
 	id := req.GetMsgId()
 	if id == "" {
 		return nil, status.Error(codes.InvalidArgument, "query message: no message id given")
@@ -265,7 +265,11 @@ func (s *Admin) QueryMessageById(_ context.Context, req *gantryv1.QueryMessageBy
 	if status.Code(err) != codes.NotFound {
 		return nil, err
 	}
-	ms, kerr := s.messagesByUniqKey(id)
+	var ms []*message.Message
+	kerr := s.lookupDispatched(ctx, func() (found bool, err error) {
+		ms, err = s.messagesByUniqKey(id)
+		return len(ms) > 0, err
+	})
 	if kerr != nil {
 		return nil, toStatus(kerr)
 	}
@@ -306,6 +310,28 @@ func (s *Admin) recordByOffsetID(id string) ([]byte, error) {
 	return append([]byte(nil), r.B...), nil
 }
 
+// lookupCatchUp bounds how long a key lookup that found nothing waits for
+// the dispatcher to index what the log held when it began.
+const lookupCatchUp = 5 * time.Second
+
+// lookupDispatched runs lookup, a search of the key index; if it finds
+// nothing while the dispatcher is behind the messages stored before the
+// search (one acknowledged just before, not indexed yet), it waits for the
+// dispatcher to pass them, at most lookupCatchUp (a stalled dispatcher),
+// and searches again: a lookup sees the messages acknowledged before it.
+func (s *Admin) lookupDispatched(ctx context.Context, lookup func() (found bool, err error)) error {
+	st := s.b.Store()
+	end := st.PutEnd()
+	found, err := lookup()
+	if err != nil || found || st.DispatchedOffset() >= end {
+		return err
+	}
+	if st.WaitDispatched(ctx, end, lookupCatchUp) {
+		_, err = lookup()
+	}
+	return err
+}
+
 // maxByUniqKey bounds the records QueryMessageById answers for a UNIQ_KEY.
 const maxByUniqKey = 32
 
@@ -330,7 +356,7 @@ func (s *Admin) messagesByUniqKey(key string) ([]*message.Message, error) {
 }
 
 // QueryMessageByKey implements the service.
-func (s *Admin) QueryMessageByKey(_ context.Context, req *gantryv1.QueryMessageByKeyRequest) (*gantryv1.QueryMessageResponse, error) {
+func (s *Admin) QueryMessageByKey(ctx context.Context, req *gantryv1.QueryMessageByKeyRequest) (*gantryv1.QueryMessageResponse, error) {
 	end := req.GetEndMs()
 	if end == 0 {
 		end = 1<<63 - 1
@@ -339,7 +365,11 @@ func (s *Admin) QueryMessageByKey(_ context.Context, req *gantryv1.QueryMessageB
 	if limit <= 0 {
 		limit = 64
 	}
-	ms, err := s.b.Store().MessagesByKey(req.GetTopic(), req.GetKey(), req.GetBeginMs(), end, limit)
+	var ms []*message.Message
+	err := s.lookupDispatched(ctx, func() (found bool, err error) {
+		ms, err = s.b.Store().MessagesByKey(req.GetTopic(), req.GetKey(), req.GetBeginMs(), end, limit)
+		return len(ms) > 0, err
+	})
 	if err != nil {
 		return nil, toStatus(err)
 	}

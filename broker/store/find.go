@@ -1,7 +1,9 @@
 package store
 
 import (
+	"context"
 	"fmt"
+	"time"
 	"unsafe"
 
 	"github.com/gantrymq/gantry/commitlog"
@@ -20,6 +22,33 @@ const findCandidates = 4096
 // returns with every recovered record dispatched unless it opened stalled
 // (Recovery().DispatchError): Put refuses messages until then.
 func (s *Store) DispatchedOffset() int64 { return s.dispatched.Load() }
+
+// WaitDispatched waits until the dispatcher has passed off (a log offset:
+// every record below it is then in its consume queue and the index), the
+// context ends or d passes, and reports whether it did. It polls: it is
+// for lookups that want to see what was acknowledged before them (admin
+// queries by key), not for the message path. Wait for PutEnd, not the
+// log's MaxOffset: an end-of-segment or block filler can hold the dispatch
+// position short of the log's end until more records come.
+func (s *Store) WaitDispatched(ctx context.Context, off int64, d time.Duration) bool {
+	if s.dispatched.Load() >= off {
+		return true
+	}
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	poll := time.NewTicker(2 * time.Millisecond)
+	defer poll.Stop()
+	for s.dispatched.Load() < off {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-deadline.C:
+			return false
+		case <-poll.C:
+		}
+	}
+	return true
+}
 
 // FindByKey returns where the oldest record that the index holds under
 // (topic, key), stored within [begin, end] (unix ms), and that match

@@ -147,6 +147,7 @@ type Store struct {
 	next map[QueueKey]int64
 
 	dispatched atomic.Int64 // log offset up to which records are dispatched
+	putEnd     atomic.Int64 // PutEnd
 	indexFrom  int64        // records below it are already indexed (set by recovery)
 	// dispatchFrom is where the dispatcher's run began: it has read every
 	// record of the log from there on (under dispatchMu).
@@ -337,6 +338,7 @@ func (s *Store) Put(ctx context.Context, msgs []*message.Message) ([]PutResult, 
 	if i == 0 { // nothing was stored
 		return nil, err
 	}
+	s.notePut(res.End)
 	s.stampResults(results, res.StoreTimestamp)
 	return results, err
 }
@@ -445,9 +447,27 @@ func (s *Store) PutCheckedRecords(ctx context.Context, topic string, pieces [][]
 	if i == 0 {
 		return nil, err
 	}
+	s.notePut(res.End)
 	s.stampResults(results, res.StoreTimestamp)
 	return results, err
 }
+
+// notePut raises PutEnd to end, the log offset past a Put's records.
+func (s *Store) notePut(end int64) {
+	for {
+		cur := s.putEnd.Load()
+		if end <= cur || s.putEnd.CompareAndSwap(cur, end) {
+			return
+		}
+	}
+}
+
+// PutEnd returns the log offset past the last record a Put or
+// PutCheckedRecords of this process stored (0 before the first): once
+// DispatchedOffset reaches it, every message stored so far is in its
+// consume queue and the key index. Unlike the log's MaxOffset it never
+// counts a filler, which the dispatcher passes only when a record follows.
+func (s *Store) PutEnd() int64 { return s.putEnd.Load() }
 
 // stampResults sets the store time and the message id of every result.
 // The ids share one allocation (two with an IPv6 store host): views of a
