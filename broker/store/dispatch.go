@@ -108,6 +108,9 @@ func (s *Store) dispatch() (n int64, err error) {
 		k, err := s.dispatchRecords(recs, start)
 		r.Release()
 		n += k
+		if k > 0 {
+			s.dispatchMoved()
+		}
 		if err != nil {
 			return n, err
 		}

@@ -147,8 +147,11 @@ type Store struct {
 	next map[QueueKey]int64
 
 	dispatched atomic.Int64 // log offset up to which records are dispatched
-	putEnd     atomic.Int64 // PutEnd
-	indexFrom  int64        // records below it are already indexed (set by recovery)
+	// moved is closed when the dispatch position next grows, nil while
+	// nobody waits for it (WaitDispatched).
+	moved     atomic.Pointer[chan struct{}]
+	putEnd    atomic.Int64 // PutEnd
+	indexFrom int64        // records below it are already indexed (set by recovery)
 	// dispatchFrom is where the dispatcher's run began: it has read every
 	// record of the log from there on (under dispatchMu).
 	dispatchFrom int64
