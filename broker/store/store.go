@@ -299,7 +299,7 @@ func (s *Store) Put(ctx context.Context, msgs []*message.Message) ([]PutResult, 
 	if len(msgs) == 0 {
 		return nil, errors.New("store: put of no messages")
 	}
-	if err := s.admit(); err != nil {
+	if err := s.Refusal(); err != nil {
 		return nil, err
 	}
 	results := make([]PutResult, len(msgs))
@@ -400,7 +400,7 @@ func (s *Store) PutCheckedRecords(ctx context.Context, topic string, pieces [][]
 	if n == 0 {
 		return nil, errors.New("store: put of no records")
 	}
-	if err := s.admit(); err != nil {
+	if err := s.Refusal(); err != nil {
 		return nil, err
 	}
 	results := make([]PutResult, n)
