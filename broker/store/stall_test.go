@@ -74,8 +74,7 @@ func putUntilRefused(t *testing.T, s *store.Store, clock *testutil.Clock, from i
 // lasted MaxDispatchStall, and forced cleaning deletes none of the records
 // it has not dispatched. Once there is room again the dispatcher resumes on
 // its own, Put accepts messages again and every acknowledged message is
-// readable. Before, every Put was acknowledged, nothing said the store was
-// stalled, and forced cleaning deleted the acknowledged records (issue 36).
+// readable.
 func TestDispatchStallRefusesPutsAndHoldsForcedCleaning(t *testing.T) {
 	mem := fsx.NewMemFS()
 	cfg, faults, clock := stalledStore(t, mem)
@@ -149,7 +148,7 @@ func TestDispatchLagRefusesPuts(t *testing.T) {
 // at once, a consumer at the queue's end in the log is told nothing is new
 // (not that it is past the end), and once the index has room the
 // recovered records are dispatched and new messages continue each queue's
-// offsets. Before, Open failed with the index's ENOSPC (issue 36).
+// offsets, instead of Open failing with the index's ENOSPC.
 func TestOpenWhileDispatchStalled(t *testing.T) {
 	mem := fsx.NewMemFS()
 	cfg, faults, clock := stalledStore(t, mem)
@@ -191,9 +190,9 @@ func TestOpenWhileDispatchStalled(t *testing.T) {
 }
 
 // A store whose log lost records before they were dispatched (forced
-// cleaning did that before DeleteFloor) opens: each queue resumes at its
-// first record still in the log. Before, every start failed with
-// "consume queue is missing entries" (issue 36).
+// cleaning without DeleteFloor) opens: each queue resumes at its
+// first record still in the log, instead of failing with "consume queue
+// is missing entries".
 func TestOpenSkipsQueueOffsetsDeletedBeforeDispatch(t *testing.T) {
 	dir := t.TempDir()
 	cfg := testConfig(t, dir, nil)
