@@ -55,8 +55,7 @@ func bodiesOf(t *testing.T, b *broker.Broker, topic string) []string {
 // delayed deliveries and send-backs fail for space: a delivery is retried
 // and its level does not move, a send-back stores nothing and says so.
 // Once there is room, each delayed message is delivered once and the
-// send-back taken then is retried once: nothing lost, nothing duplicated
-// (issue 36).
+// send-back taken then is retried once: nothing lost, nothing duplicated.
 func TestDelayAndSendBackFailForSpace(t *testing.T) {
 	clock := newFakeClock()
 	faults := &fsx.Faults{}
@@ -94,8 +93,6 @@ func TestDelayAndSendBackFailForSpace(t *testing.T) {
 // rebuild opens the broker stalled; the delay levels and the timer keep
 // the progress they saved although their queues are not back yet, so the
 // messages delivered before are not delivered again once they are.
-// Before, Open failed; and progress past a (short) queue's end went back
-// to it (issue 36).
 func TestDelayProgressKeptThroughStalledRestart(t *testing.T) {
 	for _, tt := range []struct {
 		name, prop, parkTopic string

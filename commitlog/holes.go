@@ -1,6 +1,7 @@
 package commitlog
 
 import (
+	"cmp"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -42,6 +43,6 @@ func (l *Log) loadHoles() {
 			holes = append(holes, h)
 		}
 	}
-	slices.SortFunc(holes, func(a, b Span) int { return int(min(max(a.Off-b.Off, -1), 1)) })
+	slices.SortFunc(holes, func(a, b Span) int { return cmp.Compare(a.Off, b.Off) })
 	l.holes = holes
 }

@@ -47,8 +47,8 @@ func TestRetentionKeepFromPins(t *testing.T) {
 
 // DeleteFloor holds back every deletion at the first segment holding an
 // offset at or above it: deletion by age and deletion forced by disk use
-// alike. Without it, forced cleaning deleted records the store had not
-// dispatched yet (issue 36).
+// alike. Without it, forced cleaning could delete records the store has
+// not dispatched yet.
 func TestRetentionDeleteFloorHoldsForcedCleaning(t *testing.T) {
 	mem := fsx.NewMemFS()
 	clock := newClock(time.Date(2026, 3, 1, 4, 0, 0, 0, time.UTC))

@@ -288,8 +288,8 @@ func TestEIOAtFlushIsFinal(t *testing.T) {
 
 func TestAsyncFlushEventuallyDurable(t *testing.T) {
 	// A tail under FlushLeastPages waits for the thorough flush: when the
-	// flusher ran between appends (a busy machine), the last partial page
-	// was flushed only after the default 10 s, past the deadline below.
+	// flusher runs between appends (a busy machine), the last partial page
+	// is flushed only after the default 10 s, past the deadline below.
 	l := open(t, commitlog.Config{Dir: t.TempDir(), SegmentBytes: 64 << 10, FlushLeastPages: 1,
 		FlushInterval: 10 * time.Millisecond, FlushThoroughInterval: 50 * time.Millisecond})
 	defer l.Close()

@@ -80,7 +80,7 @@ func (l *Log) Clean() (CleanResult, error) {
 			}
 		}
 	}
-	l.noteHeld(res, floor.off)
+	l.noteHeld(res, floor.off, now)
 	res.DiskFull = res.UsedRatio > l.cfg.DiskFullRatio
 	if was := l.diskFull.Swap(res.DiskFull); was != res.DiskFull {
 		if res.DiskFull {
@@ -98,13 +98,14 @@ const heldWarnEvery = time.Minute
 
 // noteHeld warns when disk use calls for deletion (forced cleaning, or
 // expired segments above DiskMaxUsedRatio) that DeleteFloor holds back:
-// when it starts, then at most every heldWarnEvery.
-func (l *Log) noteHeld(res CleanResult, floor int64) {
+// when it starts, then at most every heldWarnEvery (of the pass's clock,
+// now).
+func (l *Log) noteHeld(res CleanResult, floor int64, now time.Time) {
 	if res.Held == "" || res.UsedRatio <= l.cfg.DiskMaxUsedRatio {
 		l.heldWarned = time.Time{}
 		return
 	}
-	if now := time.Now(); now.Sub(l.heldWarned) >= heldWarnEvery {
+	if now.Sub(l.heldWarned) >= heldWarnEvery {
 		l.heldWarned = now
 		l.log.Warn("disk space is short but the oldest segment holds records not yet dispatched to the consume queues; keeping it",
 			"segment", res.Held, "dispatched", floor, "diskUsed", res.UsedRatio, "forceCleanRatio", l.cfg.DiskForceCleanRatio)

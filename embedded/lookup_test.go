@@ -17,8 +17,8 @@ import (
 
 // A lookup by key or UNIQ_KEY sees the messages acknowledged before it,
 // even when the dispatcher has not indexed them yet: it waits for the
-// dispatcher to pass them instead of answering NOT_FOUND (gantry admin
-// queryMsgById right after a send said "not found" when it came first).
+// dispatcher to pass them instead of answering NOT_FOUND (as gantry admin
+// queryMsgById right after a send would, when it came first).
 func TestKeyLookupSeesAcknowledgedMessages(t *testing.T) {
 	gate := make(chan struct{})
 	var open sync.Once

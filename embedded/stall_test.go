@@ -31,8 +31,7 @@ import (
 // with a definite UNAVAILABLE, which the Go client may retry, instead of
 // being acknowledged into a log nobody can read. Once the disk has room
 // the broker recovers on its own and every acknowledged message is
-// readable. Before, sends were acknowledged and /readyz said ready
-// (issue 36).
+// readable.
 func TestDispatchStallVisibleAndSendsRefused(t *testing.T) {
 	faults := &fsx.Faults{}
 	faults.Add(fsx.Fault{Op: fsx.OpAllocate, Path: "index", Err: syscall.ENOSPC})
@@ -95,9 +94,9 @@ func TestDispatchStallVisibleAndSendsRefused(t *testing.T) {
 }
 
 // clientError is the error the Go client's producer, retrying as it does
-// by default, gets from a send to topic now: a definite one, at once. (Its
-// retries used to wait in the broker for the stalled dispatcher until their
-// deadline, and ended indeterminate.)
+// by default, gets from a send to topic now: a definite one, at once, not
+// an indeterminate one after its retries waited in the broker for the
+// stalled dispatcher until their deadline.
 func clientError(t *testing.T, c *embedded.Cluster, topic string) error {
 	t.Helper()
 	p, err := client.NewProducer(t.Context(), client.Config{NameServers: []string{c.NameServerAddr()}})

@@ -77,5 +77,5 @@ func (c Config) Validate() error {
 // the defaults, 420,000,040 bytes.
 func (c Config) FileBytes() int64 {
 	c = c.withDefaults()
-	return headerSize + int64(c.SlotCount)*slotSize + int64(c.EntryCount)*entrySize
+	return fileSize(int32(c.SlotCount), int32(c.EntryCount))
 }

@@ -18,7 +18,7 @@ import (
 // A send refused because the dispatcher is stalled (a full disk refusing
 // the index's file) is SERVICE_NOT_AVAILABLE (14), as a disk-full refusal
 // is: the official client retries it on another broker, and nothing was
-// stored (issue 36).
+// stored.
 func TestSendRefusedWhileDispatchStalled(t *testing.T) {
 	faults := &fsx.Faults{}
 	faults.Add(fsx.Fault{Op: fsx.OpAllocate, Path: "index", Err: syscall.ENOSPC})

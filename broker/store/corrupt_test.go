@@ -19,9 +19,9 @@ import (
 // its queues step over the messages lost in the damaged range: every other
 // message is read, in order, whether the queues were dispatched before the
 // damage (their entries point into the range) or are rebuilt from the log
-// (the lost offsets get entries in the range). Before, the first read of
-// such a queue failed ("append would leave a gap") and a rebuild refused
-// to open (issue 36).
+// (the lost offsets get entries in the range), instead of failing the
+// first read of such a queue ("append would leave a gap") or refusing to
+// open for a rebuild.
 func TestSkipCorruptQueuesStepOverLostMessages(t *testing.T) {
 	for _, rebuild := range []bool{false, true} {
 		name := map[bool]string{false: "queues dispatched", true: "queues rebuilt"}[rebuild]

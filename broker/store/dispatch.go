@@ -108,6 +108,9 @@ func (s *Store) dispatch() (n int64, err error) {
 		k, err := s.dispatchRecords(recs, start)
 		r.Release()
 		n += k
+		if k > 0 {
+			s.dispatchMoved()
+		}
 		if err != nil {
 			return n, err
 		}
@@ -202,8 +205,8 @@ func (s *Store) dispatchOne(v message.View, phys int64) error {
 // skipGone restarts q at queue offset qo, the offset of the record the
 // dispatcher is at, when every entry it holds points below the log's first
 // offset and so do the messages from its max offset up to qo: retention
-// deleted them (before DeleteFloor kept records the dispatcher had not
-// passed, forced cleaning did). They are known to be gone when this
+// deleted them (forced cleaning in a store written without DeleteFloor,
+// which keeps the records the dispatcher has not passed). They are known to be gone when this
 // dispatch run started at the log's first record: it would have found any
 // of them the log still holds. Otherwise the queue lacks entries whose
 // records may be in the log: errGap, which makes recovery rebuild the

@@ -25,29 +25,53 @@ func (s *Store) DispatchedOffset() int64 { return s.dispatched.Load() }
 
 // WaitDispatched waits until the dispatcher has passed off (a log offset:
 // every record below it is then in its consume queue and the index), the
-// context ends or d passes, and reports whether it did. It polls: it is
-// for lookups that want to see what was acknowledged before them (admin
-// queries by key), not for the message path. Wait for PutEnd, not the
-// log's MaxOffset: an end-of-segment or block filler can hold the dispatch
-// position short of the log's end until more records come.
+// context ends or d passes, and reports whether it did. It is for lookups
+// that want to see what was acknowledged before them (admin queries by
+// key). Wait for PutEnd, not the log's MaxOffset: an end-of-segment or
+// block filler can hold the dispatch position short of the log's end
+// until more records come.
 func (s *Store) WaitDispatched(ctx context.Context, off int64, d time.Duration) bool {
 	if s.dispatched.Load() >= off {
 		return true
 	}
-	deadline := time.NewTimer(d)
-	defer deadline.Stop()
-	poll := time.NewTicker(2 * time.Millisecond)
-	defer poll.Stop()
-	for s.dispatched.Load() < off {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	for {
+		moved := s.watchDispatch() // before the look, so a move in between is not missed
+		if s.dispatched.Load() >= off {
+			return true
+		}
 		select {
+		case <-moved:
 		case <-ctx.Done():
 			return false
-		case <-deadline.C:
-			return false
-		case <-poll.C:
 		}
 	}
-	return true
+}
+
+// watchDispatch returns a channel closed when the dispatcher next moves
+// on (dispatchMoved).
+func (s *Store) watchDispatch() <-chan struct{} {
+	for {
+		if ch := s.moved.Load(); ch != nil {
+			return *ch
+		}
+		ch := make(chan struct{})
+		if s.moved.CompareAndSwap(nil, &ch) {
+			return ch
+		}
+	}
+}
+
+// dispatchMoved wakes the waiters of WaitDispatched after the dispatch
+// position grew. With nobody waiting it costs one atomic load.
+func (s *Store) dispatchMoved() {
+	if s.moved.Load() == nil {
+		return
+	}
+	if ch := s.moved.Swap(nil); ch != nil {
+		close(*ch)
+	}
 }
 
 // FindByKey returns where the oldest record that the index holds under

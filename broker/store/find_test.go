@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -202,4 +203,25 @@ func indexEntries(t *testing.T, root string) int {
 		n += int(h.Count) - 1
 	}
 	return n
+}
+
+// WaitDispatched returns once the dispatcher has passed the offset, woken
+// by it however long the deadline, and reports false when the deadline
+// passes first.
+func TestWaitDispatched(t *testing.T) {
+	s := openStore(t, testConfig(t, t.TempDir(), nil))
+	defer s.Close()
+	release := sync.OnceFunc(s.HoldDispatch())
+	defer release() // before Close, which waits for the dispatcher
+	putAll(t, s, 0, 10)
+	end := s.PutEnd()
+	require.Less(t, s.DispatchedOffset(), end, "the dispatcher is held")
+	assert.False(t, s.WaitDispatched(t.Context(), end, 10*time.Millisecond), "the deadline passes first")
+
+	done := make(chan bool)
+	go func() { done <- s.WaitDispatched(t.Context(), end, time.Minute) }()
+	release()
+	assert.True(t, <-done, "woken by the dispatcher")
+	assert.GreaterOrEqual(t, s.DispatchedOffset(), end)
+	assert.True(t, s.WaitDispatched(t.Context(), end, 0), "already passed")
 }

@@ -87,15 +87,19 @@ func (s *Store) Get(topic string, queueID int32, offset int64, maxMsgs, maxBytes
 	}
 }
 
+// coming reports whether offset of queue k is up to the queue's end in
+// the log at an Open that could not dispatch the log (RecoveredQueueEnd):
+// not beyond the queue, as its messages are coming (nothing new yet), and
+// a consumer must not move back.
+func (s *Store) coming(k QueueKey, offset int64) bool {
+	return offset > 0 && offset <= s.recoveredEnds[k]
+}
+
 func (s *Store) get(k QueueKey, q *cqueue, offset int64, maxMsgs, maxBytes int, filter Filter) (res GetResult, problem string, err error) {
-	// An offset up to the queue's end in the log at Open is not beyond
-	// the queue when Open could not dispatch the log: its messages are
-	// coming (nothing new yet), and a consumer must not move back.
-	pending := offset > 0 && offset <= s.recoveredEnds[k]
 	if q == nil {
 		res.Status, res.NextOffset = NoMessageInQueue, offset
 		switch {
-		case pending:
+		case s.coming(k, offset):
 			res.Status = OffsetOverflowOne
 		case offset != 0:
 			res.Status, res.NextOffset = OffsetOverflowBadly, 0
@@ -104,7 +108,7 @@ func (s *Store) get(k QueueKey, q *cqueue, offset int64, maxMsgs, maxBytes int, 
 	}
 	res = GetResult{MinOffset: q.MinOffset(), MaxOffset: q.MaxOffset(), NextOffset: offset}
 	switch {
-	case offset > res.MaxOffset && pending:
+	case offset > res.MaxOffset && s.coming(k, offset):
 		res.Status = OffsetOverflowOne
 		return res, "", nil
 	case res.MaxOffset == 0:

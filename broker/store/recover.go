@@ -173,11 +173,8 @@ func (s *Store) recover(ctx context.Context) error {
 // the records not dispatched (their headers only).
 func (s *Store) openStalled(cause error) error {
 	s.report.DispatchError = cause.Error()
-	now := s.cfg.Now()
-	s.stall.err.Store(&cause)
-	s.stall.since.Store(now.UnixNano())
+	s.stall.begin(s.cfg.Now(), cause)
 	s.stall.refuseNow.Store(true)
-	s.stall.loggedAt, s.stall.logPause = now, firstStallLog
 	ends, err := s.logQueueEnds(s.dispatched.Load())
 	if err != nil {
 		return fmt.Errorf("store: open with records not dispatched (%v): %w", cause, err)

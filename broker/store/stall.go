@@ -3,7 +3,6 @@ package store
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -43,23 +42,23 @@ type DispatchStatus struct {
 // String says what the status means, "" when the dispatcher is healthy and
 // Put accepts messages.
 func (d DispatchStatus) String() string {
+	if d.Stalled {
+		return "dispatch stalled " + d.detail()
+	}
+	return d.detail()
+}
+
+// detail is String without the leading "dispatch stalled" of a stall:
+// what a refusal's ErrDispatchStalled is followed by.
+func (d DispatchStatus) detail() string {
 	switch {
 	case d.Stalled:
-		return fmt.Sprintf("dispatch stalled for %s at log offset %d, %d bytes behind the log's end: %v",
+		return fmt.Sprintf("for %s at log offset %d, %d bytes behind the log's end: %v",
 			d.For.Round(time.Millisecond), d.Dispatched, d.LagBytes, d.Err)
 	case d.Refusing:
 		return fmt.Sprintf("dispatch is %d bytes behind the log's end", d.LagBytes)
 	}
 	return ""
-}
-
-// detail is String without its leading "dispatch stalled".
-func (d DispatchStatus) detail() string {
-	s := d.String()
-	if rest, ok := strings.CutPrefix(s, "dispatch stalled "); ok {
-		return rest
-	}
-	return s
 }
 
 // stall is the dispatcher's failure state: written by the dispatcher, read
@@ -85,13 +84,22 @@ const (
 	maxStallLog   = time.Minute
 )
 
+// begin records err, a failed dispatch attempt at now, and reports
+// whether it starts a stall (none was under way).
+func (st *stall) begin(now time.Time, err error) bool {
+	st.err.Store(&err)
+	if st.since.Load() != 0 {
+		return false
+	}
+	st.since.Store(now.UnixNano())
+	st.loggedAt, st.logPause = now, firstStallLog
+	return true
+}
+
 // failed records a failed dispatch attempt at now.
 func (s *Store) failed(now time.Time, err error) {
 	st := &s.stall
-	st.err.Store(&err)
-	if st.since.Load() == 0 {
-		st.since.Store(now.UnixNano())
-		st.loggedAt, st.logPause = now, firstStallLog
+	if st.begin(now, err) {
 		s.log.Error("dispatch stalled: records are acknowledged but not readable; retrying, and refusing sends if it lasts",
 			"offset", s.dispatched.Load(), "lagBytes", s.cl.MaxOffset()-s.dispatched.Load(),
 			"refuseAfter", s.cfg.MaxDispatchStall, "err", err)
@@ -145,13 +153,10 @@ func (s *Store) refusing(d DispatchStatus) bool {
 	return s.stall.refuseNow.Load() || d.For >= s.cfg.MaxDispatchStall
 }
 
-// Refusal returns the error Put would refuse messages with now
-// (ErrDispatchStalled), nil when it takes them. Safe for concurrent use.
-func (s *Store) Refusal() error { return s.admit() }
-
-// admit returns nil when Put may store messages, else an error wrapping
-// ErrDispatchStalled that says why.
-func (s *Store) admit() error {
+// Refusal returns the error Put would refuse messages with now (wrapping
+// ErrDispatchStalled, saying why), nil when it takes them. Safe for
+// concurrent use; Put asks it first.
+func (s *Store) Refusal() error {
 	if s.stall.since.Load() == 0 {
 		lim := s.cfg.MaxDispatchLagBytes
 		if lim <= 0 || s.cl.MaxOffset()-s.dispatched.Load() <= lim {

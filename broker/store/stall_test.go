@@ -16,35 +16,53 @@ import (
 
 	"github.com/gantrymq/gantry/broker/store"
 	"github.com/gantrymq/gantry/internal/fsx"
+	"github.com/gantrymq/gantry/internal/testutil"
 	"github.com/gantrymq/gantry/message"
 )
 
+// stallBound is the MaxDispatchStall of stalledStore.
+const stallBound = 200 * time.Millisecond
+
 // stalledStore opens a store on mem whose index can never allocate a
 // file (a full disk refusing it): the dispatcher stops at the first
-// record. It returns the store's config and the fault's remover.
-func stalledStore(t *testing.T, mem *fsx.MemFS) (store.Config, *fsx.Faults) {
+// record. It returns the store's config, the fault's remover and the
+// store's clock, which only the test moves.
+func stalledStore(t *testing.T, mem *fsx.MemFS) (store.Config, *fsx.Faults, *testutil.Clock) {
 	t.Helper()
 	faults := &fsx.Faults{}
 	faults.Add(fsx.Fault{Op: fsx.OpAllocate, Path: "index", Err: syscall.ENOSPC})
 	cfg := testConfig(t, "/store", fsx.WithFaults(mem, faults))
-	cfg.MaxDispatchStall = 200 * time.Millisecond
-	return cfg, faults
+	cfg.MaxDispatchStall = stallBound
+	clock := testutil.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	cfg.Now = clock.Now
+	return cfg, faults, clock
 }
 
-// putUntilRefused stores messages from index from on until Put refuses
-// them, and returns what it stored and the refusal.
-func putUntilRefused(t *testing.T, s *store.Store, from int) ([]store.PutResult, error) {
+// putUntilRefused stores messages from index from on: 1,200 (four
+// segments of stalledStore's log) while the stall is younger than
+// MaxDispatchStall (the clock stands still), then, the clock moved past
+// it, until Put refuses them. It returns what it
+// stored and the refusal.
+func putUntilRefused(t *testing.T, s *store.Store, clock *testutil.Clock, from int) ([]store.PutResult, error) {
 	t.Helper()
 	var out []store.PutResult
-	deadline := time.Now().Add(30 * time.Second)
-	for i := from; time.Now().Before(deadline); i++ {
+	put := func(i int) error {
 		res, err := s.Put(t.Context(), []*message.Message{msg(i)})
-		if err != nil {
+		out = append(out, res...)
+		return err
+	}
+	i := from
+	for ; i < from+1200; i++ {
+		if err := put(i); err != nil {
 			return out, err
 		}
-		out = append(out, res...)
-		if len(out)%50 == 0 {
-			time.Sleep(10 * time.Millisecond)
+	}
+	require.Eventually(t, func() bool { return s.DispatchState().Stalled }, 10*time.Second, time.Millisecond,
+		"the dispatcher stalls")
+	clock.Advance(stallBound)
+	for ; i < from+1300; i++ {
+		if err := put(i); err != nil {
+			return out, err
 		}
 	}
 	t.Fatal("Put never refused a message while the dispatcher was stalled")
@@ -56,15 +74,14 @@ func putUntilRefused(t *testing.T, s *store.Store, from int) ([]store.PutResult,
 // lasted MaxDispatchStall, and forced cleaning deletes none of the records
 // it has not dispatched. Once there is room again the dispatcher resumes on
 // its own, Put accepts messages again and every acknowledged message is
-// readable. Before, every Put was acknowledged, nothing said the store was
-// stalled, and forced cleaning deleted the acknowledged records (issue 36).
+// readable.
 func TestDispatchStallRefusesPutsAndHoldsForcedCleaning(t *testing.T) {
 	mem := fsx.NewMemFS()
-	cfg, faults := stalledStore(t, mem)
+	cfg, faults, clock := stalledStore(t, mem)
 	s := openStore(t, cfg)
 	defer s.Close()
 
-	acked, err := putUntilRefused(t, s, 0)
+	acked, err := putUntilRefused(t, s, clock, 0)
 	require.ErrorIs(t, err, store.ErrDispatchStalled)
 	assert.Contains(t, err.Error(), "no space left on device", "the refusal says why")
 	require.Greater(t, len(acked), 100, "acknowledged until the stall lasted MaxDispatchStall")
@@ -131,12 +148,12 @@ func TestDispatchLagRefusesPuts(t *testing.T) {
 // at once, a consumer at the queue's end in the log is told nothing is new
 // (not that it is past the end), and once the index has room the
 // recovered records are dispatched and new messages continue each queue's
-// offsets. Before, Open failed with the index's ENOSPC (issue 36).
+// offsets, instead of Open failing with the index's ENOSPC.
 func TestOpenWhileDispatchStalled(t *testing.T) {
 	mem := fsx.NewMemFS()
-	cfg, faults := stalledStore(t, mem)
+	cfg, faults, clock := stalledStore(t, mem)
 	s := openStore(t, cfg)
-	acked, err := putUntilRefused(t, s, 0)
+	acked, err := putUntilRefused(t, s, clock, 0)
 	require.ErrorIs(t, err, store.ErrDispatchStalled)
 	require.NoError(t, s.Close())
 
@@ -173,9 +190,9 @@ func TestOpenWhileDispatchStalled(t *testing.T) {
 }
 
 // A store whose log lost records before they were dispatched (forced
-// cleaning did that before DeleteFloor) opens: each queue resumes at its
-// first record still in the log. Before, every start failed with
-// "consume queue is missing entries" (issue 36).
+// cleaning without DeleteFloor) opens: each queue resumes at its
+// first record still in the log, instead of failing with "consume queue
+// is missing entries".
 func TestOpenSkipsQueueOffsetsDeletedBeforeDispatch(t *testing.T) {
 	dir := t.TempDir()
 	cfg := testConfig(t, dir, nil)

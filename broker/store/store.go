@@ -147,8 +147,11 @@ type Store struct {
 	next map[QueueKey]int64
 
 	dispatched atomic.Int64 // log offset up to which records are dispatched
-	putEnd     atomic.Int64 // PutEnd
-	indexFrom  int64        // records below it are already indexed (set by recovery)
+	// moved is closed when the dispatch position next grows, nil while
+	// nobody waits for it (WaitDispatched).
+	moved     atomic.Pointer[chan struct{}]
+	putEnd    atomic.Int64 // PutEnd
+	indexFrom int64        // records below it are already indexed (set by recovery)
 	// dispatchFrom is where the dispatcher's run began: it has read every
 	// record of the log from there on (under dispatchMu).
 	dispatchFrom int64
@@ -296,7 +299,7 @@ func (s *Store) Put(ctx context.Context, msgs []*message.Message) ([]PutResult, 
 	if len(msgs) == 0 {
 		return nil, errors.New("store: put of no messages")
 	}
-	if err := s.admit(); err != nil {
+	if err := s.Refusal(); err != nil {
 		return nil, err
 	}
 	results := make([]PutResult, len(msgs))
@@ -397,7 +400,7 @@ func (s *Store) PutCheckedRecords(ctx context.Context, topic string, pieces [][]
 	if n == 0 {
 		return nil, errors.New("store: put of no records")
 	}
-	if err := s.admit(); err != nil {
+	if err := s.Refusal(); err != nil {
 		return nil, err
 	}
 	results := make([]PutResult, n)

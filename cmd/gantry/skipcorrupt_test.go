@@ -18,7 +18,7 @@ import (
 // with an error that says how to start anyway, and gantry broker
 // --skip-corrupt (or skipCorrupt=true) does: the valid records after the
 // damage are kept, the lost one is stepped over, and the store verifies
-// clean. Before, only the Go API could set SkipCorrupt (issue 36).
+// clean.
 func TestBrokerSkipCorrupt(t *testing.T) {
 	storeDir := makeStore(t, 300) // 64 KiB segments: the records reach the second
 	seg := filepath.Join(storeDir, "commitlog", fsx.OffsetName(64<<10))

@@ -144,10 +144,14 @@ func nthAfter(evs []history.Event, kind history.Kind, outcome history.Outcome, t
 }
 
 // countDiskFull counts the definite send failures that say the disk is full.
-func countDiskFull(evs []history.Event) int {
+func countDiskFull(evs []history.Event) int { return countRefused(evs, "disk full") }
+
+// countRefused counts the definite send failures whose error says why
+// (case aside).
+func countRefused(evs []history.Event, why string) int {
 	n := 0
 	for _, e := range evs {
-		if e.Kind == history.Send && e.Outcome == history.Definite && strings.Contains(strings.ToLower(e.Err), "disk full") {
+		if e.Kind == history.Send && e.Outcome == history.Definite && strings.Contains(strings.ToLower(e.Err), why) {
 			n++
 		}
 	}
