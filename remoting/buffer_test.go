@@ -57,6 +57,26 @@ func TestReadFrameGrowsAsBytesArrive(t *testing.T) {
 	}
 }
 
+// A frame that arrives whole is read into buffers of about twice its
+// size in all, as a doubling buffer costs: its growth ends at the frame's
+// size, not just past a doubling that fell short of it (a third time the
+// frame's size).
+func TestReadFrameGrowthEndsAtTheFrame(t *testing.T) {
+	req := remoting.NewRequest(remoting.ReqSendMessage, map[string]string{"topic": "T"})
+	req.Body = make([]byte, 1<<20) // the frame is just past 4 KiB doubled 8 times
+	frame, err := req.AppendFrame(nil)
+	require.NoError(t, err)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range 10 {
+		_, err := remoting.ReadFrame(bufio.NewReader(bytes.NewReader(frame)), 0)
+		require.NoError(t, err)
+	}
+	runtime.ReadMemStats(&after)
+	perFrame := (after.TotalAlloc - before.TotalAlloc) / 10
+	assert.Less(t, perFrame, uint64(len(frame))*9/4, "bytes allocated reading a frame of %d bytes", len(frame))
+}
+
 // bufferLimits are small limits for the tests: 1 MiB frames, 2 MiB per
 // connection, 4 MiB in all.
 var bufferLimits = remoting.Config{MaxFrameBytes: 1 << 20, MaxBufferedBytesPerConn: 2 << 20, MaxBufferedBytes: 4 << 20}
