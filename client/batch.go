@@ -135,7 +135,6 @@ type sendChunk struct {
 	ops   []*sendOp
 	msgs  int
 	bytes int64
-	enc   int // the ops' records, in bytes
 	pages []page
 }
 
@@ -179,7 +178,7 @@ func (c *sendChunk) add(op *sendOp, queueID int32) error {
 	}
 	op.end = len(p.b)
 	c.ops = append(c.ops, op)
-	c.msgs, c.bytes, c.enc = c.msgs+op.n, c.bytes+op.bytes, c.enc+op.end-op.off
+	c.msgs, c.bytes = c.msgs+op.n, c.bytes+op.bytes
 	return nil
 }
 
@@ -262,7 +261,7 @@ func (s *queueSender) enqueue(op *sendOp) error {
 	var c *sendChunk
 	if n := len(s.chunks); n > 0 {
 		c = s.chunks[n-1]
-		if c.msgs+op.n > s.limit.msgs || c.bytes+op.bytes > s.limit.bytes || c.enc+op.size() > MaxSendBytes {
+		if c.msgs+op.n > s.limit.msgs || c.bytes+op.bytes > s.limit.bytes || c.size()+op.size() > MaxSendBytes {
 			c = nil // a request never carries more than a broker takes
 		}
 	}
@@ -354,7 +353,7 @@ func (s *queueSender) direct(op *sendOp) bool {
 // oneChunk is the request of op alone, whose records are recs.
 func oneChunk(op *sendOp, recs []byte) *sendChunk {
 	op.page, op.off, op.end = 0, 0, len(recs)
-	return &sendChunk{ops: []*sendOp{op}, msgs: op.n, bytes: op.bytes, enc: len(recs), pages: []page{{b: recs}}}
+	return &sendChunk{ops: []*sendOp{op}, msgs: op.n, bytes: op.bytes, pages: []page{{b: recs}}}
 }
 
 // release ends the request out. What was queued meanwhile goes next: by
@@ -414,7 +413,7 @@ func (s *queueSender) take() *sendChunk {
 // it reports whether any op is left.
 func (c *sendChunk) claim(expired *[]*sendOp) bool {
 	kept, pg, at := c.ops[:0], -1, 0
-	c.msgs, c.bytes, c.enc = 0, 0, 0
+	c.msgs, c.bytes = 0, 0
 	for _, op := range c.ops {
 		if op.page != pg { // the page's first op
 			pg, at = op.page, 0
@@ -436,7 +435,7 @@ func (c *sendChunk) claim(expired *[]*sendOp) bool {
 		at = op.end
 		p.b = p.b[:at]
 		kept = append(kept, op)
-		c.msgs, c.bytes, c.enc = c.msgs+op.n, c.bytes+op.bytes, c.enc+op.end-op.off
+		c.msgs, c.bytes = c.msgs+op.n, c.bytes+op.bytes
 	}
 	clear(c.ops[len(kept):])
 	c.ops = kept

@@ -171,8 +171,8 @@ func TestRequestOfManyPages(t *testing.T) {
 	p := newTestProducer(t, testConfig(t, startNameServer(t, a)))
 	_, err := p.Send(t.Context(), &Message{Topic: "T", Body: []byte("warm")})
 	require.NoError(t, err)
-	// The broker holds "first" until all 200 are queued behind it (a
-	// fixed delay let a busy machine's producer send some of them first).
+	// The broker holds "first" until all 200 are queued behind it (with a
+	// fixed delay instead, a busy machine's producer may send some first).
 	hold := make(chan struct{})
 	a.configure(func(b *fakeBroker) { b.hold = hold })
 

@@ -39,7 +39,8 @@ func TestRequestsStayWithinSendLimit(t *testing.T) {
 	p := newTestProducer(t, testConfig(t, startNameServer(t, a)), WithMaxBatch(1024, 1<<30), WithSendTimeout(30*time.Second))
 	_, err := p.Send(t.Context(), &Message{Topic: "T", Body: []byte("warm")})
 	require.NoError(t, err)
-	a.configure(func(b *fakeBroker) { b.delay = 300 * time.Millisecond })
+	hold := make(chan struct{}) // the broker holds "first" until the others are queued behind it
+	a.configure(func(b *fakeBroker) { b.hold = hold })
 
 	out := newAsyncBodies()
 	out.send(t.Context(), p, &Message{Topic: "T", Body: []byte("first")}) // out, alone
@@ -50,6 +51,7 @@ func TestRequestsStayWithinSendLimit(t *testing.T) {
 		want = append(want, body)
 		out.send(t.Context(), p, &Message{Topic: "T", Body: []byte(body)})
 	}
+	close(hold)
 	out.wg.Wait()
 	require.Empty(t, out.errs)
 	assert.Equal(t, want, storedBodies(t, a, "T", 0)[1:])

@@ -29,9 +29,8 @@ func bigBody(n int, tag byte) []byte {
 
 // A message at the largest body the broker accepts (4,194,304 bytes) is
 // read by Gantry's pull and push consumers, and so are the messages after
-// it in its queue: it does not block the queue (issue 36, item 2). Pulls
-// that ask for more bytes than a client can receive are bounded by the
-// broker.
+// it in its queue: it does not block the queue. Pulls that ask for more
+// bytes than a client can receive are bounded by the broker.
 func TestMaxBodyMessageIsReadable(t *testing.T) {
 	const topic = "Big"
 	pc := newPushCluster(t, topic, 1)
@@ -119,8 +118,8 @@ func TestSendRequestLimits(t *testing.T) {
 }
 
 // A push consumer that cannot fetch says so: every failed pull is logged
-// at Warn and counted, per queue and in all (issue 36, item 2). Here the
-// group's consumption is disabled, so the broker refuses every pull.
+// at Warn and counted, per queue and in all. Here the group's consumption
+// is disabled, so the broker refuses every pull.
 func TestPushConsumerReportsPullFailures(t *testing.T) {
 	const topic, group = "Refused", "disabled"
 	pc := newPushCluster(t, topic, 2)

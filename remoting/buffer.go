@@ -20,7 +20,7 @@ func (c *Conn) take(n int64, first bool) bool {
 	total := &c.stats.buffered
 	for {
 		cur := total.Load()
-		if !first && cur+n > c.stats.maxBuffered {
+		if !first && cur+n > c.cfg.MaxBufferedBytes {
 			return false
 		}
 		if total.CompareAndSwap(cur, cur+n) {
@@ -70,18 +70,17 @@ func (c *Conn) waitRoom(n int64) (waited bool, err error) {
 func (c *Conn) refuse(br *bufio.Reader, h frameHead, got []byte, held int64) error {
 	c.stats.refused.Add(1)
 	why := fmt.Sprintf("Gantry's remoting server is buffering %d bytes of requests, its limit (MaxBufferedBytes) is %d: "+
-		"a frame of %d bytes was refused; try again", c.stats.buffered.Load(), c.stats.maxBuffered, h.frameLen+4)
-	var cmd *Command
-	err := fmt.Errorf("%w: %s, and its header of %d bytes cannot be read to answer it", ErrBusy, why, h.headerLen)
-	if len(got) >= h.headerLen {
-		cmd, err = DecodeHeader(h.t, got[:h.headerLen])
-	}
+		"a frame of %d bytes was refused; try again", c.stats.buffered.Load(), c.cfg.MaxBufferedBytes, h.frameLen+4)
 	c.give(held)
+	if len(got) < h.headerLen {
+		return fmt.Errorf("%w: %s, and its header of %d bytes cannot be read to answer it", ErrBusy, why, h.headerLen)
+	}
+	cmd, err := DecodeHeader(h.t, got[:h.headerLen])
 	if err != nil {
 		return err
 	}
 	c.log.Warn("refusing a frame: the server buffers too much", "code", cmd.Code, "response", cmd.IsResponse(),
-		"frame_bytes", h.frameLen+4, "buffered", c.stats.buffered.Load(), "limit", c.stats.maxBuffered)
+		"frame_bytes", h.frameLen+4, "buffered", c.stats.buffered.Load(), "limit", c.cfg.MaxBufferedBytes)
 	switch {
 	case cmd.IsResponse():
 		busy := NewResponse(cmd, ResSystemBusy, why)

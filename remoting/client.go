@@ -43,7 +43,6 @@ func Dial(ctx context.Context, addr string, opts DialOptions) (*Client, error) {
 		return nil, fmt.Errorf("remoting: dial %s: %w", addr, err)
 	}
 	cl := &Client{}
-	cl.stats.maxBuffered = cfg.MaxBufferedBytes
 	cl.conn = newConn(context.Background(), nc, cfg, h, &cl.stats)
 	cl.stats.connsAccepted.Add(1)
 	cl.wg.Go(cl.conn.run)

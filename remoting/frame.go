@@ -142,10 +142,22 @@ func readFrameHead(r io.Reader, maxFrameBytes int64) (frameHead, error) {
 
 // firstChunk is the most a frame's buffer holds before more of the frame
 // has arrived: a small frame is read whole into it, a header almost
-// always. A larger frame's buffer doubles each time it is full and more
-// bytes have arrived, so it is never more than twice what came (and
-// first chunk) however large the length prefix.
+// always. A larger frame's buffer at most doubles each time it is full and
+// more bytes have arrived (grownCap), so it is never more than twice what
+// came (and first chunk) however large the length prefix.
 const firstChunk = 4 << 10
+
+// grownCap is the capacity a full buffer of c bytes grows to on its way
+// to need: at most twice c, and need halved k times (rounded up), so that
+// the last growth ends at need instead of just past a doubling that fell
+// short of it (which would allocate and copy the frame once more).
+func grownCap(c, need int) int {
+	next := need
+	for next > 2*c {
+		next = (next + 1) / 2
+	}
+	return next
+}
 
 // errNoRoom is what a grow function's refusal makes readFrameRest return.
 var errNoRoom = errors.New("remoting: no room to buffer the frame")
@@ -177,7 +189,7 @@ func readFrameRest(r io.Reader, h frameHead, grow growFunc) ([]byte, error) {
 			if err := awaitBytes(r); err != nil {
 				return buf, noEOF(err)
 			}
-			n := min(need, 2*cap(buf)) - cap(buf)
+			n := grownCap(cap(buf), need) - cap(buf)
 			if grow != nil && !grow(n, false) {
 				return buf, errNoRoom
 			}

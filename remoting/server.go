@@ -46,7 +46,6 @@ func NewServer(cfg Config, h Handler) (*Server, error) {
 		listeners: make(map[net.Listener]struct{}),
 		conns:     make(map[*Conn]struct{}),
 	}
-	s.stats.maxBuffered = cfg.MaxBufferedBytes
 	s.ctx, s.cancel = context.WithCancelCause(context.Background())
 	return s, nil
 }
@@ -181,7 +180,6 @@ type Stats struct {
 type counters struct {
 	connsAccepted, requests, panics, malformed, unmatched, refused atomic.Uint64
 	connsOpen, inFlight, buffered                                  atomic.Int64
-	maxBuffered                                                    int64
 }
 
 func (c *counters) snapshot() Stats {

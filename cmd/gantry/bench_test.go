@@ -15,7 +15,7 @@ import (
 
 // bench consume --push reads messages of the largest body the broker
 // takes, and says so when its consumer cannot fetch: the failed pulls are
-// counted in its summary, logged, and fail the run (issue 36, item 2).
+// counted in its summary, logged, and fail the run.
 func TestBenchConsumePush(t *testing.T) {
 	c, err := embedded.Start(t.Context(), embedded.Options{})
 	require.NoError(t, err)

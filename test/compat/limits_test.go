@@ -28,7 +28,7 @@ func patterned(n int, tag byte) []byte {
 // read by the official push consumer, with the message after it, when
 // Gantry's producer sent it; and by Gantry's push consumer when the
 // official producer sent it (compressed, as it compresses bodies over
-// 4 KiB). Issue 36, item 2.
+// 4 KiB).
 func TestMaxBodyAcrossClients(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
