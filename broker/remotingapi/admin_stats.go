@@ -325,9 +325,5 @@ func (h *Handler) resetOffset(_ context.Context, _ *remoting.Conn, req *remoting
 	if err != nil {
 		return errorResponse(req, err)
 	}
-	entries := make([]queueEntry, 0, len(offs))
-	for q, off := range offs {
-		entries = append(entries, queueEntry{topic, q, off})
-	}
-	return h.offsetTableResponse(req, entries)
+	return h.offsetTableResponse(req, offsetEntries(topic, offs))
 }

@@ -75,7 +75,6 @@ type Handler struct {
 	subs    subscriptions
 	infos   clientInfos
 	notes   *notifier
-	resets  *resetQueue
 
 	removeHook      func()
 	removeResetHook func()
@@ -93,13 +92,13 @@ func New(b *broker.Broker, cfg Config) *Handler {
 	h := &Handler{
 		b: b, cfg: cfg, log: cfg.Logger.With("component", "remotingapi"),
 		clients: newClientTable(), subs: subscriptions{byKey: map[subKey]subscription{}},
-		notes: newNotifier(), resets: newResetQueue(),
+		notes: newNotifier(),
 	}
 	h.mux = h.routes()
 	ctx, stop := context.WithCancel(context.Background())
 	h.stop = stop
 	h.removeHook = b.AddConsumersChangedHook(h.notes.add)
-	h.removeResetHook = b.AddOffsetResetHook(h.resets.add)
+	h.removeResetHook = b.AddOffsetResetHook(h.notes.addReset)
 	h.wg.Go(func() { h.notifyLoop(ctx) })
 	return h
 }
