@@ -186,10 +186,10 @@ func (h *Handler) consumerConnections(_ context.Context, _ *remoting.Conn, req *
 	newest := map[string]time.Time{}
 	for _, c := range cs {
 		conn := connection{ClientAddr: c.Addr, ClientID: c.ClientID, Language: "OTHER"}
-		if info, ok := h.infos.get(h.clients.connOf(member{group, c.ClientID})); ok {
-			conn.Language, conn.Version = info.language, info.version
-			if gi, ok := info.groups[group]; ok && cc.ConsumeType == "" {
-				cc.ConsumeType, cc.ConsumeFromWhere = gi.ConsumeType, gi.ConsumeFromWhere
+		if hb, ok := h.clients.lastHeartbeat(member{group, c.ClientID}); ok {
+			conn.Language, conn.Version = hb.language, hb.version
+			if cc.ConsumeType == "" {
+				cc.ConsumeType, cc.ConsumeFromWhere = hb.consumeType, hb.consumeFromWhere
 			}
 		}
 		cc.ConnectionSet = append(cc.ConnectionSet, conn)

@@ -73,7 +73,6 @@ type Handler struct {
 
 	clients clientTable
 	subs    subscriptions
-	infos   clientInfos
 	notes   *notifier
 
 	removeHook      func()
@@ -111,7 +110,7 @@ func (h *Handler) routes() *remoting.Mux {
 	m.HandleFunc(remoting.ReqSendMessageV2, h.sendMessageV2)
 	m.HandleFunc(remoting.ReqSendBatchMessage, h.sendBatch)
 	m.HandleFunc(remoting.ReqPullMessage, h.pull)
-	m.HandleFunc(remoting.ReqHeartBeat, h.heartbeatRecorded)
+	m.HandleFunc(remoting.ReqHeartBeat, h.heartbeat)
 	m.HandleFunc(remoting.ReqUnregisterClient, h.unregisterClient)
 	m.HandleFunc(remoting.ReqGetConsumerListByGroup, h.consumerList)
 	m.HandleFunc(remoting.ReqQueryConsumerOffset, h.queryConsumerOffset)
