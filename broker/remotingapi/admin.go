@@ -82,16 +82,6 @@ func toDataVersion(v metadata.DataVersion) dataVersion {
 	return dataVersion{Counter: v.Counter, Timestamp: v.Timestamp}
 }
 
-// groupExists reports whether the broker knows a consumer group: by its
-// subscription config, its live clients or its committed offsets.
-func (h *Handler) groupExists(group string) bool {
-	meta := h.b.Store().Metadata()
-	if _, ok := meta.Group(group); ok {
-		return true
-	}
-	return len(h.b.ConsumerList(group)) > 0 || len(meta.OffsetKeys(group, "")) > 0
-}
-
 // groupNotFound is the answer about a group the broker does not know.
 func groupNotFound(req *remoting.Command, group string) *remoting.Command {
 	return remoting.ErrorResponse(req, remoting.ResSubscriptionGroupNotExist,

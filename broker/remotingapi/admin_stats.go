@@ -66,7 +66,7 @@ func (h *Handler) consumeStats(_ context.Context, _ *remoting.Conn, req *remotin
 	if rd.err != nil {
 		return errorResponse(req, rd.err)
 	}
-	if !h.groupExists(group) {
+	if !h.b.GroupKnown(group) {
 		return groupNotFound(req, group)
 	}
 	topics, asked := h.statsTopics(group, req.Ext("topic"), req.Ext("topicList"))
@@ -315,7 +315,7 @@ func (h *Handler) resetOffset(_ context.Context, _ *remoting.Conn, req *remoting
 	if r := h.checkTopicExists(req, topic); r != nil {
 		return r
 	}
-	if !h.groupExists(group) {
+	if !h.b.GroupKnown(group) {
 		return groupNotFound(req, group)
 	}
 	if ts < 0 {
