@@ -58,3 +58,26 @@ func TestDeleteGroup(t *testing.T) {
 	err = b.DeleteGroup("a b", false)
 	assert.True(t, errors.Is(err, broker.ErrInvalidArgument), "%v", err)
 }
+
+// A group is known by its config, its offsets or its live clients;
+// PutGroup creates one, saved at once, and refuses a bad one.
+func TestGroupKnownAndPutGroup(t *testing.T) {
+	cfg := testConfig(t)
+	b := openBroker(t, cfg)
+	createTopic(t, b, "T", 1)
+	assert.False(t, b.GroupKnown("Admin"))
+	require.NoError(t, b.PutGroup(metadata.DefaultSubscriptionGroup("Admin")))
+	assert.True(t, b.GroupKnown("Admin"), "by its config")
+	saved, err := os.ReadFile(filepath.Join(cfg.StorePathRootDir, "config", metadata.GroupsFile))
+	require.NoError(t, err)
+	assert.Contains(t, string(saved), `"Admin"`, "saved at once")
+	require.ErrorIs(t, b.PutGroup(metadata.DefaultSubscriptionGroup("a b")), broker.ErrInvalidArgument)
+
+	require.NoError(t, b.CommitOffset("G", "T", 0, 1))
+	require.NoError(t, b.DeleteGroup("G", true))
+	assert.True(t, b.GroupKnown("G"), "by its offsets")
+	require.NoError(t, b.Heartbeat(broker.Heartbeat{ClientID: "c", Group: "H"}))
+	require.NoError(t, b.DeleteGroup("H", true))
+	assert.True(t, b.GroupKnown("H"), "by its live client")
+	assert.False(t, b.GroupKnown("Nope"))
+}

@@ -115,8 +115,9 @@ func (t *lockTable) lock(group, clientID string, queues []QueueRef) []QueueRef {
 // whileHeld runs do, unless another client than holder holds an
 // unexpired lock on q: then it returns ErrQueueLocked naming it. do runs
 // under t's lock, so that the queue cannot change hands between the check
-// and do (a new owner locks, then reads the offset do commits). An empty
-// holder runs do unchecked.
+// and do (a new owner locks, then reads the offset do commits): t's lock
+// is then held while do takes the metadata's. An empty holder runs do
+// unchecked.
 func (t *lockTable) whileHeld(group, holder string, q QueueRef, do func() error) error {
 	if holder == "" {
 		return do()

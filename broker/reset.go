@@ -65,7 +65,8 @@ func (b *Broker) movedPull(req PullRequest, to int64) PullResult {
 // entry lasts until the group pulls the queue from its new offset, the
 // queue is reset again, or ttl passes (nobody consumes it). The methods are
 // safe for concurrent use; group offsets are committed under its mutex,
-// which is taken before the metadata's.
+// which is taken before the queue lock table's (a commit checked against
+// a queue's lock, lockTable.whileHeld) and the metadata's.
 type resetTable struct {
 	now        func() time.Time
 	grace, ttl time.Duration

@@ -102,22 +102,17 @@ func (s *Admin) CreateGroup(_ context.Context, req *gantryv1.CreateGroupRequest)
 		sg.GroupRetryPolicy = &metadata.RetryPolicy{Type: metadata.RetryExponential, Exponential: &metadata.ExponentialRetryPolicy{
 			Initial: p.GetInitialMs(), Max: p.GetMaxMs(), Multiplier: p.GetMultiplier(), Jitter: p.GetJitter()}}
 	}
-	if err := s.b.Store().Metadata().PutGroup(sg); err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
-	}
-	if err := s.b.Store().Metadata().SaveGroups(); err != nil {
-		return nil, status.Errorf(codes.Internal, "group %q updated but not saved: %v", sg.GroupName, err)
+	if err := s.b.PutGroup(sg); err != nil {
+		return nil, toStatus(err)
 	}
 	return &gantryv1.CreateGroupResponse{}, nil
 }
 
-// DeleteGroup implements the service.
+// DeleteGroup implements the service: the group's config goes, its
+// offsets stay (broker.DeleteGroup).
 func (s *Admin) DeleteGroup(_ context.Context, req *gantryv1.DeleteGroupRequest) (*gantryv1.DeleteGroupResponse, error) {
-	if !s.b.Store().Metadata().DeleteGroup(req.GetName()) {
-		return nil, status.Errorf(codes.NotFound, "group %q not found", req.GetName())
-	}
-	if err := s.b.Store().Metadata().SaveGroups(); err != nil {
-		return nil, status.Errorf(codes.Internal, "group %q deleted but not saved: %v", req.GetName(), err)
+	if err := s.b.DeleteGroup(req.GetName(), true); err != nil {
+		return nil, toStatus(err)
 	}
 	return &gantryv1.DeleteGroupResponse{}, nil
 }
@@ -209,10 +204,7 @@ func (s *Admin) checkGroup(op, group string) error {
 	if group == "" {
 		return status.Errorf(codes.InvalidArgument, "%s: no group given", op)
 	}
-	if _, ok := s.b.Store().Metadata().Group(group); ok {
-		return nil
-	}
-	if len(s.b.Store().Metadata().OffsetKeys(group, "")) > 0 || len(s.b.Consumers(group)) > 0 {
+	if s.b.GroupKnown(group) {
 		return nil
 	}
 	return status.Errorf(codes.NotFound, "%s: consumer group %q not found: no subscription group, offsets or live client on broker %s",

@@ -25,15 +25,17 @@ type queueEntry struct {
 }
 
 // offsetTableBody returns {"offsetTable":TABLE}, the body of TopicStatsTable,
-// ConsumeStats and ResetOffsetBody, with TABLE a Java Map<MessageQueue, V>
+// ConsumeStats and ResetOffsetBody (the answer to
+// INVOKE_BROKER_TO_RESET_OFFSET and RESET_CONSUMER_CLIENT_OFFSET's
+// request), with TABLE a Java Map<MessageQueue, V>
 // as fastjson (which the Java broker and mqadmin use) writes it: an object
 // whose keys are MessageQueue objects, not strings,
 //
 //	{"offsetTable":{{"topic":"T","brokerName":"broker-a","queueId":0}:{"maxOffset":5,...},...}}
 //
 // That is not JSON, so encoding/json cannot write it; it is what a Java
-// broker sends, mqadmin's fastjson reads, and the official Go client's
-// ResetOffsetBody parser expects (docs/BROKER.md, Administration).
+// broker sends, Java's fastjson reads, and the official Go client's
+// ResetOffsetBody parser takes (docs/BROKER.md, Administration).
 // Entries are sorted by topic, then queue id. The fields Gantry does not
 // measure (topicPutTps, consumeTps) are left out, which Java reads as 0.
 func offsetTableBody(brokerName string, entries []queueEntry) ([]byte, error) {
@@ -78,16 +80,6 @@ type dataVersion struct {
 
 func toDataVersion(v metadata.DataVersion) dataVersion {
 	return dataVersion{Counter: v.Counter, Timestamp: v.Timestamp}
-}
-
-// groupExists reports whether the broker knows a consumer group: by its
-// subscription config, its live clients or its committed offsets.
-func (h *Handler) groupExists(group string) bool {
-	meta := h.b.Store().Metadata()
-	if _, ok := meta.Group(group); ok {
-		return true
-	}
-	return len(h.b.ConsumerList(group)) > 0 || len(meta.OffsetKeys(group, "")) > 0
 }
 
 // groupNotFound is the answer about a group the broker does not know.

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/gantrymq/gantry/broker"
 	"github.com/gantrymq/gantry/broker/metadata"
 	"github.com/gantrymq/gantry/remoting"
 )
@@ -75,20 +74,16 @@ func decodeGroupConfig(body []byte) (metadata.SubscriptionGroup, error) {
 // updateAndCreateGroup answers UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200),
 // mqadmin updateSubGroup's request: the body's SubscriptionGroupConfig
 // creates the group or replaces its config, and is saved before the
-// answer. A bad group name or value is INVALID_PARAMETER naming it.
+// answer (broker.PutGroup). A bad group name or value is
+// INVALID_PARAMETER naming it.
 func (h *Handler) updateAndCreateGroup(_ context.Context, _ *remoting.Conn, req *remoting.Command) *remoting.Command {
 	g, err := decodeGroupConfig(req.Body)
 	if err != nil {
 		return errorResponse(req, err)
 	}
-	meta := h.b.Store().Metadata()
-	if err := meta.PutGroup(g); err != nil {
-		return errorResponse(req, fmt.Errorf("%w: %w", broker.ErrInvalidArgument, err))
+	if err := h.b.PutGroup(g); err != nil {
+		return errorResponse(req, err)
 	}
-	if err := meta.SaveGroups(); err != nil {
-		return remoting.ErrorResponse(req, remoting.ResSystemError, "group %q updated but not saved: %v", g.GroupName, err)
-	}
-	h.log.Info("subscription group updated", "group", g.GroupName)
 	return remoting.NewResponse(req, remoting.ResSuccess, "")
 }
 

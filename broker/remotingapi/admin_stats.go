@@ -66,7 +66,7 @@ func (h *Handler) consumeStats(_ context.Context, _ *remoting.Conn, req *remotin
 	if rd.err != nil {
 		return errorResponse(req, rd.err)
 	}
-	if !h.groupExists(group) {
+	if !h.b.GroupKnown(group) {
 		return groupNotFound(req, group)
 	}
 	topics, asked := h.statsTopics(group, req.Ext("topic"), req.Ext("topicList"))
@@ -186,10 +186,10 @@ func (h *Handler) consumerConnections(_ context.Context, _ *remoting.Conn, req *
 	newest := map[string]time.Time{}
 	for _, c := range cs {
 		conn := connection{ClientAddr: c.Addr, ClientID: c.ClientID, Language: "OTHER"}
-		if info, ok := h.infos.get(h.clients.connOf(member{group, c.ClientID})); ok {
-			conn.Language, conn.Version = info.language, info.version
-			if gi, ok := info.groups[group]; ok && cc.ConsumeType == "" {
-				cc.ConsumeType, cc.ConsumeFromWhere = gi.ConsumeType, gi.ConsumeFromWhere
+		if hb, ok := h.clients.lastHeartbeat(member{group, c.ClientID}); ok {
+			conn.Language, conn.Version = hb.language, hb.version
+			if cc.ConsumeType == "" {
+				cc.ConsumeType, cc.ConsumeFromWhere = hb.consumeType, hb.consumeFromWhere
 			}
 		}
 		cc.ConnectionSet = append(cc.ConnectionSet, conn)
@@ -315,7 +315,7 @@ func (h *Handler) resetOffset(_ context.Context, _ *remoting.Conn, req *remoting
 	if r := h.checkTopicExists(req, topic); r != nil {
 		return r
 	}
-	if !h.groupExists(group) {
+	if !h.b.GroupKnown(group) {
 		return groupNotFound(req, group)
 	}
 	if ts < 0 {
@@ -325,9 +325,5 @@ func (h *Handler) resetOffset(_ context.Context, _ *remoting.Conn, req *remoting
 	if err != nil {
 		return errorResponse(req, err)
 	}
-	entries := make([]queueEntry, 0, len(offs))
-	for q, off := range offs {
-		entries = append(entries, queueEntry{topic, q, off})
-	}
-	return h.offsetTableResponse(req, entries)
+	return h.offsetTableResponse(req, offsetEntries(topic, offs))
 }

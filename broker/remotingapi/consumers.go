@@ -23,6 +23,8 @@ type heartbeatData struct {
 type consumerData struct {
 	GroupName           string             `json:"groupName"`
 	MessageModel        string             `json:"messageModel"`
+	ConsumeType         string             `json:"consumeType"`      // CONSUME_PASSIVELY (push) or CONSUME_ACTIVELY (pull)
+	ConsumeFromWhere    string             `json:"consumeFromWhere"` // CONSUME_FROM_LAST_OFFSET, ...
 	SubscriptionDataSet []subscriptionData `json:"subscriptionDataSet"`
 }
 
@@ -35,7 +37,8 @@ type subscriptionData struct {
 // heartbeat answers HEART_BEAT (34): each consumer of the client is
 // registered with (or refreshed in) its group, which creates the group's
 // retry topic and registers it with the nameservers at once; the consumer
-// is tied to this connection. The groups and retry topics a heartbeat
+// is tied to this connection, with what the heartbeat said of it beyond
+// what the broker keeps (memberConn). The groups and retry topics a heartbeat
 // creates are saved together, once; a heartbeat listing more consumers
 // than maxGroupsPerHeartbeat is refused whole. Producers need nothing.
 // The answer's version (479) is what the Go client records as the
@@ -49,11 +52,14 @@ func (h *Handler) heartbeat(_ context.Context, c *remoting.Conn, req *remoting.C
 		return remoting.NewResponse(req, remoting.ResSuccess, "")
 	}
 	hbs := make([]broker.Heartbeat, len(data.ConsumerDataSet))
+	regs := make([]registration, len(data.ConsumerDataSet))
 	subs := make([]map[string]subscription, len(data.ConsumerDataSet))
 	for i, cd := range data.ConsumerDataSet {
 		hbs[i], subs[i] = toHeartbeat(data.ClientID, cd, c.RemoteAddr().String())
+		regs[i] = registration{member{cd.GroupName, data.ClientID},
+			memberConn{language: req.Language, version: req.Version, consumeType: cd.ConsumeType, consumeFromWhere: cd.ConsumeFromWhere}}
 	}
-	errs, err := h.register(c, hbs)
+	errs, err := h.register(c, regs, hbs)
 	if err != nil {
 		h.log.Debug("heartbeat refused", "client", data.ClientID, "err", err)
 		return errorResponse(req, err)
@@ -93,15 +99,12 @@ func toHeartbeat(clientID string, cd consumerData, addr string) (broker.Heartbea
 	return hb, subs
 }
 
-// register heartbeats hbs and ties their clients to c; the first consumer
-// registered on c arranges for c's consumers to be unregistered when it
-// closes. It returns the broker's answer (Broker.Heartbeats).
-func (h *Handler) register(c *remoting.Conn, hbs []broker.Heartbeat) ([]error, error) {
-	ms := make([]member, len(hbs))
-	for i, hb := range hbs {
-		ms[i] = member{hb.Group, hb.ClientID}
-	}
-	first, errs, err := h.clients.register(c, ms, func() ([]error, error) { return h.b.Heartbeats(hbs) })
+// register heartbeats hbs and ties their clients to c, as regs[i] says of
+// hbs[i]; the first consumer registered on c arranges for c's consumers to
+// be unregistered when it closes. It returns the broker's answer
+// (Broker.Heartbeats).
+func (h *Handler) register(c *remoting.Conn, regs []registration, hbs []broker.Heartbeat) ([]error, error) {
+	first, errs, err := h.clients.register(c, regs, func() ([]error, error) { return h.b.Heartbeats(hbs) })
 	if first { // a handler is running on c: the hook cannot run before it is added
 		c.OnClose(func() { h.connClosed(c) })
 	}
@@ -165,6 +168,25 @@ func jsonResponse(req *remoting.Command, v any) *remoting.Command {
 // member names a consumer client of a group.
 type member struct{ group, clientID string }
 
+// memberConn is the connection of a member's last heartbeat and what that
+// heartbeat said of the member beyond what the broker keeps: the
+// request's language and version, and the consumer's consumeType and
+// consumeFromWhere. GET_CONSUMER_CONNECTION_LIST shows them, as a Java
+// broker does.
+type memberConn struct {
+	conn             *remoting.Conn
+	language         string
+	version          int32
+	consumeType      string
+	consumeFromWhere string
+}
+
+// registration is a member's heartbeat, as the client table keeps it.
+type registration struct {
+	member
+	memberConn
+}
+
 // clientTable ties each consumer to the connection of its last heartbeat.
 // regMu serializes the changes that call the broker (a heartbeat, the
 // cleanup of a closed connection, an unregistration), so that a client
@@ -174,25 +196,25 @@ type clientTable struct {
 	regMu sync.Mutex
 
 	mu     sync.Mutex
-	owner  map[member]*remoting.Conn              // the connection of the member's last heartbeat
+	owner  map[member]memberConn                  // the member's last heartbeat
 	byConn map[*remoting.Conn]map[member]struct{} // a connection's members; present once hooked
 }
 
 func newClientTable() clientTable {
-	return clientTable{owner: map[member]*remoting.Conn{}, byConn: map[*remoting.Conn]map[member]struct{}{}}
+	return clientTable{owner: map[member]memberConn{}, byConn: map[*remoting.Conn]map[member]struct{}{}}
 }
 
-// register makes c the connection of each of ms and runs heartbeat, which
+// register makes c the connection of each of regs and runs heartbeat, which
 // reports the outcome of each (errs) or of the whole (err); a member whose
 // heartbeat failed has the connection it had before. It reports whether c
 // had no member before (its close must be hooked). The connections are
 // recorded first, so that the notification of a member's joining, which
 // heartbeat triggers, reaches c.
-func (t *clientTable) register(c *remoting.Conn, ms []member, heartbeat func() ([]error, error)) (first bool, errs []error, err error) {
+func (t *clientTable) register(c *remoting.Conn, regs []registration, heartbeat func() ([]error, error)) (first bool, errs []error, err error) {
 	t.regMu.Lock()
 	defer t.regMu.Unlock()
 	type before struct {
-		owner *remoting.Conn
+		owner memberConn
 		had   bool // c had it
 	}
 	t.mu.Lock()
@@ -201,25 +223,26 @@ func (t *clientTable) register(c *remoting.Conn, ms []member, heartbeat func() (
 		byC = map[member]struct{}{}
 		t.byConn[c] = byC
 	}
-	was := make([]before, len(ms))
-	for i, m := range ms {
-		_, had := byC[m]
-		was[i] = before{t.owner[m], had}
-		t.setOwner(m, c)
+	was := make([]before, len(regs))
+	for i, r := range regs {
+		_, had := byC[r.member]
+		was[i] = before{t.owner[r.member], had}
+		r.conn = c
+		t.setOwner(r.member, r.memberConn)
 	}
 	t.mu.Unlock()
 	errs, err = heartbeat()
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for i := len(ms) - 1; i >= 0; i-- { // backwards: a repeated member gets its first state back
+	for i := len(regs) - 1; i >= 0; i-- { // backwards: a repeated member gets its first state back
 		if err == nil && errs[i] == nil {
 			continue
 		}
-		m := ms[i]
+		m := regs[i].member
 		if !was[i].had {
 			delete(byC, m)
 		}
-		if was[i].owner != nil {
+		if was[i].owner.conn != nil {
 			t.setOwner(m, was[i].owner)
 		} else {
 			delete(t.owner, m)
@@ -228,13 +251,13 @@ func (t *clientTable) register(c *remoting.Conn, ms []member, heartbeat func() (
 	return !hooked, errs, err
 }
 
-// setOwner makes c m's connection. t.mu is held.
-func (t *clientTable) setOwner(m member, c *remoting.Conn) {
-	if prev := t.owner[m]; prev != nil && prev != c {
+// setOwner makes mc m's last heartbeat. t.mu is held.
+func (t *clientTable) setOwner(m member, mc memberConn) {
+	if prev := t.owner[m].conn; prev != nil && prev != mc.conn {
 		delete(t.byConn[prev], m)
 	}
-	t.owner[m] = c
-	t.byConn[c][m] = struct{}{}
+	t.owner[m] = mc
+	t.byConn[mc.conn][m] = struct{}{}
 }
 
 // closed forgets c and calls unregister for each member whose connection
@@ -245,7 +268,7 @@ func (t *clientTable) closed(c *remoting.Conn, unregister func(member)) {
 	t.mu.Lock()
 	var gone []member
 	for m := range t.byConn[c] {
-		if t.owner[m] == c {
+		if t.owner[m].conn == c {
 			delete(t.owner, m)
 			gone = append(gone, m)
 		}
@@ -262,8 +285,8 @@ func (t *clientTable) unregister(m member, leave func()) {
 	t.regMu.Lock()
 	defer t.regMu.Unlock()
 	t.mu.Lock()
-	if c := t.owner[m]; c != nil {
-		delete(t.byConn[c], m)
+	if mc, ok := t.owner[m]; ok {
+		delete(t.byConn[mc.conn], m)
 		delete(t.owner, m)
 	}
 	t.mu.Unlock()
@@ -277,13 +300,22 @@ func (t *clientTable) conns(group string, live func(clientID string) bool) []*re
 	defer t.mu.Unlock()
 	seen := map[*remoting.Conn]bool{}
 	var out []*remoting.Conn
-	for m, c := range t.owner {
-		if m.group == group && !seen[c] && live(m.clientID) {
+	for m, mc := range t.owner {
+		if c := mc.conn; m.group == group && !seen[c] && live(m.clientID) {
 			seen[c] = true
 			out = append(out, c)
 		}
 	}
 	return out
+}
+
+// lastHeartbeat returns m's last heartbeat, if it came over a remoting
+// connection that is still open.
+func (t *clientTable) lastHeartbeat(m member) (memberConn, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	mc, ok := t.owner[m]
+	return mc, ok
 }
 
 // subscription is a group's subscription to a topic, from its last

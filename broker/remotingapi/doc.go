@@ -50,7 +50,7 @@
 //
 // Handlers run in the remoting connections' goroutines; the Handler starts
 // one goroutine of its own (the notifier), which Close stops and joins. Its
-// mutexes (the client table's, the subscription cache's, the notifier's,
-// the heartbeat details') are leaves; the heartbeat mutex is taken before
-// the client table's, and none is held while sending to a connection.
+// mutexes (the client table's, the subscription cache's, the notifier's)
+// are leaves; the heartbeat mutex is taken before the client table's, and
+// none is held while sending to a connection.
 package remotingapi

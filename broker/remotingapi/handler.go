@@ -73,9 +73,7 @@ type Handler struct {
 
 	clients clientTable
 	subs    subscriptions
-	infos   clientInfos
 	notes   *notifier
-	resets  *resetQueue
 
 	removeHook      func()
 	removeResetHook func()
@@ -93,13 +91,13 @@ func New(b *broker.Broker, cfg Config) *Handler {
 	h := &Handler{
 		b: b, cfg: cfg, log: cfg.Logger.With("component", "remotingapi"),
 		clients: newClientTable(), subs: subscriptions{byKey: map[subKey]subscription{}},
-		notes: newNotifier(), resets: newResetQueue(),
+		notes: newNotifier(),
 	}
 	h.mux = h.routes()
 	ctx, stop := context.WithCancel(context.Background())
 	h.stop = stop
 	h.removeHook = b.AddConsumersChangedHook(h.notes.add)
-	h.removeResetHook = b.AddOffsetResetHook(h.resets.add)
+	h.removeResetHook = b.AddOffsetResetHook(h.notes.addReset)
 	h.wg.Go(func() { h.notifyLoop(ctx) })
 	return h
 }
@@ -112,7 +110,7 @@ func (h *Handler) routes() *remoting.Mux {
 	m.HandleFunc(remoting.ReqSendMessageV2, h.sendMessageV2)
 	m.HandleFunc(remoting.ReqSendBatchMessage, h.sendBatch)
 	m.HandleFunc(remoting.ReqPullMessage, h.pull)
-	m.HandleFunc(remoting.ReqHeartBeat, h.heartbeatRecorded)
+	m.HandleFunc(remoting.ReqHeartBeat, h.heartbeat)
 	m.HandleFunc(remoting.ReqUnregisterClient, h.unregisterClient)
 	m.HandleFunc(remoting.ReqGetConsumerListByGroup, h.consumerList)
 	m.HandleFunc(remoting.ReqQueryConsumerOffset, h.queryConsumerOffset)

@@ -39,8 +39,8 @@ func (r *resets) handler() remoting.Handler {
 
 // A reset of a group's offsets is told to the connections of the group's
 // live consumers, oneway, as RocketMQ's broker tells them: ext topic,
-// group, timestamp and isForce, and the new offsets in the body in the
-// form the official Go client parses. Other groups' connections hear
+// group, timestamp and isForce, and the new offsets in the body as a Java
+// broker writes them, which the official Go client parses. Other groups' connections hear
 // nothing.
 func TestResetConsumerClientOffset(t *testing.T) {
 	e := newEnv(t)
@@ -68,8 +68,8 @@ func TestResetConsumerClientOffset(t *testing.T) {
 	ra.mu.Unlock()
 	assert.True(t, req.IsOneway())
 	assert.Equal(t, map[string]string{"topic": "T", "group": "G", "timestamp": strconv.FormatInt(ts, 10), "isForce": "true"}, req.ExtFields)
-	assert.Equal(t, `{"offsetTable":[[{"topic":"T","brokerName":"broker-a","queueId":0},3],[{"topic":"T","brokerName":"broker-a","queueId":1},0]]}`,
-		string(req.Body))
+	assert.Equal(t, `{"offsetTable":{{"topic":"T","brokerName":"broker-a","queueId":0}:3,{"topic":"T","brokerName":"broker-a","queueId":1}:0}}`,
+		string(req.Body), "a ResetOffsetBody as a Java broker writes it (fastjson)")
 
 	// A reset of another group reaches b only.
 	_, err = e.b.ResetOffsetByTime("H", "T", ts)
