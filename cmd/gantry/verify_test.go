@@ -115,7 +115,7 @@ func TestVerifyMissingDir(t *testing.T) {
 }
 
 // gantry verify takes the data directory of gantry dev (./gantry-data,
-// the store below it in store/) as well as the store itself (issue 36).
+// the store below it in store/) as well as the store itself.
 func TestVerifyDevDataDir(t *testing.T) {
 	dir := makeStore(t, 30)
 	code, out, errOut := execute(t, "verify", filepath.Dir(dir))
