@@ -18,7 +18,9 @@ const (
 	DefaultMaxPending = 1024
 )
 
-// Config configures a Mux. The zero value of every field means its default.
+// Config configures a Mux. The zero value of every field, or a negative
+// one, means its default: nothing in it can be invalid, so it has no
+// Validate.
 type Config struct {
 	// Timeout bounds how long an accepted connection may take to send its
 	// first PeekLen bytes; a slower one is closed. Default 10 s.
