@@ -407,9 +407,7 @@ func (c Config) validateAddrs(bad badFunc) {
 			bad("namesrvAddr %q: %v", a, err)
 		}
 	}
-	if c.ListenPort < 1 || c.ListenPort > 65535 {
-		bad("listenPort %d: want 1..65535", c.ListenPort)
-	}
+	checkRanges(bad, intRange{"listenPort", c.ListenPort, 1, 65535, ""})
 	if _, err := netip.ParseAddr(c.BindAddress); err != nil && c.BindAddress != "" {
 		bad("bindAddress %q: want an IP address (0.0.0.0: every interface)", c.BindAddress)
 	}
@@ -458,22 +456,28 @@ func (c Config) validateStore(bad badFunc) {
 	if err := checkHours(c.DeleteWhen); err != nil {
 		bad("deleteWhen %q: %v", c.DeleteWhen, err)
 	}
-	if c.DiskMaxUsedSpaceRatio < 10 || c.DiskMaxUsedSpaceRatio > 95 {
-		bad("diskMaxUsedSpaceRatio %d: want 10..95 (percent)", c.DiskMaxUsedSpaceRatio)
-	}
-	for _, r := range []struct {
-		key string
-		v   int
-	}{{"diskSpaceCleanForciblyRatio", c.DiskSpaceCleanForciblyRatio}, {"diskSpaceWarningLevelRatio", c.DiskSpaceWarningLevelRatio}} {
-		if r.v < 10 || r.v > 100 {
-			bad("%s %d: want 10..100 (percent)", r.key, r.v)
+	checkRanges(bad,
+		intRange{"diskMaxUsedSpaceRatio", c.DiskMaxUsedSpaceRatio, 10, 95, " (percent)"},
+		intRange{"diskSpaceCleanForciblyRatio", c.DiskSpaceCleanForciblyRatio, 10, 100, " (percent)"},
+		intRange{"diskSpaceWarningLevelRatio", c.DiskSpaceWarningLevelRatio, 10, 100, " (percent)"},
+		intRange{"maxHashSlotNum", c.MaxHashSlotNum, 1, math.MaxInt32, ""},
+		intRange{"maxIndexNum", c.MaxIndexNum, 2, math.MaxInt32, ""})
+}
+
+// intRange is an integer key's value and the range Validate accepts.
+type intRange struct {
+	key    string
+	v      int
+	lo, hi int
+	note   string // said after the range: " (percent)"
+}
+
+// checkRanges reports each value outside its range.
+func checkRanges(bad badFunc, rs ...intRange) {
+	for _, r := range rs {
+		if r.v < r.lo || r.v > r.hi {
+			bad("%s %d: want %d..%d%s", r.key, r.v, r.lo, r.hi, r.note)
 		}
-	}
-	if c.MaxHashSlotNum < 1 || c.MaxHashSlotNum > math.MaxInt32 {
-		bad("maxHashSlotNum %d: want 1..%d", c.MaxHashSlotNum, math.MaxInt32)
-	}
-	if c.MaxIndexNum < 2 || c.MaxIndexNum > math.MaxInt32 {
-		bad("maxIndexNum %d: want 2..%d", c.MaxIndexNum, math.MaxInt32)
 	}
 }
 
@@ -489,20 +493,20 @@ func checkHours(s string) error {
 }
 
 func (c Config) validateLimits(bad badFunc) {
-	if c.DefaultTopicQueueNums < 1 || c.DefaultTopicQueueNums > metadata.MaxQueueNums {
-		bad("defaultTopicQueueNums %d: want 1..%d", c.DefaultTopicQueueNums, metadata.MaxQueueNums)
-	}
-	if c.MaxMessageSize < 0 || c.MaxMessageSize > message.MaxBodyBytes {
-		bad("maxMessageSize %d: want 1..%d (Gantry's clients read messages up to that size)", c.MaxMessageSize, message.MaxBodyBytes)
-	}
-	if c.MaxPropertiesSize < 0 {
-		bad("maxPropertiesSize %d: want > 0", c.MaxPropertiesSize)
-	}
-	if c.MaxGroupsPerHeartbeat < 0 {
-		bad("maxGroupsPerHeartbeat %d: want > 0", c.MaxGroupsPerHeartbeat)
-	}
-	if c.MaxConsumerGroups < 0 {
-		bad("maxConsumerGroups %d: want > 0", c.MaxConsumerGroups)
+	checkRanges(bad,
+		intRange{"defaultTopicQueueNums", int(c.DefaultTopicQueueNums), 1, metadata.MaxQueueNums, ""},
+		intRange{"maxMessageSize", c.MaxMessageSize, 1, message.MaxBodyBytes, " (Gantry's clients read messages up to that size)"})
+	for _, n := range []struct {
+		key string
+		v   int
+	}{
+		{"maxPropertiesSize", c.MaxPropertiesSize},
+		{"maxGroupsPerHeartbeat", c.MaxGroupsPerHeartbeat},
+		{"maxConsumerGroups", c.MaxConsumerGroups},
+	} {
+		if n.v < 0 {
+			bad("%s %d: want > 0", n.key, n.v)
+		}
 	}
 	for _, d := range []struct {
 		key string

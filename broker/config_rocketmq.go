@@ -2,6 +2,7 @@ package broker
 
 import (
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -105,12 +106,7 @@ func (r *rocketmqKeys) parse(c *Config, where, k, v string, rk rocketmqKey) erro
 // validate checks that the RocketMQ store paths name the directories
 // Gantry keeps under storePathRootDir.
 func (r rocketmqKeys) validate(c Config, bad badFunc) {
-	keys := make([]string, 0, len(r.storePaths))
-	for k := range r.storePaths {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(r.storePaths)) {
 		want := filepath.Join(c.StorePathRootDir, rocketmqOnly[k].storeDir)
 		if filepath.Clean(r.storePaths[k]) != want {
 			bad("%s %q: Gantry keeps it in storePathRootDir/%s (%s): remove the key or move storePathRootDir",

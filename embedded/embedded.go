@@ -64,12 +64,11 @@ type Cluster struct {
 	tempDir bool
 	log     *slog.Logger
 
-	ns     *nameserver.Server
-	nsAddr string
-	nsDone chan error
-
-	nsRemotingAddr string // RocketMQ's nameserver port (it speaks gRPC too)
-	nsRemotingDone chan error
+	ns             *nameserver.Server
+	nsAddr         string // Gantry's nameserver port
+	nsRemotingAddr string // RocketMQ's nameserver port (each speaks both protocols)
+	nsDone         chan error
+	nsServing      int // ns.Serve calls that will send to nsDone
 
 	mu          sync.Mutex
 	broker      *grpcapi.Server
@@ -106,8 +105,9 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 }
 
 // StartNameServer starts the nameserver (after StopNameServer) on the
-// addresses it had, gRPC and remoting, with an empty registry: the broker
-// registers again by itself.
+// addresses it had, Gantry's port and RocketMQ's (each speaks gRPC and
+// RocketMQ remoting alike), with an empty registry: the broker registers
+// again by itself.
 func (c *Cluster) StartNameServer(_ context.Context) error {
 	if c.ns != nil {
 		return errors.New("embedded: nameserver already running")
@@ -116,28 +116,19 @@ func (c *Cluster) StartNameServer(_ context.Context) error {
 	if err != nil {
 		return err
 	}
-	lis, err := net.Listen("tcp", c.nsAddr)
-	if err != nil {
-		_ = ns.Close(context.Background())
-		return fmt.Errorf("nameserver listen: %w", err)
+	c.ns, c.nsDone, c.nsServing = ns, make(chan error, 2), 0
+	for _, p := range []struct {
+		what string
+		addr *string
+	}{{"nameserver", &c.nsAddr}, {"nameserver remoting", &c.nsRemotingAddr}} {
+		lis, err := net.Listen("tcp", *p.addr)
+		if err != nil {
+			return errors.Join(fmt.Errorf("%s listen: %w", p.what, err), c.StopNameServer(context.Background()))
+		}
+		*p.addr = lis.Addr().String()
+		c.nsServing++
+		go func() { c.nsDone <- ns.Serve(lis) }()
 	}
-	c.ns, c.nsAddr, c.nsDone = ns, lis.Addr().String(), make(chan error, 1)
-	go func() { c.nsDone <- ns.Serve(lis) }()
-	if err := c.startNameServerRemoting(); err != nil {
-		return errors.Join(err, c.StopNameServer(context.Background()))
-	}
-	return nil
-}
-
-// startNameServerRemoting serves the nameserver on its second port,
-// RocketMQ's 9876. Both ports speak gRPC and RocketMQ remoting alike.
-func (c *Cluster) startNameServerRemoting() error {
-	lis, err := net.Listen("tcp", c.nsRemotingAddr)
-	if err != nil {
-		return fmt.Errorf("nameserver remoting listen: %w", err)
-	}
-	c.nsRemotingAddr, c.nsRemotingDone = lis.Addr().String(), make(chan error, 1)
-	go func() { c.nsRemotingDone <- c.ns.Serve(lis) }()
 	return nil
 }
 
@@ -261,14 +252,14 @@ func (c *Cluster) RestartBroker(ctx context.Context) error {
 // StopNameServer stops the nameserver, gRPC and remoting (an outage:
 // clients keep their cached routes). StartNameServer starts it again.
 func (c *Cluster) StopNameServer(ctx context.Context) error {
-	var errs []error
-	if c.ns != nil {
-		errs = append(errs, c.ns.Close(ctx), <-c.nsDone)
-		if c.nsRemotingDone != nil {
-			errs = append(errs, <-c.nsRemotingDone)
-		}
-		c.ns = nil
+	if c.ns == nil {
+		return nil
 	}
+	errs := []error{c.ns.Close(ctx)}
+	for ; c.nsServing > 0; c.nsServing-- {
+		errs = append(errs, <-c.nsDone)
+	}
+	c.ns = nil
 	return errors.Join(errs...)
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"slices"
@@ -254,6 +255,36 @@ func TestRouteExpiryAndHTTP(t *testing.T) {
 		return status.Code(err) == codes.NotFound
 	}, 5*time.Second, 5*time.Millisecond, "route of a dead broker expires")
 	require.NoError(t, c.StartBroker(t.Context()))
+}
+
+// A nameserver restarted while one of its ports is taken fails to start,
+// naming the port, as often as it is tried, and starts on its addresses
+// once the port is free.
+func TestStartNameServerOnATakenPort(t *testing.T) {
+	c, _ := start(t, embedded.Options{})
+	nsAddr, nsRemotingAddr := c.NameServerAddr(), c.NameServerRemotingAddr()
+	require.NoError(t, c.StopNameServer(t.Context()))
+	taken, err := net.Listen("tcp", nsRemotingAddr)
+	require.NoError(t, err)
+	for range 2 {
+		started := make(chan error, 1)
+		go func() { started <- c.StartNameServer(t.Context()) }()
+		select {
+		case err := <-started:
+			require.ErrorContains(t, err, "nameserver remoting listen")
+		case <-time.After(30 * time.Second):
+			t.Fatal("StartNameServer did not return")
+		}
+	}
+	require.NoError(t, taken.Close())
+	require.NoError(t, c.StartNameServer(t.Context()))
+	assert.Equal(t, nsAddr, c.NameServerAddr())
+	assert.Equal(t, nsRemotingAddr, c.NameServerRemotingAddr())
+	for _, addr := range []string{nsAddr, nsRemotingAddr} {
+		conn, err := net.Dial("tcp", addr)
+		require.NoError(t, err, "the nameserver listens on %s", addr)
+		conn.Close()
+	}
 }
 
 // SendStream pipelines requests in both flush modes: every request is

@@ -52,8 +52,7 @@ namesrvAddr=host:9876 works as written.`,
 				return &exitError{code: exitUsage, err: fmt.Errorf("nameserver remoting listen: %w", err)}
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "nameserver ready: gRPC %s, RocketMQ remoting %s (each port speaks both)\n", lis.Addr(), rlis.Addr())
-			stop := func(ctx context.Context) error { return ns.Close(ctx) }
-			return serveUntilDone(cmd.Context(), logger, serveBoth(func() error { return ns.Serve(lis) }, func() error { return ns.Serve(rlis) }, stop), stop)
+			return serveUntilDone(cmd.Context(), logger, serveBoth(func() error { return ns.Serve(lis) }, func() error { return ns.Serve(rlis) }, ns.Close), ns.Close)
 		},
 	}
 	cmd.Flags().StringVar(&listen, "listen", ":9877", "listen address of Gantry's port (gRPC and RocketMQ remoting)")

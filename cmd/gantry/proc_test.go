@@ -38,6 +38,7 @@ func startGantry(t *testing.T, args ...string) *child {
 	c := &child{cmd: exec.Command(os.Args[0], args...), done: make(chan error, 1)}
 	c.cmd.Env = append(os.Environ(), childEnv+"=1")
 	c.cmd.Stdout, c.cmd.Stderr = &c.out, &c.errOut
+	ownChild(c.cmd)
 	require.NoError(t, c.cmd.Start())
 	go func() { c.done <- c.cmd.Wait() }()
 	return c
@@ -71,29 +72,28 @@ func gantryRun(t *testing.T, args ...string) (code int, stdout, stderr string) {
 func gantryServe(t *testing.T, ready *regexp.Regexp, args ...string) []string {
 	t.Helper()
 	c := startGantry(t, args...)
-	cmd, out, errOut, done := c.cmd, &c.out, &c.errOut, c.done
 	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGINT)
+		_ = c.cmd.Process.Signal(syscall.SIGINT)
 		select {
-		case err := <-done:
-			assert.NoError(t, err, "gantry %q exit; stderr: %s", args, errOut.String())
+		case err := <-c.done:
+			assert.NoError(t, err, "gantry %q exit; stderr: %s", args, c.errOut.String())
 		case <-time.After(20 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-			t.Errorf("gantry %q did not stop on SIGINT; stderr: %s", args, errOut.String())
+			_ = c.cmd.Process.Kill()
+			<-c.done
+			t.Errorf("gantry %q did not stop on SIGINT; stderr: %s", args, c.errOut.String())
 		}
 	})
 	var m []string
 	require.Eventually(t, func() bool {
 		select {
-		case err := <-done:
-			done <- err
+		case err := <-c.done:
+			c.done <- err
 			return true
 		default:
 		}
-		m = ready.FindStringSubmatch(out.String())
+		m = ready.FindStringSubmatch(c.out.String())
 		return m != nil
-	}, 30*time.Second, 10*time.Millisecond, "gantry %q; stderr: %s", args, errOut.String())
-	require.NotNil(t, m, "gantry %q exited early; stdout: %s stderr: %s", args, out.String(), errOut.String())
+	}, 30*time.Second, 10*time.Millisecond, "gantry %q; stderr: %s", args, c.errOut.String())
+	require.NotNil(t, m, "gantry %q exited early; stdout: %s stderr: %s", args, c.out.String(), c.errOut.String())
 	return m
 }

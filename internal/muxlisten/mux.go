@@ -18,7 +18,9 @@ const (
 	DefaultMaxPending = 1024
 )
 
-// Config configures a Mux. The zero value of every field means its default.
+// Config configures a Mux. The zero value of every field, or a negative
+// one, means its default: nothing in it can be invalid, so it has no
+// Validate.
 type Config struct {
 	// Timeout bounds how long an accepted connection may take to send its
 	// first PeekLen bytes; a slower one is closed. Default 10 s.
@@ -138,12 +140,11 @@ func (m *Mux) Serve() error {
 			continue
 		}
 		backoff = 0
-		if !m.track(c) {
+		if !m.start(c) {
 			<-m.pending
 			c.Close()
 			return nil
 		}
-		m.wg.Go(func() { m.route(c) })
 	}
 }
 
@@ -158,8 +159,10 @@ func (m *Mux) sleep(d time.Duration) bool {
 	}
 }
 
-// track records c as in the Mux's hands; false after Close.
-func (m *Mux) track(c net.Conn) bool {
+// start records c as in the Mux's hands and routes it in a goroutine of
+// the Mux; false after Close. The goroutine starts under mu, which Close
+// holds to close done: it is counted before Close waits, never after.
+func (m *Mux) start(c net.Conn) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	select {
@@ -168,6 +171,7 @@ func (m *Mux) track(c net.Conn) bool {
 	default:
 	}
 	m.conns[c] = struct{}{}
+	m.wg.Go(func() { m.route(c) })
 	return true
 }
 

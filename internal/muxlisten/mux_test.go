@@ -2,9 +2,12 @@ package muxlisten_test
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -182,19 +185,90 @@ func assertClosed(t *testing.T, err error) {
 	assert.False(t, errors.As(err, &ne) && ne.Timeout(), "closed by the peer, not by the read deadline: %v", err)
 }
 
+// recordingListener records, in order, each connection its Accept returns
+// ("accept 1", "accept 2", ...) and each close of one ("close 1"). The
+// connections stay *net.TCPConn underneath (syscall.Conn), so the Mux
+// peeks at them as at any other.
+type recordingListener struct {
+	net.Listener
+	mu     sync.Mutex
+	n      int
+	events []string
+}
+
+func (l *recordingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.n++
+	l.events = append(l.events, fmt.Sprint("accept ", l.n))
+	return &recordedConn{TCPConn: c.(*net.TCPConn), l: l, n: l.n}, nil
+}
+
+func (l *recordingListener) record(e string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.events = append(l.events, e)
+}
+
+func (l *recordingListener) Events() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.events)
+}
+
+// waitAccepted waits until the Mux has accepted n connections.
+func (l *recordingListener) waitAccepted(t *testing.T, n int) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.n >= n
+	}, 10*time.Second, time.Millisecond)
+}
+
+type recordedConn struct {
+	*net.TCPConn
+	l    *recordingListener
+	n    int
+	once sync.Once
+}
+
+func (c *recordedConn) Close() error {
+	c.once.Do(func() { c.l.record(fmt.Sprint("close ", c.n)) })
+	return c.TCPConn.Close()
+}
+
+func recordingMux(t *testing.T, cfg muxlisten.Config) (*recordingListener, *muxlisten.Mux, net.Listener, net.Listener) {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	rl := &recordingListener{Listener: lis}
+	m, h2, rem := serveMux(t, rl, cfg)
+	return rl, m, h2, rem
+}
+
 // With MaxPending connections waiting for their first bytes, the Mux
 // accepts no more until one of them is done.
 func TestMaxPendingPausesAccepting(t *testing.T) {
-	m, _, rem := startMux(t, muxlisten.Config{Timeout: 300 * time.Millisecond, MaxPending: 1})
+	rl, m, _, rem := recordingMux(t, muxlisten.Config{Timeout: 300 * time.Millisecond, MaxPending: 1})
 	silent := dial(t, m.Addr())
-	time.Sleep(20 * time.Millisecond) // accepted first
+	rl.waitAccepted(t, 1)
 	c := dial(t, m.Addr())
 	_, err := c.Write(remotingFrame)
 	require.NoError(t, err)
 	accept(t, rem)
-	require.NoError(t, silent.SetReadDeadline(time.Now().Add(2*time.Second)))
+	require.NoError(t, silent.SetReadDeadline(time.Now().Add(10*time.Second)))
 	_, err = silent.Read(make([]byte, 1))
-	assertClosed(t, err) // before the next one was served
+	assertClosed(t, err)
+	events := rl.Events()
+	require.Contains(t, events, "close 1")
+	require.Contains(t, events, "accept 2")
+	assert.Less(t, slices.Index(events, "close 1"), slices.Index(events, "accept 2"),
+		"the silent connection was closed before the next one was accepted: %q", events)
 }
 
 // Closing one protocol's listener closes that protocol's connections;
@@ -202,7 +276,8 @@ func TestMaxPendingPausesAccepting(t *testing.T) {
 func TestCloseListenerAndMux(t *testing.T) {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	m := muxlisten.New(lis, muxlisten.Config{})
+	rl := &recordingListener{Listener: lis}
+	m := muxlisten.New(rl, muxlisten.Config{})
 	h2, rem := m.Listener(muxlisten.HTTP2), m.Listener(muxlisten.Remoting)
 	served := make(chan error, 1)
 	go func() { served <- m.Serve() }()
@@ -223,7 +298,7 @@ func TestCloseListenerAndMux(t *testing.T) {
 	accept(t, rem)
 
 	silent := dial(t, m.Addr()) // waiting for its first bytes when the Mux closes
-	time.Sleep(20 * time.Millisecond)
+	rl.waitAccepted(t, 3)
 	require.NoError(t, m.Close())
 	require.NoError(t, <-served)
 	_, err = rem.Accept()
