@@ -32,14 +32,16 @@
 // stop and save their progress. A Pull never holds a lock while it waits.
 // The delivery loops own their state (Status reads atomics only). The
 // mutexes (topic updates, the round-robin table, the long-poll notifier,
-// the consumer table, the queue lock table, the call gate) are leaves: none is held while another is taken, and none while a hook
-// (OnTopicsChanged, OnConsumersChanged) runs. The one exception is the watch
-// table's mutex, taken before the consumer table's and the lock table's
-// (opening a watch checks membership, and the end of a client's last watch
-// unregisters it and releases its locks in one step), and taken before a
-// watch's reset list; and the reset table's (reset.go), under which group
-// offsets are committed, taken before the metadata's. The group creation
-// mutex is taken before the metadata's too.
+// the consumer table, the call gate) are leaves: none is held while another
+// is taken, and none while a hook (OnTopicsChanged, OnConsumersChanged)
+// runs. The exceptions: the watch table's mutex, taken before the consumer
+// table's and the lock table's (opening a watch checks membership, and the
+// end of a client's last watch unregisters it and releases its locks in one
+// step), and before a watch's reset list; the reset table's (reset.go),
+// under which group offsets are committed, taken before the lock table's
+// and the metadata's; the lock table's, held while a locked queue's offset
+// is committed (lockTable.whileHeld), taken before the metadata's; and the
+// group creation mutex, taken before the metadata's.
 //
 // # Delayed messages
 //
