@@ -1,12 +1,9 @@
 package grpcapi
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"math"
-	"slices"
 	"strconv"
 	"time"
 
@@ -244,7 +241,7 @@ func (s *Admin) ResetOffsetByTime(_ context.Context, req *gantryv1.ResetOffsetBy
 // id of this broker, answered with the record it names, or a UNIQ_KEY (the
 // client's message id), answered with the records of every topic whose
 // UNIQ_KEY it is (the message and its retry and dead-letter copies),
-// oldest first, at most maxByUniqKey. NOT_FOUND when there is none.
+// oldest first, at most broker.MaxByUniqKey. NOT_FOUND when there is none.
 func (s *Admin) QueryMessageById(ctx context.Context, req *gantryv1.QueryMessageByIdRequest) (*gantryv1.QueryMessageResponse, error) {
 	id := req.GetMsgId()
 	if id == "" {
@@ -257,11 +254,7 @@ func (s *Admin) QueryMessageById(ctx context.Context, req *gantryv1.QueryMessage
 	if status.Code(err) != codes.NotFound {
 		return nil, err
 	}
-	var ms []*message.Message
-	kerr := s.lookupDispatched(ctx, func() (found bool, err error) {
-		ms, err = s.messagesByUniqKey(id)
-		return len(ms) > 0, err
-	})
+	ms, kerr := s.b.MessagesByUniqKey(ctx, id)
 	if kerr != nil {
 		return nil, toStatus(kerr)
 	}
@@ -302,51 +295,6 @@ func (s *Admin) recordByOffsetID(id string) ([]byte, error) {
 	return append([]byte(nil), r.B...), nil
 }
 
-// lookupCatchUp bounds how long a key lookup that found nothing waits for
-// the dispatcher to index what the log held when it began.
-const lookupCatchUp = 5 * time.Second
-
-// lookupDispatched runs lookup, a search of the key index; if it finds
-// nothing while the dispatcher is behind the messages stored before the
-// search (one acknowledged just before, not indexed yet), it waits for the
-// dispatcher to pass them, at most lookupCatchUp (a stalled dispatcher),
-// and searches again: a lookup sees the messages acknowledged before it.
-func (s *Admin) lookupDispatched(ctx context.Context, lookup func() (found bool, err error)) error {
-	st := s.b.Store()
-	end := st.PutEnd()
-	found, err := lookup()
-	if err != nil || found || st.DispatchedOffset() >= end {
-		return err
-	}
-	if st.WaitDispatched(ctx, end, lookupCatchUp) {
-		_, err = lookup()
-	}
-	return err
-}
-
-// maxByUniqKey bounds the records QueryMessageById answers for a UNIQ_KEY.
-const maxByUniqKey = 32
-
-// messagesByUniqKey returns the messages of every topic whose UNIQ_KEY is
-// key, oldest first, at most maxByUniqKey: the key index is per topic, so
-// each topic's is asked.
-func (s *Admin) messagesByUniqKey(key string) ([]*message.Message, error) {
-	var out []*message.Message
-	for _, tc := range s.b.Topics() {
-		ms, err := s.b.Store().MessagesByKey(tc.TopicName, key, 0, math.MaxInt64, maxByUniqKey)
-		if err != nil {
-			return nil, err
-		}
-		for _, m := range ms {
-			if m.UniqKey() == key {
-				out = append(out, m)
-			}
-		}
-	}
-	slices.SortFunc(out, func(a, b *message.Message) int { return cmp.Compare(a.PhysicalOffset, b.PhysicalOffset) })
-	return out[:min(len(out), maxByUniqKey)], nil
-}
-
 // QueryMessageByKey implements the service.
 func (s *Admin) QueryMessageByKey(ctx context.Context, req *gantryv1.QueryMessageByKeyRequest) (*gantryv1.QueryMessageResponse, error) {
 	end := req.GetEndMs()
@@ -357,11 +305,7 @@ func (s *Admin) QueryMessageByKey(ctx context.Context, req *gantryv1.QueryMessag
 	if limit <= 0 {
 		limit = 64
 	}
-	var ms []*message.Message
-	err := s.lookupDispatched(ctx, func() (found bool, err error) {
-		ms, err = s.b.Store().MessagesByKey(req.GetTopic(), req.GetKey(), req.GetBeginMs(), end, limit)
-		return len(ms) > 0, err
-	})
+	ms, err := s.b.MessagesByKey(ctx, req.GetTopic(), req.GetKey(), req.GetBeginMs(), end, limit)
 	if err != nil {
 		return nil, toStatus(err)
 	}

@@ -23,7 +23,9 @@ const (
 // first, as their stored records back to back; ext
 // indexLastUpdateTimestamp and indexLastUpdatePhyoffset are the newest
 // match's store time and commit-log offset. No match is QUERY_NOT_FOUND.
-func (h *Handler) queryMessage(_ context.Context, _ *remoting.Conn, req *remoting.Command) *remoting.Command {
+// Like the gRPC query, it sees every message acknowledged before it
+// (broker.MessagesByKey).
+func (h *Handler) queryMessage(ctx context.Context, _ *remoting.Conn, req *remoting.Command) *remoting.Command {
 	rd := extReader{req: req}
 	topic := rd.str("topic", true)
 	key := rd.str("key", true)
@@ -36,7 +38,7 @@ func (h *Handler) queryMessage(_ context.Context, _ *remoting.Conn, req *remotin
 	if maxNum <= 0 {
 		maxNum = defaultQueryMax
 	}
-	msgs, err := h.b.Store().MessagesByKey(topic, key, begin, end, min(maxNum, maxQueryMax))
+	msgs, err := h.b.MessagesByKey(ctx, topic, key, begin, end, min(maxNum, maxQueryMax))
 	if err != nil {
 		return errorResponse(req, err)
 	}
