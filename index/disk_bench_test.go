@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
 // fewEntries is what the disk benchmarks index: a broker holding a few
@@ -65,17 +66,35 @@ func BenchmarkCreateFew(b *testing.B) {
 }
 
 // BenchmarkOpenFew measures opening (recovering) a store whose one
-// default-sized index file holds a few entries.
+// default-sized index file holds a few entries: "warm", the file's pages
+// as the previous Open left them in the page cache (a restart), "cold",
+// written back and evicted first (a restart after a reboot).
 func BenchmarkOpenFew(b *testing.B) {
+	for _, cold := range []bool{false, true} {
+		b.Run(map[bool]string{false: "warm", true: "cold"}[cold], func(b *testing.B) { benchOpenFew(b, cold) })
+	}
+}
+
+func benchOpenFew(b *testing.B, cold bool) {
 	dir := filepath.Join(b.TempDir(), "index")
 	require.NoError(b, putFew(b, dir).Close())
-	f0 := minorFaults(b)
+	var faults int64
 	for b.Loop() {
+		if cold {
+			b.StopTimer()
+			evict(b, dir)
+			b.StartTimer()
+		}
+		f0 := minorFaults(b)
 		s, err := Open(b.Context(), Config{Dir: dir})
 		require.NoError(b, err)
+		faults += minorFaults(b) - f0
+		b.StopTimer()
 		require.NoError(b, s.Close())
+		b.StartTimer()
 	}
-	b.ReportMetric(float64(minorFaults(b)-f0)/float64(b.N), "faults/op")
+	f0 := faults
+	b.ReportMetric(float64(f0)/float64(b.N), "faults/op")
 	disk, size := diskBytes(b, dir)
 	b.ReportMetric(float64(disk), "disk-B")
 	b.ReportMetric(float64(size), "size-B")
@@ -87,4 +106,18 @@ func minorFaults(tb testing.TB) int64 {
 	var ru syscall.Rusage
 	require.NoError(tb, syscall.Getrusage(syscall.RUSAGE_SELF, &ru))
 	return ru.Minflt
+}
+
+// evict writes the files of dir back and drops them from the page cache.
+func evict(tb testing.TB, dir string) {
+	tb.Helper()
+	ents, err := os.ReadDir(dir)
+	require.NoError(tb, err)
+	for _, e := range ents {
+		f, err := os.OpenFile(filepath.Join(dir, e.Name()), os.O_RDWR, 0)
+		require.NoError(tb, err)
+		require.NoError(tb, f.Sync())
+		require.NoError(tb, unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED))
+		require.NoError(tb, f.Close())
+	}
 }
