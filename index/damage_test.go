@@ -162,7 +162,7 @@ func TestOpenFailsWhenSlotsCannotBeCleared(t *testing.T) {
 	require.NoError(t, s.Put("k", 1, t0))
 	require.NoError(t, s.Close())
 	faults.Add(fsx.Fault{Op: fsx.OpZeroRange, Err: syscall.EIO})
-	faults.Add(fsx.Fault{Op: fsx.OpAllocate, Err: syscall.ENOSPC})
+	faults.Add(fsx.Fault{Op: fsx.OpAllocate, Err: syscall.ENOSPC, After: 1}) // after reserveWritten
 	_, err := Open(t.Context(), cfg)
 	require.ErrorIs(t, err, syscall.ENOSPC)
 	require.ErrorIs(t, err, syscall.EIO)

@@ -106,9 +106,9 @@ type indexFile struct {
 	slotsSynced bool  // writer only: the slots of this full file are durable
 
 	// Disk reservation (writer only; see reserve). [0, reserved) is backed
-	// by blocks reserved by this process; [0, inUse) was backed when the
-	// file was opened (header, slots and the entries in use), so
-	// reserving it again takes no new space.
+	// by blocks reserved by this process; [0, inUse) held the header,
+	// slots and entries in use when the file was opened, so reserving it
+	// again takes no new space (unless a crash lost it: reserveWritten).
 	fsys            fsx.FS
 	dir             string
 	reserved, inUse int64
@@ -204,6 +204,25 @@ func (x *indexFile) reserve(end int64) error {
 	}
 	if err := x.file.Allocate(lo, hi-lo); err != nil {
 		return fmt.Errorf("index: reserve %s: %w", x.path, err)
+	}
+	x.reserved = hi
+	return nil
+}
+
+// reserveWritten reserves again the chunks holding the entries in use of a
+// file opened by this process, before rebuild or cutAt write into them.
+// They were reserved before they were written, but a crash may have lost a
+// reservation no sync had made durable while the header counting those
+// entries reached the disk; writing into such a hole on a full disk would
+// be SIGBUS. Otherwise it takes no new space, so there is no
+// fsx.CheckRoom, which would refuse on a full disk. Writer only.
+func (x *indexFile) reserveWritten() error {
+	hi := min(int64(len(x.b)), roundUp(x.inUse, reserveChunk))
+	if hi <= x.reserved {
+		return nil
+	}
+	if err := x.file.Allocate(x.reserved, hi-x.reserved); err != nil {
+		return fmt.Errorf("index: reserve the entries in use of %s again: %w", x.path, err)
 	}
 	x.reserved = hi
 	return nil
@@ -402,6 +421,9 @@ func (x *indexFile) lookup(hash int32, begin, end int64, limit int, out []int64,
 func (x *indexFile) rebuild() (skipped int, err error) {
 	be := binary.BigEndian
 	count := x.count.Load()
+	if err := x.reserveWritten(); err != nil {
+		return 0, err
+	}
 	if err := x.clearSlots(); err != nil {
 		return 0, err
 	}
@@ -454,6 +476,9 @@ func (x *indexFile) clearSlots() error {
 // slots. It returns how many entries it dropped. Writer only, with readers
 // excluded.
 func (x *indexFile) cutAt(physEnd int64) (dropped int32, err error) {
+	if err := x.reserveWritten(); err != nil {
+		return 0, err
+	}
 	be := binary.BigEndian
 	count := x.count.Load()
 	beginTS := x.beginTS.Load()

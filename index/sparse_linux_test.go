@@ -140,6 +140,54 @@ func TestFullTmpfs(t *testing.T) {
 	check()
 }
 
+// A crash may lose the reservation of a chunk while the header counting
+// its entries reached the disk: Open reserves the chunks of the entries in
+// use again before it writes into them (rebuild), skips the entries lost,
+// and on a full disk fails with ENOSPC rather than write into the hole
+// (SIGBUS).
+func TestOpenReservesLostChunks(t *testing.T) {
+	for _, full := range []bool{false, true} {
+		t.Run(map[bool]string{false: "room", true: "full tmpfs"}[full], func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "index")
+			if full {
+				dir = filepath.Join(mountTmpfs(t, 24<<20), "index")
+			}
+			cfg := testConfig(t, fsx.OS, dir, spanSlots, spanEntries)
+			s := openStore(t, cfg)
+			keys := benchKeys(20)
+			n := chunkEntries + 1000 // into the second chunk
+			for i := range n {
+				require.NoError(t, s.Put(keys[i%len(keys)], int64(i), t0))
+			}
+			require.NoError(t, s.Close())
+			names, err := os.ReadDir(dir)
+			require.NoError(t, err)
+			path := filepath.Join(dir, names[0].Name())
+			f, err := os.OpenFile(path, os.O_RDWR, 0)
+			require.NoError(t, err)
+			require.NoError(t, unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, reserveChunk, reserveChunk))
+			require.NoError(t, f.Close())
+			before, _ := diskBytes(t, dir)
+			require.Equal(t, int64(reserveChunk), before, "the second chunk is a hole")
+			if full {
+				fillBut(t, filepath.Join(filepath.Dir(dir), "ballast"), 0)
+				_, err := Open(t.Context(), cfg)
+				require.ErrorIs(t, err, syscall.ENOSPC)
+				return
+			}
+
+			s = openStore(t, cfg)
+			defer s.Close()
+			after, _ := diskBytes(t, dir)
+			assert.Equal(t, int64(2*reserveChunk), after, "the second chunk is reserved again")
+			got, err := s.Lookup(keys[0], 0, math.MaxInt64, math.MaxInt32)
+			require.NoError(t, err)
+			assert.Equal(t, (chunkEntries+len(keys)-1)/len(keys), len(got), "the entries of the first chunk, not the lost ones")
+			require.NoError(t, s.Put(keys[0], int64(n), t0))
+		})
+	}
+}
+
 // mountTmpfs mounts a tmpfs of size bytes for the test, or skips it.
 func mountTmpfs(t *testing.T, size int64) string {
 	t.Helper()
