@@ -43,10 +43,13 @@
 // fsx.CheckRoom saying there is none, checked first as for any
 // preallocation) fails Put with an error wrapping ENOSPC before any byte
 // of the entry is written; Put works again once there is room. A file
-// reopened is reserved again from offset 0 at its first Put (a crash may
-// have lost a reservation that nothing had synced); that needs no new space
-// below its entries in use. Files preallocated whole by earlier versions
-// open and work unchanged.
+// reopened is reserved again up to the end of the chunk holding its last
+// entry before anything writes into it (Open's rebuild, Truncate's cut): a
+// crash may have lost a reservation no sync had made durable while the
+// header counting those entries reached the disk. That needs no new space
+// unless a crash lost it (so no CheckRoom); on a full disk it fails, and
+// Open with it, rather than write into a hole. Files preallocated whole by
+// earlier versions open and work unchanged.
 //
 // # Lookup
 //
