@@ -7,8 +7,8 @@
 //
 // Dir holds files named by creation time, yyyyMMddHHmmssSSS (bumped by 1 ms
 // when a name would repeat or go backwards, so name order is creation
-// order). Each file is preallocated and mapped, and is
-// 40 + SlotCount*4 + EntryCount*20 bytes, all integers big-endian:
+// order). Each file is mapped and is 40 + SlotCount*4 + EntryCount*20
+// bytes (sparse: see Disk space), all integers big-endian:
 //
 //	header (40 B)  beginTimestamp int64, endTimestamp int64 (ms),
 //	               beginPhyOffset int64, endPhyOffset int64,
@@ -27,6 +27,29 @@
 // is full when indexCount reaches its entry capacity; Put then starts a new
 // one. Existing files keep the sizes they were created with (the entry
 // capacity is derived from the file size and hashSlotCount).
+//
+// # Disk space
+//
+// A file is created at its full size with ftruncate, so it is sparse, and
+// its disk blocks are reserved (fallocate) from offset 0 up, in chunks of
+// 4 MiB aligned on 4 MiB: at creation the header, the slot table (written
+// at random, so reserved whole) and the entries up to the end of that
+// chunk; then, before Put writes an entry past the reserved end, the chunk
+// holding it. With the defaults a new file takes 20 MiB of disk, not
+// 420 MB, and grows 4 MiB (about 210,000 entries) at a time. Chunks are
+// multiples of 2 MiB, the largest folio the page cache gives a mapped file:
+// a write fault makes the filesystem back the whole folio it falls in, and
+// a page it cannot back is SIGBUS. A reservation that fails (no room, or
+// fsx.CheckRoom saying there is none, checked first as for any
+// preallocation) fails Put with an error wrapping ENOSPC before any byte
+// of the entry is written; Put works again once there is room. A file
+// reopened is reserved again up to the end of the chunk holding its last
+// entry before anything writes into it (Open's rebuild, Truncate's cut): a
+// crash may have lost a reservation no sync had made durable while the
+// header counting those entries reached the disk. That needs no new space
+// unless a crash lost it (so no CheckRoom); on a full disk it fails, and
+// Open with it, rather than write into a hole. Files preallocated whole by
+// earlier versions open and work unchanged.
 //
 // # Lookup
 //
@@ -48,7 +71,13 @@
 // may be torn in any order, so Open rebuilds the slots and chains of the
 // two newest files (the newest may be an empty one, prepared or just
 // started) from their entries (up to indexCount), skipping entries that
-// cannot be right.
+// cannot be right. Its work follows the entries in use, not the file's
+// size: a file that is not full (whose slots no Flush has synced) has its
+// slot table zeroed by the filesystem (fallocate FALLOC_FL_ZERO_RANGE,
+// which keeps the blocks reserved; if that fails, the table is reserved
+// again and cleared through the mapping, and Open fails if it cannot be),
+// and only the pages of its header and entries are read. A full file's
+// table, synced when it filled, is cleared in memory and rebuilt the same.
 // Open deletes a file whose
 // header is impossible (bad slot count, size, indexCount or ranges, or a
 // phyOffset range below the previous file's) together with every newer

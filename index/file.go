@@ -23,6 +23,14 @@ const (
 
 	nameLen    = 17
 	nameLayout = "20060102150405.000" // the dot is removed: yyyyMMddHHmmssSSS
+
+	// reserveChunk is the unit in which a file's disk blocks are reserved
+	// (fallocate), ahead of the entry being written, from offset 0: a
+	// multiple of 2 MiB, the largest folio the page cache gives a mapped
+	// file (see fsx.Mapping.Huge). A write fault makes the filesystem back
+	// the whole folio it falls in, so a folio only partly reserved could
+	// still raise SIGBUS on a full disk.
+	reserveChunk = 4 << 20
 )
 
 // Header field offsets (big-endian, as Java's ByteBuffer writes them).
@@ -96,6 +104,14 @@ type indexFile struct {
 
 	flushed     int32 // writer only: indexCount at the last Flush
 	slotsSynced bool  // writer only: the slots of this full file are durable
+
+	// Disk reservation (writer only; see reserve). [0, reserved) is backed
+	// by blocks reserved by this process; [0, inUse) held the header,
+	// slots and entries in use when the file was opened, so reserving it
+	// again takes no new space (unless a crash lost it: reserveWritten).
+	fsys            fsx.FS
+	dir             string
+	reserved, inUse int64
 }
 
 // fileName formats a creation time as yyyyMMddHHmmssSSS.
@@ -117,10 +133,15 @@ func fileSize(slots, entries int32) int64 {
 	return headerSize + int64(slots)*slotSize + int64(entries)*entrySize
 }
 
-// createFile creates, preallocates and maps a new empty file.
+// createFile creates and maps a new empty file. The file has its full
+// size but is sparse: only its header, its slots (written at random, so
+// reserved whole) and the first entries are reserved now; Put reserves
+// the rest as the entries reach it (reserve).
 func createFile(fsys fsx.FS, dir, name string, slots, entries int32) (*indexFile, error) {
 	path := filepath.Join(dir, name)
-	if err := fsx.CheckRoom(fsys, dir, fileSize(slots, entries)); err != nil { // before taking the space
+	size := fileSize(slots, entries)
+	first := min(size, roundUp(headerSize+int64(slots)*slotSize+2*entrySize, reserveChunk))
+	if err := fsx.CheckRoom(fsys, dir, first); err != nil { // before taking the space
 		return nil, fmt.Errorf("index: create %s: %w", path, err)
 	}
 	f, err := fsys.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
@@ -132,11 +153,13 @@ func createFile(fsys fsx.FS, dir, name string, slots, entries int32) (*indexFile
 		fsys.Remove(path)
 		return nil, fmt.Errorf("index: %s %s: %w", what, path, err)
 	}
-	size := fileSize(slots, entries)
-	if err := f.Allocate(0, size); err != nil {
+	if err := f.Truncate(size); err != nil {
+		return fail("size", err)
+	}
+	if err := f.Allocate(0, first); err != nil {
 		return fail("allocate", err)
 	}
-	if err := f.Sync(); err != nil { // make the allocated size durable
+	if err := f.Sync(); err != nil { // make the size and the reservation durable
 		return fail("sync", err)
 	}
 	m, err := f.Map(int(size))
@@ -148,7 +171,8 @@ func createFile(fsys fsx.FS, dir, name string, slots, entries int32) (*indexFile
 	// (fsx.Mapping.Huge; advisory). Files reopened at startup are not
 	// asked: a query's cold fault would read 2-4 MiB.
 	_ = m.Huge(0, int(size))
-	x := &indexFile{name: name, path: path, file: f, m: m, b: m.Bytes(), slotCount: slots, entryCount: entries}
+	x := &indexFile{name: name, path: path, file: f, m: m, b: m.Bytes(), slotCount: slots, entryCount: entries,
+		fsys: fsys, dir: dir, reserved: first}
 	if err := x.checkAlign(); err != nil {
 		x.unmap()
 		fsys.Remove(path)
@@ -158,6 +182,50 @@ func createFile(fsys fsx.FS, dir, name string, slots, entries int32) (*indexFile
 	binary.BigEndian.PutUint32(x.b[offCount:], 1)
 	x.count.Store(1)
 	return x, nil
+}
+
+func roundUp(n, unit int64) int64 { return (n + unit - 1) / unit * unit }
+
+// reserve makes sure the blocks of [0, end) and of the rest of its
+// reserveChunk are allocated (fallocate), so that no write below end can
+// fault in a page the filesystem has no room for: that is SIGBUS, where a
+// failed reservation is a clean ENOSPC before anything is written. Like
+// file creation, it first checks that the filesystem has room for what
+// it may newly take (fsx.CheckRoom). Writer only.
+func (x *indexFile) reserve(end int64) error {
+	if end <= x.reserved {
+		return nil
+	}
+	lo, hi := x.reserved, min(int64(len(x.b)), roundUp(end, reserveChunk))
+	if need := hi - max(lo, x.inUse); need > 0 {
+		if err := fsx.CheckRoom(x.fsys, x.dir, need); err != nil {
+			return fmt.Errorf("index: reserve %s: %w", x.path, err)
+		}
+	}
+	if err := x.file.Allocate(lo, hi-lo); err != nil {
+		return fmt.Errorf("index: reserve %s: %w", x.path, err)
+	}
+	x.reserved = hi
+	return nil
+}
+
+// reserveWritten reserves again the chunks holding the entries in use of a
+// file opened by this process, before rebuild or cutAt write into them.
+// They were reserved before they were written, but a crash may have lost a
+// reservation no sync had made durable while the header counting those
+// entries reached the disk; writing into such a hole on a full disk would
+// be SIGBUS. Otherwise it takes no new space, so there is no
+// fsx.CheckRoom, which would refuse on a full disk. Writer only.
+func (x *indexFile) reserveWritten() error {
+	hi := min(int64(len(x.b)), roundUp(x.inUse, reserveChunk))
+	if hi <= x.reserved {
+		return nil
+	}
+	if err := x.file.Allocate(x.reserved, hi-x.reserved); err != nil {
+		return fmt.Errorf("index: reserve the entries in use of %s again: %w", x.path, err)
+	}
+	x.reserved = hi
+	return nil
 }
 
 // errImpossible marks a file whose header cannot have been written by us.
@@ -177,6 +245,7 @@ func openFile(fsys fsx.FS, dir, name string) (*indexFile, error) {
 		f.Close()
 		return nil, err
 	}
+	x.fsys, x.dir = fsys, dir
 	return x, nil
 }
 
@@ -215,6 +284,7 @@ func mapFile(f fsx.File, path, name string) (*indexFile, error) {
 	x.endPhy.Store(h.endPhy)
 	x.count.Store(h.count)
 	x.flushed = h.count
+	x.inUse = int64(x.entryOff(h.count))
 	return x, nil
 }
 
@@ -264,7 +334,13 @@ func (x *indexFile) storeSlot(s, v int32) {
 	atomic.StoreUint32(x.slotPtr(s), toBE(uint32(v)))
 }
 
-// put appends one entry; the file must not be full. Writer only.
+// reserveNext reserves the disk under the next entry (reserve).
+func (x *indexFile) reserveNext() error {
+	return x.reserve(int64(x.entryOff(x.count.Load()) + entrySize))
+}
+
+// put appends one entry; the file must not be full, and reserveNext must
+// have succeeded. Writer only.
 // Publication order: entry bytes, header bytes and mirrors, indexCount,
 // then the slot; see doc.go.
 func (x *indexFile) put(hash int32, phy, ts int64) {
@@ -340,11 +416,17 @@ func (x *indexFile) lookup(hash int32, begin, end int64, limit int, out []int64,
 // entries, skipping entries a crash left torn (keyHash < 0, phyOffset
 // outside the header's range or going backwards, time outside the header's
 // range). Slots past indexCount disappear with it. It returns the number of
-// entries skipped. Writer only, before the file is shared.
-func (x *indexFile) rebuild() (skipped int) {
+// entries skipped. Its work follows the entries in use, not the file's
+// size (see clearSlots). Writer only, with readers excluded.
+func (x *indexFile) rebuild() (skipped int, err error) {
 	be := binary.BigEndian
 	count := x.count.Load()
-	clear(x.b[headerSize : headerSize+int(x.slotCount)*slotSize])
+	if err := x.reserveWritten(); err != nil {
+		return 0, err
+	}
+	if err := x.clearSlots(); err != nil {
+		return 0, err
+	}
 	beginTS, endTS := x.beginTS.Load(), x.endTS.Load()
 	last, endPhy := x.beginPhy.Load(), x.endPhy.Load()
 	for n := int32(1); n < count; n++ {
@@ -361,14 +443,42 @@ func (x *indexFile) rebuild() (skipped int) {
 		be.PutUint32(e[16:], uint32(x.loadSlot(s)))
 		x.storeSlot(s, n)
 	}
-	return skipped
+	return skipped, nil
+}
+
+// clearSlots zeroes the slot table. A file that is not full has its slots
+// on disk never synced (see flush), so the filesystem zeroes them
+// (fsx.File.ZeroRange: on ext4 and XFS a change of the extents' flags that
+// keeps the blocks reserved), without faulting in and dirtying the
+// 20 MB of a default table through the mapping. A full file's table,
+// synced when it filled, is cleared in memory only: rebuild writes it
+// back the same, and it reads all the file's entries anyway.
+func (x *indexFile) clearSlots() error {
+	lo, n := headerSize, int(x.slotCount)*slotSize
+	if !x.full() {
+		zerr := x.file.ZeroRange(int64(lo), int64(n))
+		if zerr == nil {
+			return nil
+		}
+		// A zero range that failed half-way may leave holes, which
+		// clearing through the mapping must not write into (SIGBUS on a
+		// full disk).
+		if err := x.file.Allocate(int64(lo), int64(n)); err != nil {
+			return fmt.Errorf("index: clear the slots of %s: %w", x.path, errors.Join(zerr, err))
+		}
+	}
+	clear(x.b[lo : lo+n])
+	return nil
 }
 
 // cutAt drops the entries from the first one at or past physEnd (or the
 // first out of order: torn) to the end, fixes the header and rebuilds the
 // slots. It returns how many entries it dropped. Writer only, with readers
 // excluded.
-func (x *indexFile) cutAt(physEnd int64) (dropped int32) {
+func (x *indexFile) cutAt(physEnd int64) (dropped int32, err error) {
+	if err := x.reserveWritten(); err != nil {
+		return 0, err
+	}
 	be := binary.BigEndian
 	count := x.count.Load()
 	beginTS := x.beginTS.Load()
@@ -398,9 +508,11 @@ func (x *indexFile) cutAt(physEnd int64) (dropped int32) {
 	be.PutUint64(x.b[offEndPhy:], uint64(last))
 	be.PutUint32(x.b[offCount:], uint32(n))
 	x.count.Store(n)
-	x.rebuild()
 	x.flushed = 0
-	return count - n
+	if _, err := x.rebuild(); err != nil {
+		return count - n, err
+	}
+	return count - n, nil
 }
 
 // syncAll msyncs the whole file. Writer only.

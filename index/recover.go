@@ -55,7 +55,12 @@ func (s *Store) recover(ctx context.Context) error {
 	// may be empty: rebuild the two newest files' chains so that a
 	// crash-torn entry cannot hide older ones.
 	for _, f := range s.files[max(0, len(s.files)-rebuildFiles):] {
-		if n := f.rebuild(); n > 0 {
+		n, err := f.rebuild()
+		if err != nil {
+			s.closeAll()
+			return err
+		}
+		if n > 0 {
 			s.log.Warn("skipped torn index entries", "file", f.path, "entries", n)
 		}
 	}

@@ -41,8 +41,11 @@ func (s *Store) Truncate(physEnd int64) (reindexFrom int64, err error) {
 			return f.endPhy.Load(), nil
 		}
 		s.mu.Lock()
-		dropped := f.cutAt(physEnd)
+		dropped, err := f.cutAt(physEnd)
 		s.mu.Unlock()
+		if err != nil {
+			return 0, err
+		}
 		s.log.Info("truncated index file", "file", f.path, "physEnd", physEnd, "entriesDropped", dropped)
 		if f.empty() {
 			continue // it goes on the next pass

@@ -112,6 +112,9 @@ func (s *Store) PutHash(hash int32, phyOffset int64, storeTimestamp int64) error
 			return err
 		}
 	}
+	if err := f.reserveNext(); err != nil { // before any byte is written
+		return err
+	}
 	f.put(hash, phyOffset, storeTimestamp)
 	return nil
 }

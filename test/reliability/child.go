@@ -144,6 +144,9 @@ type BrokerSpec struct {
 	// sizes (300,000 entries a queue file, 420 MB index files) instead of
 	// the suite's small ones, which roll.
 	StoreDefaults bool
+	// IndexSlots, when set, is maxHashSlotNum: the slot table a new index
+	// file reserves whole at creation (4 bytes a slot).
+	IndexSlots int
 }
 
 // BrokerReady is what a broker child reports when it serves.
@@ -173,6 +176,9 @@ func runBroker(ctx context.Context, raw []byte) error {
 		StoreOverride: func(sc *store.Config) {
 			if !spec.StoreDefaults {
 				sc.QueueEntriesPerFile, sc.IndexSlots, sc.IndexEntries = 20_000, 20_000, 80_000 // small files: they roll
+			}
+			if spec.IndexSlots > 0 {
+				sc.IndexSlots = spec.IndexSlots
 			}
 			sc.Log.SyncFlushTimeout = spec.SyncFlushTimeout
 			sc.Log.FlushInterval = spec.FlushInterval

@@ -19,12 +19,14 @@ import (
 )
 
 // A full disk with the dispatcher stalled: the store lives on a
-// 640 MiB tmpfs with the broker's default index (420 MB files) and queue
-// files, forced cleaning on (diskSpaceCleanForciblyRatio 85, disk full at
-// 90), 1 MiB segments. A ballast leaves the disk 86 % used before the
-// broker starts: above the forced-cleaning ratio, and too little room for
-// the index's file, so the dispatcher stops at the first record. A
-// producer sends, one message in ten with delay level 1.
+// 640 MiB tmpfs with the broker's default queue files and an index of
+// 30,000,000 slots (520 MB files, which reserve their 120 MB slot table at
+// creation: index files are sparse), forced cleaning on
+// (diskSpaceCleanForciblyRatio 85, disk full at 90), 1 MiB segments. A
+// ballast leaves the disk 86 % used before the broker starts: above the
+// forced-cleaning ratio, and too little room for the index's file, so the
+// dispatcher stops at the first record. A producer sends, one message in
+// ten with delay level 1.
 //
 // Pass: sends are acknowledged only for the stall's bound, then refused
 // with a definite "dispatch stalled"; /readyz is not ready and names the
@@ -42,6 +44,7 @@ func TestDiskFullDispatchStall(t *testing.T) {
 	e.Spec.Store = filepath.Join(mnt, "store")
 	e.Spec.SegmentBytes = 1 << 20
 	e.Spec.StoreDefaults = true
+	e.Spec.IndexSlots = 30_000_000 // 114 MiB reserved at creation; 89.6 MiB free
 	e.Spec.DiskFullRatio, e.Spec.DiskForceCleanRatio = 0.90, 0.85
 	e.Spec.CleanInterval = 200 * time.Millisecond
 
