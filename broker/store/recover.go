@@ -207,8 +207,9 @@ func (s *Store) logQueueEnds(from int64) (map[QueueKey]int64, error) {
 				r.Release()
 				return nil, fmt.Errorf("decode record at %d: %w", off, err)
 			}
-			k := QueueKey{Topic: string(v.Topic()), QueueID: v.QueueID()}
-			ends[k] = max(ends[k], v.QueueOffset()+1)
+			if k := (QueueKey{Topic: string(v.Topic()), QueueID: v.QueueID()}); !s.isDeleted(v.Topic(), off) {
+				ends[k] = max(ends[k], v.QueueOffset()+1)
+			}
 		}
 		r.Release()
 		off = next
