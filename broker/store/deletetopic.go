@@ -195,7 +195,9 @@ func (s *Store) dropFromCheckpoint(topic string) error {
 	return fsx.WriteFileAtomic(s.cfg.FS, s.checkpointPath(), b)
 }
 
-func (s *Store) topicDir(topic string) string { return filepath.Join(s.cfg.Root, "consumequeue", topic) }
+func (s *Store) topicDir(topic string) string {
+	return filepath.Join(s.cfg.Root, "consumequeue", topic)
+}
 
 // BeginDeleteTopic records, durably, that topic's deletion has begun:
 // from here on a crash makes the next Open finish the store's part of it,

@@ -166,9 +166,10 @@ type Store struct {
 	kick          chan struct{}
 	stall         stall // the dispatcher's failures (stall.go)
 	report        RecoveryReport
-	deleted       deletedTopics // tombstones of deleted topics (deletetopic.go)
 	repairs       atomic.Int64 // consume queues rebuilt after a damaged entry was found
 	trimmedAt     int64        // log min offset derived data was last trimmed to (flush loop only)
+
+	deleted deletedTopics // tombstones of deleted topics (deletetopic.go)
 
 	stop      context.CancelFunc
 	wg        sync.WaitGroup
