@@ -42,10 +42,11 @@ type Broker struct {
 	resetHooks hooks[OffsetReset] // AddOffsetResetHook's hooks
 	resets     *resetTable        // offsets reset and not yet pulled from
 
-	topicMu  sync.Mutex // serializes topic check-then-put (create, update, delete)
+	topicMu sync.Mutex // serializes topic check-then-put (create, update, delete)
+	groupMu sync.Mutex // serializes the creation of groups (maxConsumerGroups)
+	rr      sync.Map   // topic -> *atomic.Uint32: the broker-picked queue round robin
+
 	deleteMu sync.Mutex // one topic or group deletion at a time (lifecycle.go); taken before topicMu
-	groupMu  sync.Mutex // serializes the creation of groups (maxConsumerGroups)
-	rr       sync.Map   // topic -> *atomic.Uint32: the broker-picked queue round robin
 
 	msgsPut atomic.Int64 // messages stored by Send
 	msgsGot atomic.Int64 // messages returned by Pull

@@ -207,7 +207,8 @@ func (s *Store) logQueueEnds(from int64) (map[QueueKey]int64, error) {
 				r.Release()
 				return nil, fmt.Errorf("decode record at %d: %w", off, err)
 			}
-			if k := (QueueKey{Topic: string(v.Topic()), QueueID: v.QueueID()}); !s.isDeleted(v.Topic(), off) {
+			if !s.isDeleted(v.Topic(), off) { // not of a deleted topic (deletetopic.go)
+				k := QueueKey{Topic: string(v.Topic()), QueueID: v.QueueID()}
 				ends[k] = max(ends[k], v.QueueOffset()+1)
 			}
 		}
