@@ -241,3 +241,33 @@ func TestDeleteTopicUnderLoad(t *testing.T) {
 	got := bodies(t, s, "Orders", 0)
 	assert.Len(t, got, int(maxOff), "every offset of the surviving incarnation is readable")
 }
+
+// A tombstone is forgotten once retention has deleted every segment
+// below it, not before.
+func TestDeleteTopicTombstoneForgottenAfterRetention(t *testing.T) {
+	mem := fsx.NewMemFS()
+	cfg := testConfig(t, "/store", mem)
+	cfg.Log.FileReservedTime = time.Nanosecond
+	cfg.Log.DeleteWhen = "0;1;2;3;4;5;6;7;8;9;10;11;12;13;14;15;16;17;18;19;20;21;22;23"
+	s := openStore(t, cfg)
+	defer func() { _ = s.Close() }()
+	putAll(t, s, 0, 300)
+	waitDispatched(t, s)
+	require.NoError(t, deleteTopic(s, "Orders"))
+	s.ForgetDeleted()
+	require.Contains(t, s.DeletedTopics(), "Orders", "the log still holds its records")
+	before := s.DeletedTopics()["Orders"]
+
+	for i := 0; s.CommitLog().MaxOffset() < before+2*s.CommitLog().SegmentBytes(); i++ {
+		putOne(t, s, "Payments", 0, "filler", fmt.Sprint("f", i))
+	}
+	require.Eventually(t, func() bool { return s.DispatchedOffset() >= s.CommitLog().MaxOffset() }, 5*time.Second, time.Millisecond)
+	_, err := s.CommitLog().Clean()
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, s.CommitLog().MinOffset(), before)
+	s.ForgetDeleted()
+	assert.NotContains(t, s.DeletedTopics(), "Orders")
+	saved, err := mem.ReadAll("/store/deletedTopics.json")
+	require.NoError(t, err)
+	assert.NotContains(t, string(saved), "Orders")
+}

@@ -21,3 +21,7 @@ func SetDeleteStep(f func(step string) error) (restore func()) {
 
 // RemoveTree removes dir and everything under it.
 func RemoveTree(fsys fsx.FS, dir string) error { return removeTree(fsys, dir) }
+
+// ForgetDeleted runs the flush loop's step that forgets tombstones
+// retention has passed.
+func (s *Store) ForgetDeleted() { s.forgetDeleted() }
