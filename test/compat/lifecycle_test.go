@@ -66,8 +66,8 @@ func TestOfficialAdminDeleteRecreate(t *testing.T) {
 	qs, err := e.admin.TopicStatus(ctx, topic)
 	require.NoError(t, err)
 	for _, q := range qs {
-		assert.Zero(t, q.MinOffset, "queue %d", q.QueueID)
-		assert.Zero(t, q.MaxOffset, "queue %d", q.QueueID)
+		assert.Zero(t, q.MinOffset, "queue %v", q.Queue)
+		assert.Zero(t, q.MaxOffset, "queue %v", q.Queue)
 	}
 	eventually(t, waitShort, "the topic routed again", func() (bool, string) {
 		mqs, err := a.FetchPublishMessageQueues(ctx, topic)
