@@ -4,11 +4,13 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/gantrymq/gantry/broker"
+	"github.com/gantrymq/gantry/message"
 )
 
 // topicGone asserts that nothing of topic T's first incarnation is left:
@@ -160,4 +162,23 @@ func TestDeleteGroupWithCleanup(t *testing.T) {
 	_, dl := pull(t, b, broker.PullRequest{Topic: broker.DLQTopic("G")})
 	require.Len(t, dl, 1)
 	assert.Equal(t, int64(0), dl[0].QueueOffset)
+}
+
+// A message parked with a delay for a topic that is then deleted and
+// created again is dropped when it falls due, not delivered into the new
+// topic.
+func TestDeleteTopicDropsParkedMessages(t *testing.T) {
+	b := openBroker(t, testConfig(t))
+	createTopic(t, b, "T", 1)
+	m := newMsg("T", 0, "delayed", "")
+	m.Properties = append(m.Properties, message.Property{Key: message.PropDelay, Value: "1"}) // 1 s
+	send(t, b, m)
+	require.NoError(t, b.DeleteTopic("T"))
+	createTopic(t, b, "T", 1)
+	require.Eventually(t, func() bool {
+		off, ok := b.Store().Metadata().DelayOffset(1)
+		return ok && off >= 1
+	}, 10*time.Second, 10*time.Millisecond, "the level's message fell due")
+	_, maxOff := b.Store().QueueOffsets("T", 0)
+	assert.Zero(t, maxOff, "dropped, not delivered into the new topic")
 }
