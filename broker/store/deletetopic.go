@@ -324,16 +324,19 @@ func (s *Store) DeletedTopics() map[string]int64 {
 	return maps.Clone(*m)
 }
 
-// HasTopicData reports whether the store holds a consume queue of topic.
+// HasTopicData reports whether the store holds a consume queue of topic,
+// open or only on disk.
 func (s *Store) HasTopicData(topic string) bool {
 	s.qmu.RLock()
-	defer s.qmu.RUnlock()
 	for k := range s.queues {
 		if k.Topic == topic {
+			s.qmu.RUnlock()
 			return true
 		}
 	}
-	return false
+	s.qmu.RUnlock()
+	_, err := s.cfg.FS.Stat(s.topicDir(topic))
+	return err == nil
 }
 
 // forgetDeleted drops the tombstones retention has passed: the log holds
