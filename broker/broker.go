@@ -46,6 +46,8 @@ type Broker struct {
 	groupMu sync.Mutex // serializes the creation of groups (maxConsumerGroups)
 	rr      sync.Map   // topic -> *atomic.Uint32: the broker-picked queue round robin
 
+	deleteMu sync.Mutex // one topic or group deletion at a time (lifecycle.go); taken before topicMu
+
 	msgsPut atomic.Int64 // messages stored by Send
 	msgsGot atomic.Int64 // messages returned by Pull
 
@@ -95,6 +97,10 @@ func Open(ctx context.Context, cfg Config) (*Broker, error) {
 		return nil, err
 	}
 	if err := b.openDLQ(storeFS(sc)); err != nil {
+		_ = st.Close()
+		return nil, err
+	}
+	if err := b.finishDeletions(); err != nil { // lifecycle.go
 		_ = st.Close()
 		return nil, err
 	}

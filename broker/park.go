@@ -233,6 +233,9 @@ func (b *Broker) unparked(rec []byte) (*message.Message, error) {
 	if topic == "" || err != nil {
 		return nil, fmt.Errorf("broker: parked message %s has REAL_TOPIC %q, REAL_QID %q", m.UniqKey(), topic, qs)
 	}
+	if b.store.TopicDeletedAt(topic, message.PhysicalOffsetOf(rec)) {
+		return nil, fmt.Errorf("%w: %q was deleted after message %s was parked", ErrTopicNotFound, topic, m.UniqKey())
+	}
 	tc, ok := b.meta.Topic(topic)
 	switch {
 	case !ok && isGroupTopic(topic):

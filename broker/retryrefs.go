@@ -197,6 +197,9 @@ func (b *Broker) retriesOf(rec []byte) (retries []*message.Message, lost int, re
 	if err != nil {
 		return nil, 0, nil, err
 	}
+	if b.store.TopicDeletedAt(topic, message.PhysicalOffsetOf(rec)) {
+		return nil, 0, nil, fmt.Errorf("%w: %q was deleted after its retry references were parked", ErrTopicNotFound, topic)
+	}
 	tc, err := b.internalTopic(topic) // created again if deleted meanwhile
 	if err != nil {
 		return nil, 0, nil, err

@@ -101,34 +101,6 @@ func checkTopicShape(tc metadata.TopicConfig) error {
 	return nil
 }
 
-// DeleteTopic removes a topic's configuration and every group's committed
-// offsets in it. Its stored messages stay until retention deletes them.
-func (b *Broker) DeleteTopic(name string) error {
-	if !b.calls.enter() {
-		return ErrShuttingDown
-	}
-	defer b.calls.leave()
-	if err := checkTopicName(name); err != nil {
-		return err
-	}
-	if IsReservedTopic(name) {
-		return fmt.Errorf("%w: %q cannot be deleted by users", ErrReservedTopic, name)
-	}
-	b.topicMu.Lock()
-	ok := b.meta.DeleteTopic(name)
-	b.topicMu.Unlock()
-	if !ok {
-		return fmt.Errorf("%w: %q", ErrTopicNotFound, name)
-	}
-	for _, g := range b.offsetGroups() {
-		b.meta.DeleteOffsets(g, name)
-	}
-	b.rr.Delete(name)
-	b.log.Info("topic deleted", "topic", name)
-	b.topicsChanged()
-	return b.saveTopics()
-}
-
 // saveTopics writes the topic table before a change to it is answered or
 // used: a topic created in memory only, and its messages with it, would
 // be lost by a crash before the periodic save.
@@ -137,26 +109,6 @@ func (b *Broker) saveTopics() error {
 		return fmt.Errorf("broker: save topics: %w", err)
 	}
 	return nil
-}
-
-// offsetGroups lists the groups that may hold offsets: the subscription
-// groups and the groups with live clients.
-func (b *Broker) offsetGroups() []string {
-	seen := map[string]bool{}
-	var out []string
-	add := func(g string) {
-		if !seen[g] {
-			seen[g] = true
-			out = append(out, g)
-		}
-	}
-	for _, g := range b.meta.Groups() {
-		add(g.GroupName)
-	}
-	for _, g := range b.clients.groups() {
-		add(g)
-	}
-	return out
 }
 
 // Topic returns a topic's configuration.

@@ -620,15 +620,29 @@ func (a *Admin) CreateGroup(ctx context.Context, g GroupConfig, brokers ...strin
 	})
 }
 
-// DeleteGroup deletes a consumer group from the given brokers, by default
-// from every broker of the cluster. A broker without it is not an error.
+// DeleteGroup deletes a consumer group's config from the given brokers, by
+// default from every broker of the cluster; its offsets and its retry and
+// dead-letter topics stay. A broker without it is not an error.
 func (a *Admin) DeleteGroup(ctx context.Context, name string, brokers ...string) error {
+	return a.deleteGroup(ctx, name, false, brokers)
+}
+
+// DeleteGroupClean is DeleteGroup that also removes the group's committed
+// offsets and its retry and dead-letter topics (%RETRY%<name>,
+// %DLQ%<name>) with their messages, as mqadmin deleteSubGroup -r: a client
+// that uses the name again inherits nothing. The brokers' next
+// registration removes the topics' routes from the nameservers.
+func (a *Admin) DeleteGroupClean(ctx context.Context, name string, brokers ...string) error {
+	return a.deleteGroup(ctx, name, true, brokers)
+}
+
+func (a *Admin) deleteGroup(ctx context.Context, name string, clean bool, brokers []string) error {
 	refs, err := a.targets(ctx, brokers)
 	if err != nil {
 		return err
 	}
 	return a.each(refs, "delete group", func(_ brokerRef, ac gantryv1.AdminClient) error {
-		_, err := ac.DeleteGroup(ctx, &gantryv1.DeleteGroupRequest{Name: name})
+		_, err := ac.DeleteGroup(ctx, &gantryv1.DeleteGroupRequest{Name: name, Clean: clean})
 		if errors.Is(callError("", "", err, ErrNotFound), ErrNotFound) {
 			return nil
 		}

@@ -105,10 +105,11 @@ func (s *Admin) CreateGroup(_ context.Context, req *gantryv1.CreateGroupRequest)
 	return &gantryv1.CreateGroupResponse{}, nil
 }
 
-// DeleteGroup implements the service: the group's config goes, its
-// offsets stay (broker.DeleteGroup).
+// DeleteGroup implements the service: the group's config goes; its
+// offsets and its retry and dead-letter topics go too with clean
+// (broker.DeleteGroup).
 func (s *Admin) DeleteGroup(_ context.Context, req *gantryv1.DeleteGroupRequest) (*gantryv1.DeleteGroupResponse, error) {
-	if err := s.b.DeleteGroup(req.GetName(), true); err != nil {
+	if err := s.b.DeleteGroup(req.GetName(), !req.GetClean()); err != nil {
 		return nil, toStatus(err)
 	}
 	return &gantryv1.DeleteGroupResponse{}, nil

@@ -241,3 +241,27 @@ func (m *Metadata) SetDelayOffset(level int, offset int64) error {
 	})
 	return nil
 }
+
+// DeleteTopicOffsets forgets every group's offsets in topic, those of
+// broadcasting clients too, and returns the groups that had some.
+func (m *Metadata) DeleteTopicOffsets(topic string) []string {
+	seen := map[string]bool{}
+	m.offsets.update(func(d *offsetsDoc) bool {
+		maps.DeleteFunc(d.OffsetTable, func(key string, _ map[int32]int64) bool {
+			t, g, _ := strings.Cut(key, "@")
+			if t == topic {
+				seen[g] = true
+			}
+			return t == topic
+		})
+		maps.DeleteFunc(d.ClientOffsetTable, func(key string, _ map[int32]int64) bool {
+			g, _, t, _ := splitClientOffsetKey(key)
+			if t == topic {
+				seen[g] = true
+			}
+			return t == topic
+		})
+		return len(seen) > 0
+	})
+	return slices.Sorted(maps.Keys(seen))
+}

@@ -3,8 +3,10 @@ package remotingapi
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
+	"github.com/gantrymq/gantry/broker"
 	"github.com/gantrymq/gantry/broker/metadata"
 	"github.com/gantrymq/gantry/remoting"
 )
@@ -89,9 +91,11 @@ func (h *Handler) updateAndCreateGroup(_ context.Context, _ *remoting.Conn, req 
 
 // deleteGroup answers DELETE_SUBSCRIPTIONGROUP (207), mqadmin
 // deleteSubGroup's request: ext groupName, and cleanOffset (mqadmin's
-// --removeOffset; default false) to remove the group's committed offsets
-// too (broker.DeleteGroup). A group the broker does not know is
-// SUBSCRIPTION_GROUP_NOT_EXIST.
+// -r/--removeOffset; default false) to remove the group's committed
+// offsets and its retry and dead-letter topics too (broker.DeleteGroup).
+// A group the broker does not know is answered SUCCESS with a remark
+// saying so, as RocketMQ's broker answers: deleting is idempotent, and
+// mqadmin deleteSubGroup -c goes on to the cluster's other brokers.
 func (h *Handler) deleteGroup(_ context.Context, _ *remoting.Conn, req *remoting.Command) *remoting.Command {
 	rd := extReader{req: req}
 	group := rd.str("groupName", true)
@@ -99,7 +103,11 @@ func (h *Handler) deleteGroup(_ context.Context, _ *remoting.Conn, req *remoting
 	if rd.err != nil {
 		return errorResponse(req, rd.err)
 	}
-	if err := h.b.DeleteGroup(group, !cleanOffset); err != nil {
+	err := h.b.DeleteGroup(group, !cleanOffset)
+	switch {
+	case errors.Is(err, broker.ErrGroupNotFound):
+		return remoting.NewResponse(req, remoting.ResSuccess, "subscription group "+group+" not found on this broker: nothing to delete")
+	case err != nil:
 		return errorResponse(req, err)
 	}
 	return remoting.NewResponse(req, remoting.ResSuccess, "")

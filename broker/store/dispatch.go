@@ -149,6 +149,9 @@ func (s *Store) dispatchRecords(recs []byte, start int64) (n int64, err error) {
 // prepared or rolled-back transactional message) and its index entries
 // (indexKeys). It does not allocate for a known queue.
 func (s *Store) dispatchOne(v message.View, phys int64) error {
+	if s.isDeleted(v.Topic(), phys) { // of a deleted topic (deletetopic.go)
+		return nil
+	}
 	var p indexedProps
 	var tags []byte
 	for k, val := range v.All() { // one pass; the last of a repeated key wins, as in Properties.Get

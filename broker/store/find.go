@@ -91,6 +91,9 @@ func (s *Store) FindByKey(topic string, key []byte, begin, end int64, match func
 		return PutResult{}, false, fmt.Errorf("store: find %q in %q: %w", string(key), topic, err)
 	}
 	for i := len(offs) - 1; i >= 0; i-- { // Lookup answers newest first
+		if s.TopicDeletedAt(topic, offs[i]) { // a deleted topic's (deletetopic.go)
+			continue
+		}
 		if r, ok := s.examine(offs[i], begin, end, match); ok {
 			return r, true, nil
 		}

@@ -367,7 +367,7 @@ func (s *Store) MessagesByKey(topic, key string, begin, end int64, max int) ([]*
 		if err != nil {
 			continue // deleted by retention since
 		}
-		if m.Topic != topic || m.StoreTimestamp < begin || m.StoreTimestamp > end || !hasKey(m, key) {
+		if m.Topic != topic || m.StoreTimestamp < begin || m.StoreTimestamp > end || !hasKey(m, key) || s.TopicDeletedAt(topic, off) {
 			continue
 		}
 		out = append(out, m)

@@ -207,8 +207,10 @@ func (s *Store) logQueueEnds(from int64) (map[QueueKey]int64, error) {
 				r.Release()
 				return nil, fmt.Errorf("decode record at %d: %w", off, err)
 			}
-			k := QueueKey{Topic: string(v.Topic()), QueueID: v.QueueID()}
-			ends[k] = max(ends[k], v.QueueOffset()+1)
+			if !s.isDeleted(v.Topic(), off) { // not of a deleted topic (deletetopic.go)
+				k := QueueKey{Topic: string(v.Topic()), QueueID: v.QueueID()}
+				ends[k] = max(ends[k], v.QueueOffset()+1)
+			}
 		}
 		r.Release()
 		off = next

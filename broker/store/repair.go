@@ -167,7 +167,7 @@ func (s *Store) fillQueue(k QueueKey, q *consumequeue.Queue) (int64, error) {
 			return n, fmt.Errorf("read log at %d: %w", off, err)
 		}
 		v, err := message.NewView(r.B)
-		if err == nil && string(v.Topic()) == k.Topic && v.QueueID() == k.QueueID {
+		if err == nil && string(v.Topic()) == k.Topic && v.QueueID() == k.QueueID && !s.isDeleted(v.Topic(), off) {
 			if tx := v.SysFlag() & message.TransactionMask; tx != message.TransactionPrepared && tx != message.TransactionRollback {
 				e := consumequeue.Entry{Offset: off, Size: int32(len(r.B)), TagsCode: tagsCode(v)}
 				err = q.Append(v.QueueOffset(), e)

@@ -169,6 +169,8 @@ type Store struct {
 	repairs       atomic.Int64 // consume queues rebuilt after a damaged entry was found
 	trimmedAt     int64        // log min offset derived data was last trimmed to (flush loop only)
 
+	deleted deletedTopics // tombstones of deleted topics (deletetopic.go)
+
 	stop      context.CancelFunc
 	wg        sync.WaitGroup
 	closeOnce sync.Once
@@ -210,6 +212,10 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, err
 	}
 	s.cl = cl
+	if err := s.openDeleted(); err != nil { // before the queues are opened
+		s.closeAll()
+		return nil, err
+	}
 	if err := s.recover(ctx); err != nil {
 		s.closeAll()
 		return nil, err
@@ -644,6 +650,7 @@ func (s *Store) flushStep() {
 	if err := s.trim(); err != nil {
 		s.log.Warn("deleting consume-queue and index files below the log's min offset failed", "err", err)
 	}
+	s.forgetDeleted()
 }
 
 // trim deletes consume-queue and index files wholly below the commit log's

@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gantrymq/gantry/broker"
 	"github.com/gantrymq/gantry/broker/metadata"
 	"github.com/gantrymq/gantry/client"
 )
@@ -160,6 +161,35 @@ verb that fails exits 1.`,
 	c.Flags().DurationVar(&maxDelay, "retry-max", 2*time.Hour, "exponential: longest retry delay")
 	c.Flags().IntVar(&multiplier, "retry-multiplier", 2, "exponential: growth factor")
 	c.Flags().Float64Var(&jitter, "retry-jitter", 0.1, "exponential: spread each delay by up to this fraction either way")
+	c.Flags().StringVarP(&brokerAddr, "brokerAddr", "b", "", "only this broker (either of its addresses)")
+	c.Flags().StringVarP(&cluster, "clusterName", "c", "", "only the brokers of this cluster")
+	_ = c.MarkFlagRequired("groupName")
+
+	var removeOffset bool
+	c = verb("deleteSubGroup", "Delete a consumer group from every broker (or -b / -c); -r: its offsets, retry and DLQ topics too",
+		func(ctx context.Context, a *client.Admin, out io.Writer) error {
+			brokers, err := pickBrokers(ctx, a, brokerAddr, cluster)
+			if err != nil {
+				return err
+			}
+			del := a.DeleteGroup
+			if removeOffset {
+				del = a.DeleteGroupClean
+			}
+			if err := del(ctx, group, brokers...); err != nil {
+				return err
+			}
+			if removeOffset {
+				fmt.Fprintf(out, "delete subscription group %s success, with its offsets, %s%s and %s%s\n",
+					group, broker.RetryTopicPrefix, group, broker.DLQTopicPrefix, group)
+				return nil
+			}
+			fmt.Fprintf(out, "delete subscription group %s success\n", group)
+			return nil
+		})
+	c.Flags().StringVarP(&group, "groupName", "g", "", "consumer group (required)")
+	c.Flags().BoolVarP(&removeOffset, "removeOffset", "r", false,
+		"also delete the group's committed offsets and its retry and dead-letter topics with their messages")
 	c.Flags().StringVarP(&brokerAddr, "brokerAddr", "b", "", "only this broker (either of its addresses)")
 	c.Flags().StringVarP(&cluster, "clusterName", "c", "", "only the brokers of this cluster")
 	_ = c.MarkFlagRequired("groupName")

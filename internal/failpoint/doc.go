@@ -45,6 +45,8 @@
 //	commitlog/checkpoint-write     the checkpoint is about to be written
 //	fsx/atomic-before-rename       WriteFileAtomic wrote and synced name.tmp, not yet renamed
 //	fsx/atomic-before-syncdir      WriteFileAtomic renamed name.tmp, the directory is not yet synced
+//	store/delete-topic-fenced      a topic deletion saved its tombstone, its queue files still exist
+//	store/delete-topic-files-removed  a topic deletion removed its queue files, the broker's config not yet
 //
 // The fsx points are the durable steps of every metadata save (topics,
 // groups, consumer offsets, delay offsets), of the store's dispatch

@@ -1843,8 +1843,12 @@ func (*CreateGroupResponse) Descriptor() ([]byte, []int) {
 }
 
 type DeleteGroupRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// clean also removes the group's committed offsets and its retry and
+	// dead-letter topics (%RETRY%<name>, %DLQ%<name>) with their messages:
+	// mqadmin deleteSubGroup -r. Without it the offsets and topics stay.
+	Clean         bool `protobuf:"varint,2,opt,name=clean,proto3" json:"clean,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1884,6 +1888,13 @@ func (x *DeleteGroupRequest) GetName() string {
 		return x.Name
 	}
 	return ""
+}
+
+func (x *DeleteGroupRequest) GetClean() bool {
+	if x != nil {
+		return x.Clean
+	}
+	return false
 }
 
 type DeleteGroupResponse struct {
@@ -2860,9 +2871,10 @@ const file_admin_proto_rawDesc = "" +
 	"\x06jitter\x18\x04 \x01(\x01R\x06jitter\"B\n" +
 	"\x12CreateGroupRequest\x12,\n" +
 	"\x05group\x18\x01 \x01(\v2\x16.gantry.v1.GroupConfigR\x05group\"\x15\n" +
-	"\x13CreateGroupResponse\"(\n" +
+	"\x13CreateGroupResponse\">\n" +
 	"\x12DeleteGroupRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"\x15\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05clean\x18\x02 \x01(\bR\x05clean\"\x15\n" +
 	"\x13DeleteGroupResponse\"\x13\n" +
 	"\x11ListGroupsRequest\"D\n" +
 	"\x12ListGroupsResponse\x12.\n" +
