@@ -10,6 +10,8 @@ import (
 	"runtime"
 	"strings"
 	"time"
+
+	"github.com/gantrymq/gantry/test/benchkit"
 )
 
 // scaleRow is one topic count's figures.
@@ -21,6 +23,8 @@ type scaleRow struct {
 	stop                     time.Duration
 	stopNote                 string
 	clean, kill9             time.Duration
+	cleanCPU, kill9CPU       float64 // the broker's CPU seconds from its start to /readyz 200
+	load                     string  // the machine's load average after the run
 	disk                     diskUse
 	loaded, restarted        procStats
 }
@@ -64,7 +68,8 @@ func workspace(ctx context.Context, cfg config) (work, bin string, cleanup func(
 func describe(work, bin string) {
 	rev, _ := exec.Command("git", "-C", filepath.Join("..", ".."), "log", "-1", "--format=%h %cI %s").Output()
 	free, _ := freeBytes(work)
-	fmt.Printf("gantry %s (commit %s)\ndata in %s (%s free), %d CPUs, %s\n", bin, strings.TrimSpace(string(rev)), work, mib(free), runtime.NumCPU(), time.Now().UTC().Format(time.RFC3339))
+	fmt.Printf("gantry %s (commit %s)\ndata in %s (%s free), %d CPUs, load average %s, %s\n", bin, strings.TrimSpace(string(rev)), work, mib(free),
+		runtime.NumCPU(), loadAvg(), time.Now().UTC().Format(time.RFC3339))
 }
 
 // estimate is what a run's store is expected to take, from the previous
@@ -237,6 +242,9 @@ func scaleOne(ctx context.Context, cfg config, bin, work string, n int) (scaleRo
 	if r.clean, err = b.waitReady(ctx, cfg.readyWait); err != nil {
 		return r, err
 	}
+	if r.cleanCPU, err = benchkit.ProcCPU(b.pid()); err != nil {
+		return r, err
+	}
 	if err := check("after the clean restart"); err != nil {
 		return r, err
 	}
@@ -253,10 +261,14 @@ func scaleOne(ctx context.Context, cfg config, bin, work string, n int) (scaleRo
 	if r.kill9, err = b.waitReady(ctx, cfg.readyWait); err != nil {
 		return r, err
 	}
+	if r.kill9CPU, err = benchkit.ProcCPU(b.pid()); err != nil {
+		return r, err
+	}
 	if err := check("after the kill -9 restart"); err != nil {
 		return r, err
 	}
 	fmt.Printf("  kill -9 restart to /readyz: %s\n", secs(r.kill9))
+	r.load = loadAvg()
 	return r, nil
 }
 
@@ -265,17 +277,18 @@ func printScaleRow(r scaleRow) {
 	if r.stopNote != "" {
 		note = " (" + r.stopNote + ")"
 	}
-	fmt.Printf("ROW topics=%d queues=%d create=%s send=%s readable=%s stop=%s%s clean_restart=%s kill9_restart=%s "+
+	fmt.Printf("ROW topics=%d queues=%d create=%s send=%s readable=%s stop=%s%s clean_restart=%s (cpu %.2fs, %.1f ms/queue) kill9_restart=%s (cpu %.2fs) "+
 		"cq=%s (%d files, %s/queue) index=%s commitlog=%s store=%s "+
-		"loaded: VmRSS=%s RssAnon=%s fds=%d; restarted: VmRSS=%s RssAnon=%s fds=%d\n",
-		r.topics, r.queues, secs(r.create), secs(r.send), secs(r.dispatched), secs(r.stop), note, secs(r.clean), secs(r.kill9),
+		"loaded: VmRSS=%s RssAnon=%s fds=%d; restarted: VmRSS=%s RssAnon=%s fds=%d; load average %s\n",
+		r.topics, r.queues, secs(r.create), secs(r.send), secs(r.dispatched), secs(r.stop), note,
+		secs(r.clean), r.cleanCPU, 1000*r.cleanCPU/float64(max(r.queues, 1)), secs(r.kill9), r.kill9CPU,
 		mib(r.disk.cq), r.disk.cqFiles, kib(r.disk.cq/int64(max(r.queues, 1))), mib(r.disk.index), mib(r.disk.commitlog), mib(r.disk.total),
-		mib(r.loaded.vmRSS), mib(r.loaded.rssAnon), r.loaded.fds, mib(r.restarted.vmRSS), mib(r.restarted.rssAnon), r.restarted.fds)
+		mib(r.loaded.vmRSS), mib(r.loaded.rssAnon), r.loaded.fds, mib(r.restarted.vmRSS), mib(r.restarted.rssAnon), r.restarted.fds, r.load)
 }
 
 // printScaleTable prints the rows as a Markdown table.
 func printScaleTable(rows []scaleRow) {
-	fmt.Println("| topics | queues | create | send, readable | clean stop | clean restart to /readyz | kill -9 restart to /readyz | consume queues on disk | per queue | index on disk | VmRSS / RssAnon loaded | VmRSS / RssAnon restarted | open files loaded / restarted |")
+	fmt.Println("| topics | queues | create | send, readable | clean stop | clean restart to /readyz (broker CPU) | kill -9 restart to /readyz (broker CPU) | consume queues on disk | per queue | index on disk | VmRSS / RssAnon loaded | VmRSS / RssAnon restarted | open files loaded / restarted |")
 	fmt.Println("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, r := range rows {
 		if r.skipped != "" {
@@ -286,10 +299,24 @@ func printScaleTable(rows []scaleRow) {
 		if r.stopNote != "" {
 			stop += " (" + r.stopNote + ")"
 		}
-		fmt.Printf("| %d | %d | %s | %s, %s | %s | %s | %s | %s | %s | %s | %s / %s | %s / %s | %d / %d |\n",
-			r.topics, r.queues, secs(r.create), secs(r.send), secs(r.dispatched), stop, secs(r.clean), secs(r.kill9),
+		fmt.Printf("| %d | %d | %s | %s, %s | %s | %s (%.2fs) | %s (%.2fs) | %s | %s | %s | %s / %s | %s / %s | %d / %d |\n",
+			r.topics, r.queues, secs(r.create), secs(r.send), secs(r.dispatched), stop, secs(r.clean), r.cleanCPU, secs(r.kill9), r.kill9CPU,
 			mib(r.disk.cq), kib(r.disk.cq/int64(max(r.queues, 1))), mib(r.disk.index),
 			mib(r.loaded.vmRSS), mib(r.loaded.rssAnon), mib(r.restarted.vmRSS), mib(r.restarted.rssAnon),
 			r.loaded.fds, r.restarted.fds)
 	}
+}
+
+// loadAvg is the machine's 1, 5 and 15 minute load averages, or "?": the
+// other work the figures shared the CPUs with.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
 }
