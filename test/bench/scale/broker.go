@@ -43,6 +43,10 @@ func freeAddr() (string, error) {
 	return l.Addr().String(), nil
 }
 
+// errKilled says a stop did not end in the process's own exit: it was
+// killed.
+var errKilled = errors.New("killed")
+
 // hurry is closed on a second interrupt: brokers being stopped are killed.
 var hurry = make(chan struct{})
 
@@ -188,11 +192,11 @@ func (b *broker) signal(sig syscall.Signal, limit time.Duration) (time.Duration,
 	case <-hurry:
 		_ = cmd.Process.Kill()
 		<-exited
-		err = fmt.Errorf("killed on a second interrupt")
+		err = fmt.Errorf("on a second interrupt: %w", errKilled)
 	case <-time.After(limit):
 		_ = cmd.Process.Kill()
 		<-exited
-		err = fmt.Errorf("no exit %v after %v: killed", sig, limit)
+		err = fmt.Errorf("no exit %v after %v: %w", sig, limit, errKilled)
 	}
 	took := time.Since(start)
 	b.mu.Lock()

@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -72,6 +73,10 @@ func main() {
 	flag.DurationVar(&cfg.baseline, "baseline", 20*time.Second, "-mode newtopics: how long the steady topic's baseline is measured")
 	flag.DurationVar(&cfg.after, "after", 10*time.Second, "-mode newtopics: how long it is measured after the new topics' messages are all readable")
 	flag.Parse()
+	// The brokers are started from this goroutine, and Pdeathsig (which
+	// kills them if this process dies) fires when the thread that started
+	// them exits: keep that thread for the whole run.
+	runtime.LockOSThread()
 	if err := cfg.parse(*topics); err != nil {
 		fmt.Fprintln(os.Stderr, "scale:", err)
 		os.Exit(2)
@@ -113,6 +118,12 @@ func (c *config) parse(topics string) error {
 	}
 	if c.create != "admin" && c.create != "auto" {
 		return fmt.Errorf("-create %q: want admin or auto", c.create)
+	}
+	if c.create == "auto" && c.mode == "scale" {
+		// The broker makes an auto-created topic 8 queues, and the producer
+		// spreads its first sends over 4 (RocketMQ's defaultTopicQueueNums):
+		// not every queue would hold -msgs messages.
+		return errors.New("-create auto is for -mode newtopics; -mode scale creates its topics with the admin API")
 	}
 	for _, f := range strings.Split(topics, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))

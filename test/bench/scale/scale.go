@@ -102,12 +102,6 @@ func roomFor(work string, want int64, frac float64) (string, error) {
 }
 
 func runScale(ctx context.Context, cfg config) error {
-	if cfg.create == "auto" {
-		// The broker makes an auto-created topic 8 queues, and the producer
-		// spreads its first sends over 4 (RocketMQ's defaultTopicQueueNums):
-		// not every queue would hold -msgs messages.
-		return errors.New("-create auto is for -mode newtopics; -mode scale creates its topics with the admin API")
-	}
 	work, bin, cleanup, err := workspace(ctx, cfg)
 	if err != nil {
 		return err
@@ -227,7 +221,7 @@ func scaleOne(ctx context.Context, cfg config, bin, work string, n int) (scaleRo
 	fmt.Println("  clean stop (SIGTERM) ...")
 	r.stop, err = b.stop(cfg.stopWait)
 	if err != nil {
-		if strings.Contains(err.Error(), "killed") {
+		if errors.Is(err, errKilled) {
 			return r, err
 		}
 		// It exited, but not cleanly (a shutdown past gantry dev's own
