@@ -142,47 +142,64 @@ func newProducer(ctx context.Context, b *broker) (*client.Producer, error) {
 	return p, nil
 }
 
-// sendToQueues sends msgs messages of size bytes into each of the queues
-// of topics prefix00000..prefix(n-1), at most inflight at a time, and
-// waits for every acknowledgement. It fails on the first failed send, and
-// if strict on the first message stored in another queue than its own.
-func sendToQueues(ctx context.Context, p *client.Producer, prefix string, n, queues, msgs, size, inflight int, strict bool) error {
-	total := int64(n) * int64(queues) * int64(msgs)
-	var acked atomic.Int64
+// sendOpts says how sendToQueues holds its sends.
+type sendOpts struct {
+	msgs, size, inflight int
+	// strict fails a message stored in another queue than its own.
+	strict bool
+	// tolerate counts failed sends and goes on, instead of stopping at
+	// the first.
+	tolerate bool
+}
+
+// sendToQueues sends o.msgs messages of o.size bytes into each of the
+// queues of topics prefix00000..prefix(n-1), at most o.inflight at a time,
+// and waits for every acknowledgement. It returns how many sends failed
+// and the first failure: unless o.tolerate, it stops sending at that one.
+func sendToQueues(ctx context.Context, p *client.Producer, prefix string, n, queues int, o sendOpts) (int64, error) {
+	total := int64(n) * int64(queues) * int64(o.msgs)
+	var acked, failed atomic.Int64
 	stop := progress("acknowledged", &acked, total, "messages")
 	defer stop()
-	sem := make(chan struct{}, inflight)
+	sem := make(chan struct{}, o.inflight)
 	var wg sync.WaitGroup
 	var first atomic.Pointer[error]
-	body := make([]byte, size)
+	body := make([]byte, o.size)
 	for i := range body {
 		body[i] = 'a' + byte(i%26)
 	}
-	for m := range msgs {
+	done := func() (int64, error) {
+		wg.Wait()
+		if e := first.Load(); e != nil {
+			return failed.Load(), *e
+		}
+		return 0, nil
+	}
+	for m := range o.msgs {
 		for t := range n {
 			for q := range queues {
 				select {
 				case sem <- struct{}{}:
 				case <-ctx.Done():
 					wg.Wait()
-					return ctx.Err()
+					return failed.Load(), ctx.Err()
 				}
-				if first.Load() != nil {
+				if !o.tolerate && first.Load() != nil {
 					<-sem
-					wg.Wait()
-					return *first.Load()
+					return done()
 				}
 				wg.Add(1)
 				topic := topicName(prefix, t)
 				p.SendAsync(ctx, &client.Message{Topic: topic, Body: body, ShardingKey: queueKey(q)}, func(r client.SendResult, err error) {
 					defer wg.Done()
 					defer func() { <-sem }()
-					if err == nil && strict && int(r.QueueID) != q {
+					if err == nil && o.strict && int(r.QueueID) != q {
 						err = fmt.Errorf("stored in queue %d, not %d", r.QueueID, q)
 					}
 					if err != nil {
 						err = fmt.Errorf("send %d to %s queue %d: %w", m, topic, q, err)
 						first.CompareAndSwap(nil, &err)
+						failed.Add(1)
 						return
 					}
 					acked.Add(1)
@@ -190,11 +207,7 @@ func sendToQueues(ctx context.Context, p *client.Producer, prefix string, n, que
 			}
 		}
 	}
-	wg.Wait()
-	if e := first.Load(); e != nil {
-		return *e
-	}
-	return nil
+	return done()
 }
 
 // progress prints done of total every 2 s until the returned func is

@@ -173,7 +173,7 @@ func scaleOne(ctx context.Context, cfg config, bin, work string, n int) (scaleRo
 		return r, err
 	}
 	start := time.Now()
-	err = sendToQueues(ctx, p, prefix, n, cfg.queues, cfg.msgs, cfg.size, 16*cfg.concurrency, true)
+	_, err = sendToQueues(ctx, p, prefix, n, cfg.queues, sendOpts{msgs: cfg.msgs, size: cfg.size, inflight: 16 * cfg.concurrency, strict: true})
 	r.send = time.Since(start)
 	p.Close()
 	if err != nil {
