@@ -68,7 +68,7 @@ func workspace(ctx context.Context, cfg config) (work, bin string, cleanup func(
 func describe(work, bin string) {
 	rev, _ := exec.Command("git", "-C", filepath.Join("..", ".."), "log", "-1", "--format=%h %cI %s").Output()
 	free, _ := freeBytes(work)
-	fmt.Printf("gantry %s (commit %s)\ndata in %s (%s free), %d CPUs, load average %s, %s\n", bin, strings.TrimSpace(string(rev)), work, mib(free),
+	fmt.Printf("gantry %s (repository at %s)\ndata in %s (%s free), %d CPUs, load average %s, %s\n", bin, strings.TrimSpace(string(rev)), work, mib(free),
 		runtime.NumCPU(), loadAvg(), time.Now().UTC().Format(time.RFC3339))
 }
 
