@@ -262,7 +262,6 @@ func runNewTopics(ctx context.Context, cfg config) error {
 	newFailures := ""
 	if failedNew > 0 {
 		newFailures = fmt.Sprintf(", %d of them failed (the first: %v)", failedNew, err)
-		fmt.Println("  " + newFailures[2:])
 	}
 	if err := b.waitDispatched(ctx, cfg.readyWait); err != nil {
 		return err
