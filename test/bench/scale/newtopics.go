@@ -1,0 +1,328 @@
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gantrymq/gantry/client"
+)
+
+// sample is one steady message: when it was due to be sent (the time in
+// its body) and how long after that the consumer had it.
+type sample struct {
+	sent    time.Time
+	latency time.Duration
+}
+
+// samples collects the consumer's samples.
+type samples struct {
+	mu  sync.Mutex
+	all []sample
+	got atomic.Int64
+}
+
+func (s *samples) add(x sample) {
+	s.mu.Lock()
+	s.all = append(s.all, x)
+	s.mu.Unlock()
+	s.got.Add(1)
+}
+
+// phase returns the latencies of the messages due in [from, to), sorted.
+func (s *samples) phase(from, to time.Time) []time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var ls []time.Duration
+	for _, x := range s.all {
+		if !x.sent.Before(from) && x.sent.Before(to) {
+			ls = append(ls, x.latency)
+		}
+	}
+	slices.Sort(ls)
+	return ls
+}
+
+// since returns the latencies of the messages received after the first n.
+func (s *samples) since(n int) ([]time.Duration, int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var ls []time.Duration
+	for _, x := range s.all[min(n, len(s.all)):] {
+		ls = append(ls, x.latency)
+	}
+	slices.Sort(ls)
+	return ls, len(s.all)
+}
+
+// quantile of sorted latencies (nearest rank), 0 for none.
+func quantile(ls []time.Duration, q float64) time.Duration {
+	if len(ls) == 0 {
+		return 0
+	}
+	i := int(q*float64(len(ls))+0.5) - 1
+	return ls[min(max(i, 0), len(ls)-1)]
+}
+
+type phaseStats struct {
+	name          string
+	n             int
+	p50, p99, max time.Duration
+}
+
+func statsOf(name string, ls []time.Duration) phaseStats {
+	st := phaseStats{name: name, n: len(ls), p50: quantile(ls, 0.5), p99: quantile(ls, 0.99)}
+	if len(ls) > 0 {
+		st.max = ls[len(ls)-1]
+	}
+	return st
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/1e6) }
+
+// runNewTopics measures a steady topic's end-to-end latency before, while
+// and after many new topics are produced into at once.
+func runNewTopics(ctx context.Context, cfg config) error {
+	work, bin, cleanup, err := workspace(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	describe(work, bin)
+	queues := (cfg.newTopics + 1) * cfg.queues
+	if why, err := roomFor(work, defaultEstimate.bytes(queues), cfg.diskFrac); err != nil {
+		return err
+	} else if why != "" {
+		return fmt.Errorf("%d new topics (%d queues): %s", cfg.newTopics, queues, why)
+	}
+	fmt.Printf("newtopics: steady topic of %d queues at %d messages/s, one message a send, %d-byte bodies; then %d new topics x %d queues, %d messages into each queue, created by %s\n",
+		cfg.queues, cfg.rate, cfg.size, cfg.newTopics, cfg.queues, cfg.msgs, cfg.create)
+
+	b, err := newBroker(bin, filepath.Join(work, "store"), filepath.Join(work, "gantry.log"))
+	if err != nil {
+		return err
+	}
+	defer b.close()
+	if err := b.start(); err != nil {
+		return err
+	}
+	if _, err := b.waitReady(ctx, cfg.readyWait); err != nil {
+		return err
+	}
+	const steady = "Steady"
+	if err := createTopics(ctx, b, steady, 1, cfg.queues, 1); err != nil {
+		return err
+	}
+	topic := topicName(steady, 0)
+	ccfg := client.Config{NameServers: []string{b.ns}}
+
+	var s samples
+	handler := func(_ context.Context, msgs []*client.MessageExt) client.ConsumeResult {
+		now := time.Now()
+		for _, m := range msgs {
+			if len(m.Body) >= 8 {
+				sent := time.Unix(0, int64(binary.BigEndian.Uint64(m.Body)))
+				s.add(sample{sent: sent, latency: now.Sub(sent)})
+			}
+		}
+		return client.ConsumeSuccess
+	}
+	pc, err := client.NewPushConsumer(ctx, ccfg, "ScaleSteady", handler, client.WithConsumeFrom(client.ConsumeFromFirstOffset))
+	if err != nil {
+		return fmt.Errorf("push consumer: %w", err)
+	}
+	if err := pc.Subscribe(topic, "*"); err != nil {
+		return fmt.Errorf("push consumer: %w", err)
+	}
+	if err := pc.Start(ctx); err != nil {
+		return fmt.Errorf("push consumer: %w", err)
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = pc.Shutdown(sctx)
+	}()
+	sp, err := client.NewProducer(ctx, ccfg)
+	if err != nil {
+		return fmt.Errorf("producer: %w", err)
+	}
+	defer sp.Close()
+
+	// The steady sender: one message a send, due every 1/rate s, each
+	// stamped with the time it was due, whether or not the previous one
+	// was acknowledged (a stall delays the messages due during it too).
+	var sent, acked, failed atomic.Int64
+	var lastErr atomic.Pointer[error]
+	sendCtx, stopSending := context.WithCancel(ctx)
+	var senders sync.WaitGroup
+	senders.Go(func() {
+		t := time.NewTicker(time.Second / time.Duration(cfg.rate))
+		defer t.Stop()
+		for {
+			select {
+			case <-sendCtx.Done():
+				return
+			case due := <-t.C:
+				body := make([]byte, cfg.size)
+				binary.BigEndian.PutUint64(body, uint64(due.UnixNano()))
+				sent.Add(1)
+				senders.Add(1)
+				sp.SendAsync(ctx, &client.Message{Topic: topic, Body: body}, func(_ client.SendResult, err error) {
+					defer senders.Done()
+					if err != nil {
+						failed.Add(1)
+						lastErr.Store(&err)
+						return
+					}
+					acked.Add(1)
+				})
+			}
+		}
+	})
+	stopSender := sync.OnceFunc(func() { stopSending(); senders.Wait() })
+	defer stopSender()
+
+	// A monitor line every 2 s: the steady topic's recent p99.
+	monCtx, stopMon := context.WithCancel(ctx)
+	var mon sync.WaitGroup
+	mon.Go(func() {
+		t := time.NewTicker(2 * time.Second)
+		defer t.Stop()
+		seen := 0
+		for {
+			select {
+			case <-monCtx.Done():
+				return
+			case <-t.C:
+				var ls []time.Duration
+				ls, seen = s.since(seen)
+				if len(ls) == 0 {
+					fmt.Printf("    steady: %d received, none in the last 2s; %d send failures\n", s.got.Load(), failed.Load())
+					continue
+				}
+				fmt.Printf("    steady: %d received, last 2s p50 %s p99 %s max %s; %d send failures\n",
+					s.got.Load(), ms(quantile(ls, 0.5)), ms(quantile(ls, 0.99)), ms(quantile(ls, 1)), failed.Load())
+			}
+		}
+	})
+	defer func() { stopMon(); mon.Wait() }()
+
+	// Warm up: the first message through, then 2 s more.
+	warm := time.Now()
+	for s.got.Load() == 0 {
+		if time.Since(warm) > time.Minute {
+			return errors.New("steady topic: nothing consumed in a minute")
+		}
+		if err := sleep(ctx, 20*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	if err := sleep(ctx, 2*time.Second); err != nil {
+		return err
+	}
+	fmt.Printf("== baseline, %v\n", cfg.baseline)
+	t0 := time.Now()
+	if err := sleep(ctx, cfg.baseline); err != nil {
+		return err
+	}
+	fmt.Printf("== producing into %d new topics\n", cfg.newTopics)
+	t1 := time.Now()
+	const prefix = "Burst"
+	var create time.Duration
+	if cfg.create == "admin" {
+		if err := createTopics(ctx, b, prefix, cfg.newTopics, cfg.queues, cfg.concurrency); err != nil {
+			return err
+		}
+		create = time.Since(t1)
+		fmt.Printf("  created %d topics in %s\n", cfg.newTopics, secs(create))
+	}
+	p, err := newProducer(ctx, b)
+	if err != nil {
+		return err
+	}
+	sendStart := time.Now()
+	// Auto-created topics get the broker's default queue count, and the
+	// producer spreads its first sends over 4 of them (as RocketMQ's
+	// defaultTopicQueueNums): the sends are not held to a queue.
+	// A failed send (a timeout, say) is a result here: counted, printed,
+	// and the run goes on.
+	failedNew, err := sendToQueues(ctx, p, prefix, cfg.newTopics, cfg.queues,
+		sendOpts{msgs: cfg.msgs, size: cfg.size, inflight: 16 * cfg.concurrency, strict: cfg.create == "admin", tolerate: true})
+	sendTook := time.Since(sendStart)
+	p.Close()
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	newFailures := ""
+	if failedNew > 0 {
+		newFailures = fmt.Sprintf(", %d of them failed (the first: %v)", failedNew, err)
+	}
+	if err := b.waitDispatched(ctx, cfg.readyWait); err != nil {
+		return err
+	}
+	t2 := time.Now()
+	fmt.Printf("  sent %d messages in %s%s; all readable %s after the first topic's creation\n", cfg.newTopics*cfg.queues*cfg.msgs, secs(sendTook), newFailures, secs(t2.Sub(t1)))
+	fmt.Printf("== after, %v\n", cfg.after)
+	if err := sleep(ctx, cfg.after); err != nil {
+		return err
+	}
+	t3 := time.Now()
+	stopSender()
+	// Every acknowledged steady message is consumed, or the run says how
+	// many were not.
+	drain := time.Now()
+	for s.got.Load() < acked.Load() && time.Since(drain) < 30*time.Second {
+		if err := sleep(ctx, 50*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	stopMon()
+	mon.Wait()
+
+	phases := []phaseStats{
+		statsOf("baseline", s.phase(t0, t1)),
+		statsOf("new topics", s.phase(t1, t2)),
+		statsOf("after", s.phase(t2, t3)),
+	}
+	fmt.Println()
+	// A busy machine delays the sender's ticks (a late tick is dropped),
+	// so the rate achieved is printed beside the one asked for.
+	fmt.Printf("steady topic: %d sent (%.0f/s of %d/s asked), %d acknowledged, %d failed, %d consumed",
+		sent.Load(), float64(sent.Load())/t3.Sub(warm).Seconds(), cfg.rate, acked.Load(), failed.Load(), s.got.Load())
+	if e := lastErr.Load(); e != nil {
+		fmt.Printf(" (last failure: %v)", *e)
+	}
+	fmt.Println()
+	fmt.Printf("new topics: %d x %d queues, created in %s (%s), %d messages sent in %s%s, all readable %s after the start\n",
+		cfg.newTopics, cfg.queues, secs(create), cfg.create, cfg.newTopics*cfg.queues*cfg.msgs, secs(sendTook), newFailures, secs(t2.Sub(t1)))
+	fmt.Println("| steady topic, end to end | period | messages | p50 | p99 | max |")
+	fmt.Println("|---|---:|---:|---:|---:|---:|")
+	periods := []time.Duration{t1.Sub(t0), t2.Sub(t1), t3.Sub(t2)}
+	for i, ph := range phases {
+		fmt.Printf("| %s | %s | %d | %s | %s | %s |\n", ph.name, secs(periods[i]), ph.n, ms(ph.p50), ms(ph.p99), ms(ph.max))
+	}
+	if phases[0].p99 > 0 {
+		fmt.Printf("p99 while producing into the new topics / baseline p99: %.2fx (goal <= 2x)\n", float64(phases[1].p99)/float64(phases[0].p99))
+	}
+	if n := acked.Load() - s.got.Load(); n > 0 {
+		return fmt.Errorf("steady topic: %d acknowledged messages not consumed within 30 s", n)
+	}
+	return nil
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
