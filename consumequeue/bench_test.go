@@ -1,10 +1,14 @@
 package consumequeue_test
 
 import (
+	"io/fs"
 	"path/filepath"
+	"strconv"
+	"syscall"
 	"testing"
 
 	"github.com/gantrymq/gantry/consumequeue"
+	"github.com/gantrymq/gantry/internal/testutil"
 )
 
 func BenchmarkAppend(b *testing.B) {
@@ -47,4 +51,54 @@ func BenchmarkRead(b *testing.B) {
 		}
 		from = (from + 32) % (n - 32)
 	}
+}
+
+// BenchmarkQueueCreate opens a new queue and appends its first entry: what
+// the dispatcher pays for the first message of a queue. disk-KiB/queue is
+// the real disk the queues take (stat blocks), not their size.
+//
+//	go test -run=^$ -bench=QueueCreate -benchtime=1000x ./consumequeue
+func BenchmarkQueueCreate(b *testing.B) {
+	root := testutil.BenchDir(b)
+	var qs []*consumequeue.Queue
+	defer func() {
+		for _, q := range qs {
+			q.Close()
+		}
+	}()
+	i := 0
+	for b.Loop() {
+		q, err := consumequeue.Open(b.Context(), consumequeue.Config{Dir: filepath.Join(root, strconv.Itoa(i/8), strconv.Itoa(i%8))})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := q.Append(0, entry(0)); err != nil {
+			b.Fatal(err)
+		}
+		qs = append(qs, q)
+		i++
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(diskBytes(b, root))/1024/float64(i), "disk-KiB/queue")
+}
+
+// diskBytes is the real disk the regular files under root take.
+func diskBytes(tb testing.TB, root string) int64 {
+	tb.Helper()
+	var n int64
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		n += info.Sys().(*syscall.Stat_t).Blocks * 512
+		return nil
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return n
 }

@@ -36,6 +36,13 @@ type Queue struct {
 	flushed int64
 
 	recovery RecoveryInfo
+	scanInfo ScanInfo
+}
+
+// ScanInfo says what Open read to recover the queue.
+type ScanInfo struct {
+	Bytes   int64 // bytes of the queue's files read
+	Trusted bool  // the end came from a clean close's hint (Config.Hint)
 }
 
 // RecoveryInfo reports what Open found.
@@ -73,6 +80,9 @@ func Open(ctx context.Context, cfg Config) (*Queue, error) {
 // Recovery reports what Open found.
 func (q *Queue) Recovery() RecoveryInfo { return q.recovery }
 
+// RecoveryScan reports what Open read to find the queue's end.
+func (q *Queue) RecoveryScan() ScanInfo { return q.scanInfo }
+
 // MinOffset is the first valid queue offset.
 func (q *Queue) MinOffset() int64 { return q.min.Load() }
 
@@ -81,7 +91,7 @@ func (q *Queue) MaxOffset() int64 { return q.max.Load() }
 
 // Append stores e at queueOffset.
 //
-// At MaxOffset it appends, rolling to a new preallocated file when the
+// At MaxOffset it appends, rolling to a new file when the
 // current one is full. Below MaxOffset it is a no-op when the stored entry
 // equals e (re-dispatch after a crash is idempotent) and ErrConflict
 // otherwise. Beyond MaxOffset it starts the queue there if the queue is
@@ -142,6 +152,9 @@ func (q *Queue) appendAt(queueOffset int64, e Entry) error {
 		if f, err = q.roll(l, pos); err != nil {
 			return err
 		}
+	}
+	if err := f.reserve(int(pos-f.base) + EntrySize); err != nil {
+		return err
 	}
 	putEntry(f.b[pos-f.base:], e)
 	q.max.Store(queueOffset + 1)
@@ -215,6 +228,9 @@ func (q *Queue) restartAt(queueOffset int64) error {
 		return err
 	}
 	n := int(pos - f.base)
+	if err := f.reserve(n + EntrySize); err != nil {
+		return err
+	}
 	for i := 0; i < n; i += EntrySize {
 		putEntry(f.b[i:], placeholder)
 	}
