@@ -23,6 +23,13 @@ type Config struct {
 	// close; Open uses it to read only the entries written after it. A
 	// hint the files contradict is ignored (see Hint). Default: none.
 	Hint Hint
+	// DeferCreate makes Append hold the entries of an empty queue without
+	// files in memory (up to maxPending, readable meanwhile) instead of
+	// creating the queue's first file: Materialize, or the next Flush,
+	// creates it on the caller's goroutine. The store's dispatcher sets it
+	// so that creating thousands of new queues does not hold back the
+	// dispatch of the others. Default false: Append creates it.
+	DeferCreate bool
 	// Logger receives lifecycle and anomaly logs. Default: discard.
 	Logger *slog.Logger
 }

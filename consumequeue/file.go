@@ -98,6 +98,7 @@ func mapFile(fsys fsx.FS, dir string, f fsx.File, base int64, size, reserved int
 		f.Close()
 		return nil, fmt.Errorf("consumequeue: map %s: %w", path, err)
 	}
+	randomAccess(m)
 	return &qfile{base: base, path: path, file: f, m: m, b: m.Bytes(), reserved: reserved, fsys: fsys, dir: dir}, nil
 }
 
@@ -107,8 +108,9 @@ func mapFile(fsys fsx.FS, dir string, f fsx.File, base int64, size, reserved int
 // queue's file does not wait for two fsyncs; a crash before then leaves no
 // durable entry in it, and recovery treats a missing or short last file
 // as the queue's end.
-func createFile(fsys fsx.FS, dir string, base int64, size int) (*qfile, error) {
-	path := filepath.Join(dir, fileName(base))
+// The file's name is the offset name with suffix appended.
+func createFile(fsys fsx.FS, dir string, base int64, size int, suffix string) (*qfile, error) {
+	path := filepath.Join(dir, fileName(base)+suffix)
 	first := min(minReserve, size)
 	if err := fsx.CheckRoom(fsys, dir, int64(first)); err != nil { // before taking the space
 		return nil, fmt.Errorf("consumequeue: create %s: %w", path, err)
@@ -132,6 +134,7 @@ func createFile(fsys fsx.FS, dir string, base int64, size int) (*qfile, error) {
 	if err != nil {
 		return fail("map", err)
 	}
+	randomAccess(m)
 	return &qfile{base: base, path: path, file: f, m: m, b: m.Bytes(), reserved: first, fresh: true, fsys: fsys, dir: dir}, nil
 }
 
@@ -143,6 +146,9 @@ func createFile(fsys fsx.FS, dir string, base int64, size int) (*qfile, error) {
 func (f *qfile) reserve(need int) error {
 	if need <= f.reserved {
 		return nil
+	}
+	if need > len(f.b) {
+		return fmt.Errorf("consumequeue: reserve %d bytes of %s, a %d-byte file", need, f.path, len(f.b)) // broken invariant
 	}
 	lo := f.reserved
 	step := min(max(lo, minReserve), maxReserve)
@@ -156,6 +162,12 @@ func (f *qfile) reserve(need int) error {
 	f.reserved = hi
 	return nil
 }
+
+// randomAccess makes a page fault of m bring in that page only (madvise
+// RANDOM, no huge pages): without it, the first entry written into a new
+// sparse file faulted in and zeroed a large folio and its read-ahead,
+// about 3 ms of CPU per new queue here (docs/BENCHMARKS.md). Advisory.
+func randomAccess(m fsx.Mapping) { _ = m.Random(0, len(m.Bytes())) }
 
 func roundUp(n, unit int) int { return (n + unit - 1) / unit * unit }
 

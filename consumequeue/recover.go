@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/gantrymq/gantry/internal/fsx"
 )
@@ -86,11 +88,21 @@ func (q *Queue) recover(ctx context.Context) error {
 // listFiles returns the queue files in Dir, oldest first, checking names and sizes.
 func (q *Queue) listFiles() ([]diskFile, error) {
 	names, err := q.cfg.FS.ReadDir(q.cfg.Dir)
+	if errors.Is(err, fs.ErrNotExist) && q.cfg.DeferCreate {
+		return nil, nil // a new queue: Materialize creates the directory
+	}
 	if err != nil {
 		return nil, fmt.Errorf("consumequeue: list %s: %w", q.cfg.Dir, err)
 	}
 	var found []diskFile
 	for _, name := range names {
+		if strings.HasSuffix(name, creatingSuffix) { // a crash during Materialize: it held no durable entry
+			path := filepath.Join(q.cfg.Dir, name)
+			if err := q.cfg.FS.Remove(path); err != nil {
+				return nil, fmt.Errorf("consumequeue: remove %s: %w", path, err)
+			}
+			continue
+		}
 		base, ok := parseFileName(name)
 		if !ok {
 			continue

@@ -190,6 +190,9 @@ func (s *Store) dispatchOne(v message.View, phys int64) error {
 		if err != nil {
 			return fmt.Errorf("store: consume queue %s offset %d: %w", q.key, qo, err)
 		}
+		if grew && q.Deferred() {
+			s.queueCreate(q)
+		}
 		if grew && s.cfg.OnDispatch != nil {
 			s.cfg.OnDispatch(q.key.Topic, q.key.QueueID, qo+1)
 		}

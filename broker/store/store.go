@@ -164,6 +164,7 @@ type Store struct {
 	dcache        map[string]map[int32]*cqueue // the dispatcher's queues by topic; under dispatchMu
 	dbuf          []byte                       // the dispatcher's copy of the records it reads; under dispatchMu
 	kick          chan struct{}
+	create        chan *cqueue // new queues whose first file the creator makes (creator.go)
 	stall         stall // the dispatcher's failures (stall.go)
 	report        RecoveryReport
 	repairs       atomic.Int64 // consume queues rebuilt after a damaged entry was found
@@ -187,6 +188,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		queues: map[QueueKey]*cqueue{},
 		next:   map[QueueKey]int64{},
 		kick:   make(chan struct{}, 1),
+		create: make(chan *cqueue, createBacklog),
 		dcache: map[string]map[int32]*cqueue{},
 	}
 	meta, err := metadata.Open(metadata.Config{Dir: filepath.Join(cfg.Root, "config"), FS: cfg.FS, Now: cfg.Now, Logger: cfg.Logger})
@@ -217,6 +219,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	s.stop = stop
 	s.wg.Go(func() { s.dispatchLoop(runCtx) })
+	s.wg.Go(func() { s.createLoop(runCtx) })
 	s.wg.Go(func() { tick.Every(runCtx, cfg.FlushInterval, s.flushStep) })
 	s.wg.Go(func() {
 		tick.Every(runCtx, cfg.MetadataInterval, func() {
@@ -517,6 +520,7 @@ type cqueue struct {
 	*consumequeue.Queue
 	key      QueueKey
 	logicMin atomic.Int64
+	queued   atomic.Bool // handed to the creator goroutine (creator.go)
 }
 
 // MinOffset is the first offset whose record may still be in the log.
@@ -549,6 +553,7 @@ func (s *Store) RaiseQueueMin(topic string, queueID int32, off int64) int64 {
 func (s *Store) openQueue(ctx context.Context, k QueueKey, dir string, hint consumequeue.Hint) (*cqueue, error) {
 	q, err := consumequeue.Open(ctx, consumequeue.Config{
 		Dir: dir, FS: s.cfg.FS, EntriesPerFile: s.cfg.QueueEntriesPerFile, Hint: hint, Logger: s.cfg.Logger,
+		DeferCreate: true, // the creator goroutine creates a new queue's file (creator.go)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: open consume queue %s: %w", k, err)
