@@ -165,7 +165,7 @@ type Store struct {
 	dbuf          []byte                       // the dispatcher's copy of the records it reads; under dispatchMu
 	kick          chan struct{}
 	create        chan *cqueue // new queues whose first file the creator makes (creator.go)
-	stall         stall // the dispatcher's failures (stall.go)
+	stall         stall        // the dispatcher's failures (stall.go)
 	report        RecoveryReport
 	repairs       atomic.Int64 // consume queues rebuilt after a damaged entry was found
 	trimmedAt     atomic.Int64 // log min offset derived data was last trimmed to (the flush loop; tests call trim too)
