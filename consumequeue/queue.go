@@ -246,18 +246,54 @@ func (q *Queue) Materialize() error {
 		f.close()
 		q.cfg.FS.Remove(f.path)
 	}
+	err = func() error {
+		q.wmu.Lock()
+		defer q.wmu.Unlock()
+		if now := q.pend.Load(); q.isClosed() || now == nil || now.from != p.from {
+			discard() // closed, restarted or created by Append meanwhile
+			f = nil
+			return nil
+		}
+		if err := q.cfg.FS.Rename(f.path, final); err != nil {
+			discard()
+			return fmt.Errorf("consumequeue: rename %s: %w", f.path, err)
+		}
+		f.path = final
+		return q.fillPending(f)
+	}()
+	if err != nil || f == nil {
+		return err
+	}
+	// The directory entry's fsync here, off the writer's path, spares the
+	// first Flush (or Close) of the queue from it.
+	return f.settle()
+}
+
+// PendingStart returns the first entry Append holds in memory for a queue
+// whose first file is not created yet (Config.DeferCreate); ok is false
+// for any other queue.
+func (q *Queue) PendingStart() (e Entry, ok bool) {
+	if p := q.pend.Load(); p != nil && len(p.entries) > 0 {
+		return p.entries[0], true
+	}
+	return Entry{}, false
+}
+
+// DropPending forgets the entries Append holds in memory for a queue
+// whose first file is not created yet: the queue is empty again, at their
+// first offset. For an owner that closes without creating the file and
+// appends them again at the next start (the store re-dispatches them).
+func (q *Queue) DropPending() {
 	q.wmu.Lock()
 	defer q.wmu.Unlock()
-	if now := q.pend.Load(); q.isClosed() || now == nil || now.from != p.from {
-		discard() // closed, restarted or created by Append meanwhile
-		return nil
+	p := q.pend.Load()
+	if p == nil {
+		return
 	}
-	if err := q.cfg.FS.Rename(f.path, final); err != nil {
-		discard()
-		return fmt.Errorf("consumequeue: rename %s: %w", f.path, err)
-	}
-	f.path = final
-	return q.fillPending(f)
+	q.rmu.Lock()
+	q.max.Store(p.from)
+	q.pend.Store(nil)
+	q.rmu.Unlock()
 }
 
 // createFirst creates the directory and the first file of a queue whose

@@ -630,9 +630,25 @@ func (s *Store) checkpoint(clean bool) error {
 	}
 	s.qmu.RUnlock()
 	maxes := make([]int64, len(qs))
+	if clean {
+		// A new queue whose file the creator has not made yet is not made
+		// now (thousands took seconds): its entries are dropped, and the
+		// checkpoint's dispatch position moved back to the first of them,
+		// so the next start dispatches them again.
+		for i, q := range qs {
+			if e, ok := q.PendingStart(); ok {
+				cp.Dispatched = min(cp.Dispatched, e.Offset)
+				q.DropPending()
+				maxes[i] = -1
+			}
+		}
+	}
 	// In parallel: a queue's first flush syncs its new file's directory
 	// too, and thousands of new queues flushed one at a time took seconds.
 	err := parallel(len(qs), func(i int) error {
+		if maxes[i] < 0 {
+			return nil
+		}
 		maxes[i] = qs[i].MaxOffset()
 		if err := qs[i].Flush(); err != nil {
 			return fmt.Errorf("store: flush consume queue %s: %w", qs[i].key, err)
@@ -643,7 +659,9 @@ func (s *Store) checkpoint(clean bool) error {
 		return err
 	}
 	for i, q := range qs {
-		cp.Queues[q.key.String()] = maxes[i]
+		if maxes[i] >= 0 {
+			cp.Queues[q.key.String()] = maxes[i]
+		}
 	}
 	if err := s.idx.Flush(); err != nil {
 		return fmt.Errorf("store: flush index: %w", err)
