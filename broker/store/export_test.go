@@ -9,3 +9,16 @@ func (s *Store) HoldDispatch() (release func()) {
 
 // Trim runs the flush loop's retention step now.
 func (s *Store) Trim() error { return s.trim() }
+
+// DeferredQueues counts the queues whose first file is not created yet.
+func (s *Store) DeferredQueues() int {
+	s.qmu.RLock()
+	defer s.qmu.RUnlock()
+	n := 0
+	for _, q := range s.queues {
+		if q.Deferred() {
+			n++
+		}
+	}
+	return n
+}

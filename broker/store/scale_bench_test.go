@@ -93,6 +93,9 @@ func BenchmarkStoreOpen(b *testing.B) {
 				s, err := store.Open(b.Context(), cfg)
 				require.NoError(b, err)
 				putScale(b, s, topics, 4)
+				for s.DeferredQueues() > 0 { // every queue has its file, as some time after producing
+					time.Sleep(10 * time.Millisecond)
+				}
 				require.NoError(b, s.Close())
 				b.ResetTimer()
 				for range b.N {

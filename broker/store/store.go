@@ -630,16 +630,18 @@ func (s *Store) checkpoint(clean bool) error {
 	}
 	s.qmu.RUnlock()
 	maxes := make([]int64, len(qs))
-	if clean {
-		// A new queue whose file the creator has not made yet is not made
-		// now (thousands took seconds): its entries are dropped, and the
-		// checkpoint's dispatch position moved back to the first of them,
-		// so the next start dispatches them again.
-		for i, q := range qs {
-			if e, ok := q.PendingStart(); ok {
-				cp.Dispatched = min(cp.Dispatched, e.Offset)
+	// A new queue whose file the creator has not made yet is not made here
+	// (thousands took seconds): the checkpoint's dispatch position stays
+	// at or below its first entry, so a start after it dispatches them
+	// again. Close drops its entries; else it goes back to the creator.
+	for i, q := range qs {
+		if e, ok := q.PendingStart(); ok {
+			cp.Dispatched = min(cp.Dispatched, e.Offset)
+			maxes[i] = -1
+			if clean {
 				q.DropPending()
-				maxes[i] = -1
+			} else {
+				s.queueCreate(q)
 			}
 		}
 	}
