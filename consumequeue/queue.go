@@ -279,23 +279,6 @@ func (q *Queue) PendingStart() (e Entry, ok bool) {
 	return Entry{}, false
 }
 
-// DropPending forgets the entries Append holds in memory for a queue
-// whose first file is not created yet: the queue is empty again, at their
-// first offset. For an owner that closes without creating the file and
-// appends them again at the next start (the store re-dispatches them).
-func (q *Queue) DropPending() {
-	q.wmu.Lock()
-	defer q.wmu.Unlock()
-	p := q.pend.Load()
-	if p == nil {
-		return
-	}
-	q.rmu.Lock()
-	q.max.Store(p.from)
-	q.pend.Store(nil)
-	q.rmu.Unlock()
-}
-
 // createFirst creates the directory and the first file of a queue whose
 // entries p holds.
 func (q *Queue) createFirst(p *pending, suffix string) (*qfile, error) {

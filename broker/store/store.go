@@ -630,19 +630,19 @@ func (s *Store) checkpoint(clean bool) error {
 	}
 	s.qmu.RUnlock()
 	maxes := make([]int64, len(qs))
-	// A new queue whose file the creator has not made yet is not made here
-	// (thousands took seconds): the checkpoint's dispatch position stays
-	// at or below its first entry, so a start after it dispatches them
-	// again. Close drops its entries; else it goes back to the creator.
+	// A new queue whose file the creator has not made yet is not made by
+	// the flush loop (thousands took seconds): the checkpoint's dispatch
+	// position stays at or below its first entry, so a start after it
+	// dispatches them again, and the queue goes back to the creator. Close
+	// makes them (Flush), so that a stopped store holds every entry.
 	for i, q := range qs {
+		if clean {
+			break
+		}
 		if e, ok := q.PendingStart(); ok {
 			cp.Dispatched = min(cp.Dispatched, e.Offset)
 			maxes[i] = -1
-			if clean {
-				q.DropPending()
-			} else {
-				s.queueCreate(q)
-			}
+			s.queueCreate(q)
 		}
 	}
 	// In parallel: a queue's first flush syncs its new file's directory
