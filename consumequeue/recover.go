@@ -234,6 +234,7 @@ func (r *scan) entryAt(pos int64) (e Entry, ok bool, err error) {
 // the last one.
 func (r *scan) walk(ctx context.Context, pos int64, stop func(Entry) bool) (int64, error) {
 	fb := int64(r.q.fileBytes)
+	chunk := int64(EntrySize) // doubling: a queue of a few entries reads a few entries
 	for {
 		i := r.fileAt(pos)
 		if i < 0 {
@@ -245,7 +246,8 @@ func (r *scan) walk(ctx context.Context, pos int64, stop func(Entry) bool) (int6
 			if err := ctx.Err(); err != nil {
 				return 0, err
 			}
-			b, err := r.readAt(i, off, int(min(scanChunk, limit-off)))
+			b, err := r.readAt(i, off, int(min(chunk, limit-off)))
+			chunk = min(2*chunk, scanChunk)
 			if err != nil {
 				return 0, err
 			}
