@@ -22,3 +22,17 @@ func (s *Store) DeferredQueues() int {
 	}
 	return n
 }
+
+// TrustedQueues counts the queues Open took from a clean checkpoint
+// without scanning them.
+func (s *Store) TrustedQueues() int {
+	s.qmu.RLock()
+	defer s.qmu.RUnlock()
+	n := 0
+	for _, q := range s.queues {
+		if q.RecoveryScan().Trusted {
+			n++
+		}
+	}
+	return n
+}
