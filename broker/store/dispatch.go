@@ -78,6 +78,9 @@ func (s *Store) dispatchLoop(ctx context.Context) {
 func (s *Store) dispatch() (n int64, err error) {
 	s.dispatchMu.Lock()
 	defer s.dispatchMu.Unlock()
+	if err := s.retryCreates(); err != nil {
+		return 0, err
+	}
 	copying := s.cl.WriteMode() != commitlog.WriteMapped
 	if copying && s.dbuf == nil {
 		s.dbuf = make([]byte, dispatchChunk)

@@ -124,6 +124,9 @@ func (s *Store) recover(ctx context.Context) error {
 		n, err = s.dispatch()
 		r.DispatchedRecords += n
 	}
+	if err == nil {
+		err = s.createPending()
+	}
 	if err != nil {
 		if errors.Is(err, errGap) {
 			return err

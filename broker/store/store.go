@@ -165,6 +165,9 @@ type Store struct {
 	dbuf          []byte                       // the dispatcher's copy of the records it reads; under dispatchMu
 	kick          chan struct{}
 	create        chan *cqueue // new queues whose first file the creator makes (creator.go)
+	failMu        sync.Mutex
+	failedCreates []*cqueue    // queues whose file the creator could not create (under failMu)
+	failedCount   atomic.Int64 // len(failedCreates)
 	stall         stall        // the dispatcher's failures (stall.go)
 	report        RecoveryReport
 	repairs       atomic.Int64 // consume queues rebuilt after a damaged entry was found
@@ -253,7 +256,9 @@ func (s *Store) Close() error {
 		if err := s.checkpoint(true); err != nil {
 			s.log.Error("closing without a new dispatch checkpoint; the next start dispatches from the last one", "err", err)
 		}
-		errs = append(errs, s.closeQueues())
+		if err := s.closeQueues(); err != nil { // a new queue's file not created (full disk): derived data too
+			s.log.Error("closing consume queues failed; the next start dispatches from the last checkpoint", "err", err)
+		}
 		s.dispatchMu.Unlock()
 		if err := s.meta.Save(); err != nil {
 			errs = append(errs, err)
