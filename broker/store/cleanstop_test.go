@@ -3,6 +3,7 @@ package store_test
 import (
 	"encoding/json"
 	"math/rand/v2"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -119,4 +120,21 @@ func TestDamageAfterHintRecovered(t *testing.T) {
 	b, err := fsx.ReadFile(mem, file)
 	require.NoError(t, err)
 	assert.Equal(t, make([]byte, 64*20-10*20), b[10*20:], "nothing after the end")
+}
+
+// A start after a clean stop on a disk that cannot take the rewritten
+// checkpoint removes the clean one instead: a crash then rebuilds.
+func TestCleanCheckpointRemovedWhenNotRewritable(t *testing.T) {
+	mem := fsx.NewMemFS()
+	faults := &fsx.Faults{}
+	cfg := testConfig(t, "/store", fsx.WithFaults(mem, faults))
+	s := openStore(t, cfg)
+	putAll(t, s, 0, 50)
+	require.NoError(t, s.Close())
+	remove := faults.Add(fsx.Fault{Op: fsx.OpWrite, Path: "dispatch.json", Err: syscall.ENOSPC})
+	s = openStore(t, cfg)
+	assert.False(t, fsx.Exists(mem, "/store/dispatch.json"), "no clean checkpoint left")
+	remove()
+	require.True(t, equalQueues(s, reference(t, s)))
+	require.NoError(t, s.Close())
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -67,7 +68,15 @@ func (s *Store) recover(ctx context.Context) error {
 		notClean := cp
 		notClean.Clean = false
 		if err := s.writeCheckpoint(notClean); err != nil {
-			return fmt.Errorf("store: rewrite dispatch checkpoint: %w", err)
+			// A full disk: without a checkpoint a crash rebuilds the queues,
+			// which is slow but right; a clean one would be trusted wrongly.
+			s.log.Warn("dispatch checkpoint not rewritten at start; removing it", "err", err)
+			if err := s.cfg.FS.Remove(s.checkpointPath()); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("store: remove clean dispatch checkpoint: %w", err)
+			}
+			if err := s.cfg.FS.SyncDir(s.cfg.Root); err != nil {
+				return fmt.Errorf("store: remove clean dispatch checkpoint: %w", err)
+			}
 		}
 	}
 	for k, q := range s.queues {
