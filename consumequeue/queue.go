@@ -233,7 +233,7 @@ func (q *Queue) Materialize() error {
 	q.cmu.Lock()
 	defer q.cmu.Unlock()
 	p := q.pend.Load()
-	if p == nil {
+	if p == nil || q.isClosed() { // closed: no directory made again for a queue being removed
 		return nil
 	}
 	base := p.from * EntrySize
