@@ -10,9 +10,19 @@
 // q*20 of the queue's logical stream. The stream is cut into files of
 // EntriesPerFile entries (default 300,000: 6,000,000 bytes) in Config.Dir,
 // each named by the 20-digit zero-padded logical byte offset at which it
-// starts. Files are preallocated, made durable at full size, then mapped and
-// written through the mapping; a new file is created only when the previous
-// one is full.
+// starts. Files are created at full size but sparse (ftruncate) and
+// written through a mapping; disk blocks are reserved (fallocate, after
+// fsx.CheckRoom) ahead of the entries in steps doubling from 4 KiB to 64
+// KiB, so an empty queue takes a page of disk and a full disk fails an
+// Append with ENOSPC instead of a write into an unbacked page (SIGBUS). A
+// new file is created only when the previous one is full. Files written
+// whole by older versions (preallocated) are read and written the same way.
+//
+// With Config.DeferCreate an empty queue's first entries wait in memory,
+// readable, until Materialize (or Flush, Close, or an Append that has a
+// file's worth) creates its first file; Materialize creates it under a
+// ".creating" name without holding the writer, so Append never waits for
+// the file system.
 //
 // An entry is valid when its offset is >= 0 and its size > 0. A queue that
 // starts at a non-zero offset (after retention emptied it) has Java's
@@ -21,9 +31,15 @@
 //
 // # Recovery
 //
-// Open scans the last three files entry by entry (and any earlier file that
-// is not full-sized); the queue ends at the first invalid entry, or where a
-// short file ends. Everything after the end is zeroed and synced, files
+// Open finds the queue's end from Config.Hint when the files agree with it:
+// a clean close's hint is taken as the end once the entry before it is
+// valid and the slot at it unused; another hint's entries are trusted and
+// those after it scanned. Without a usable hint it scans the last three
+// files entry by entry (and any earlier file that is not full-sized). The
+// queue ends at the first invalid entry, or where a short file ends; reads
+// start at one entry and double, so a short queue reads a few entries.
+// After the end only what holds data (SEEK_DATA) is read. Everything after
+// the end is zeroed and synced, files
 // wholly after it (or behind a missing file) are removed, and a short end
 // file is extended to full size. Damage followed by valid entries is not
 // an error: consume queues are derived data that the store rebuilds from
@@ -53,7 +69,9 @@
 // goroutine. Readers take no lock on the append path: they load MaxOffset
 // before the file list, and a read lock keeps files mapped while they copy
 // entries; only DeleteBelow, TruncatePhysical, the restart of an empty queue
-// and Close take it exclusively. The package starts no goroutines.
+// and Close take it exclusively. The package starts no goroutines;
+// Materialize runs on its caller's.
 //
-// Lock order: wmu (writer) → fmu (Flush) → rmu (mapped memory).
+// Lock order: cmu (Materialize) → wmu (writer) → fmu (Flush) → rmu
+// (mapped memory).
 package consumequeue

@@ -3,8 +3,19 @@ package consumequeue
 import "fmt"
 
 // Flush makes every entry below MaxOffset durable (msync of the dirty
-// range, oldest file first). It may run concurrently with Append.
+// range, oldest file first), creating the queue's first file if Append
+// holds its entries in memory (Materialize). It may run concurrently with
+// Append.
 func (q *Queue) Flush() error {
+	if q.pend.Load() != nil {
+		if err := q.Materialize(); err != nil {
+			return err
+		}
+	}
+	return q.flush()
+}
+
+func (q *Queue) flush() error {
 	q.fmu.Lock()
 	defer q.fmu.Unlock()
 	q.rmu.RLock()

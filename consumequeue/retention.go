@@ -20,9 +20,7 @@ func (q *Queue) TruncatePhysical(physEnd int64) (removed int64, err error) {
 	l := q.files.Load()
 	newMax := max
 	for newMax > minOff {
-		pos := (newMax - 1) * EntrySize
-		f := l.find(pos)
-		if decodeEntry(f.b[pos-f.base:]).End() <= physEnd {
+		if e, _ := q.entryLocked(newMax - 1); e.End() <= physEnd {
 			break
 		}
 		newMax--
@@ -32,7 +30,13 @@ func (q *Queue) TruncatePhysical(physEnd int64) (removed int64, err error) {
 	}
 	q.rmu.Lock()
 	q.max.Store(newMax)
-	err = q.zeroRange(l, newMax*EntrySize, max*EntrySize)
+	if p := q.pend.Load(); p != nil {
+		// Clipped: later appends must not write where readers of the old
+		// list may still look.
+		q.pend.Store(&pending{from: p.from, entries: slices.Clip(p.entries[:newMax-p.from])})
+	} else {
+		err = q.zeroRange(l, newMax*EntrySize, max*EntrySize)
+	}
 	q.rmu.Unlock()
 	q.fmu.Lock()
 	q.flushed = min(q.flushed, newMax*EntrySize)

@@ -275,7 +275,7 @@ func (s *Store) DeleteTopic(topic string) error {
 		return err
 	}
 	// The next start must not take the queues' missing files for damage.
-	if err := s.checkpoint(); err != nil {
+	if err := s.checkpoint(false); err != nil {
 		if err := s.dropFromCheckpoint(topic); err != nil {
 			return fmt.Errorf("store: delete topic %q: dispatch checkpoint: %w", topic, err)
 		}

@@ -78,6 +78,9 @@ func (s *Store) dispatchLoop(ctx context.Context) {
 func (s *Store) dispatch() (n int64, err error) {
 	s.dispatchMu.Lock()
 	defer s.dispatchMu.Unlock()
+	if err := s.retryCreates(); err != nil {
+		return 0, err
+	}
 	copying := s.cl.WriteMode() != commitlog.WriteMapped
 	if copying && s.dbuf == nil {
 		s.dbuf = make([]byte, dispatchChunk)
@@ -192,6 +195,9 @@ func (s *Store) dispatchOne(v message.View, phys int64) error {
 		}
 		if err != nil {
 			return fmt.Errorf("store: consume queue %s offset %d: %w", q.key, qo, err)
+		}
+		if grew && q.Deferred() {
+			s.queueCreate(q)
 		}
 		if grew && s.cfg.OnDispatch != nil {
 			s.cfg.OnDispatch(q.key.Topic, q.key.QueueID, qo+1)

@@ -10,9 +10,16 @@
 // REAL_TOPIC, for the broker's de-duplication), and calls Config.OnDispatch. A message is visible to Get
 // once dispatched.
 //
+// A new queue's first file is made by the store's creator goroutine, not
+// the dispatcher (creator.go); its first entries wait in memory, readable.
+//
 // Every FlushInterval the queues and the index are flushed and
 // Root/dispatch.json records the log offset below which all of that is
-// durable, with each queue's size. At Open (PROTOCOL §4.5): the commit log
+// durable (no later than the first entry of a queue still waiting for its
+// file), with each queue's size; Close marks it clean, and the next Open
+// takes each queue's end from it without scanning (consumequeue.Hint),
+// other starts scan each queue from its recorded size on. Queues are opened
+// and flushed 16 at a time. At Open (PROTOCOL §4.5): the commit log
 // recovers; queue entries past its end are cut; the index drops files past
 // it; records are re-dispatched from the checkpoint (re-dispatch is
 // idempotent); a queue smaller than the checkpoint recorded (deleted or

@@ -25,3 +25,29 @@ func RemoveTree(fsys fsx.FS, dir string) error { return removeTree(fsys, dir) }
 // ForgetDeleted runs the flush loop's step that forgets tombstones
 // retention has passed.
 func (s *Store) ForgetDeleted() { s.forgetDeleted() }
+// DeferredQueues counts the queues whose first file is not created yet.
+func (s *Store) DeferredQueues() int {
+	s.qmu.RLock()
+	defer s.qmu.RUnlock()
+	n := 0
+	for _, q := range s.queues {
+		if q.Deferred() {
+			n++
+		}
+	}
+	return n
+}
+
+// TrustedQueues counts the queues Open took from a clean checkpoint
+// without scanning them.
+func (s *Store) TrustedQueues() int {
+	s.qmu.RLock()
+	defer s.qmu.RUnlock()
+	n := 0
+	for _, q := range s.queues {
+		if q.RecoveryScan().Trusted {
+			n++
+		}
+	}
+	return n
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/gantrymq/gantry/broker/metadata"
 	"github.com/gantrymq/gantry/commitlog"
+	"github.com/gantrymq/gantry/consumequeue"
 	"github.com/gantrymq/gantry/index"
 	"github.com/gantrymq/gantry/internal/fsx"
 	"github.com/gantrymq/gantry/message"
@@ -56,8 +58,26 @@ func (s *Store) recover(ctx context.Context) error {
 		return err
 	}
 	s.idx = idx
-	if err := s.openQueues(ctx); err != nil {
+	cp, ok := s.readCheckpoint()
+	if err := s.openQueues(ctx, cp); err != nil {
 		return err
+	}
+	if cp.Clean {
+		// The queues were opened trusting it; from here on they change, so
+		// a crash before the next checkpoint must not find it clean.
+		notClean := cp
+		notClean.Clean = false
+		if err := s.writeCheckpoint(notClean); err != nil {
+			// A full disk: without a checkpoint a crash rebuilds the queues,
+			// which is slow but right; a clean one would be trusted wrongly.
+			s.log.Warn("dispatch checkpoint not rewritten at start; removing it", "err", err)
+			if err := s.cfg.FS.Remove(s.checkpointPath()); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("store: remove clean dispatch checkpoint: %w", err)
+			}
+			if err := s.cfg.FS.SyncDir(s.cfg.Root); err != nil {
+				return fmt.Errorf("store: remove clean dispatch checkpoint: %w", err)
+			}
+		}
 	}
 	for k, q := range s.queues {
 		n, err := q.TruncatePhysical(logEnd)
@@ -69,7 +89,6 @@ func (s *Store) recover(ctx context.Context) error {
 	// Index entries below the checkpoint's dispatch position were flushed
 	// before it was written; later ones may be torn, so they go and are
 	// written again.
-	cp, ok := s.readCheckpoint()
 	idxEnd := logEnd
 	switch {
 	case !ok:
@@ -114,6 +133,9 @@ func (s *Store) recover(ctx context.Context) error {
 		n, err = s.dispatch()
 		r.DispatchedRecords += n
 	}
+	if err == nil {
+		err = s.createPending()
+	}
 	if err != nil {
 		if errors.Is(err, errGap) {
 			return err
@@ -143,7 +165,7 @@ func (s *Store) recover(ctx context.Context) error {
 		s.next[k] = max(s.next[k], q.MaxOffset())
 		q.logicMin.Store(firstAtOrAbove(q.Queue, logMin))
 	}
-	s.trimmedAt = logMin
+	s.trimmedAt.Store(logMin)
 	r.Queues = len(s.queues)
 	r.Duration = time.Since(start)
 	s.log.Info("store recovered", "queues", r.Queues, "truncatedEntries", r.TruncatedEntries, "dispatchedFrom", from,
@@ -151,7 +173,7 @@ func (s *Store) recover(ctx context.Context) error {
 	// Both are derived from the log: on a disk too full to write them the
 	// previous checkpoint stays valid (the next start dispatches from it),
 	// and the flush loop tries again.
-	if err := s.checkpoint(); err != nil {
+	if err := s.checkpoint(false); err != nil {
 		s.log.Warn("dispatch checkpoint not written at start; the next start dispatches from the previous one", "err", err)
 	}
 	// The commit log wrote its part of the report; the whole one replaces it.
@@ -262,13 +284,16 @@ func (s *Store) missingQueue(cp dispatchCheckpoint) string {
 	return ""
 }
 
-// openQueues opens every consume queue directory under Root/consumequeue.
-func (s *Store) openQueues(ctx context.Context) error {
+// openQueues opens every consume queue directory under Root/consumequeue,
+// in parallel, each with what the dispatch checkpoint cp recorded of it
+// as its hint.
+func (s *Store) openQueues(ctx context.Context, cp dispatchCheckpoint) error {
 	root := filepath.Join(s.cfg.Root, "consumequeue")
 	topics, err := s.cfg.FS.ReadDir(root)
 	if err != nil {
 		return nil // none yet
 	}
+	var keys []QueueKey
 	for _, topic := range topics {
 		ids, err := s.cfg.FS.ReadDir(filepath.Join(root, topic))
 		if err != nil {
@@ -286,13 +311,21 @@ func (s *Store) openQueues(ctx context.Context) error {
 				s.log.Warn("ignoring unexpected entry in consume-queue directory", "path", filepath.Join(root, topic, id))
 				continue
 			}
-			k := QueueKey{Topic: topic, QueueID: int32(qid)}
-			q, err := s.openQueue(ctx, k, s.queueDir(k))
-			if err != nil {
-				return err
-			}
-			s.queues[k] = q
+			keys = append(keys, QueueKey{Topic: topic, QueueID: int32(qid)})
 		}
 	}
-	return nil
+	opened := make([]*cqueue, len(keys))
+	err = parallel(len(keys), func(i int) error {
+		k := keys[i]
+		hint := consumequeue.Hint{MaxOffset: cp.Queues[k.String()], Clean: cp.Clean}
+		q, err := s.openQueue(ctx, k, s.queueDir(k), hint)
+		opened[i] = q
+		return err
+	})
+	for i, q := range opened {
+		if q != nil {
+			s.queues[keys[i]] = q // closed by closeAll if Open fails
+		}
+	}
+	return err
 }

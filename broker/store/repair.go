@@ -110,7 +110,7 @@ func (s *Store) repairQueue(ctx context.Context, k QueueKey, damaged *cqueue, re
 	if err := removeTree(s.cfg.FS, tmp); err != nil {
 		return err
 	}
-	nq, err := s.openQueue(ctx, k, tmp)
+	nq, err := s.openQueue(ctx, k, tmp, consumequeue.Hint{})
 	if err != nil {
 		return err
 	}
@@ -141,7 +141,7 @@ func (s *Store) repairQueue(ctx context.Context, k QueueKey, damaged *cqueue, re
 	if err := removeTree(fsys, tmp); err != nil {
 		return err
 	}
-	q, err := s.openQueue(ctx, k, dir)
+	q, err := s.openQueue(ctx, k, dir, consumequeue.Hint{})
 	if err != nil {
 		return err
 	}

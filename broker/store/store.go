@@ -164,10 +164,14 @@ type Store struct {
 	dcache        map[string]map[int32]*cqueue // the dispatcher's queues by topic; under dispatchMu
 	dbuf          []byte                       // the dispatcher's copy of the records it reads; under dispatchMu
 	kick          chan struct{}
-	stall         stall // the dispatcher's failures (stall.go)
+	create        chan *cqueue // new queues whose first file the creator makes (creator.go)
+	failMu        sync.Mutex
+	failedCreates []*cqueue    // queues whose file the creator could not create (under failMu)
+	failedCount   atomic.Int64 // len(failedCreates)
+	stall         stall        // the dispatcher's failures (stall.go)
 	report        RecoveryReport
 	repairs       atomic.Int64 // consume queues rebuilt after a damaged entry was found
-	trimmedAt     int64        // log min offset derived data was last trimmed to (flush loop only)
+	trimmedAt     atomic.Int64 // log min offset derived data was last trimmed to (the flush loop; tests call trim too)
 
 	deleted deletedTopics // tombstones of deleted topics (deletetopic.go)
 
@@ -189,6 +193,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		queues: map[QueueKey]*cqueue{},
 		next:   map[QueueKey]int64{},
 		kick:   make(chan struct{}, 1),
+		create: make(chan *cqueue, createBacklog),
 		dcache: map[string]map[int32]*cqueue{},
 	}
 	meta, err := metadata.Open(metadata.Config{Dir: filepath.Join(cfg.Root, "config"), FS: cfg.FS, Now: cfg.Now, Logger: cfg.Logger})
@@ -223,6 +228,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	s.stop = stop
 	s.wg.Go(func() { s.dispatchLoop(runCtx) })
+	s.wg.Go(func() { s.createLoop(runCtx) })
 	s.wg.Go(func() { tick.Every(runCtx, cfg.FlushInterval, s.flushStep) })
 	s.wg.Go(func() {
 		tick.Every(runCtx, cfg.MetadataInterval, func() {
@@ -249,9 +255,17 @@ func (s *Store) Close() error {
 		if _, err := s.dispatch(); err != nil {
 			s.log.Error("closing with records not dispatched; the next start dispatches them", "offset", s.dispatched.Load(), "err", err)
 		}
-		if err := s.checkpoint(); err != nil {
+		// A clean checkpoint lets the next start skip the queues' checks;
+		// holding dispatchMu keeps a repair (repairQueue) from writing a
+		// queue between it and the queues' close.
+		s.dispatchMu.Lock()
+		if err := s.checkpoint(true); err != nil {
 			s.log.Error("closing without a new dispatch checkpoint; the next start dispatches from the last one", "err", err)
 		}
+		if err := s.closeQueues(); err != nil { // a new queue's file not created (full disk): derived data too
+			s.log.Error("closing consume queues failed; the next start dispatches from the last checkpoint", "err", err)
+		}
+		s.dispatchMu.Unlock()
 		if err := s.meta.Save(); err != nil {
 			errs = append(errs, err)
 		}
@@ -262,14 +276,22 @@ func (s *Store) Close() error {
 	return err
 }
 
-func (s *Store) closeAll() error {
-	var errs []error
+// closeQueues closes the consume queues (each flushes first) and forgets them.
+func (s *Store) closeQueues() error {
 	s.qmu.Lock()
+	qs := make([]*cqueue, 0, len(s.queues))
 	for _, q := range s.queues {
-		errs = append(errs, q.Close())
+		qs = append(qs, q)
 	}
 	s.queues = map[QueueKey]*cqueue{}
 	s.qmu.Unlock()
+	errs := make([]error, len(qs))
+	_ = parallel(len(qs), func(i int) error { errs[i] = qs[i].Close(); return nil })
+	return errors.Join(errs...)
+}
+
+func (s *Store) closeAll() error {
+	errs := []error{s.closeQueues()}
 	if s.idx != nil {
 		errs = append(errs, s.idx.Close())
 	}
@@ -509,6 +531,7 @@ type cqueue struct {
 	*consumequeue.Queue
 	key      QueueKey
 	logicMin atomic.Int64
+	queued   atomic.Bool // handed to the creator goroutine (creator.go)
 }
 
 // MinOffset is the first offset whose record may still be in the log.
@@ -538,9 +561,10 @@ func (s *Store) RaiseQueueMin(topic string, queueID int32, off int64) int64 {
 	return q.MinOffset()
 }
 
-func (s *Store) openQueue(ctx context.Context, k QueueKey, dir string) (*cqueue, error) {
+func (s *Store) openQueue(ctx context.Context, k QueueKey, dir string, hint consumequeue.Hint) (*cqueue, error) {
 	q, err := consumequeue.Open(ctx, consumequeue.Config{
-		Dir: dir, FS: s.cfg.FS, EntriesPerFile: s.cfg.QueueEntriesPerFile, Logger: s.cfg.Logger,
+		Dir: dir, FS: s.cfg.FS, EntriesPerFile: s.cfg.QueueEntriesPerFile, Hint: hint, Logger: s.cfg.Logger,
+		DeferCreate: true, // the creator goroutine creates a new queue's file (creator.go)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: open consume queue %s: %w", k, err)
@@ -561,7 +585,7 @@ func (s *Store) queue(k QueueKey, create bool) (*cqueue, error) {
 	if q := s.queues[k]; q != nil {
 		return q, nil
 	}
-	q, err := s.openQueue(context.Background(), k, s.queueDir(k))
+	q, err := s.openQueue(context.Background(), k, s.queueDir(k), consumequeue.Hint{})
 	if err != nil {
 		return nil, err
 	}
@@ -593,6 +617,11 @@ const checkpointFile = "dispatch.json"
 type dispatchCheckpoint struct {
 	Dispatched int64            `json:"dispatched"`
 	Queues     map[string]int64 `json:"queues"` // "topic/queueId" -> max offset
+	// Clean: written by Close, after which no queue was written: each
+	// queue ends exactly at its recorded max offset, and Open trusts that
+	// (consumequeue.Hint). Open writes the checkpoint again without it
+	// before it changes any queue.
+	Clean bool `json:"clean,omitempty"`
 }
 
 func (k QueueKey) String() string { return k.Topic + "/" + strconv.Itoa(int(k.QueueID)) }
@@ -600,29 +629,100 @@ func (k QueueKey) String() string { return k.Topic + "/" + strconv.Itoa(int(k.Qu
 func (s *Store) checkpointPath() string { return filepath.Join(s.cfg.Root, checkpointFile) }
 
 // checkpoint flushes the queues and the index, then records the dispatch
-// position reached before the flush.
-func (s *Store) checkpoint() error {
-	cp := dispatchCheckpoint{Dispatched: s.dispatched.Load(), Queues: map[string]int64{}}
+// position reached before the flush. clean marks it Close's (see
+// dispatchCheckpoint.Clean): the caller guarantees no queue is written
+// after it.
+func (s *Store) checkpoint(clean bool) error {
+	cp := dispatchCheckpoint{Dispatched: s.dispatched.Load(), Queues: map[string]int64{}, Clean: clean}
 	s.qmu.RLock()
-	qs := make(map[QueueKey]*cqueue, len(s.queues))
-	for k, q := range s.queues {
-		qs[k] = q
+	qs := make([]*cqueue, 0, len(s.queues))
+	for _, q := range s.queues {
+		qs = append(qs, q)
 	}
 	s.qmu.RUnlock()
-	for k, q := range qs {
-		cp.Queues[k.String()] = q.MaxOffset()
-		if err := q.Flush(); err != nil {
-			return fmt.Errorf("store: flush consume queue %s: %w", k, err)
+	maxes := make([]int64, len(qs))
+	// A new queue whose file the creator has not made yet is not made by
+	// the flush loop (thousands took seconds): the checkpoint's dispatch
+	// position stays at or below its first entry, so a start after it
+	// dispatches them again, and the queue goes back to the creator. Close
+	// makes them (Flush), so that a stopped store holds every entry.
+	for i, q := range qs {
+		if clean {
+			break
+		}
+		if e, ok := q.PendingStart(); ok {
+			cp.Dispatched = min(cp.Dispatched, e.Offset)
+			maxes[i] = -1
+			s.queueCreate(q)
+		}
+	}
+	// In parallel: a queue's first flush syncs its new file's directory
+	// too, and thousands of new queues flushed one at a time took seconds.
+	err := parallel(len(qs), func(i int) error {
+		if maxes[i] < 0 {
+			return nil
+		}
+		maxes[i] = qs[i].MaxOffset()
+		if err := qs[i].Flush(); err != nil {
+			return fmt.Errorf("store: flush consume queue %s: %w", qs[i].key, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for i, q := range qs {
+		if maxes[i] >= 0 {
+			cp.Queues[q.key.String()] = maxes[i]
 		}
 	}
 	if err := s.idx.Flush(); err != nil {
 		return fmt.Errorf("store: flush index: %w", err)
 	}
+	return s.writeCheckpoint(cp)
+}
+
+func (s *Store) writeCheckpoint(cp dispatchCheckpoint) error {
 	b, err := json.Marshal(cp)
 	if err != nil {
 		return err
 	}
 	return fsx.WriteFileAtomic(s.cfg.FS, s.checkpointPath(), b)
+}
+
+// queueWorkers bounds the goroutines that open or flush consume queues at
+// once: their work is mostly waiting for the disk.
+const queueWorkers = 16
+
+// parallel calls fn(0) ... fn(n-1) on up to queueWorkers goroutines, all
+// joined before it returns, and returns the first error.
+func parallel(n int, fn func(i int) error) error {
+	var (
+		next atomic.Int64
+		mu   sync.Mutex
+		errs error
+		wg   sync.WaitGroup
+	)
+	for range min(n, queueWorkers) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				if err := fn(i); err != nil {
+					mu.Lock()
+					if errs == nil {
+						errs = err
+					}
+					mu.Unlock()
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return errs
 }
 
 func (s *Store) readCheckpoint() (dispatchCheckpoint, bool) {
@@ -644,7 +744,7 @@ func (s *Store) readCheckpoint() (dispatchCheckpoint, bool) {
 // checkpoint and applies retention; the flush loop runs it every
 // FlushInterval.
 func (s *Store) flushStep() {
-	if err := s.checkpoint(); err != nil {
+	if err := s.checkpoint(false); err != nil {
 		s.log.Warn("store checkpoint failed", "err", err)
 	}
 	if err := s.trim(); err != nil {
@@ -658,7 +758,7 @@ func (s *Store) flushStep() {
 // min offset to its first entry still in the log.
 func (s *Store) trim() error {
 	logMin := s.cl.MinOffset()
-	if logMin <= s.trimmedAt {
+	if logMin <= s.trimmedAt.Load() {
 		return nil
 	}
 	var errs []error
@@ -680,7 +780,7 @@ func (s *Store) trim() error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	s.trimmedAt = logMin
+	s.trimmedAt.Store(logMin)
 	return nil
 }
 
