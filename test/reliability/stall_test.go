@@ -22,8 +22,9 @@ import (
 // 640 MiB tmpfs with the broker's default queue files and an index of
 // 30,000,000 slots (520 MB files, which reserve their 120 MB slot table at
 // creation: index files are sparse), forced cleaning on
-// (diskSpaceCleanForciblyRatio 85, disk full at 90), 1 MiB segments. A
-// ballast leaves the disk 86 % used before the broker starts: above the
+// (diskSpaceCleanForciblyRatio 85, disk full at 90), 256 KiB segments (a
+// producer slowed by a busy machine still seals several before sends are
+// refused). A ballast leaves the disk 86 % used before the broker starts: above the
 // forced-cleaning ratio, and too little room for the index's file, so the
 // dispatcher stops at the first record. A producer sends, one message in
 // ten with delay level 1.
@@ -42,7 +43,7 @@ func TestDiskFullDispatchStall(t *testing.T) {
 	mnt := MountTmpfs(t, size)
 	e := NewEnv(t, "disk-full-dispatch-stall")
 	e.Spec.Store = filepath.Join(mnt, "store")
-	e.Spec.SegmentBytes = 1 << 20
+	e.Spec.SegmentBytes = 256 << 10
 	e.Spec.StoreDefaults = true
 	e.Spec.IndexSlots = 30_000_000 // 114 MiB reserved at creation; 89.6 MiB free
 	e.Spec.DiskFullRatio, e.Spec.DiskForceCleanRatio = 0.90, 0.85
