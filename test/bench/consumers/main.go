@@ -51,7 +51,7 @@ type config struct {
 	rate, size                        int
 	gantry, dir                       string
 	brokerEnv                         string
-	keep                              bool
+	keep, heapAfterGC                 bool
 }
 
 func main() {
@@ -71,6 +71,7 @@ func main() {
 	flag.StringVar(&cfg.gantry, "gantry", "", "gantry binary (default: built from this repository)")
 	flag.StringVar(&cfg.dir, "dir", "", "data directory (default: a temporary one)")
 	flag.StringVar(&cfg.brokerEnv, "broker-env", "", "extra environment of the broker, comma-separated KEY=VALUE (e.g. GOMEMLIMIT=40MiB)")
+	flag.BoolVar(&cfg.heapAfterGC, "heap", true, "after the window, force a collection in the broker (/debug/pprof/heap?gc=1) and report its live heap")
 	flag.BoolVar(&cfg.keep, "keep", false, "keep the data directory and the profile")
 	flag.Parse()
 	if cfg.topics <= 0 {
@@ -124,6 +125,8 @@ func run(ctx context.Context, cfg config) error {
 	if err := createTopics(ctx, ccfg, cfg); err != nil {
 		return err
 	}
+	m := br.metrics()
+	fmt.Printf("before the consumers: broker %s, goroutines %.0f, heap in use %.1f MiB\n", br.rss(), m["go_goroutines"], m["go_memstats_heap_inuse_bytes"]/(1<<20))
 	var delivered atomic.Int64
 	var cs []*client.PushConsumer
 	defer func() { shutdownAll(cs) }()
@@ -178,9 +181,20 @@ func run(ctx context.Context, cfg config) error {
 	m1 := br.metrics()
 	fmt.Printf("window %.0fs: broker CPU %.2f %% of one core (%.2f s); nameserver %.2f %%; load generator %.0f %%\n",
 		el, 100*(cpu1-cpu0)/el, cpu1-cpu0, 100*(nsCPU1-nsCPU0)/el, 100*(self1-self0)/el)
-	fmt.Printf("broker: RSS %s, goroutines %.0f, heap in use %.1f MiB, GC cycles %.1f/s\n",
-		br.rss(), m1["go_goroutines"], m1["go_memstats_heap_inuse_bytes"]/(1<<20),
-		(m1["go_gc_duration_seconds_count"]-m0["go_gc_duration_seconds_count"])/el)
+	fmt.Printf("broker: RSS %s, goroutines %.0f (stacks %.1f MiB), heap in use %.1f MiB, next GC at %.1f MiB, GC cycles %.2f/s\n",
+		br.rss(), m1["go_goroutines"], m1["go_memstats_stack_inuse_bytes"]/(1<<20), m1["go_memstats_heap_inuse_bytes"]/(1<<20),
+		m1["go_memstats_next_gc_bytes"]/(1<<20), (m1["go_gc_duration_seconds_count"]-m0["go_gc_duration_seconds_count"])/el)
+	if cfg.heapAfterGC {
+		// A collection now (the heap profile endpoint's ?gc=1) shows the
+		// live heap: what the consumers' state really takes.
+		if resp, err := http.Get("http://" + br.http + "/debug/pprof/heap?gc=1"); err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			m2 := br.metrics()
+			fmt.Printf("after a forced GC: heap in use %.1f MiB, heap objects %.0f, RSS %s\n",
+				m2["go_memstats_heap_inuse_bytes"]/(1<<20), m2["go_memstats_heap_objects"], br.rss())
+		}
+	}
 	if cfg.rate > 0 {
 		fmt.Printf("delivered %.0f msgs/s to handlers; sent %d (%d failed)\n", float64(delivered.Load()-d0)/el, sent.Load(), sendErrs.Load())
 	}
@@ -201,8 +215,14 @@ func createTopics(ctx context.Context, ccfg client.Config, cfg config) error {
 	defer a.Close()
 	for t := range cfg.topics {
 		tc := client.TopicConfig{Name: topicName(t), ReadQueueNums: int32(cfg.queues), WriteQueueNums: int32(cfg.queues)}
-		if err := a.CreateTopic(ctx, tc); err != nil {
-			return fmt.Errorf("create %s: %w", tc.Name, err)
+		for try := 0; ; try++ {
+			err := a.CreateTopic(ctx, tc)
+			if err == nil {
+				break
+			}
+			if try == 30 || !sleepCtx(ctx, time.Second) { // the broker registers with the nameserver soon after /readyz
+				return fmt.Errorf("create %s: %w", tc.Name, err)
+			}
 		}
 	}
 	return nil
