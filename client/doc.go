@@ -121,9 +121,11 @@
 //     streams end (a shutdown, or a killed process whose connection
 //     closed). Members rebalance on each report, and every 20 s as a
 //     safety net, from the membership the streams reported (asking a
-//     broker only while its stream is not open). A member its broker does not list (the broker restarted
-//     moments ago and has not had the member's heartbeat yet) keeps its
-//     queues and heartbeats at once instead of letting them all go.
+//     broker only while its stream is not open). Heartbeats, every 30 s,
+//     keep the member alive. A member its broker does not list (the
+//     broker restarted moments ago and has not had the member's heartbeat
+//     yet) keeps its queues and heartbeats at once instead of letting
+//     them all go.
 //   - Allocation: AllocateAveragely (default) or AllocateAveragelyByCircle,
 //     from the sorted client ids and queues, so every member computes the
 //     same split. In broadcasting every member takes every queue.
