@@ -245,7 +245,7 @@ type consumerTable struct {
 	// later, a new client's is now+ttl). Until then expire need not look
 	// at every client: every push consumer asks for its group's members on
 	// every rebalance, and 5,000 clients made a full scan per ask a
-	// quadratic cost (docs/BENCHMARKS.md, "Idle push consumers").
+	// quadratic cost (docs/BENCHMARKS.md, "Idle and busy push consumers").
 	due time.Time
 	// sorted caches each group's client ids, sorted, until its membership
 	// changes: every rebalance of every RocketMQ client asks for them.

@@ -357,7 +357,7 @@ type PushConsumer struct {
 	// broker's open WatchGroup stream last reported them (sorted): a
 	// rebalance reads them instead of asking the broker, which every
 	// member doing so every rebalance interval made most of an idle
-	// broker's work (docs/BENCHMARKS.md, "Idle push consumers").
+	// broker's work (docs/BENCHMARKS.md, "Idle and busy push consumers").
 	watched map[string][]string
 	backs   map[string]*backSender // by broker address
 	tasks   group                  // loops, pullers, workers, watchers
