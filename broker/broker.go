@@ -106,7 +106,7 @@ func Open(ctx context.Context, cfg Config) (*Broker, error) {
 	}
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	b.stop = stop
-	b.wg.Go(func() { tick.Every(runCtx, expireInterval, b.expireClients) })
+	b.wg.Go(func() { tick.Every(runCtx, expireInterval, b.expireClientsAndLocks) })
 	b.wg.Go(func() { b.sched.run(runCtx) })
 	b.wg.Go(func() { b.timer.run(runCtx) })
 	b.wg.Go(func() { tick.Every(runCtx, cfg.dlqSweepInterval, b.sweepDLQ) })

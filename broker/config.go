@@ -18,6 +18,7 @@ import (
 	"github.com/gantrymq/gantry/broker/metadata"
 	"github.com/gantrymq/gantry/broker/store"
 	"github.com/gantrymq/gantry/commitlog"
+	"github.com/gantrymq/gantry/internal/memlimit"
 	"github.com/gantrymq/gantry/message"
 )
 
@@ -83,6 +84,9 @@ const (
 	DefaultDuplicationWindow     = 5 * time.Minute
 	DefaultMaxGroupsPerHeartbeat = 1000
 	DefaultMaxConsumerGroups     = 10000
+	// MemoryLimitOff as Config.MemoryLimit turns the soft memory limit
+	// off (memoryLimit=off).
+	MemoryLimitOff = memlimit.Off
 
 	// DuplicationOff as Config.DuplicationWindow (any negative value does)
 	// turns the de-duplication of sends off; duplicationWindow=0 in
@@ -267,6 +271,15 @@ type Config struct {
 	// registered with the nameservers). Groups an administrator creates
 	// count, but are not refused. Default 10,000.
 	MaxConsumerGroups int
+	// MemoryLimit (memoryLimit, Gantry's key): the Go runtime's soft
+	// memory limit for the broker process, in bytes (broker.conf takes
+	// sizes like 2GiB, or off). 0, the default: half of the cgroup's
+	// memory limit if one is set, else of the physical memory
+	// (internal/memlimit); MemoryLimitOff: none. The GOMEMLIMIT
+	// environment variable, when set, wins. `gantry broker` applies it;
+	// the Broker itself does not (a library does not set process-wide
+	// settings). docs/BROKER.md, "Memory".
+	MemoryLimit int64
 
 	// Not in broker.conf.
 
@@ -508,6 +521,9 @@ func (c Config) validateLimits(bad badFunc) {
 			bad("%s %d: want > 0", n.key, n.v)
 		}
 	}
+	if c.MemoryLimit < MemoryLimitOff {
+		bad("memoryLimit %d: want bytes, 0 (sized from the machine) or off", c.MemoryLimit)
+	}
 	for _, d := range []struct {
 		key string
 		v   time.Duration
@@ -602,7 +618,7 @@ var ConfigKeys = []string{
 	"defaultTopicQueueNums", "autoCreateSubscriptionGroup", "maxMessageSize", "maxPropertiesSize",
 	"longPollingMaxHold", "flushConsumerOffsetInterval", "registerNameServerPeriod", "channelExpiredTimeout",
 	"messageDelayLevel", "timerMaxDelay", "dlqRetentionHours",
-	"duplicationWindow", "maxGroupsPerHeartbeat", "maxConsumerGroups",
+	"duplicationWindow", "maxGroupsPerHeartbeat", "maxConsumerGroups", "memoryLimit",
 }
 
 // setters maps each key to the function that parses its value into a Config.
@@ -654,6 +670,10 @@ var setters = map[string]func(c *Config, v string) error{
 	"duplicationWindow":     parseDuplicationWindow,
 	"maxGroupsPerHeartbeat": func(c *Config, v string) error { return parseInt(v, &c.MaxGroupsPerHeartbeat) },
 	"maxConsumerGroups":     func(c *Config, v string) error { return parseInt(v, &c.MaxConsumerGroups) },
+	"memoryLimit": func(c *Config, v string) (err error) {
+		c.MemoryLimit, err = memlimit.Parse(v)
+		return err
+	},
 }
 
 // ParseConfig reads a RocketMQ-style broker.conf into into, overriding the

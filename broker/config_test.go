@@ -54,6 +54,7 @@ dlqRetentionHours=24
 duplicationWindow=2m
 maxGroupsPerHeartbeat=50
 maxConsumerGroups=2000
+memoryLimit=2GiB
 `
 
 func TestParseConfigEveryKey(t *testing.T) {
@@ -78,6 +79,7 @@ func TestParseConfigEveryKey(t *testing.T) {
 		MessageDelayLevel: []time.Duration{time.Second, 30 * time.Second, 2 * time.Minute, time.Hour, 24 * time.Hour},
 		TimerMaxDelay:     time.Hour, DLQRetention: 24 * time.Hour,
 		DuplicationWindow: 2 * time.Minute, MaxGroupsPerHeartbeat: 50, MaxConsumerGroups: 2000,
+		MemoryLimit: 2 << 30,
 	}
 	assert.Equal(t, want, c)
 	assert.NoError(t, c.Validate())
@@ -116,6 +118,8 @@ func TestParseConfigErrors(t *testing.T) {
 		{"too many delay levels", "messageDelayLevel=" + strings.Repeat("1s ", 1025) + "\n", []string{"1025 levels, at most 1024"}},
 		{"bad timerMaxDelay", "timerMaxDelay=3days\n", []string{`timerMaxDelay: bad value "3days": want an integer (seconds) or a duration like 15s`}},
 		{"bad dlqRetentionHours", "dlqRetentionHours=3d\n", []string{`dlqRetentionHours: bad value "3d": want an integer (hours)`}},
+		{"bad memoryLimit", "memoryLimit=2 lots\n", []string{`memoryLimit: bad value "2 lots": memory limit "2 lots": want bytes, a size like 2GiB`}},
+		{"negative memoryLimit", "memoryLimit=-5\n", []string{`memoryLimit: bad value "-5"`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

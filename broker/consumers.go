@@ -197,9 +197,17 @@ func (b *Broker) clientGone(group, clientID string, wasMember bool, why string) 
 	}
 }
 
+// expireClientsAndLocks is the periodic sweep: expireClients, and expired
+// queue locks dropped from the lock table (a lock is checked for expiry
+// where it is used; this only frees the memory).
+func (b *Broker) expireClientsAndLocks() {
+	b.expireClients()
+	b.locks.sweep()
+}
+
 // expireClients drops silent clients, releases their queue locks and
-// signals a membership change for each group that lost one. It also drops
-// expired queue locks.
+// signals a membership change for each group that lost one. Lookups call
+// it, so it costs nothing until the first client may have expired.
 func (b *Broker) expireClients() {
 	expired := b.clients.expire()
 	for _, c := range expired {
@@ -213,7 +221,6 @@ func (b *Broker) expireClients() {
 			b.consumersChanged(c.group)
 		}
 	}
-	b.locks.sweep()
 }
 
 // consumersChanged signals a change of a group's membership: the hook and
@@ -233,20 +240,31 @@ type consumerTable struct {
 
 	mu     sync.Mutex
 	byName map[string]map[string]Consumer // group -> client id -> client
+	// due is when the first client may expire: at most the earliest
+	// LastHeartbeat+ttl of the clients (a heartbeat only moves a client's
+	// later, a new client's is now+ttl). Until then expire need not look
+	// at every client: every push consumer asks for its group's members on
+	// every rebalance, and 5,000 clients made a full scan per ask a
+	// quadratic cost (docs/BENCHMARKS.md, "Idle and busy push consumers").
+	due time.Time
+	// sorted caches each group's client ids, sorted, until its membership
+	// changes: every rebalance of every RocketMQ client asks for them.
+	sorted map[string][]string
 }
 
 func newConsumerTable(now func() time.Time, ttl time.Duration) *consumerTable {
-	return &consumerTable{now: now, ttl: ttl, byName: map[string]map[string]Consumer{}}
+	return &consumerTable{now: now, ttl: ttl, byName: map[string]map[string]Consumer{}, sorted: map[string][]string{}}
 }
 
 // register adds or refreshes a client and reports whether it is new.
 func (t *consumerTable) register(hb Heartbeat) (joined bool) {
 	c := Consumer{
-		ClientID: hb.ClientID, Addr: hb.Addr, Model: hb.Model, Ordered: hb.Ordered, LastHeartbeat: t.now(),
+		ClientID: hb.ClientID, Addr: hb.Addr, Model: hb.Model, Ordered: hb.Ordered,
 		Subscriptions: slices.Clone(hb.Subscriptions), Assigned: slices.Clone(hb.Assigned),
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	c.LastHeartbeat = t.now() // under the mutex, for due (expire)
 	g := t.byName[hb.Group]
 	if g == nil {
 		g = map[string]Consumer{}
@@ -254,6 +272,9 @@ func (t *consumerTable) register(hb Heartbeat) (joined bool) {
 	}
 	_, known := g[hb.ClientID]
 	g[hb.ClientID] = c
+	if !known {
+		delete(t.sorted, hb.Group)
+	}
 	return !known
 }
 
@@ -266,6 +287,7 @@ func (t *consumerTable) unregister(group, clientID string) bool {
 		return false
 	}
 	delete(g, clientID)
+	delete(t.sorted, group)
 	if len(g) == 0 {
 		delete(t.byName, group)
 	}
@@ -278,16 +300,25 @@ type memberKey struct{ group, clientID string }
 // expire removes clients silent for ttl and returns them, sorted by group
 // then client id.
 func (t *consumerTable) expire() []memberKey {
-	cutoff := t.now().Add(-t.ttl)
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	now := t.now()
+	cutoff := now.Add(-t.ttl)
+	if now.Before(t.due) {
+		return nil
+	}
 	var gone []memberKey
+	t.due = now.Add(t.ttl) // a client registered from now on expires no earlier
 	for name, g := range t.byName {
 		maps.DeleteFunc(g, func(id string, c Consumer) bool {
 			if c.LastHeartbeat.After(cutoff) {
+				if d := c.LastHeartbeat.Add(t.ttl); d.Before(t.due) {
+					t.due = d
+				}
 				return false
 			}
 			gone = append(gone, memberKey{name, id})
+			delete(t.sorted, name)
 			return true
 		})
 		if len(g) == 0 {
@@ -311,7 +342,16 @@ func (t *consumerTable) has(group, clientID string) bool {
 func (t *consumerTable) ids(group string) []string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return slices.Sorted(maps.Keys(t.byName[group]))
+	ids, ok := t.sorted[group]
+	if !ok {
+		g := t.byName[group]
+		if g == nil {
+			return nil
+		}
+		ids = slices.Sorted(maps.Keys(g))
+		t.sorted[group] = ids
+	}
+	return slices.Clone(ids)
 }
 
 func (t *consumerTable) consumers(group string) []Consumer {

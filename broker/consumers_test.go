@@ -92,6 +92,35 @@ func TestConsumerExpiry(t *testing.T) {
 	assert.Equal(t, []string{"G"}, changes.take())
 }
 
+// Lookups skip the scan for silent clients until the first may have
+// expired; joins and refreshes after a lookup still expire on time.
+func TestConsumerExpiryBetweenLookups(t *testing.T) {
+	clock := newFakeClock()
+	cfg := testConfig(t)
+	cfg.Now = clock.Now
+	b := openBroker(t, cfg)
+	require.NoError(t, b.Heartbeat(broker.Heartbeat{ClientID: "a", Group: "G"}))
+	require.NoError(t, b.Heartbeat(broker.Heartbeat{ClientID: "r", Group: "G"}))
+	assert.Equal(t, []string{"a", "r"}, b.ConsumerList("G"))
+	clock.Advance(50 * time.Second)
+	require.NoError(t, b.Heartbeat(broker.Heartbeat{ClientID: "r", Group: "G"})) // refreshed: expires at 170 s
+	clock.Advance(50 * time.Second)
+	require.NoError(t, b.Heartbeat(broker.Heartbeat{ClientID: "b", Group: "H"})) // joins: expires at 220 s
+	assert.Equal(t, []string{"a", "r"}, b.ConsumerList("G"))
+	clock.Advance(20*time.Second - time.Nanosecond)
+	assert.Equal(t, []string{"a", "r"}, b.ConsumerList("G"))
+	clock.Advance(time.Nanosecond) // 120 s
+	assert.Equal(t, []string{"r"}, b.ConsumerList("G"))
+	clock.Advance(50*time.Second - time.Nanosecond)
+	assert.Equal(t, []string{"r"}, b.ConsumerList("G"))
+	clock.Advance(time.Nanosecond) // 170 s
+	assert.Empty(t, b.ConsumerList("G"))
+	clock.Advance(50*time.Second - time.Nanosecond)
+	assert.Equal(t, []string{"b"}, b.ConsumerList("H"))
+	clock.Advance(time.Nanosecond) // 220 s
+	assert.Empty(t, b.ConsumerList("H"))
+}
+
 func TestHeartbeatValidation(t *testing.T) {
 	cfg := testConfig(t)
 	off := false

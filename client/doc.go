@@ -120,9 +120,12 @@
 //     and leave on those streams, and drops a member at once when its
 //     streams end (a shutdown, or a killed process whose connection
 //     closed). Members rebalance on each report, and every 20 s as a
-//     safety net. A member its broker does not list (the broker restarted
-//     moments ago and has not had the member's heartbeat yet) keeps its
-//     queues and heartbeats at once instead of letting them all go.
+//     safety net, from the membership the streams reported (asking a
+//     broker only while its stream is not open). Heartbeats, every 30 s,
+//     keep the member alive. A member its broker does not list (the
+//     broker restarted moments ago and has not had the member's heartbeat
+//     yet) keeps its queues and heartbeats at once instead of letting
+//     them all go.
 //   - Allocation: AllocateAveragely (default) or AllocateAveragelyByCircle,
 //     from the sorted client ids and queues, so every member computes the
 //     same split. In broadcasting every member takes every queue.
@@ -211,7 +214,7 @@
 //   - WithMaxSpan(n): per-queue offset span of the cache; default 2,000.
 //   - WithPullHold(d): long-polling hold; default 15 s.
 //   - WithRebalanceInterval(d), WithCommitInterval(d), WithHeartbeatInterval(d),
-//     WithLockRenewInterval(d): defaults 20 s, 5 s, 10 s, 20 s.
+//     WithLockRenewInterval(d): defaults 20 s, 5 s, 30 s, 20 s.
 //   - WithRetryDelay(d), WithSuspendTime(d): defaults 1 s.
 //   - WithMaxReconsumeTimes(n): retries before dead-lettering; default the
 //     group's (16) for concurrent, unlimited for ordered.

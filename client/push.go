@@ -106,7 +106,7 @@ const (
 	DefaultMaxSpan            = 2000             // offset span of cached messages per queue
 	DefaultRebalanceInterval  = 20 * time.Second //
 	DefaultCommitInterval     = 5 * time.Second
-	DefaultHeartbeatInterval  = 10 * time.Second
+	DefaultHeartbeatInterval  = 30 * time.Second // liveness only: membership rides on the group watch
 	DefaultPushPullHold       = 15 * time.Second // long polling
 	DefaultRetryDelay         = time.Second      // ConsumeRetryLater, concurrent
 	DefaultSuspendTime        = time.Second      // ConsumeSuspend, ordered
@@ -353,8 +353,14 @@ type PushConsumer struct {
 	// an offset not yet committed.
 	releasing map[queueKey]bool
 	brokers   map[string]*brokerLink // by address
-	backs     map[string]*backSender // by broker address
-	tasks     group                  // loops, pullers, workers, watchers
+	// watched holds, per broker address, the group's members as that
+	// broker's open WatchGroup stream last reported them (sorted): a
+	// rebalance reads them instead of asking the broker, which every
+	// member doing so every rebalance interval made most of an idle
+	// broker's work (docs/BENCHMARKS.md, "Idle and busy push consumers").
+	watched map[string][]string
+	backs   map[string]*backSender // by broker address
+	tasks   group                  // loops, pullers, workers, watchers
 
 	life       context.Context // ends when Shutdown begins: pulling and rebalancing stop
 	stopLife   context.CancelFunc
@@ -408,7 +414,7 @@ func NewPushConsumer(ctx context.Context, cfg Config, group string, handler Mess
 	c.log = c.log.With("group", group)
 	return &PushConsumer{
 		c: c, group: group, handler: handler, opts: o, subs: map[string]string{},
-		queues: map[queueKey]*assignedQueue{}, releasing: map[queueKey]bool{}, brokers: map[string]*brokerLink{}, backs: map[string]*backSender{},
+		queues: map[queueKey]*assignedQueue{}, releasing: map[queueKey]bool{}, brokers: map[string]*brokerLink{}, watched: map[string][]string{}, backs: map[string]*backSender{},
 		work: make(chan consumeTask, workBuffer), kick: make(chan struct{}, 1), hbKick: make(chan struct{}, 1),
 	}, nil
 }

@@ -155,6 +155,7 @@ func (p *PushConsumer) watch(ctx context.Context, addr string) {
 	var backoff time.Duration
 	for ctx.Err() == nil {
 		err := p.watchOnce(ctx, addr)
+		p.setWatched(addr, nil)
 		if ctx.Err() != nil {
 			return
 		}
@@ -192,6 +193,7 @@ func (p *PushConsumer) watchOnce(ctx context.Context, addr string) error {
 			continue
 		}
 		p.c.log.Debug("group membership", "broker", addr, "clients", ev.GetClientIds())
+		p.setWatched(addr, ev.GetClientIds())
 		trigger(p.kick)
 	}
 }
@@ -332,11 +334,33 @@ func (p *PushConsumer) share(ctx context.Context, topic string) ([]Queue, error)
 	return p.opts.strategy.Allocate(p.c.cfg.ClientID, ids, qs), nil
 }
 
+// setWatched records the members a broker's group watch reported; nil
+// forgets them (the stream ended).
+func (p *PushConsumer) setWatched(addr string, ids []string) {
+	if ids != nil {
+		ids = slices.Clone(ids)
+		slices.Sort(ids)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if ids == nil {
+		delete(p.watched, addr)
+	} else {
+		p.watched[addr] = ids
+	}
+}
+
 // members returns the group's live clients, sorted, from a broker of the
-// topic.
+// topic: as its open group watch last reported them, else by asking it.
 func (p *PushConsumer) members(ctx context.Context, rt *topicRoute) ([]string, error) {
 	var errs []error
 	for _, addr := range slices.Sorted(maps.Values(rt.masters)) {
+		p.mu.Lock()
+		ids, ok := p.watched[addr]
+		p.mu.Unlock()
+		if ok {
+			return slices.Clone(ids), nil // an AllocateStrategy may modify what it is given
+		}
 		m, err := p.c.messaging(addr)
 		if err != nil {
 			errs = append(errs, err)
@@ -347,7 +371,7 @@ func (p *PushConsumer) members(ctx context.Context, rt *topicRoute) ([]string, e
 			errs = append(errs, callError("consumer list", addr, err, ErrNotFound))
 			continue
 		}
-		ids := slices.Clone(resp.GetClientIds())
+		ids = slices.Clone(resp.GetClientIds())
 		slices.Sort(ids)
 		return ids, nil
 	}

@@ -46,3 +46,33 @@ func unstartedPushConsumer(t *testing.T, cfg Config) *PushConsumer {
 	t.Cleanup(func() { _ = p.c.close() })
 	return p
 }
+
+// A rebalance takes the members from the broker's group watch while it is
+// open, and asks the broker (GetConsumerList) only without one.
+func TestMembersFromTheGroupWatch(t *testing.T) {
+	b := startBroker(t, "a", 4, "T")
+	ns := startNameServer(t, b)
+	cfg := testConfig(t, ns)
+	cfg.ClientID = "me"
+	p := unstartedPushConsumer(t, cfg)
+	b.configure(func(b *fakeBroker) { b.members = []string{"asked"} })
+
+	p.setWatched(b.addr, []string{"w2", "me", "w1"})
+	rt, err := p.c.routes.get(t.Context(), "T")
+	require.NoError(t, err)
+	ids, err := p.members(t.Context(), rt)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"me", "w1", "w2"}, ids, "the watch's list, sorted")
+	ids[0] = "changed"
+	ids, err = p.members(t.Context(), rt)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"me", "w1", "w2"}, ids, "a caller's change does not reach the cached list")
+	mine, err := p.share(t.Context(), "T")
+	require.NoError(t, err)
+	assert.Len(t, mine, 2, "a third of 4 queues, rounded up for the first member")
+
+	p.setWatched(b.addr, nil) // the stream ended
+	ids, err = p.members(t.Context(), rt)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"asked"}, ids, "asked the broker")
+}

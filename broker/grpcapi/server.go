@@ -64,6 +64,12 @@ type ServerConfig struct {
 // remoting default of 256.
 const maxRemotingRequestsPerConn = 8192
 
+// maxStreamsPerConn bounds the calls a gRPC connection has in progress, as
+// maxRemotingRequestsPerConn does a remoting one's: each (a held pull, a
+// group watch) costs a goroutine, and gRPC's own default is unbounded. A
+// client past it waits for a call to end before it starts another.
+const maxStreamsPerConn = maxRemotingRequestsPerConn
+
 // Server is a running broker: the core, its gRPC services (Messaging,
 // Admin), its RocketMQ remoting front end, its HTTP endpoints and its
 // nameserver registration.
@@ -133,7 +139,8 @@ func Start(ctx context.Context, cfg ServerConfig) (*Server, error) {
 	// every message, and the flow-control window is fixed (internal/grpcbuf).
 	opts := append([]grpc.ServerOption{grpc.UnknownServiceHandler(s.notHere), grpc.MaxRecvMsgSize(MaxRequestBytes), experimental.BufferPool(grpcbuf.Shared),
 		grpc.ForceServerCodecV2(grpcbuf.Codec{}),
-		grpc.InitialWindowSize(grpcbuf.FlowWindow), grpc.InitialConnWindowSize(grpcbuf.FlowWindow)}, cfg.GRPCOptions...)
+		grpc.InitialWindowSize(grpcbuf.FlowWindow), grpc.InitialConnWindowSize(grpcbuf.FlowWindow),
+		grpc.MaxConcurrentStreams(maxStreamsPerConn)}, cfg.GRPCOptions...)
 	s.gs = grpc.NewServer(opts...)
 	s.msg = NewMessaging(b)
 	s.gs.RegisterService(messagingDesc(s.msg), s.msg) // Pull answers already encoded

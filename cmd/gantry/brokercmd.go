@@ -61,7 +61,7 @@ Keys: ` + strings.Join(broker.ConfigKeys, ", ") + `.`,
 				return &exitError{code: exitUsage, err: err}
 			}
 			cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
-			serverGC()
+			cfg.Logger.Info("go memory limit", "limit", serverGC(cfg.MemoryLimit))
 			start := time.Now()
 			s, err := grpcapi.Start(cmd.Context(), grpcapi.ServerConfig{Broker: cfg})
 			if err != nil {

@@ -57,7 +57,7 @@ finishes requests in flight and flushes).`,
 			default:
 				return &exitError{code: exitUsage, err: fmt.Errorf("--flush %q: want ASYNC_FLUSH or SYNC_FLUSH", flush)}
 			}
-			serverGC()
+			logger.Info("go memory limit", "limit", serverGC(0))
 			if procs < 0 {
 				return &exitError{code: exitUsage, err: fmt.Errorf("--procs %d: want 0 (the default) or more", procs)}
 			}

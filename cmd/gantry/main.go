@@ -11,6 +11,8 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"syscall"
+
+	"github.com/gantrymq/gantry/internal/memlimit"
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
@@ -61,12 +63,44 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return exitUsage
 }
 
-// serverGC sets the garbage collector for a long-running server process
-// unless GOGC or GOMEMLIMIT say otherwise: a broker's live heap is small
-// (its data is in mapped files) and its garbage is request buffers, so
-// collecting at 4x the live heap instead of 2x halves GC work; a soft limit
-// of 40 MiB makes the collector work harder before the heap grows past it.
-func serverGC() {
+// serverGC sets the garbage collector for a long-running server process:
+// a broker's live heap is small (its data is in mapped files) and its
+// garbage is request buffers, so collecting at 4x the live heap instead of
+// 2x (GOGC=400, unless GOGC is set) halves GC work. The soft memory limit
+// is a backstop against running out of memory, not a throttle: limit as
+// broker.Config.MemoryLimit says (0: half the machine's or cgroup's
+// memory, memlimit.Off: none), unless GOMEMLIMIT is set, which the runtime
+// has applied already. A limit below the live heap keeps the collector
+// running without pause (docs/decisions/memory-limit.md). It returns a note
+// of the limit for the log.
+func serverGC(limit int64) string {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(400)
+	}
+	if v := os.Getenv("GOMEMLIMIT"); v != "" {
+		return "GOMEMLIMIT=" + v
+	}
+	note := memlimit.Format(limit) + " (memoryLimit)"
+	switch limit {
+	case memlimit.Off:
+		return "off (memoryLimit=off)"
+	case 0:
+		var err error
+		if limit, note, err = memlimit.Default(os.DirFS("/")); err != nil {
+			return fmt.Sprintf("off: the machine's memory is unknown: %v", err)
+		}
+		note = memlimit.Format(limit) + ", " + note
+	}
+	debug.SetMemoryLimit(limit)
+	return note
+}
+
+// clientGC sets the garbage collector for `gantry bench`, a load
+// generator: GOGC=400 and a soft limit of 40 MiB unless GOGC or GOMEMLIMIT
+// say otherwise. Its heap churns through pull and send buffers; one that
+// stays small reuses its memory, where one that swings touches memory the
+// VM gave back to its host (docs/BENCHMARKS.md, tenth session).
+func clientGC() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(400)
 	}

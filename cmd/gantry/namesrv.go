@@ -35,7 +35,7 @@ namesrvAddr=host:9876 works as written.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
-			serverGC()
+			logger.Info("go memory limit", "limit", serverGC(0))
 			ns, err := nameserver.NewServer(nameserver.Config{BrokerExpiry: expiry, Logger: logger})
 			if err != nil {
 				return &exitError{code: exitUsage, err: err}
