@@ -25,6 +25,7 @@ func RemoveTree(fsys fsx.FS, dir string) error { return removeTree(fsys, dir) }
 // ForgetDeleted runs the flush loop's step that forgets tombstones
 // retention has passed.
 func (s *Store) ForgetDeleted() { s.forgetDeleted() }
+
 // DeferredQueues counts the queues whose first file is not created yet.
 func (s *Store) DeferredQueues() int {
 	s.qmu.RLock()
