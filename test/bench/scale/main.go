@@ -60,7 +60,7 @@ func main() {
 	flag.IntVar(&cfg.queues, "queues", 8, "queues per topic (read and write)")
 	flag.IntVar(&cfg.msgs, "msgs", 2, "messages sent into each queue of each new topic")
 	flag.IntVar(&cfg.size, "size", 128, "message body bytes")
-	flag.StringVar(&cfg.create, "create", "admin", "-mode newtopics: how the new topics are created: admin (Admin.CreateTopic over gRPC, then sends) or auto (sends only; the broker creates a topic on first use, autoCreateTopicEnable). -mode scale always uses admin")
+	flag.StringVar(&cfg.create, "create", "admin", "-mode newtopics: how the new topics are created: admin (Admin.CreateTopic over gRPC, then sends) or auto (sends only; the broker creates a topic on first use, autoCreateTopicEnable), or existing (the control: the topics are created and every queue written and its file made before the baseline, so the burst sends the same messages into queues that exist). -mode scale always uses admin")
 	flag.IntVar(&cfg.concurrency, "concurrency", 16, "admin calls at a time; sends in flight are 16 times this")
 	flag.StringVar(&cfg.dir, "dir", "", "where the temporary data directory is made (default: the current directory, whose disk is measured)")
 	flag.BoolVar(&cfg.keep, "keep", false, "keep the data directory and the brokers' logs at the end")
@@ -116,14 +116,14 @@ func (c *config) parse(topics string) error {
 	if c.mode != "scale" && c.mode != "newtopics" {
 		return fmt.Errorf("-mode %q: want scale or newtopics", c.mode)
 	}
-	if c.create != "admin" && c.create != "auto" {
-		return fmt.Errorf("-create %q: want admin or auto", c.create)
+	if c.create != "admin" && c.create != "auto" && c.create != "existing" {
+		return fmt.Errorf("-create %q: want admin, auto or existing", c.create)
 	}
-	if c.create == "auto" && c.mode == "scale" {
+	if c.create != "admin" && c.mode == "scale" {
 		// The broker makes an auto-created topic 8 queues, and the producer
 		// spreads its first sends over 4 (RocketMQ's defaultTopicQueueNums):
 		// not every queue would hold -msgs messages.
-		return errors.New("-create auto is for -mode newtopics; -mode scale creates its topics with the admin API")
+		return fmt.Errorf("-create %s is for -mode newtopics; -mode scale creates its topics with the admin API", c.create)
 	}
 	for _, f := range strings.Split(topics, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))

@@ -226,6 +226,12 @@ func runNewTopics(ctx context.Context, cfg config) error {
 	if err := sleep(ctx, 2*time.Second); err != nil {
 		return err
 	}
+	const prefix = "Burst"
+	if cfg.create == "existing" {
+		if err := prepareExisting(ctx, b, prefix, cfg); err != nil {
+			return err
+		}
+	}
 	fmt.Printf("== baseline, %v\n", cfg.baseline)
 	t0 := time.Now()
 	if err := sleep(ctx, cfg.baseline); err != nil {
@@ -233,7 +239,6 @@ func runNewTopics(ctx context.Context, cfg config) error {
 	}
 	fmt.Printf("== producing into %d new topics\n", cfg.newTopics)
 	t1 := time.Now()
-	const prefix = "Burst"
 	var create time.Duration
 	if cfg.create == "admin" {
 		if err := createTopics(ctx, b, prefix, cfg.newTopics, cfg.queues, cfg.concurrency); err != nil {
@@ -253,7 +258,7 @@ func runNewTopics(ctx context.Context, cfg config) error {
 	// A failed send (a timeout, say) is a result here: counted, printed,
 	// and the run goes on.
 	failedNew, err := sendToQueues(ctx, p, prefix, cfg.newTopics, cfg.queues,
-		sendOpts{msgs: cfg.msgs, size: cfg.size, inflight: 16 * cfg.concurrency, strict: cfg.create == "admin", tolerate: true})
+		sendOpts{msgs: cfg.msgs, size: cfg.size, inflight: 16 * cfg.concurrency, strict: cfg.create != "auto", tolerate: true})
 	sendTook := time.Since(sendStart)
 	p.Close()
 	if ctx.Err() != nil {
@@ -325,4 +330,46 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// prepareExisting creates the burst's topics, writes one message into
+// each queue and waits until every queue has its file: the control run,
+// whose burst sends into queues that exist already.
+func prepareExisting(ctx context.Context, b *broker, prefix string, cfg config) error {
+	fmt.Printf("== control: creating the %d topics and a file for each of their queues before the baseline\n", cfg.newTopics)
+	if err := createTopics(ctx, b, prefix, cfg.newTopics, cfg.queues, cfg.concurrency); err != nil {
+		return err
+	}
+	p, err := newProducer(ctx, b)
+	if err != nil {
+		return err
+	}
+	_, err = sendToQueues(ctx, p, prefix, cfg.newTopics, cfg.queues,
+		sendOpts{msgs: 1, size: cfg.size, inflight: 16 * cfg.concurrency, strict: true})
+	p.Close()
+	if err != nil {
+		return err
+	}
+	if err := b.waitDispatched(ctx, cfg.readyWait); err != nil {
+		return err
+	}
+	want := (cfg.newTopics + 1) * cfg.queues
+	start := time.Now()
+	for {
+		d, err := measureDisk(filepath.Join(b.dir, "store"))
+		if err != nil {
+			return err
+		}
+		if d.cqFiles >= want {
+			fmt.Printf("  %d queue files after %s\n", d.cqFiles, secs(time.Since(start)))
+			break
+		}
+		if time.Since(start) > cfg.readyWait {
+			return fmt.Errorf("control: %d of %d queue files after %s", d.cqFiles, want, secs(time.Since(start)))
+		}
+		if err := sleep(ctx, 500*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	return sleep(ctx, 5*time.Second) // the flush after the creations
 }
