@@ -109,6 +109,7 @@ type pushProcs struct {
 	mu       sync.Mutex
 	handled  []handling
 	assigned map[int][]int32 // child -> queue ids
+	changed  time.Time       // when a child's queues last changed
 	children []*child
 }
 
@@ -143,6 +144,7 @@ func (pp *pushProcs) start(t *testing.T, i int, env []string) {
 				}
 				pp.mu.Lock()
 				pp.assigned[i] = qs
+				pp.changed = time.Now()
 				pp.mu.Unlock()
 			case len(f) == 3 && f[0] == "H":
 				q, _ := strconv.Atoi(f[1])
@@ -153,6 +155,24 @@ func (pp *pushProcs) start(t *testing.T, i int, env []string) {
 			}
 		}
 	}()
+}
+
+// settled reports whether the children in alive hold all n queues exactly
+// once between them, each some, and none of them has seen its queues
+// change for a while: every member has heard of every other, so no queue
+// moves between live members any more.
+func (pp *pushProcs) settled(n int, alive ...int) bool {
+	if !pp.covered(n, alive...) {
+		return false
+	}
+	pp.mu.Lock()
+	defer pp.mu.Unlock()
+	for _, c := range alive {
+		if len(pp.assigned[c]) == 0 {
+			return false
+		}
+	}
+	return time.Since(pp.changed) > time.Second
 }
 
 // covered reports whether the children in alive hold all n queues exactly
@@ -208,7 +228,9 @@ func TestPushMemberKilled(t *testing.T) {
 			t.Fatal("a consumer process did not start")
 		}
 	}
-	require.Eventually(t, func() bool { return pp.covered(8, 0, 1, 2) }, 10*time.Second, 10*time.Millisecond)
+	// Sending starts once the group has settled: a queue moving between
+	// live members during the run would be handled twice by them.
+	require.Eventually(t, func() bool { return pp.settled(8, 0, 1, 2) }, 30*time.Second, 10*time.Millisecond)
 
 	n := pushMessages(t)
 	sent := make(chan struct{})
