@@ -2,6 +2,7 @@ package broker
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -299,6 +300,11 @@ type Config struct {
 	// OnTopicsChanged, if set, is called after a topic is created, updated or
 	// deleted, so registration can run at once. It must not block.
 	OnTopicsChanged func()
+	// SyncTopicRoutes, if set, is called after OnTopicsChanged when an
+	// administrator creates, updates or deletes a topic, and waits (until
+	// ctx ends: at most a second) for the nameservers to have the change,
+	// so the topic's route is there when the call is answered.
+	SyncTopicRoutes func(ctx context.Context)
 	// OnConsumersChanged, if set, is called after a client joins or leaves a
 	// group (unregistered, its last watch ended, or expired): after a change
 	// of the group's set of client ids, not after every heartbeat. It must

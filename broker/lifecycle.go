@@ -45,6 +45,7 @@ func (b *Broker) DeleteTopic(name string) error {
 		return err
 	}
 	b.topicsChanged()
+	b.syncTopicRoutes()
 	return nil
 }
 

@@ -1,10 +1,12 @@
 package broker
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/gantrymq/gantry/broker/metadata"
 	"github.com/gantrymq/gantry/broker/store"
@@ -76,7 +78,23 @@ func (b *Broker) CreateOrUpdateTopic(tc metadata.TopicConfig) error {
 	}
 	b.log.Info("topic updated", "topic", tc.TopicName, "read", tc.ReadQueueNums, "write", tc.WriteQueueNums, "perm", tc.Perm)
 	b.topicsChanged()
+	b.syncTopicRoutes()
 	return nil
+}
+
+// syncTopicRoutesWait bounds how long an administrator's topic change
+// waits for the nameservers (one of them down).
+const syncTopicRoutesWait = time.Second
+
+// syncTopicRoutes waits for the nameservers to hold an administrator's
+// topic change (Config.SyncTopicRoutes), at most syncTopicRoutesWait.
+func (b *Broker) syncTopicRoutes() {
+	if b.cfg.SyncTopicRoutes == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), syncTopicRoutesWait)
+	defer cancel()
+	b.cfg.SyncTopicRoutes(ctx)
 }
 
 func checkTopicName(name string) error {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -53,6 +54,14 @@ type Registrar struct {
 	stop       context.CancelFunc
 	wg         sync.WaitGroup
 	once       sync.Once
+
+	// Sync's state: gen counts Changed calls, acked[i] is the gen of the
+	// last registration nameserver i acknowledged, and ackCh is closed
+	// (and replaced) at each acknowledgement.
+	mu    sync.Mutex
+	gen   uint64
+	acked []uint64
+	ackCh chan struct{}
 }
 
 // NewRegistrar connects (lazily) to the nameservers and starts registering.
@@ -69,7 +78,8 @@ func NewRegistrar(cfg RegistrarConfig) (*Registrar, error) {
 	case cfg.Interval < 0:
 		return nil, fmt.Errorf("grpcapi: registration interval must be positive, got %s", cfg.Interval)
 	}
-	r := &Registrar{cfg: cfg, log: cfg.Logger.With("component", "registrar"), maxBackoff: maxRetryDelay(cfg.Interval)}
+	r := &Registrar{cfg: cfg, log: cfg.Logger.With("component", "registrar"), maxBackoff: maxRetryDelay(cfg.Interval),
+		acked: make([]uint64, len(cfg.NameServers)), ackCh: make(chan struct{})}
 	ctx, stop := context.WithCancel(context.Background())
 	r.stop = stop
 	opts := append([]grpc.DialOption{
@@ -79,7 +89,7 @@ func NewRegistrar(cfg RegistrarConfig) (*Registrar, error) {
 			Jitter: backoff.DefaultConfig.Jitter, MaxDelay: r.maxBackoff,
 		}}),
 	}, cfg.DialOptions...)
-	for _, addr := range cfg.NameServers {
+	for i, addr := range cfg.NameServers {
 		cc, err := grpc.NewClient(addr, opts...)
 		if err != nil {
 			r.Close(context.Background())
@@ -87,7 +97,7 @@ func NewRegistrar(cfg RegistrarConfig) (*Registrar, error) {
 		}
 		kick := make(chan struct{}, 1)
 		r.conns, r.kicks = append(r.conns, cc), append(r.kicks, kick)
-		r.wg.Go(func() { r.run(ctx, addr, cc, kick) })
+		r.wg.Go(func() { r.run(ctx, i, addr, cc, kick) })
 	}
 	return r, nil
 }
@@ -106,6 +116,9 @@ func maxRetryDelay(interval time.Duration) time.Duration {
 
 // Changed makes every nameserver get the registration now (topic changes).
 func (r *Registrar) Changed() {
+	r.mu.Lock()
+	r.gen++
+	r.mu.Unlock()
 	for _, k := range r.kicks {
 		select {
 		case k <- struct{}{}:
@@ -114,13 +127,45 @@ func (r *Registrar) Changed() {
 	}
 }
 
+// Sync waits until every nameserver has acknowledged a registration sent
+// after the last Changed, or ctx ends (a nameserver down): an admin's
+// topic change is answered once the routes hold it, as RocketMQ's broker
+// registers before it answers.
+func (r *Registrar) Sync(ctx context.Context) error {
+	r.mu.Lock()
+	want := r.gen
+	for {
+		if !slices.ContainsFunc(r.acked, func(g uint64) bool { return g < want }) {
+			r.mu.Unlock()
+			return nil
+		}
+		ch := r.ackCh
+		r.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ch:
+		}
+		r.mu.Lock()
+	}
+}
+
+// ack records that nameserver i acknowledged a registration of gen g.
+func (r *Registrar) ack(i int, g uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.acked[i] = max(r.acked[i], g)
+	close(r.ackCh)
+	r.ackCh = make(chan struct{})
+}
+
 // run keeps one nameserver's stream registered until ctx ends.
-func (r *Registrar) run(ctx context.Context, addr string, cc *grpc.ClientConn, kick chan struct{}) {
+func (r *Registrar) run(ctx context.Context, i int, addr string, cc *grpc.ClientConn, kick chan struct{}) {
 	ns := gantryv1.NewNameServerClient(cc)
 	delay := minRetryDelay
 	for ctx.Err() == nil {
 		start := time.Now()
-		err := r.session(ctx, ns, kick)
+		err := r.session(ctx, i, ns, kick)
 		if ctx.Err() != nil {
 			return
 		}
@@ -141,7 +186,7 @@ func (r *Registrar) run(ctx context.Context, addr string, cc *grpc.ClientConn, k
 }
 
 // session registers over one stream until it breaks or ctx ends.
-func (r *Registrar) session(ctx context.Context, ns gantryv1.NameServerClient, kick chan struct{}) error {
+func (r *Registrar) session(ctx context.Context, i int, ns gantryv1.NameServerClient, kick chan struct{}) error {
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stream, err := ns.RegisterBroker(sctx)
@@ -151,12 +196,16 @@ func (r *Registrar) session(ctx context.Context, ns gantryv1.NameServerClient, k
 	t := time.NewTicker(r.cfg.Interval)
 	defer t.Stop()
 	for {
+		r.mu.Lock()
+		g := r.gen // before the registration is built: it holds every change up to g
+		r.mu.Unlock()
 		if err := stream.Send(r.cfg.Registration()); err != nil {
 			return err
 		}
 		if _, err := stream.Recv(); err != nil {
 			return err
 		}
+		r.ack(i, g)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()

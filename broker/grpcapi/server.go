@@ -105,6 +105,11 @@ func Start(ctx context.Context, cfg ServerConfig) (*Server, error) {
 			r.Changed()
 		}
 	}
+	bc.SyncTopicRoutes = func(ctx context.Context) {
+		if r := s.reg.Load(); r != nil {
+			_ = r.Sync(ctx) // a nameserver down: answered without it, as the change is stored
+		}
+	}
 	if err := bc.Validate(); err != nil { // before listening on what it names
 		closeAll([]net.Listener{cfg.GRPCListener, cfg.HTTPListener, cfg.RemotingListener})
 		return nil, err
