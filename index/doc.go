@@ -35,8 +35,8 @@
 // 4 MiB aligned on 4 MiB: at creation the header, the slot table (written
 // at random, so reserved whole) and the entries up to the end of that
 // chunk; then, before Put writes an entry past the reserved end, the chunk
-// holding it. With the defaults a new file takes 20 MiB of disk, not
-// 420 MB, and grows 4 MiB (about 210,000 entries) at a time. Chunks are
+// holding it: a new file takes its slot table's disk and one chunk, and
+// grows a chunk at a time (docs/STORAGE.md). Chunks are
 // multiples of 2 MiB, the largest folio the page cache gives a mapped file:
 // a write fault makes the filesystem back the whole folio it falls in, and
 // a page it cannot back is SIGBUS. A reservation that fails (no room, or

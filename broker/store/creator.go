@@ -10,9 +10,9 @@ import (
 // queue holds its first entries in memory, readable (consumequeue
 // DeferCreate), and the creator goroutine creates the file (directory,
 // file, first reservation, mapping) while the dispatcher goes on with
-// other queues' records. Producing into thousands of new queues at once
-// (a file each, about 0.15-0.5 ms) otherwise held back every other
-// queue's messages for seconds (docs/BENCHMARKS.md). A queue the creator
+// other queues' records: producing into thousands of new queues at once
+// would otherwise hold back every other queue's messages behind their
+// files (docs/decisions/consume-queue-creation-off-dispatch.md). A queue the creator
 // has not reached by the next flush is created by the flush, and one that
 // gathers too many entries by its next Append. Open creates those its own
 // dispatch started before it returns.

@@ -99,7 +99,7 @@ func serverGC(limit int64) string {
 // generator: GOGC=400 and a soft limit of 40 MiB unless GOGC or GOMEMLIMIT
 // say otherwise. Its heap churns through pull and send buffers; one that
 // stays small reuses its memory, where one that swings touches memory the
-// VM gave back to its host (docs/BENCHMARKS.md, tenth session).
+// VM gave back to its host (docs/decisions/memory-limit.md).
 func clientGC() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(400)

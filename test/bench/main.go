@@ -67,8 +67,8 @@ func main() {
 		// And `gantry bench`'s soft memory limit, for both clients alike
 		// (not with an embedded nats-server, which would be held to it
 		// too): a heap that stays small reuses its memory, where one that
-		// swings touches memory the VM gave back to its host, at 4-6 µs a
-		// page here (docs/BENCHMARKS.md, tenth session).
+		// swings touches memory the VM gave back to its host
+		// (docs/decisions/memory-limit.md).
 		debug.SetMemoryLimit(40 << 20)
 	}
 	cfg.only = map[string]bool{}
