@@ -51,7 +51,7 @@ func benchAppendAsync(b *testing.B, mode commitlog.WriteMode) {
 	require.NoError(b, l.WaitPrefault(b.Context())) // the first segment's one-time pre-fault is not append work
 	syscall.Sync()                                  // start with no dirty pages left by an earlier run, whose writeback would share the disk
 	ctx := b.Context()
-	cpu0 := processCPU(b)
+	cpu0 := testutil.ProcessCPU(b)
 	for b.Loop() {
 		if _, err := l.Append(ctx, batch, nil); err != nil {
 			b.Fatal(err)
@@ -59,7 +59,7 @@ func benchAppendAsync(b *testing.B, mode commitlog.WriteMode) {
 	}
 	b.StopTimer()
 	// The process's CPU (the pre-faulter's included) per appended record.
-	b.ReportMetric(float64(processCPU(b)-cpu0)/float64(l.Stats().Records), "cpu-ns/record")
+	b.ReportMetric(float64(testutil.ProcessCPU(b)-cpu0)/float64(l.Stats().Records), "cpu-ns/record")
 	b.ReportMetric(float64(l.Stats().Records)/b.Elapsed().Seconds(), "records/s")
 	b.ReportMetric(float64(l.Stats().SegmentsRolled), "rolls")
 }
@@ -202,11 +202,4 @@ func BenchmarkRecoverFullSegment(b *testing.B) {
 	}
 	b.ReportMetric(float64(records), "records")
 	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/recovery")
-}
-
-// processCPU is the CPU time the process used so far, user and system.
-func processCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	require.NoError(b, syscall.Getrusage(syscall.RUSAGE_SELF, &ru))
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

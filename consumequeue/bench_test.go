@@ -1,12 +1,9 @@
 package consumequeue_test
 
 import (
-	"io/fs"
 	"path/filepath"
 	"strconv"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/gantrymq/gantry/consumequeue"
 	"github.com/gantrymq/gantry/internal/testutil"
@@ -68,7 +65,7 @@ func BenchmarkQueueCreate(b *testing.B) {
 		}
 	}()
 	i := 0
-	cpu := cpuTime()
+	cpu := testutil.ProcessCPU(b)
 	for b.Loop() {
 		q, err := consumequeue.Open(b.Context(), consumequeue.Config{Dir: filepath.Join(root, strconv.Itoa(i/8), strconv.Itoa(i%8))})
 		if err != nil {
@@ -81,37 +78,6 @@ func BenchmarkQueueCreate(b *testing.B) {
 		i++
 	}
 	b.StopTimer()
-	b.ReportMetric(float64((cpuTime()-cpu).Microseconds())/float64(i), "cpu-µs/op")
-	b.ReportMetric(float64(diskBytes(b, root))/1024/float64(i), "disk-KiB/queue")
-}
-
-// cpuTime is the CPU time (user and system) the process has used: a
-// measure that, unlike wall time, a busy machine does not inflate.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// diskBytes is the real disk the regular files under root take.
-func diskBytes(tb testing.TB, root string) int64 {
-	tb.Helper()
-	var n int64
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		n += info.Sys().(*syscall.Stat_t).Blocks * 512
-		return nil
-	})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return n
+	b.ReportMetric(float64((testutil.ProcessCPU(b)-cpu).Microseconds())/float64(i), "cpu-µs/op")
+	b.ReportMetric(float64(testutil.DiskBytes(b, root))/1024/float64(i), "disk-KiB/queue")
 }

@@ -3,10 +3,8 @@ package store_test
 import (
 	"encoding/json"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
@@ -73,7 +71,7 @@ func BenchmarkQueuesCreate(b *testing.B) {
 				start = time.Now()
 				require.NoError(b, s.Close())
 				closing += time.Since(start)
-				disk = diskBytes(b, filepath.Join(root, "consumequeue"))
+				disk = testutil.DiskBytes(b, filepath.Join(root, "consumequeue"))
 				require.NoError(b, os.RemoveAll(root))
 			}
 			b.ReportMetric(float64(create.Milliseconds())/float64(b.N), "create-ms")
@@ -138,23 +136,4 @@ func simulateKill(b *testing.B, root string) {
 	require.NoError(b, err)
 	require.NoError(b, os.WriteFile(p, raw, 0o644))
 	require.NoError(b, os.WriteFile(filepath.Join(root, "abort"), nil, 0o644))
-}
-
-// diskBytes is the real disk the regular files under root take.
-func diskBytes(tb testing.TB, root string) int64 {
-	tb.Helper()
-	var n int64
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		n += info.Sys().(*syscall.Stat_t).Blocks * 512
-		return nil
-	})
-	require.NoError(tb, err)
-	return n
 }
