@@ -31,13 +31,13 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"time"
+
+	"github.com/gantrymq/gantry/test/bench/benchproc"
 )
 
 func main() {
@@ -97,28 +97,12 @@ type gantryProc struct {
 	namesrv string
 }
 
-func buildGantry(dir string) (string, error) {
-	bin := filepath.Join(dir, "gantry")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/gantry")
-	cmd.Dir = filepath.Join("..", "..") // the main module: its go.sum, not this one's
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("build gantry: %v\n%s", err, out)
-	}
-	return bin, nil
-}
-
-func freeAddr() string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 func startGantry(bin, dir, flush string) (*gantryProc, error) {
-	ns, br, ht := freeAddr(), freeAddr(), freeAddr()
+	addrs, err := benchproc.FreeAddrs(3)
+	if err != nil {
+		return nil, err
+	}
+	ns, br, ht := addrs[0], addrs[1], addrs[2]
 	cmd := exec.Command(bin, "dev", "--dir", dir, "--namesrv-listen", ns, "--broker-listen", br, "--http-listen", ht, "--flush", flush)
 	cmd.Stderr = os.Stderr
 	ownChild(cmd)

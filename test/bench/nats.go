@@ -15,6 +15,8 @@ import (
 
 	"github.com/gantrymq/gantry/internal/histogram"
 	"github.com/gantrymq/gantry/test/benchkit"
+
+	"github.com/gantrymq/gantry/test/bench/benchproc"
 )
 
 // natsServer is a JetStream server with file storage: a nats-server
@@ -60,7 +62,11 @@ func startNATS(bin, dir string, syncAlways bool) (*natsServer, error) {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, err
 		}
-		addr := freeAddr()
+		addrs, err := benchproc.FreeAddrs(1)
+		if err != nil {
+			return nil, err
+		}
+		addr := addrs[0]
 		conf := fmt.Sprintf("listen: %q\nmax_payload: 8MB\njetstream {\n  store_dir: %q\n", addr, dir)
 		if syncAlways {
 			conf += "  sync_interval: always\n"

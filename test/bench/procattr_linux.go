@@ -7,13 +7,15 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/gantrymq/gantry/test/bench/benchproc"
 )
 
 // ownChild makes the child, a server, die with the benchmark, if it is
 // killed, and gives it the environment the benchmark was started with
 // (serverEnv).
 func ownChild(cmd *exec.Cmd) {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	benchproc.OwnChild(cmd)
 	cmd.Env = serverEnv()
 }
 

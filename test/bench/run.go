@@ -11,6 +11,8 @@ import (
 	"github.com/gantrymq/gantry/client"
 	"github.com/gantrymq/gantry/internal/histogram"
 	"github.com/gantrymq/gantry/test/benchkit"
+
+	"github.com/gantrymq/gantry/test/bench/benchproc"
 )
 
 // row is one workload's figures for both systems.
@@ -31,7 +33,7 @@ func run(ctx context.Context, cfg config) error {
 		dir = d
 	}
 	dir, _ = filepath.Abs(dir)
-	bin, err := buildGantry(dir)
+	bin, err := benchproc.BuildGantry(ctx, dir)
 	if err != nil {
 		return err
 	}

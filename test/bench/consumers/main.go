@@ -42,6 +42,8 @@ import (
 
 	"github.com/gantrymq/gantry/client"
 	"github.com/gantrymq/gantry/test/benchkit"
+
+	"github.com/gantrymq/gantry/test/bench/benchproc"
 )
 
 type config struct {
@@ -104,7 +106,7 @@ func run(ctx context.Context, cfg config) error {
 	bin := cfg.gantry
 	if bin == "" {
 		var err error
-		if bin, err = buildGantry(dir); err != nil {
+		if bin, err = benchproc.BuildGantry(context.Background(), dir); err != nil {
 			return err
 		}
 	}
@@ -468,38 +470,6 @@ func (p *proc) metrics() map[string]float64 {
 	return out
 }
 
-// gantryRoot is the main module's directory: two up from this module's.
-func gantryRoot() (string, error) {
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", fmt.Errorf("go env GOMOD: %w", err)
-	}
-	return filepath.Join(filepath.Dir(strings.TrimSpace(string(out))), "..", ".."), nil
-}
-
-func buildGantry(dir string) (string, error) {
-	root, err := gantryRoot()
-	if err != nil {
-		return "", err
-	}
-	bin := filepath.Join(dir, "gantry")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/gantry")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build gantry: %v\n%s", err, out)
-	}
-	return bin, nil
-}
-
-func freeAddr() string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // startProc starts a server with its output in logPath.
 func startProc(cmd *exec.Cmd, logPath string) (*proc, error) {
 	log, err := os.Create(logPath)
@@ -508,7 +478,7 @@ func startProc(cmd *exec.Cmd, logPath string) (*proc, error) {
 	}
 	defer log.Close() // the child has its own descriptor
 	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	benchproc.OwnChild(cmd)
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
@@ -518,7 +488,11 @@ func startProc(cmd *exec.Cmd, logPath string) (*proc, error) {
 }
 
 func startNamesrv(bin, dir string) (*proc, error) {
-	grpcAddr, remoting := freeAddr(), freeAddr()
+	addrs, err := benchproc.FreeAddrs(2)
+	if err != nil {
+		return nil, err
+	}
+	grpcAddr, remoting := addrs[0], addrs[1]
 	p, err := startProc(exec.Command(bin, "namesrv", "--listen", grpcAddr, "--remoting-listen", remoting), filepath.Join(dir, "namesrv.log"))
 	if err != nil {
 		return nil, err
@@ -538,7 +512,11 @@ func startNamesrv(bin, dir string) (*proc, error) {
 }
 
 func startBroker(ctx context.Context, bin, dir, namesrv, env string) (*proc, error) {
-	grpcAddr, remoting, httpAddr := freeAddr(), freeAddr(), freeAddr()
+	addrs, err := benchproc.FreeAddrs(3)
+	if err != nil {
+		return nil, err
+	}
+	grpcAddr, remoting, httpAddr := addrs[0], addrs[1], addrs[2]
 	_, port, _ := net.SplitHostPort(remoting)
 	conf := filepath.Join(dir, "broker.conf")
 	text := fmt.Sprintf(`namesrvAddr=%s

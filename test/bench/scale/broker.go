@@ -6,42 +6,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/gantrymq/gantry/test/bench/benchproc"
 )
-
-// buildGantry builds the gantry binary of this repository into dir, as the
-// peer benchmark does (test/bench/main.go).
-func buildGantry(ctx context.Context, dir string) (string, error) {
-	bin := filepath.Join(dir, "gantry")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/gantry")
-	cmd.Dir = filepath.Join("..", "..") // the main module: its go.sum, not this one's
-	if _, err := os.Stat(filepath.Join(cmd.Dir, "cmd", "gantry")); err != nil {
-		return "", fmt.Errorf("build gantry: run from test/bench (want ../../cmd/gantry): %w", err)
-	}
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("build gantry: %w\n%s", err, out)
-	}
-	return bin, nil
-}
-
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("find a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
 
 // errKilled says a stop did not end in the process's own exit: it was
 // killed.
@@ -68,13 +43,11 @@ type broker struct {
 // newBroker picks the ports of a broker on dir; it logs to logPath.
 func newBroker(bin, dir, logPath string) (*broker, error) {
 	b := &broker{bin: bin, dir: dir, logPath: logPath}
-	for _, p := range []*string{&b.ns, &b.br, &b.http, &b.nsRem, &b.brRem} {
-		a, err := freeAddr()
-		if err != nil {
-			return nil, err
-		}
-		*p = a
+	addrs, err := benchproc.FreeAddrs(5)
+	if err != nil {
+		return nil, err
 	}
+	b.ns, b.br, b.http, b.nsRem, b.brRem = addrs[0], addrs[1], addrs[2], addrs[3], addrs[4]
 	return b, nil
 }
 
@@ -93,7 +66,7 @@ func (b *broker) start() error {
 	cmd := exec.Command(b.bin, "dev", "--dir", b.dir, "--namesrv-listen", b.ns, "--broker-listen", b.br,
 		"--http-listen", b.http, "--namesrv-remoting-listen", b.nsRem, "--broker-remoting-listen", b.brRem)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	ownChild(cmd)
+	benchproc.OwnChild(cmd)
 	b.started = time.Now()
 	if err := cmd.Start(); err != nil {
 		logf.Close()

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/gantrymq/gantry/test/benchkit"
+
+	"github.com/gantrymq/gantry/test/bench/benchproc"
 )
 
 // scaleRow is one topic count's figures.
@@ -53,7 +55,7 @@ func workspace(ctx context.Context, cfg config) (work, bin string, cleanup func(
 	bin = cfg.gantry
 	if bin == "" {
 		fmt.Println("building gantry ...")
-		bin, err = buildGantry(ctx, work)
+		bin, err = benchproc.BuildGantry(ctx, work)
 	} else if _, err = exec.LookPath(bin); err != nil {
 		err = fmt.Errorf("-gantry %s: %w", bin, err)
 	}

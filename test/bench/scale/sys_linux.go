@@ -4,17 +4,10 @@ import (
 	"bufio"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
 )
-
-// ownChild makes the child, a broker, die with this process if it is
-// killed.
-func ownChild(cmd *exec.Cmd) {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-}
 
 // diskBytes is the disk a file really takes: its allocated blocks, not
 // its length (a sparse file's holes take none, a preallocated file's
