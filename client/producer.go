@@ -107,7 +107,8 @@ type Producer struct {
 
 	// What every send reads: written rarely, and kept off the cache lines
 	// that the senders write for every request (ids, async), which made
-	// each SendAsync's read of them a cache miss (5 % of a producer's CPU).
+	// each SendAsync's read of them a cache miss
+	// (docs/decisions/0024-client-hot-paths.md).
 	_      cpu.CacheLinePad
 	closed atomic.Bool                            // set under mu by Close
 	live   atomic.Pointer[map[Queue]*queueSender] // a copy of queues, replaced under mu
