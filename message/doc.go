@@ -1,9 +1,9 @@
 // Package message owns Gantry's stored record: RocketMQ's V1 MessageExt
-// encoding (ROCKETMQ-PROTOCOL.md §3.1), which is both the commit-log entry
+// encoding (Java's MessageDecoder), which is both the commit-log entry
 // and the element of a PULL_MESSAGE response body, so the broker can serve
-// log bytes as stored. It also owns the properties string (§3.3), offset
-// and client message ids (§3.5) and the consume-queue tag hash (§4.3). It
-// imports only the standard library.
+// log bytes as stored. It also owns the properties string, offset and
+// client message ids and the consume-queue tag hash. It imports only the
+// standard library.
 //
 // # Record format
 //
