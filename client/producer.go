@@ -108,7 +108,7 @@ type Producer struct {
 	// What every send reads: written rarely, and kept off the cache lines
 	// that the senders write for every request (ids, async), which made
 	// each SendAsync's read of them a cache miss
-	// (docs/decisions/0024-client-hot-paths.md).
+	// (docs/decisions/0020-client-hot-paths.md).
 	_      cpu.CacheLinePad
 	closed atomic.Bool                            // set under mu by Close
 	live   atomic.Pointer[map[Queue]*queueSender] // a copy of queues, replaced under mu

@@ -25,7 +25,7 @@ const (
 	// the first before it calls: in a retry storm a call then carries
 	// hundreds of messages instead of dozens, each call having a fixed
 	// cost in the consumer and the broker, and a retry waits seconds for
-	// its delay anyway (docs/decisions/0024-client-hot-paths.md).
+	// its delay anyway (docs/decisions/0020-client-hot-paths.md).
 	sendBackLinger = 5 * time.Millisecond
 )
 

@@ -454,7 +454,7 @@ func (p *PushConsumer) assignedQueues() []*assignedQueue {
 // the consume timeout as its deadline. The Done channel, and the timer
 // behind it, are made only if the handler asks for them: most handlers
 // never do, and a timer per call is most of a consumer's CPU for a cheap
-// handler (docs/decisions/0024-client-hot-paths.md).
+// handler (docs/decisions/0020-client-hot-paths.md).
 type callCtx struct {
 	context.Context // the handler context (ends when Shutdown's does)
 	deadline        time.Time

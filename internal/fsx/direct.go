@@ -17,7 +17,7 @@ const DirectAlign = 4096
 // disk, with no copy into the page cache, no dirty pages for writeback to
 // find and write-protect, and no page cache to allocate: a fraction of the
 // system time of durable writes through the page cache
-// (docs/decisions/0023-direct-writes.md).
+// (docs/decisions/0010-commit-log-writes-through-staging-buffers.md).
 //
 // Reading the file through the page cache stays correct, but the kernel
 // keeps the two coherent only by dropping cached pages a direct write

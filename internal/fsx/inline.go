@@ -9,7 +9,7 @@ package fsx
 // 20 µs again for the next millisecond or more (golang/go#18236): on a
 // virtual machine, where a thread's sleep and wake-up are costly, a
 // sync-flush commit log's pwrite and fdatasync kept it awake
-// (docs/decisions/0020-inline-system-calls.md).
+// (docs/decisions/0007-inline-system-calls.md).
 //
 // The price: while the call runs, its P runs nothing else, and a
 // stop-the-world phase of the garbage collector waits for it. The caller

@@ -8,7 +8,7 @@
 // read into a buffer of its exact length), so for Gantry the clearing is
 // pure cost: a pull response of 256 messages of 1 KiB is cleared in a
 // 512 KiB buffer, a large share of the broker's CPU when it serves pulls
-// (docs/decisions/0021-grpc-buffers.md).
+// (docs/decisions/0009-grpc-buffers-and-flow-window.md).
 package grpcbuf
 
 import (

@@ -10,5 +10,5 @@ package grpcbuf
 // frame after each acknowledged PING, so a request and its answer, one at
 // a time, carried two extra frames each way and woke the peer's reader and
 // writer goroutines for them, which one send at a time pays in latency
-// and broker CPU (docs/decisions/0021-grpc-buffers.md).
+// and broker CPU (docs/decisions/0009-grpc-buffers-and-flow-window.md).
 const FlowWindow = 16 << 20

@@ -13,7 +13,7 @@
 // (which runs the receiver's side of TCP in the same call) outlasts 20 µs
 // often enough that the monitor and the hand-overs are a large share of a
 // broker's and a client's CPU under load
-// (docs/decisions/0020-inline-system-calls.md). The fsx package does the
+// (docs/decisions/0007-inline-system-calls.md). The fsx package does the
 // same for the commit log's writes and syncs.
 //
 // Dial and Listen wrap what net gives; Wrap wraps one connection. Any

@@ -25,7 +25,7 @@ func ownChild(cmd *exec.Cmd) {
 // MADV_DONTNEED, so that a page the kernel has not taken back is used
 // again without a fault. A consumer's heap swings by its pulls' buffers,
 // and with MADV_DONTNEED each swing faults the pages back in
-// (docs/decisions/0025-benchmark-client-madv-free.md). The runtime
+// (docs/decisions/0016-peer-benchmark-method.md). The runtime
 // reads the setting only when it starts (and //go:debug does not take
 // it), so the benchmark starts itself again with it.
 const clientGODEBUG = "madvdontneed=0"

@@ -60,7 +60,7 @@ func TestSustainedLoad(t *testing.T) {
 		// The race detector's own memory (shadow and synchronization
 		// metadata, outside the Go heap) grows with every goroutine and
 		// sync object the run creates: memory is judged without -race only
-		// (docs/decisions/0026-memory-judged-without-race.md).
+		// (docs/decisions/0021-memory-judged-without-race.md).
 		r.Add("rssCheck", "skipped(race)")
 	case growth > maxRSSGrowth:
 		r.Fail("the broker's anonymous memory grew %.1f%% from the middle to the last third (limit %.0f%%)", 100*growth, 100*maxRSSGrowth)
