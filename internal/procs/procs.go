@@ -183,7 +183,7 @@ func (g *Governor) step() {
 	dw, dn := waited-g.waited, woken-g.woken
 	g.last, g.lastAt, g.waited, g.woken = cpu, now, waited, woken
 	switch {
-	case g.procs == g.cfg.Low && dn > 0 && float64(dw) > g.cfg.WaitShare*float64(dn):
+	case g.procs == g.cfg.Low && g.short(dw, dn, used):
 		if g.streak++; g.streak >= g.cfg.UpAfter {
 			g.switchTo(g.cfg.High, used)
 		}
@@ -194,6 +194,23 @@ func (g *Governor) step() {
 	default:
 		g.streak = 0
 	}
+}
+
+// busyLow is the share of Low CPUs a look must find used to count towards
+// High when no goroutine was made runnable in it (the scheduler's waits
+// could not be read): a process that fills its processors then is never
+// kept on Low.
+const busyLow = 0.9
+
+// short reports whether Low processors are too few for the look that saw
+// dw of dn goroutines made runnable wait long and the process use used
+// CPUs: they waited, or, with no waits counted, the process used all of
+// Low.
+func (g *Governor) short(dw, dn uint64, used float64) bool {
+	if dn == 0 {
+		return used >= busyLow*float64(g.cfg.Low)
+	}
+	return float64(dw) > g.cfg.WaitShare*float64(dn)
 }
 
 func (g *Governor) switchTo(n int, used float64) {
