@@ -200,10 +200,10 @@ func (g *Governor) step() {
 // kept on Low.
 const busyLow = 0.9
 
-// short reports whether Low processors are too few for the look that saw
-// dw of dn goroutines made runnable wait long and the process use used
-// CPUs: they waited, or, with no waits counted, the process used all of
-// Low.
+// short reports whether Low processors were too few in a look in which dw
+// of the dn goroutines made runnable waited Wait or more and the process
+// used `used` CPUs: more than WaitShare of them waited, or, with none
+// counted (the waits could not be read), the process filled Low.
 func (g *Governor) short(dw, dn uint64, used float64) bool {
 	if dn == 0 {
 		return used >= busyLow*float64(g.cfg.Low)
