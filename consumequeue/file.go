@@ -166,7 +166,7 @@ func (f *qfile) reserve(need int) error {
 // randomAccess makes a page fault of m bring in that page only (madvise
 // RANDOM, no huge pages): without it, the first entry written into a new
 // sparse file faults in and zeroes a large folio and its read-ahead
-// (docs/decisions/consume-queue-creation-off-dispatch.md). Advisory.
+// (docs/decisions/0004-consume-queue-creation-off-dispatch.md). Advisory.
 func randomAccess(m fsx.Mapping) { _ = m.Random(0, len(m.Bytes())) }
 
 func roundUp(n, unit int) int { return (n + unit - 1) / unit * unit }

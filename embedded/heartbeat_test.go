@@ -105,7 +105,7 @@ func groupNames(prefix string, n int) []string {
 // One HEART_BEAT listing 10,000 consumer groups creates them and their
 // retry topics, registered with the nameserver, with one save of each
 // metadata file: not one per group, which rewrites and fsyncs a growing
-// topics.json once per group (docs/decisions/heartbeat-groups-saved-once.md).
+// topics.json once per group (docs/decisions/0003-heartbeat-groups-saved-once.md).
 func TestHeartbeatOfManyGroupsSavesOnce(t *testing.T) {
 	const n = 10_000
 	var w configWrites

@@ -12,7 +12,7 @@ import (
 // file, first reservation, mapping) while the dispatcher goes on with
 // other queues' records: producing into thousands of new queues at once
 // would otherwise hold back every other queue's messages behind their
-// files (docs/decisions/consume-queue-creation-off-dispatch.md). A queue the creator
+// files (docs/decisions/0004-consume-queue-creation-off-dispatch.md). A queue the creator
 // has not reached by the next flush is created by the flush, and one that
 // gathers too many entries by its next Append. Open creates those its own
 // dispatch started before it returns.

@@ -141,8 +141,8 @@ func pprofNote(on bool) string {
 // (system calls, such as the disk's, do not count against the limit). A
 // busy one does more on all of them, its appenders waiting for the disk
 // meanwhile. Under SYNC_FLUSH the group commit's flush runs beside the
-// requests and every CPU is kept. docs/BENCHMARKS.md has the
-// measurements.
+// requests and every CPU is kept. The measurements:
+// docs/decisions/0006-gomaxprocs-governor-for-gantry-dev.md.
 func devProcs(n int, mode commitlog.FlushMode, current int) (low, high int) {
 	switch {
 	case n > 0:

@@ -71,7 +71,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 // broker.Config.MemoryLimit says (0: half the machine's or cgroup's
 // memory, memlimit.Off: none), unless GOMEMLIMIT is set, which the runtime
 // has applied already. A limit below the live heap keeps the collector
-// running without pause (docs/decisions/memory-limit.md). It returns a note
+// running without pause (docs/decisions/0005-memory-limit-sized-from-machine.md). It returns a note
 // of the limit for the log.
 func serverGC(limit int64) string {
 	if os.Getenv("GOGC") == "" {
@@ -99,7 +99,7 @@ func serverGC(limit int64) string {
 // generator: GOGC=400 and a soft limit of 40 MiB unless GOGC or GOMEMLIMIT
 // say otherwise. Its heap churns through pull and send buffers; one that
 // stays small reuses its memory, where one that swings touches memory the
-// VM gave back to its host (docs/decisions/memory-limit.md).
+// VM gave back to its host (docs/decisions/0005-memory-limit-sized-from-machine.md).
 func clientGC() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(400)

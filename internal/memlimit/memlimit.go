@@ -2,7 +2,7 @@
 // (debug.SetMemoryLimit) for a server process from the machine: a fraction
 // of the memory the process may use, the cgroup's limit when one is set,
 // else the physical memory. A limit below what the process really needs
-// makes the collector run without pause (docs/decisions/memory-limit.md),
+// makes the collector run without pause (docs/decisions/0005-memory-limit-sized-from-machine.md),
 // so the default is a backstop against an OOM kill, not a throttle.
 package memlimit
 

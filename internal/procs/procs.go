@@ -3,19 +3,17 @@
 // saturated.
 //
 // `gantry dev` shares its machine with the application and the tests that
-// use it. A request answered at once costs less on one processor than on
-// two (the hand-overs between gRPC's goroutines then wake no idle CPU: one
-// send at a time waited 1-2.5 µs less at the median, 15-20 µs less at the
-// p99 here), but a broker kept to one processor under load leaves the
-// second CPU idle while its appenders wait for the disk (a produce of a
-// million messages ran 5-15 % slower, a consume 11-15 %; docs/BENCHMARKS.md,
-// twenty-third session). A Governor gives it both: Low processors until
-// goroutines wait for one, High until the process has used well under Low
-// CPUs for a while. Waiting, not CPU use, says Low is too few: a produce
-// on one processor used 0.5-0.77 CPUs a look, one send at a time
-// 0.31-0.48, but a quarter to all of the produce's goroutines made
-// runnable waited 50 µs or more for the processor, and none of one send at
-// a time's.
+// use it. A request answered at once costs less on fewer processors (the
+// hand-overs between gRPC's goroutines then wake no idle CPU), but a
+// broker kept to few processors under load leaves CPUs idle while its
+// appenders wait for the disk. A Governor gives it both: Low processors
+// until goroutines wait for one, High until the process has used well
+// under Low CPUs for a while. Waiting, not CPU use, says Low is too few:
+// a busy process on Low and one answering one request at a time can use
+// about as much CPU, but only the busy one's goroutines wait for a
+// processor. When the waits cannot be read, a process that fills Low
+// counts as busy, so a busy process always reaches High. The figures:
+// docs/decisions/0006-gomaxprocs-governor-for-gantry-dev.md.
 package procs
 
 import (
@@ -48,8 +46,8 @@ type Config struct {
 	UpAfter   int
 	// Down: with High processors, DownAfter looks in a row that find the
 	// process used less than Down × Low CPUs switch to Low. Default 0.6 and
-	// 10 (half a second). One send at a time kept a broker at 0.31-0.48
-	// CPUs on one processor and at 0.5 on two, a produce at 0.7-1.
+	// 10 (half a second): below what a produce uses on Low, above what one
+	// send at a time does.
 	Down      float64
 	DownAfter int
 	// CPU returns the CPU time the process has used so far. Default: user
@@ -183,7 +181,7 @@ func (g *Governor) step() {
 	dw, dn := waited-g.waited, woken-g.woken
 	g.last, g.lastAt, g.waited, g.woken = cpu, now, waited, woken
 	switch {
-	case g.procs == g.cfg.Low && dn > 0 && float64(dw) > g.cfg.WaitShare*float64(dn):
+	case g.procs == g.cfg.Low && g.short(dw, dn, used):
 		if g.streak++; g.streak >= g.cfg.UpAfter {
 			g.switchTo(g.cfg.High, used)
 		}
@@ -194,6 +192,23 @@ func (g *Governor) step() {
 	default:
 		g.streak = 0
 	}
+}
+
+// busyLow is the share of Low CPUs a look must find used to count towards
+// High when no goroutine was made runnable in it (the scheduler's waits
+// could not be read): a process that fills its processors then is never
+// kept on Low.
+const busyLow = 0.9
+
+// short reports whether Low processors were too few in a look in which dw
+// of the dn goroutines made runnable waited Wait or more and the process
+// used `used` CPUs: more than WaitShare of them waited, or, with none
+// counted (the waits could not be read), the process filled Low.
+func (g *Governor) short(dw, dn uint64, used float64) bool {
+	if dn == 0 {
+		return used >= busyLow*float64(g.cfg.Low)
+	}
+	return float64(dw) > g.cfg.WaitShare*float64(dn)
 }
 
 func (g *Governor) switchTo(n int, used float64) {

@@ -1,6 +1,7 @@
 package procs
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -131,5 +132,64 @@ func TestStartClose(t *testing.T) {
 		if time.Since(busy) > 10*time.Second {
 			t.Fatal("no switch to High while busy")
 		}
+	}
+}
+
+// The rule the governor keeps on any machine: a busy process (every
+// processor it has used, goroutines waiting for one) reaches High within
+// UpAfter looks and stays there while it is busy; a quiet one goes back
+// to Low; nothing else is ever set. Low and High are what gantry dev
+// passes: half the CPUs (at least one) and all of them.
+func TestGovernorNeverHoldsABusyProcessBelowItsCPUs(t *testing.T) {
+	for _, cpus := range []int{2, 3, 4, 8, 16, 64, 256} {
+		for _, waitsReadable := range []bool{true, false} {
+			low, high := max(1, cpus/2), cpus
+			f := &fake{now: time.Unix(1, 0)}
+			cfg := f.config()
+			cfg.Low, cfg.High, cfg.DownAfter = low, high, 10
+			if !waitsReadable { // runtime/metrics without the histogram
+				cfg.Waits = func(time.Duration) (uint64, uint64) { return 0, 0 }
+			}
+			g, err := newGovernor(cfg)
+			require.NoError(t, err)
+			name := func(what string) string {
+				return fmt.Sprintf("%d CPUs, waits readable %v: %s", cpus, waitsReadable, what)
+			}
+
+			for range 2 { // UpAfter
+				f.look(g, float64(low), 40)
+			}
+			assert.Equal(t, high, g.procs, name("busy on Low: switched to every CPU"))
+			for range 100 { // busy on High, whether or not goroutines wait
+				f.look(g, float64(low), 0)
+				f.look(g, float64(high), 50)
+			}
+			assert.Equal(t, high, g.procs, name("busy on High: stays"))
+			for range 10 {
+				f.look(g, 0.1*float64(low), 0)
+			}
+			assert.Equal(t, low, g.procs, name("quiet: back to Low"))
+			for _, n := range f.sets {
+				assert.Contains(t, []int{low, high}, n, name("only Low or High is set"))
+			}
+		}
+	}
+}
+
+// One send at a time on Low (a third of a CPU, no goroutine waiting)
+// stays there, whether or not the waits can be read.
+func TestGovernorKeepsALightLoadOnLow(t *testing.T) {
+	for _, waitsReadable := range []bool{true, false} {
+		f := &fake{now: time.Unix(1, 0)}
+		cfg := f.config()
+		if !waitsReadable {
+			cfg.Waits = func(time.Duration) (uint64, uint64) { return 0, 0 }
+		}
+		g, err := newGovernor(cfg)
+		require.NoError(t, err)
+		for range 50 {
+			f.look(g, 0.4, 0)
+		}
+		assert.Equal(t, 1, g.procs, "waits readable %v", waitsReadable)
 	}
 }

@@ -68,7 +68,7 @@ func main() {
 		// (not with an embedded nats-server, which would be held to it
 		// too): a heap that stays small reuses its memory, where one that
 		// swings touches memory the VM gave back to its host
-		// (docs/decisions/memory-limit.md).
+		// (docs/decisions/0005-memory-limit-sized-from-machine.md).
 		debug.SetMemoryLimit(40 << 20)
 	}
 	cfg.only = map[string]bool{}
