@@ -16,8 +16,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Size limits for hand-written Go (issue 38): a file a reader can hold in
-// mind, a function that fits a few screens.
+// Size limits for hand-written Go: a file a reader can hold in mind, a
+// function that fits a few screens.
 const (
 	maxFileLines = 900
 	maxFuncLines = 150
