@@ -1,7 +1,7 @@
 // Package client is Gantry's Go client over its gRPC API
 // (api/gantry/v1): a Producer, a PushConsumer, a PullConsumer and an
-// Admin. It imports
-// only api, message and internal packages (STYLE.md §1).
+// Admin. It imports only api, message and internal packages
+// (internal/archtest checks it).
 //
 // # Routes and connections
 //
@@ -11,7 +11,7 @@
 // every Config.RouteRefresh by a background goroutine, and at once when a
 // broker fails or does not know the topic. When no nameserver answers, the
 // cached route is kept (with a warning in the log) and the client keeps
-// working with the brokers it knows (DESIGN.md §5). Each broker and
+// working with the brokers it knows. Each broker and
 // nameserver address gets one *grpc.ClientConn, plaintext unless
 // Config.DialOptions says otherwise. A connection that breaks is tried
 // again 50 ms later, then after twice as long each time up to 1 s (as
@@ -28,7 +28,7 @@
 // (nothing was stored) unless it is an *IndeterminateError (match it with
 // errors.As): the broker said the messages may have been stored (a flush or
 // replica timeout), or the stream broke or the deadline passed after the
-// request was written (DESIGN.md §8).
+// request was written.
 //
 // # Producer
 //

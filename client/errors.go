@@ -109,7 +109,7 @@ func (e *IndeterminateError) Error() string {
 func (e *IndeterminateError) Unwrap() error { return e.Err }
 
 // IsRetryable reports whether a send that failed with err may be tried
-// again (DESIGN.md §8): only definite, transient failures are. That is
+// again: only definite, transient failures are. That is
 // UNAVAILABLE when the request was not sent (the connection was refused,
 // the broker was not ready), disk full (on another broker only) and topic
 // not found (once, after refreshing the route). Invalid input, missing

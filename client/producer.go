@@ -20,7 +20,7 @@ import (
 	"github.com/gantrymq/gantry/message"
 )
 
-// Limits the producer checks before sending (DESIGN.md §4), so that bad
+// Limits the producer checks before sending, so that bad
 // input fails at once and never spoils a coalesced request: a body of at
 // most MaxBodyBytes (message.MaxBodyBytes, a broker's largest
 // maxMessageSize), properties of at most MaxPropertiesBytes, and the
@@ -107,7 +107,8 @@ type Producer struct {
 
 	// What every send reads: written rarely, and kept off the cache lines
 	// that the senders write for every request (ids, async), which made
-	// each SendAsync's read of them a cache miss (5 % of a producer's CPU).
+	// each SendAsync's read of them a cache miss
+	// (docs/decisions/0020-client-hot-paths.md).
 	_      cpu.CacheLinePad
 	closed atomic.Bool                            // set under mu by Close
 	live   atomic.Pointer[map[Queue]*queueSender] // a copy of queues, replaced under mu
@@ -858,7 +859,8 @@ func validateMessage(m *Message) (int64, error) {
 	return int64(len(m.Body) + props), nil
 }
 
-// validTopic checks a topic name: ^[a-zA-Z0-9_%-]{1,127}$ (DESIGN.md §4).
+// validTopic checks a topic name: ^[a-zA-Z0-9_%-]{1,127}$, what a broker
+// accepts.
 func validTopic(t string) error {
 	if t == "" || len(t) > message.MaxTopicLen {
 		return fmt.Errorf("topic %q must have 1 to %d characters: %w", t, message.MaxTopicLen, ErrInvalidArgument)

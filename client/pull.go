@@ -172,7 +172,7 @@ func inflate(b []byte) ([]byte, error) {
 //
 // b is the response's own buffer, which nothing modifies: the messages'
 // bodies, topics and properties alias it rather than copy it
-// (message.DecodeShared: a few allocations per pull instead of three per
+// (message.DecodeAliasing: a few allocations per pull instead of three per
 // message).
 func decodeRecords(b []byte, q Queue, count int) ([]*MessageExt, error) {
 	count = max(count, 1)
@@ -184,7 +184,7 @@ func decodeRecords(b []byte, q Queue, count int) ([]*MessageExt, error) {
 		if j == len(ms) { // more records than announced
 			ms, exts, j = make([]message.Message, count), make([]MessageExt, count), 0
 		}
-		n, err := message.DecodeShared(&ms[j], b[off:], &props)
+		n, err := message.DecodeAliasing(&ms[j], b[off:], &props)
 		if err != nil {
 			return out, fmt.Errorf("client: decode records from %s: record %d at byte %d: %w", q.Broker, len(out), off, err)
 		}

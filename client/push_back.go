@@ -22,10 +22,10 @@ const (
 	// time.
 	sendBackCalls = 4
 	// sendBackLinger is how long a sender gathers failed messages after
-	// the first before it calls: in a retry storm a call then carries a
-	// few hundred messages instead of a few dozen (each call costs the
-	// consumer and the broker about 100 µs of CPU here), and a retry waits
-	// seconds for its delay anyway.
+	// the first before it calls: in a retry storm a call then carries
+	// hundreds of messages instead of dozens, each call having a fixed
+	// cost in the consumer and the broker, and a retry waits seconds for
+	// its delay anyway (docs/decisions/0020-client-hot-paths.md).
 	sendBackLinger = 5 * time.Millisecond
 )
 

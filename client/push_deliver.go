@@ -453,8 +453,8 @@ func (p *PushConsumer) assignedQueues() []*assignedQueue {
 // callCtx is a handler call's context: the consumer's handler context with
 // the consume timeout as its deadline. The Done channel, and the timer
 // behind it, are made only if the handler asks for them: most handlers
-// never do, and a context.WithTimeout per call cost a push consumer about
-// 40 % more CPU.
+// never do, and a timer per call is most of a consumer's CPU for a cheap
+// handler (docs/decisions/0020-client-hot-paths.md).
 type callCtx struct {
 	context.Context // the handler context (ends when Shutdown's does)
 	deadline        time.Time

@@ -171,8 +171,8 @@ type routeCall struct {
 
 // routeCache keeps the route of every topic the client used. Routes are
 // fetched on first use and on demand, refreshed every RouteRefresh by run,
-// and kept when the nameservers cannot be reached (DESIGN.md §5: clients
-// keep working while every nameserver is down).
+// and kept when the nameservers cannot be reached: clients keep working
+// while every nameserver is down.
 type routeCache struct {
 	ns  *nameServers
 	log *slog.Logger

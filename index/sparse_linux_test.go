@@ -70,8 +70,8 @@ func TestPreallocatedFileOpens(t *testing.T) {
 }
 
 // Opening a store whose default-sized file holds a few entries touches a
-// few pages of it, not its 20 MB slot table (about 550 faults when Open
-// cleared the slots through the mapping).
+// few pages of it, not its 20 MB slot table (as Open did when it cleared
+// the slots through the mapping).
 func TestOpenTouchesFewPages(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "index")
 	require.NoError(t, putFew(t, dir).Close())

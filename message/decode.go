@@ -39,14 +39,14 @@ func DecodeInto(m *Message, b []byte, copyBody bool) (int, error) {
 	return decodeInto(m, b, copyBody, nil)
 }
 
-// DecodeShared is DecodeInto for a buffer that nothing modifies again,
+// DecodeAliasing is DecodeInto for a buffer that nothing modifies again,
 // such as a consumer's pull response: the body, the topic and the
 // property strings alias b instead of copying it, and m.Properties is
 // carved from *slab (with its capacity clipped to its length; a new slab
 // is made when this one is short), so that decoding the many records of
 // one buffer allocates per buffer, not per message. The messages keep b
 // alive.
-func DecodeShared(m *Message, b []byte, slab *Properties) (int, error) {
+func DecodeAliasing(m *Message, b []byte, slab *Properties) (int, error) {
 	if slab == nil {
 		slab = new(Properties)
 	}
@@ -71,7 +71,7 @@ func decodeInto(m *Message, b []byte, copyBody bool, slab *Properties) (int, err
 	var s string
 	props := m.Properties[:0]
 	if slab != nil {
-		s = unsafe.String(&rec[l.topicOff], l.size-l.topicOff) // b is never modified: see DecodeShared
+		s = unsafe.String(&rec[l.topicOff], l.size-l.topicOff) // b is never modified: see DecodeAliasing
 		props = carve(slab, s[l.topicLen+2:])
 	} else {
 		s = string(rec[l.topicOff:l.size])

@@ -1,9 +1,9 @@
 // Package message owns Gantry's stored record: RocketMQ's V1 MessageExt
-// encoding (ROCKETMQ-PROTOCOL.md §3.1), which is both the commit-log entry
+// encoding (Java's MessageDecoder), which is both the commit-log entry
 // and the element of a PULL_MESSAGE response body, so the broker can serve
-// log bytes as stored. It also owns the properties string (§3.3), offset
-// and client message ids (§3.5) and the consume-queue tag hash (§4.3). It
-// imports only the standard library.
+// log bytes as stored. It also owns the properties string, offset and
+// client message ids and the consume-queue tag hash. It imports only the
+// standard library.
 //
 // # Record format
 //
@@ -48,7 +48,7 @@
 //
 // Check validates one record (structure, body CRC, position, __CRC32#) at
 // memory speed without allocating; a record that passes Check decodes.
-// Decode, DecodeInto, DecodeShared and DecodeAll check every length
+// Decode, DecodeInto, DecodeAliasing and DecodeAll check every length
 // against TOTALSIZE and the buffer before slicing and never panic,
 // whatever the input; they do not verify checksums. RecordSize and the
 // ...Of accessors read single fields of an encoded record without
@@ -65,7 +65,7 @@
 // Properties.Get. Errors allocate. These allocate: Decode (the Message, the
 // body copy, one string for topic and properties, the Properties slice),
 // DecodeInto (one string, and the Properties slice unless m's can be
-// reused), DecodeShared (only when its slab of properties is short: its
+// reused), DecodeAliasing (only when its slab of properties is short: its
 // strings and body alias the buffer, which must not change), DecodeAll, DecodeProperties, EncodeOffsetMsgID,
 // UniqIDGenerator.Next, NewUniqID and the Message id and key methods.
 package message

@@ -5,7 +5,7 @@ import (
 	"strings"
 )
 
-// Well-known property keys (ROCKETMQ-PROTOCOL.md §3.4).
+// Well-known property keys (Java's MessageConst).
 const (
 	PropKeys                     = "KEYS"     // business keys separated by spaces; indexed
 	PropTags                     = "TAGS"     // the tag; filtering and the consume-queue tag hash

@@ -10,7 +10,8 @@ import (
 	"strings"
 )
 
-// Magic codes and sizes of the stored record (ROCKETMQ-PROTOCOL.md §3.1, §4.2).
+// Magic codes and sizes of the stored record (Java's MessageDecoder and
+// CommitLog).
 const (
 	MagicV1    int32 = -626843481 // 0xDAA320A7: 1-byte topic length; the only version written
 	MagicV2    int32 = -626843477 // 0xDAA320AB: 2-byte topic length; decoded, never written

@@ -455,10 +455,10 @@ func TestSetQueueIDAndStoreHost(t *testing.T) {
 	assert.False(t, message.SetStoreHost(rec, netip.MustParseAddrPort("[::1]:10911")), "the field would change size")
 }
 
-// DecodeShared decodes what Decode decodes, with the topic and property
+// DecodeAliasing decodes what Decode decodes, with the topic and property
 // strings aliasing the buffer and the properties carved from one slab,
 // each message's clipped so that appending to it leaves the next alone.
-func TestDecodeShared(t *testing.T) {
+func TestDecodeAliasing(t *testing.T) {
 	a, b, d, c := sampleMessage(10), sampleMessage(0), sampleMessage(5), sampleMessage(300)
 	b.Properties = nil
 	for i := range 70 { // more than a fresh slab holds
@@ -473,7 +473,7 @@ func TestDecodeShared(t *testing.T) {
 	for i, off := 0, 0; i < len(got); i++ {
 		want, n, err := message.Decode(buf[off:])
 		require.NoError(t, err)
-		ns, err := message.DecodeShared(&got[i], buf[off:], &slab)
+		ns, err := message.DecodeAliasing(&got[i], buf[off:], &slab)
 		require.NoError(t, err)
 		require.Equal(t, n, ns)
 		assert.Equal(t, want, &got[i], "message %d", i)

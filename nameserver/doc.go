@@ -1,8 +1,7 @@
-// Package nameserver is Gantry's route registry (DESIGN.md §5, PROTOCOL §6):
-// which brokers are alive, which topics each serves, and the route a client
-// needs to reach a topic. It keeps no files: every nameserver builds its
-// whole view from broker registrations, and nameservers never talk to each
-// other.
+// Package nameserver is Gantry's route registry: which brokers are alive,
+// which topics each serves, and the route a client needs to reach a topic.
+// It keeps no files: every nameserver builds its whole view from broker
+// registrations, and nameservers never talk to each other.
 //
 // The Registry is the transport-independent core. Server is its front end:
 // the gRPC NameServer service and the RocketMQ remoting handler

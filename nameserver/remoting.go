@@ -9,10 +9,10 @@ import (
 	"github.com/gantrymq/gantry/remoting"
 )
 
-// NewRemotingHandler returns the nameserver's RocketMQ remoting front end
-// (PROTOCOL §2.4.1, §6.2): the queries RocketMQ clients send, answered from
-// reg. Server.Serve serves it on every port, beside the gRPC service; on
-// its own, serve it with a remoting.Server:
+// NewRemotingHandler returns the nameserver's RocketMQ remoting front end:
+// the queries RocketMQ clients send, answered from reg. Server.Serve
+// serves it on every port, beside the gRPC service; on its own, serve it
+// with a remoting.Server:
 //
 //	srv, err := remoting.NewServer(remoting.Config{Logger: logger}, nameserver.NewRemotingHandler(reg))
 //	go srv.Serve(lis)
@@ -28,7 +28,8 @@ import (
 // Like the gRPC GetRoute, a topic no broker serves gets TOPIC_NOT_EXIST,
 // never the TBW102 route in its place: a RocketMQ producer that gets 17
 // asks for TBW102 itself, which brokers with auto-creation on register
-// like any topic (perm 7), and sends there (PROTOCOL §6.4).
+// like any topic (perm 7), and sends there (docs/BROKER.md, "RocketMQ
+// clients").
 func NewRemotingHandler(reg *Registry) remoting.Handler {
 	h := remotingHandler{reg: reg}
 	mux := remoting.NewMux()
@@ -46,7 +47,7 @@ type remotingHandler struct {
 }
 
 // route answers GET_ROUTEINFO_BY_TOPIC with a TopicRouteData body the Go
-// client parses (PROTOCOL §8.4): compact JSON, queueDatas an array,
+// client parses: compact JSON, queueDatas an array,
 // brokerAddrs always present and keyed by broker id.
 func (h remotingHandler) route(_ context.Context, _ *remoting.Conn, req *remoting.Command) *remoting.Command {
 	topic := req.Ext("topic")

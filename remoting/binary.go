@@ -7,7 +7,7 @@ import (
 	"slices"
 )
 
-// The ROCKETMQ binary header (PROTOCOL §1.3), Java's RocketMQSerializable:
+// The ROCKETMQ binary header, Java's RocketMQSerializable:
 //
 //	code int16 | language uint8 | version int16 | opaque int32 | flag int32 |
 //	remarkLen int32 | remark | extLen int32 | ext

@@ -96,7 +96,7 @@ func TestNewResponseMatchesCapture(t *testing.T) {
 	assert.Equal(t, want.Bin, out)
 }
 
-// PROTOCOL §1.1: a Go client's route query for topic T with body "xy".
+// A Go client's route query for topic T with body "xy", byte for byte.
 func TestRouteQueryExampleBytes(t *testing.T) {
 	header := `{"code":105,"language":"GO","version":317,"opaque":1,"flag":0,"remark":"","extFields":{"topic":"T"}}`
 	require.Len(t, header, 0x64)

@@ -3,12 +3,11 @@ package remoting
 import "strconv"
 
 // RequestCode is a request's Command.Code, with RocketMQ's numeric values
-// (Java's RequestCode). PROTOCOL §2.1 lists the ones the Go client uses.
+// (Java's RequestCode).
 type RequestCode int16
 
 // ResponseCode is a response's Command.Code, with RocketMQ's numeric values
-// (Java's ResponseCode and RemotingSysResponseCode). PROTOCOL §2.2 says what
-// the Go client does with each.
+// (Java's ResponseCode and RemotingSysResponseCode).
 type ResponseCode int16
 
 // Request codes. The comment is the Java name, which String returns.

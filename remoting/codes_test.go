@@ -8,7 +8,7 @@ import (
 	"github.com/gantrymq/gantry/remoting"
 )
 
-// The codes PROTOCOL §2.1/§2.2 lists, with their RocketMQ numbers and names.
+// The codes the Go client uses, with their RocketMQ numbers and names.
 func TestCodeNames(t *testing.T) {
 	requests := []struct {
 		code remoting.RequestCode

@@ -5,7 +5,7 @@ import (
 	"strconv"
 )
 
-// Flag bits of Command.Flag (PROTOCOL §1.2).
+// Flag bits of Command.Flag (Java's RemotingCommand: RPC_TYPE, RPC_ONEWAY).
 const (
 	// FlagResponse marks a response; a frame without it is a request.
 	FlagResponse int32 = 1 << 0

@@ -1,4 +1,4 @@
-// Package remoting is RocketMQ's remoting protocol (PROTOCOL §1, §2): the
+// Package remoting is RocketMQ's remoting protocol: the
 // TCP framing and headers the official clients speak, the request and
 // response codes, and a server and client for it. It knows nothing of
 // topics or messages: the nameserver and broker front ends give a Server
@@ -22,7 +22,7 @@
 // A Conn reads frames in one goroutine and runs each request's Handler in
 // a goroutine of its own, at most Config.MaxConcurrentPerConn at once: a
 // pull held for 20 s never delays the sends and heartbeats that share its
-// connection (PROTOCOL §8.3). Responses go out in any order, each frame
+// connection. Responses go out in any order, each frame
 // written whole under the connection's write lock. A handler panic is
 // answered SYSTEM_ERROR; a malformed frame closes that connection only,
 // since a byte stream cannot be resynchronized. The bytes a connection

@@ -18,9 +18,9 @@ const maxHeaderLen = 1<<24 - 1
 // frameOverhead is the length prefix and the header word.
 const frameOverhead = 8
 
-// AppendFrame appends c as one frame (PROTOCOL §1.1) to dst and returns
-// the extended slice; its header is encoded as c.SerializeType says. On
-// error dst is returned unchanged.
+// AppendFrame appends c as one frame (the package doc's Wire format) to
+// dst and returns the extended slice; its header is encoded as
+// c.SerializeType says. On error dst is returned unchanged.
 func (c *Command) AppendFrame(dst []byte) ([]byte, error) {
 	out, err := c.appendFrameHead(dst)
 	if err != nil {

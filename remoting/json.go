@@ -9,7 +9,7 @@ import (
 	"unicode/utf8"
 )
 
-// The JSON header (PROTOCOL §1.2) is written the way a Java broker's
+// The JSON header is written the way a Java broker's
 // fastjson writes it: keys in alphabetical order, every ext value a string,
 // an empty remark, language or ext map left out (Java's null), and
 // "serializeTypeCurrentRPC":"JSON". The encoder and decoder are written by

@@ -76,7 +76,7 @@ verb that fails exits 1.`,
 	}
 	verbsOnly(cmd)
 	nameServers := nameServerFlag(cmd)
-	withAdmin := func(run func(ctx context.Context, a *client.Admin, out io.Writer) error) func(*cobra.Command, []string) error {
+	withAdmin := func(run adminRun) func(*cobra.Command, []string) error {
 		return func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
 			defer cancel()
@@ -94,14 +94,32 @@ verb that fails exits 1.`,
 			return nil
 		}
 	}
-	verb := func(use, short string, run func(ctx context.Context, a *client.Admin, out io.Writer) error) *cobra.Command {
+	verb := func(use, short string, run adminRun) *cobra.Command {
 		c := &cobra.Command{Use: use, Short: short, Args: cobra.NoArgs, RunE: withAdmin(run)}
 		cmd.AddCommand(c)
 		return c
 	}
+	addTopicVerbs(verb)
+	addGroupVerbs(verb)
+	addClusterVerbs(verb)
+	addMessageVerbs(verb)
+	addConsumerVerbs(verb)
+	addDLQVerbs(verb)
+	return cmd
+}
 
-	var topic, group, cluster, brokerAddr, key, id, ts string
-	var readQ, writeQ, perm, maxNum int
+// adminRun is a verb's work, given a connected Admin and the output.
+type adminRun func(ctx context.Context, a *client.Admin, out io.Writer) error
+
+// addVerb adds a verb named use to the admin command and returns it for
+// its flags.
+type addVerb func(use, short string, run adminRun) *cobra.Command
+
+// addTopicVerbs adds the topic verbs: updateTopic, deleteTopic, topicList,
+// topicRoute and topicStatus.
+func addTopicVerbs(verb addVerb) {
+	var topic, cluster, brokerAddr string
+	var readQ, writeQ, perm int
 	var order bool
 
 	c := verb("updateTopic", "Create or update a topic on every broker (or -b / -c)", func(ctx context.Context, a *client.Admin, out io.Writer) error {
@@ -128,12 +146,67 @@ verb that fails exits 1.`,
 	c.Flags().StringVarP(&cluster, "clusterName", "c", "", "only the brokers of this cluster")
 	_ = c.MarkFlagRequired("topic")
 
+	c = verb("deleteTopic", "Delete a topic from every broker (or -c)", func(ctx context.Context, a *client.Admin, out io.Writer) error {
+		brokers, err := pickBrokers(ctx, a, "", cluster)
+		if err != nil {
+			return err
+		}
+		if err := a.DeleteTopic(ctx, topic, brokers...); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "delete topic %s success\n", topic)
+		return nil
+	})
+	c.Flags().StringVarP(&topic, "topic", "t", "", "topic name (required)")
+	c.Flags().StringVarP(&cluster, "clusterName", "c", "", "only the brokers of this cluster")
+	_ = c.MarkFlagRequired("topic")
+
+	verb("topicList", "List every topic", func(ctx context.Context, a *client.Admin, out io.Writer) error {
+		topics, err := a.Topics(ctx)
+		for _, t := range topics {
+			fmt.Fprintln(out, t)
+		}
+		return err
+	})
+
+	c = verb("topicRoute", "Show a topic's route (JSON)", func(ctx context.Context, a *client.Admin, out io.Writer) error {
+		r, err := a.Route(ctx, topic)
+		if err != nil {
+			return err
+		}
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(r)
+	})
+	c.Flags().StringVarP(&topic, "topic", "t", "", "topic name (required)")
+	_ = c.MarkFlagRequired("topic")
+
+	c = verb("topicStatus", "Show every queue's offsets", func(ctx context.Context, a *client.Admin, out io.Writer) error {
+		qs, err := a.TopicStatus(ctx, topic)
+		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "#Broker Name\t#QID\t#Min Offset\t#Max Offset\t#Last Updated")
+		for _, q := range qs {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\n", q.Queue.BrokerName, q.Queue.ID, q.MinOffset, q.MaxOffset, fmtTime(q.LastStoreTime))
+		}
+		tw.Flush()
+		return err
+	})
+	c.Flags().StringVarP(&topic, "topic", "t", "", "topic name (required)")
+	_ = c.MarkFlagRequired("topic")
+
+}
+
+// addGroupVerbs adds the consumer group verbs: updateSubGroup and
+// deleteSubGroup.
+func addGroupVerbs(verb addVerb) {
+	var group, cluster, brokerAddr string
+	var order bool
 	var retryMax, multiplier int
 	var policy string
 	var initial, maxDelay time.Duration
 	var jitter float64
 	var broadcast bool
-	c = verb("updateSubGroup", "Create or update a consumer group on every broker (or -b / -c)", func(ctx context.Context, a *client.Admin, out io.Writer) error {
+	c := verb("updateSubGroup", "Create or update a consumer group on every broker (or -b / -c)", func(ctx context.Context, a *client.Admin, out io.Writer) error {
 		brokers, err := pickBrokers(ctx, a, brokerAddr, cluster)
 		if err != nil {
 			return err
@@ -193,54 +266,11 @@ verb that fails exits 1.`,
 	c.Flags().StringVarP(&brokerAddr, "brokerAddr", "b", "", "only this broker (either of its addresses)")
 	c.Flags().StringVarP(&cluster, "clusterName", "c", "", "only the brokers of this cluster")
 	_ = c.MarkFlagRequired("groupName")
+}
 
-	c = verb("deleteTopic", "Delete a topic from every broker (or -c)", func(ctx context.Context, a *client.Admin, out io.Writer) error {
-		brokers, err := pickBrokers(ctx, a, "", cluster)
-		if err != nil {
-			return err
-		}
-		if err := a.DeleteTopic(ctx, topic, brokers...); err != nil {
-			return err
-		}
-		fmt.Fprintf(out, "delete topic %s success\n", topic)
-		return nil
-	})
-	c.Flags().StringVarP(&topic, "topic", "t", "", "topic name (required)")
-	c.Flags().StringVarP(&cluster, "clusterName", "c", "", "only the brokers of this cluster")
-	_ = c.MarkFlagRequired("topic")
-
-	verb("topicList", "List every topic", func(ctx context.Context, a *client.Admin, out io.Writer) error {
-		topics, err := a.Topics(ctx)
-		for _, t := range topics {
-			fmt.Fprintln(out, t)
-		}
-		return err
-	})
-
-	c = verb("topicRoute", "Show a topic's route (JSON)", func(ctx context.Context, a *client.Admin, out io.Writer) error {
-		r, err := a.Route(ctx, topic)
-		if err != nil {
-			return err
-		}
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(r)
-	})
-	c.Flags().StringVarP(&topic, "topic", "t", "", "topic name (required)")
-	_ = c.MarkFlagRequired("topic")
-
-	c = verb("topicStatus", "Show every queue's offsets", func(ctx context.Context, a *client.Admin, out io.Writer) error {
-		qs, err := a.TopicStatus(ctx, topic)
-		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "#Broker Name\t#QID\t#Min Offset\t#Max Offset\t#Last Updated")
-		for _, q := range qs {
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\n", q.Queue.BrokerName, q.Queue.ID, q.MinOffset, q.MaxOffset, fmtTime(q.LastStoreTime))
-		}
-		tw.Flush()
-		return err
-	})
-	c.Flags().StringVarP(&topic, "topic", "t", "", "topic name (required)")
-	_ = c.MarkFlagRequired("topic")
+// addClusterVerbs adds clusterList and brokerStatus.
+func addClusterVerbs(verb addVerb) {
+	var brokerAddr string
 
 	verb("clusterList", "List clusters and brokers", func(ctx context.Context, a *client.Admin, out io.Writer) error {
 		info, err := a.ClusterInfo(ctx)
@@ -261,7 +291,7 @@ verb that fails exits 1.`,
 		return tw.Flush()
 	})
 
-	c = verb("brokerStatus", "Show a broker's status", func(ctx context.Context, a *client.Admin, out io.Writer) error {
+	c := verb("brokerStatus", "Show a broker's status", func(ctx context.Context, a *client.Admin, out io.Writer) error {
 		st, err := a.BrokerStatus(ctx, brokerAddr)
 		if err != nil {
 			return err
@@ -274,7 +304,15 @@ verb that fails exits 1.`,
 	c.Flags().StringVarP(&brokerAddr, "brokerAddr", "b", "", "broker address, either port: its gRPC address or its brokerAddr (required)")
 	_ = c.MarkFlagRequired("brokerAddr")
 
-	c = verb("queryMsgById", "Show a message by its offset message id or its message id (UNIQ_KEY)", func(ctx context.Context, a *client.Admin, out io.Writer) error {
+}
+
+// addMessageVerbs adds the message queries: queryMsgById,
+// queryMsgByUniqueKey and queryMsgByKey.
+func addMessageVerbs(verb addVerb) {
+	var topic, key, id string
+	var maxNum int
+
+	c := verb("queryMsgById", "Show a message by its offset message id or its message id (UNIQ_KEY)", func(ctx context.Context, a *client.Admin, out io.Writer) error {
 		m, err := a.QueryMessageByID(ctx, id)
 		if err != nil {
 			return err
@@ -327,7 +365,14 @@ verb that fails exits 1.`,
 	_ = c.MarkFlagRequired("topic")
 	_ = c.MarkFlagRequired("msgKey")
 
-	c = verb("consumerProgress", "Show a group's offsets and lag (without -g: every group's)", func(ctx context.Context, a *client.Admin, out io.Writer) error {
+}
+
+// addConsumerVerbs adds the consumer verbs: consumerProgress,
+// consumerConnection and resetOffsetByTime.
+func addConsumerVerbs(verb addVerb) {
+	var group, topic, ts string
+
+	c := verb("consumerProgress", "Show a group's offsets and lag (without -g: every group's)", func(ctx context.Context, a *client.Admin, out io.Writer) error {
 		if group == "" {
 			if topic != "" {
 				return usageError("consumerProgress: -t needs -g")
@@ -387,8 +432,6 @@ verb that fails exits 1.`,
 	for _, f := range []string{"group", "topic", "timestamp"} {
 		_ = c.MarkFlagRequired(f)
 	}
-	addDLQVerbs(verb)
-	return cmd
 }
 
 // checkTopicFlags checks updateTopic's queue counts and permission: a
@@ -620,7 +663,7 @@ func (f *dlqFlags) noneMatched(op string) error {
 }
 
 // addDLQVerbs adds the dead-letter verbs (mqadmin has none).
-func addDLQVerbs(verb func(use, short string, run func(ctx context.Context, a *client.Admin, out io.Writer) error) *cobra.Command) {
+func addDLQVerbs(verb addVerb) {
 	var f dlqFlags
 	c := verb("dlqList", "List a group's dead letters (filters, paging)", func(ctx context.Context, a *client.Admin, out io.Writer) error {
 		flt, err := f.filter()

@@ -15,10 +15,9 @@ const DirectAlign = 4096
 // DirectWriter is a File that can also be written (and read) around the
 // page cache (O_DIRECT): the data goes from the caller's buffer to the
 // disk, with no copy into the page cache, no dirty pages for writeback to
-// find and write-protect, and no page cache to allocate. On this project's VM a
-// gigabyte written in 4 MiB pieces and made durable cost 0.12 s of system
-// time this way against 1.84 s through the page cache
-// (docs/BENCHMARKS.md).
+// find and write-protect, and no page cache to allocate: a fraction of the
+// system time of durable writes through the page cache
+// (docs/decisions/0010-commit-log-writes-through-staging-buffers.md).
 //
 // Reading the file through the page cache stays correct, but the kernel
 // keeps the two coherent only by dropping cached pages a direct write

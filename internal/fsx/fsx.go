@@ -76,13 +76,12 @@ type Mapping interface {
 	// HUGEPAGE; ext4 and XFS give files large folios on recent kernels): a
 	// fault then brings in a 2 MiB folio mapped by one page table entry
 	// instead of 512 of 4 KiB, with fewer entries to set, to flush from the
-	// TLB and to miss in it (on this VM, whose host shadows the guest's
-	// page tables, about a tenth of the broker's CPU a message produced:
-	// see docs/BENCHMARKS.md, fifteenth session). For files written and read
-	// in bulk: a cold fault reads 2-4 MiB from disk, and a write after a
-	// flush dirties (and has the kernel write back) the whole folio, so not
-	// for small files or ones read at random. Advisory: a kernel without
-	// them ignores it.
+	// TLB and to miss in it
+	// (docs/decisions/0017-huge-pages-for-bulk-written-mappings.md). For
+	// files written and read in bulk: a cold fault reads 2-4 MiB from
+	// disk, and a write after a flush dirties (and has the kernel write
+	// back) the whole folio, so not for small files or ones read at random.
+	// Advisory: a kernel without them ignores it.
 	Huge(off, n int) error
 	// Random marks [off, off+n) as accessed at random (madvise RANDOM): a
 	// page fault brings in that page only, with no read-ahead around or

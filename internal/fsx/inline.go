@@ -7,10 +7,9 @@ package fsx
 // taking the P away and handing it to another thread once the call has
 // lasted 20 µs. Each such hand-off also sets the monitor polling every
 // 20 µs again for the next millisecond or more (golang/go#18236): on a
-// virtual machine, where a thread's sleep and wake-up cost tens of
-// microseconds, a sync-flush commit log's pwrite and fdatasync a few
-// hundred times a second kept it awake 20,000 times in 6 s, a tenth of the
-// broker's CPU (docs/BENCHMARKS.md).
+// virtual machine, where a thread's sleep and wake-up are costly, a
+// sync-flush commit log's pwrite and fdatasync kept it awake
+// (docs/decisions/0007-inline-system-calls.md).
 //
 // The price: while the call runs, its P runs nothing else, and a
 // stop-the-world phase of the garbage collector waits for it. The caller

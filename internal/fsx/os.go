@@ -73,8 +73,8 @@ func (osFS) DiskUsage(path string) (Usage, error) {
 // unprivileged process may still use, so blocks reserved for root count in
 // neither (RocketMQ's getDiskPartitionSpaceUsedPercent does the same).
 // Counting them as used made a broker on a volume with a large reserve
-// (here 173 GB of 271 GB) see it 75 % full with 33 % used, and its forced
-// cleaning delete unconsumed segments.
+// see it far fuller than df does, and its forced cleaning delete
+// unconsumed segments.
 func statfsUsage(st *unix.Statfs_t) Usage {
 	// f_blocks, f_bfree and f_bavail count fragments (f_frsize), which on
 	// some filesystems differ from the preferred I/O size f_bsize.

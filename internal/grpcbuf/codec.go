@@ -150,8 +150,8 @@ func messageOf(v any) proto.Message {
 // join copies data into one new slice, as data.Materialize does, without
 // clearing the slice first: bytes.Join allocates it uninitialised and
 // overwrites all of it. A consumer's pull of 256 KiB no longer zeroes a
-// buffer it is about to fill (BenchmarkUnmarshalOwned: about 14 % less
-// time than Materialize).
+// buffer it is about to fill (BenchmarkUnmarshalOwned;
+// docs/decisions/0020-client-hot-paths.md).
 func join(data mem.BufferSlice) []byte {
 	var small [32][]byte // a 256 KiB message arrives in 16 KiB frames
 	parts := small[:0]

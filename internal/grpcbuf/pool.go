@@ -7,8 +7,8 @@
 // (a message is marshalled into a buffer of its exact size; a frame is
 // read into a buffer of its exact length), so for Gantry the clearing is
 // pure cost: a pull response of 256 messages of 1 KiB is cleared in a
-// 512 KiB buffer, about a quarter of the broker's CPU when it serves
-// pulls (docs/BENCHMARKS.md).
+// 512 KiB buffer, a large share of the broker's CPU when it serves pulls
+// (docs/decisions/0009-grpc-buffers-and-flow-window.md).
 package grpcbuf
 
 import (

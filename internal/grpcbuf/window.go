@@ -9,7 +9,6 @@ package grpcbuf
 // it sends a PING (and a connection window update) with the first DATA
 // frame after each acknowledged PING, so a request and its answer, one at
 // a time, carried two extra frames each way and woke the peer's reader and
-// writer goroutines for them. One send at a time, alternating runs
-// (docs/BENCHMARKS.md): p50 57–72 µs against 65–86 µs, and the broker
-// spent 37–46 µs of CPU per send against 45–63 µs.
+// writer goroutines for them, which one send at a time pays in latency
+// and broker CPU (docs/decisions/0009-grpc-buffers-and-flow-window.md).
 const FlowWindow = 16 << 20

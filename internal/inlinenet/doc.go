@@ -11,10 +11,10 @@
 // network poller, as net does), but on a virtual machine whose guest pays
 // a trip to its host for each switch of thread, a loopback write of 32 KiB
 // (which runs the receiver's side of TCP in the same call) outlasts 20 µs
-// often enough that the monitor and the hand-overs cost a broker and a
-// client a tenth of their CPU under load (docs/BENCHMARKS.md, twentieth
-// session). The fsx package does the same for the commit log's writes and
-// syncs.
+// often enough that the monitor and the hand-overs are a large share of a
+// broker's and a client's CPU under load
+// (docs/decisions/0007-inline-system-calls.md). The fsx package does the
+// same for the commit log's writes and syncs.
 //
 // Dial and Listen wrap what net gives; Wrap wraps one connection. Any
 // other kind of connection, or any platform but Linux, is left as it is.

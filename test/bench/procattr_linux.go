@@ -23,11 +23,9 @@ func ownChild(cmd *exec.Cmd) {
 // which holds both systems' clients, not for the servers it starts: the
 // runtime returns the memory its scavenger frees with MADV_FREE instead of
 // MADV_DONTNEED, so that a page the kernel has not taken back is used
-// again without a fault. A consumer's heap swings by its pulls' buffers;
-// Gantry's consumer faulted 31,000-39,000 pages back in a million
-// messages with MADV_DONTNEED, at several µs each on this project's VM
-// (memory a guest gives back goes to its host), and 10,500-11,400 with
-// MADV_FREE (docs/BENCHMARKS.md, twenty-fourth session). The runtime
+// again without a fault. A consumer's heap swings by its pulls' buffers,
+// and with MADV_DONTNEED each swing faults the pages back in
+// (docs/decisions/0016-peer-benchmark-method.md). The runtime
 // reads the setting only when it starts (and //go:debug does not take
 // it), so the benchmark starts itself again with it.
 const clientGODEBUG = "madvdontneed=0"

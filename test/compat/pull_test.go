@@ -202,7 +202,7 @@ func TestPullConsumer(t *testing.T) {
 // reads this young topic from its first message, before the cut, as it
 // would from a Java broker: QUERY_CONSUMER_OFFSET answers offset 0, not
 // "none", for a queue never trimmed whose first message is recent
-// (ROCKETMQ-PROTOCOL.md §2.4.4; remotingapi.Config.YoungQueueBytes, 1 GiB),
+// (remotingapi.Config.YoungQueueBytes, 1 GiB),
 // and the client searches by time only after "none".
 func TestConsumeFromTimestamp(t *testing.T) {
 	t.Parallel()

@@ -75,7 +75,7 @@ func TestSend(t *testing.T) {
 				ids := strings.Split(r.OffsetMsgID, ",")
 				t.Logf("batch %d: queue %d offset %d, %d offset ids (first %s), msgId %q", b, r.MessageQueue.QueueId, r.QueueOffset, len(ids), ids[0], r.MsgID)
 				// Java answers a batch with every message's offset id,
-				// comma-separated, in order (PROTOCOL §2.4.3).
+				// comma-separated, in order.
 				require.Len(t, ids, len(batch), "offset ids of a batch of %d: %q", len(batch), r.OffsetMsgID)
 				for i, m := range batch {
 					out = append(out, sent{msg: m, offsetMsgID: ids[i], queue: r.MessageQueue.QueueId, queueOffset: r.QueueOffset + int64(i)})

@@ -115,107 +115,19 @@ func runNewTopics(ctx context.Context, cfg config) error {
 	if _, err := b.waitReady(ctx, cfg.readyWait); err != nil {
 		return err
 	}
-	const steady = "Steady"
-	if err := createTopics(ctx, b, steady, 1, cfg.queues, 1); err != nil {
+	const steadyPrefix = "Steady"
+	if err := createTopics(ctx, b, steadyPrefix, 1, cfg.queues, 1); err != nil {
 		return err
 	}
-	topic := topicName(steady, 0)
-	ccfg := client.Config{NameServers: []string{b.ns}}
-
-	var s samples
-	handler := func(_ context.Context, msgs []*client.MessageExt) client.ConsumeResult {
-		now := time.Now()
-		for _, m := range msgs {
-			if len(m.Body) >= 8 {
-				sent := time.Unix(0, int64(binary.BigEndian.Uint64(m.Body)))
-				s.add(sample{sent: sent, latency: now.Sub(sent)})
-			}
-		}
-		return client.ConsumeSuccess
-	}
-	pc, err := client.NewPushConsumer(ctx, ccfg, "ScaleSteady", handler, client.WithConsumeFrom(client.ConsumeFromFirstOffset))
+	st, err := startSteady(ctx, cfg, b.ns, topicName(steadyPrefix, 0))
 	if err != nil {
-		return fmt.Errorf("push consumer: %w", err)
+		return err
 	}
-	if err := pc.Subscribe(topic, "*"); err != nil {
-		return fmt.Errorf("push consumer: %w", err)
-	}
-	if err := pc.Start(ctx); err != nil {
-		return fmt.Errorf("push consumer: %w", err)
-	}
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = pc.Shutdown(sctx)
-	}()
-	sp, err := client.NewProducer(ctx, ccfg)
-	if err != nil {
-		return fmt.Errorf("producer: %w", err)
-	}
-	defer sp.Close()
-
-	// The steady sender: one message a send, due every 1/rate s, each
-	// stamped with the time it was due, whether or not the previous one
-	// was acknowledged (a stall delays the messages due during it too).
-	var sent, acked, failed atomic.Int64
-	var lastErr atomic.Pointer[error]
-	sendCtx, stopSending := context.WithCancel(ctx)
-	var senders sync.WaitGroup
-	senders.Go(func() {
-		t := time.NewTicker(time.Second / time.Duration(cfg.rate))
-		defer t.Stop()
-		for {
-			select {
-			case <-sendCtx.Done():
-				return
-			case due := <-t.C:
-				body := make([]byte, cfg.size)
-				binary.BigEndian.PutUint64(body, uint64(due.UnixNano()))
-				sent.Add(1)
-				senders.Add(1)
-				sp.SendAsync(ctx, &client.Message{Topic: topic, Body: body}, func(_ client.SendResult, err error) {
-					defer senders.Done()
-					if err != nil {
-						failed.Add(1)
-						lastErr.Store(&err)
-						return
-					}
-					acked.Add(1)
-				})
-			}
-		}
-	})
-	stopSender := sync.OnceFunc(func() { stopSending(); senders.Wait() })
-	defer stopSender()
-
-	// A monitor line every 2 s: the steady topic's recent p99.
-	monCtx, stopMon := context.WithCancel(ctx)
-	var mon sync.WaitGroup
-	mon.Go(func() {
-		t := time.NewTicker(2 * time.Second)
-		defer t.Stop()
-		seen := 0
-		for {
-			select {
-			case <-monCtx.Done():
-				return
-			case <-t.C:
-				var ls []time.Duration
-				ls, seen = s.since(seen)
-				if len(ls) == 0 {
-					fmt.Printf("    steady: %d received, none in the last 2s; %d send failures\n", s.got.Load(), failed.Load())
-					continue
-				}
-				fmt.Printf("    steady: %d received, last 2s p50 %s p99 %s max %s; %d send failures\n",
-					s.got.Load(), ms(quantile(ls, 0.5)), ms(quantile(ls, 0.99)), ms(quantile(ls, 1)), failed.Load())
-			}
-		}
-	})
-	defer func() { stopMon(); mon.Wait() }()
+	defer st.close()
 
 	// Warm up: the first message through, then 2 s more.
 	warm := time.Now()
-	for s.got.Load() == 0 {
+	for st.s.got.Load() == 0 {
 		if time.Since(warm) > time.Minute {
 			return errors.New("steady topic: nothing consumed in a minute")
 		}
@@ -239,17 +151,87 @@ func runNewTopics(ctx context.Context, cfg config) error {
 	}
 	fmt.Printf("== producing into %d new topics\n", cfg.newTopics)
 	t1 := time.Now()
-	var create time.Duration
-	if cfg.create == "admin" {
-		if err := createTopics(ctx, b, prefix, cfg.newTopics, cfg.queues, cfg.concurrency); err != nil {
+	bu, err := produceNewTopics(ctx, b, prefix, cfg)
+	if err != nil {
+		return err
+	}
+	t2 := time.Now()
+	fmt.Printf("  sent %d messages in %s%s; all readable %s after the first topic's creation\n", cfg.newTopics*cfg.queues*cfg.msgs, secs(bu.sendTook), bu.failures, secs(t2.Sub(t1)))
+	fmt.Printf("== after, %v\n", cfg.after)
+	if err := sleep(ctx, cfg.after); err != nil {
+		return err
+	}
+	t3 := time.Now()
+	st.stopSender()
+	// Every acknowledged steady message is consumed, or the run says how
+	// many were not.
+	drain := time.Now()
+	for st.s.got.Load() < st.acked.Load() && time.Since(drain) < 30*time.Second {
+		if err := sleep(ctx, 50*time.Millisecond); err != nil {
 			return err
 		}
-		create = time.Since(t1)
-		fmt.Printf("  created %d topics in %s\n", cfg.newTopics, secs(create))
+	}
+	st.stopMonitor()
+
+	fmt.Println()
+	// A busy machine delays the sender's ticks (a late tick is dropped),
+	// so the rate achieved is printed beside the one asked for.
+	fmt.Printf("steady topic: %d sent (%.0f/s of %d/s asked), %d acknowledged, %d failed, %d consumed",
+		st.sent.Load(), float64(st.sent.Load())/t3.Sub(warm).Seconds(), cfg.rate, st.acked.Load(), st.failed.Load(), st.s.got.Load())
+	if e := st.lastErr.Load(); e != nil {
+		fmt.Printf(" (last failure: %v)", *e)
+	}
+	fmt.Println()
+	fmt.Printf("new topics: %d x %d queues, created in %s (%s), %d messages sent in %s%s, all readable %s after the start\n",
+		cfg.newTopics, cfg.queues, secs(bu.create), cfg.create, cfg.newTopics*cfg.queues*cfg.msgs, secs(bu.sendTook), bu.failures, secs(t2.Sub(t1)))
+	printPhases(&st.s, []time.Time{t0, t1, t2, t3})
+	if n := st.acked.Load() - st.s.got.Load(); n > 0 {
+		return fmt.Errorf("steady topic: %d acknowledged messages not consumed within 30 s", n)
+	}
+	return nil
+}
+
+// printPhases prints the steady topic's latencies in the baseline, while
+// producing into the new topics and after, the periods between the four
+// times given, and the ratio of the second p99 to the first.
+func printPhases(s *samples, at []time.Time) {
+	phases := []phaseStats{
+		statsOf("baseline", s.phase(at[0], at[1])),
+		statsOf("new topics", s.phase(at[1], at[2])),
+		statsOf("after", s.phase(at[2], at[3])),
+	}
+	fmt.Println("| steady topic, end to end | period | messages | p50 | p99 | max |")
+	fmt.Println("|---|---:|---:|---:|---:|---:|")
+	for i, ph := range phases {
+		fmt.Printf("| %s | %s | %d | %s | %s | %s |\n", ph.name, secs(at[i+1].Sub(at[i])), ph.n, ms(ph.p50), ms(ph.p99), ms(ph.max))
+	}
+	if phases[0].p99 > 0 {
+		fmt.Printf("p99 while producing into the new topics / baseline p99: %.2fx (goal <= 2x)\n", float64(phases[1].p99)/float64(phases[0].p99))
+	}
+}
+
+// burstResult is what producing into the new topics took.
+type burstResult struct {
+	create, sendTook time.Duration // creating the topics (create=admin), sending
+	failures         string        // "" or how many sends failed, and the first error
+}
+
+// produceNewTopics creates the new topics when cfg.create is "admin",
+// sends cfg.msgs messages into each of their queues and waits until the
+// broker has dispatched them all.
+func produceNewTopics(ctx context.Context, b *broker, prefix string, cfg config) (burstResult, error) {
+	var r burstResult
+	start := time.Now()
+	if cfg.create == "admin" {
+		if err := createTopics(ctx, b, prefix, cfg.newTopics, cfg.queues, cfg.concurrency); err != nil {
+			return r, err
+		}
+		r.create = time.Since(start)
+		fmt.Printf("  created %d topics in %s\n", cfg.newTopics, secs(r.create))
 	}
 	p, err := newProducer(ctx, b)
 	if err != nil {
-		return err
+		return r, err
 	}
 	sendStart := time.Now()
 	// Auto-created topics get the broker's default queue count, and the
@@ -259,66 +241,142 @@ func runNewTopics(ctx context.Context, cfg config) error {
 	// and the run goes on.
 	failedNew, err := sendToQueues(ctx, p, prefix, cfg.newTopics, cfg.queues,
 		sendOpts{msgs: cfg.msgs, size: cfg.size, inflight: 16 * cfg.concurrency, strict: cfg.create != "auto", tolerate: true})
-	sendTook := time.Since(sendStart)
+	r.sendTook = time.Since(sendStart)
 	p.Close()
 	if ctx.Err() != nil {
-		return ctx.Err()
+		return r, ctx.Err()
 	}
-	newFailures := ""
 	if failedNew > 0 {
-		newFailures = fmt.Sprintf(", %d of them failed (the first: %v)", failedNew, err)
+		r.failures = fmt.Sprintf(", %d of them failed (the first: %v)", failedNew, err)
 	}
-	if err := b.waitDispatched(ctx, cfg.readyWait); err != nil {
-		return err
-	}
-	t2 := time.Now()
-	fmt.Printf("  sent %d messages in %s%s; all readable %s after the first topic's creation\n", cfg.newTopics*cfg.queues*cfg.msgs, secs(sendTook), newFailures, secs(t2.Sub(t1)))
-	fmt.Printf("== after, %v\n", cfg.after)
-	if err := sleep(ctx, cfg.after); err != nil {
-		return err
-	}
-	t3 := time.Now()
-	stopSender()
-	// Every acknowledged steady message is consumed, or the run says how
-	// many were not.
-	drain := time.Now()
-	for s.got.Load() < acked.Load() && time.Since(drain) < 30*time.Second {
-		if err := sleep(ctx, 50*time.Millisecond); err != nil {
-			return err
-		}
-	}
-	stopMon()
-	mon.Wait()
+	return r, b.waitDispatched(ctx, cfg.readyWait)
+}
 
-	phases := []phaseStats{
-		statsOf("baseline", s.phase(t0, t1)),
-		statsOf("new topics", s.phase(t1, t2)),
-		statsOf("after", s.phase(t2, t3)),
+// steadyLoad is the steady topic's traffic: a push consumer recording
+// each message's latency, a sender at cfg.rate and a monitor line every
+// 2 s.
+type steadyLoad struct {
+	s                   samples
+	sent, acked, failed atomic.Int64
+	lastErr             atomic.Pointer[error]
+
+	pc          *client.PushConsumer
+	sp          *client.Producer
+	stopSender  func() // stops the sender and waits for its sends' answers
+	stopMonitor func()
+}
+
+// startSteady starts the consumer of topic, its sender and the monitor.
+func startSteady(ctx context.Context, cfg config, nameServer, topic string) (_ *steadyLoad, err error) {
+	st := &steadyLoad{stopSender: func() {}, stopMonitor: func() {}}
+	defer func() {
+		if err != nil {
+			st.close()
+		}
+	}()
+	ccfg := client.Config{NameServers: []string{nameServer}}
+	handler := func(_ context.Context, msgs []*client.MessageExt) client.ConsumeResult {
+		now := time.Now()
+		for _, m := range msgs {
+			if len(m.Body) >= 8 {
+				sent := time.Unix(0, int64(binary.BigEndian.Uint64(m.Body)))
+				st.s.add(sample{sent: sent, latency: now.Sub(sent)})
+			}
+		}
+		return client.ConsumeSuccess
 	}
-	fmt.Println()
-	// A busy machine delays the sender's ticks (a late tick is dropped),
-	// so the rate achieved is printed beside the one asked for.
-	fmt.Printf("steady topic: %d sent (%.0f/s of %d/s asked), %d acknowledged, %d failed, %d consumed",
-		sent.Load(), float64(sent.Load())/t3.Sub(warm).Seconds(), cfg.rate, acked.Load(), failed.Load(), s.got.Load())
-	if e := lastErr.Load(); e != nil {
-		fmt.Printf(" (last failure: %v)", *e)
+	pc, err := client.NewPushConsumer(ctx, ccfg, "ScaleSteady", handler, client.WithConsumeFrom(client.ConsumeFromFirstOffset))
+	if err != nil {
+		return nil, fmt.Errorf("push consumer: %w", err)
 	}
-	fmt.Println()
-	fmt.Printf("new topics: %d x %d queues, created in %s (%s), %d messages sent in %s%s, all readable %s after the start\n",
-		cfg.newTopics, cfg.queues, secs(create), cfg.create, cfg.newTopics*cfg.queues*cfg.msgs, secs(sendTook), newFailures, secs(t2.Sub(t1)))
-	fmt.Println("| steady topic, end to end | period | messages | p50 | p99 | max |")
-	fmt.Println("|---|---:|---:|---:|---:|---:|")
-	periods := []time.Duration{t1.Sub(t0), t2.Sub(t1), t3.Sub(t2)}
-	for i, ph := range phases {
-		fmt.Printf("| %s | %s | %d | %s | %s | %s |\n", ph.name, secs(periods[i]), ph.n, ms(ph.p50), ms(ph.p99), ms(ph.max))
+	if err := pc.Subscribe(topic, "*"); err != nil {
+		return nil, fmt.Errorf("push consumer: %w", err)
 	}
-	if phases[0].p99 > 0 {
-		fmt.Printf("p99 while producing into the new topics / baseline p99: %.2fx (goal <= 2x)\n", float64(phases[1].p99)/float64(phases[0].p99))
+	if err := pc.Start(ctx); err != nil {
+		return nil, fmt.Errorf("push consumer: %w", err)
 	}
-	if n := acked.Load() - s.got.Load(); n > 0 {
-		return fmt.Errorf("steady topic: %d acknowledged messages not consumed within 30 s", n)
+	st.pc = pc
+	if st.sp, err = client.NewProducer(ctx, ccfg); err != nil {
+		return nil, fmt.Errorf("producer: %w", err)
 	}
-	return nil
+	st.startSender(ctx, cfg, topic)
+	st.startMonitor(ctx)
+	return st, nil
+}
+
+// startSender sends one message a send, due every 1/rate s, each stamped
+// with the time it was due, whether or not the previous one was
+// acknowledged (a stall delays the messages due during it too).
+func (st *steadyLoad) startSender(ctx context.Context, cfg config, topic string) {
+	sendCtx, stopSending := context.WithCancel(ctx)
+	var senders sync.WaitGroup
+	senders.Go(func() {
+		t := time.NewTicker(time.Second / time.Duration(cfg.rate))
+		defer t.Stop()
+		for {
+			select {
+			case <-sendCtx.Done():
+				return
+			case due := <-t.C:
+				body := make([]byte, cfg.size)
+				binary.BigEndian.PutUint64(body, uint64(due.UnixNano()))
+				st.sent.Add(1)
+				senders.Add(1)
+				st.sp.SendAsync(ctx, &client.Message{Topic: topic, Body: body}, func(_ client.SendResult, err error) {
+					defer senders.Done()
+					if err != nil {
+						st.failed.Add(1)
+						st.lastErr.Store(&err)
+						return
+					}
+					st.acked.Add(1)
+				})
+			}
+		}
+	})
+	st.stopSender = sync.OnceFunc(func() { stopSending(); senders.Wait() })
+}
+
+// startMonitor prints a line every 2 s: the steady topic's recent p99.
+func (st *steadyLoad) startMonitor(ctx context.Context) {
+	monCtx, stopMon := context.WithCancel(ctx)
+	var mon sync.WaitGroup
+	mon.Go(func() {
+		t := time.NewTicker(2 * time.Second)
+		defer t.Stop()
+		seen := 0
+		for {
+			select {
+			case <-monCtx.Done():
+				return
+			case <-t.C:
+				var ls []time.Duration
+				ls, seen = st.s.since(seen)
+				if len(ls) == 0 {
+					fmt.Printf("    steady: %d received, none in the last 2s; %d send failures\n", st.s.got.Load(), st.failed.Load())
+					continue
+				}
+				fmt.Printf("    steady: %d received, last 2s p50 %s p99 %s max %s; %d send failures\n",
+					st.s.got.Load(), ms(quantile(ls, 0.5)), ms(quantile(ls, 0.99)), ms(quantile(ls, 1)), st.failed.Load())
+			}
+		}
+	})
+	st.stopMonitor = func() { stopMon(); mon.Wait() }
+}
+
+// close stops the monitor and the sender, then closes the producer and
+// shuts the consumer down.
+func (st *steadyLoad) close() {
+	st.stopMonitor()
+	st.stopSender()
+	if st.sp != nil {
+		st.sp.Close()
+	}
+	if st.pc != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = st.pc.Shutdown(sctx)
+	}
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

@@ -75,9 +75,9 @@ func describe(work, bin string) {
 }
 
 // estimate is what a run's store is expected to take, from the previous
-// run's bytes per queue and the rest, or from the defaults (the
-// consume-queue files of 6 MB each that issue 37 found, and two commit-log
-// segments and an index file).
+// run's bytes per queue and the rest, or from the defaults (each
+// consume-queue file at its full 6 MB, and two commit-log segments and an
+// index file).
 type estimate struct{ perQueue, fixed int64 }
 
 func (e estimate) bytes(queues int) int64 { return e.fixed + e.perQueue*int64(queues) }
