@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gantrymq/gantry/broker/dedup"
 	"github.com/gantrymq/gantry/broker/metadata"
 	"github.com/gantrymq/gantry/broker/store"
 	"github.com/gantrymq/gantry/commitlog"
@@ -29,10 +30,10 @@ type Broker struct {
 	clients *consumerTable
 	locks   *lockTable
 	watches *watchTable
-	sched   *scheduler  // delivers messages parked with a delay level
-	timer   *timer      // delivers messages parked with a delivery time
-	dedup   *dedupTable // keys of recent user sends; nil when DuplicationWindow is off
-	dlq     *dlqState   // dead letters resent and purged; DLQ counters
+	sched   *scheduler   // delivers messages parked with a delay level
+	timer   *timer       // delivers messages parked with a delivery time
+	dedup   *dedup.Table // keys of recent user sends; nil when DuplicationWindow is off
+	dlq     *dlqState    // dead letters resent and purged; DLQ counters
 
 	dlqReady atomic.Bool // dlq is loaded: the log's pin may be computed
 	dlqOpMu  sync.Mutex  // one DLQ resend or purge at a time; taken before dlq's lock

@@ -78,7 +78,7 @@ func (b *Broker) Status() BrokerStatus {
 		Uptime:         c.Now().Sub(b.started),
 	}
 	if b.dedup != nil {
-		s.Duplicates, s.DedupRecent = b.dedup.dups.Load(), b.dedup.size()
+		s.Duplicates, s.DedupRecent = b.dedup.Duplicates(), b.dedup.Recent()
 	}
 	if b.calls.enter() {
 		defer b.calls.leave()
