@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/gantrymq/gantry/broker/dedup"
+	"github.com/gantrymq/gantry/broker/delivery"
 	"github.com/gantrymq/gantry/broker/metadata"
 	"github.com/gantrymq/gantry/broker/store"
 	"github.com/gantrymq/gantry/commitlog"
@@ -22,21 +22,18 @@ import (
 // with long polling, offsets, consumer groups and status over one store.
 // Its methods are safe for concurrent use.
 type Broker struct {
-	cfg     Config
-	log     *slog.Logger
-	store   *store.Store
-	meta    *metadata.Metadata
-	polls   *notifier
-	clients *consumerTable
-	locks   *lockTable
-	watches *watchTable
-	sched   *scheduler   // delivers messages parked with a delay level
-	timer   *timer       // delivers messages parked with a delivery time
-	dedup   *dedup.Table // keys of recent user sends; nil when DuplicationWindow is off
-	dlq     *dlqState    // dead letters resent and purged; DLQ counters
+	cfg      Config
+	log      *slog.Logger
+	store    *store.Store
+	meta     *metadata.Metadata
+	polls    *notifier
+	clients  *consumerTable
+	locks    *lockTable
+	watches  *watchTable
+	delivery *delivery.Service // parked messages, send-backs, dead letters
+	dedup    *dedup.Table      // keys of recent user sends; nil when DuplicationWindow is off
 
-	dlqReady atomic.Bool // dlq is loaded: the log's pin may be computed
-	dlqOpMu  sync.Mutex  // one DLQ resend or purge at a time; taken before dlq's lock
+	dlqReady atomic.Bool // delivery is open: the log's pin may be computed
 	started  time.Time
 
 	membership hooks[string]      // AddConsumersChangedHook's hooks
@@ -89,15 +86,11 @@ func Open(ctx context.Context, cfg Config) (*Broker, error) {
 		return nil, fmt.Errorf("broker: open store: %w%s", err, storeHint(err))
 	}
 	b.store, b.meta = st, st.Metadata()
-	if err := b.openParking(sc); err != nil {
+	if err := b.openDelivery(sc); err != nil { // delivery.go
 		_ = st.Close()
 		return nil, err
 	}
 	if err := b.openDedup(ctx); err != nil {
-		_ = st.Close()
-		return nil, err
-	}
-	if err := b.openDLQ(storeFS(sc)); err != nil {
 		_ = st.Close()
 		return nil, err
 	}
@@ -108,9 +101,7 @@ func Open(ctx context.Context, cfg Config) (*Broker, error) {
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	b.stop = stop
 	b.wg.Go(func() { tick.Every(runCtx, expireInterval, b.expireClientsAndLocks) })
-	b.wg.Go(func() { b.sched.run(runCtx) })
-	b.wg.Go(func() { b.timer.run(runCtx) })
-	b.wg.Go(func() { tick.Every(runCtx, cfg.dlqSweepInterval, b.sweepDLQ) })
+	b.delivery.Start()
 	b.log.Info("broker open", "name", cfg.BrokerName, "cluster", cfg.BrokerClusterName,
 		"root", cfg.StorePathRootDir, "topics", len(b.Topics()))
 	return b, nil
@@ -130,27 +121,6 @@ func storeHint(err error) string {
 			"or run gantry broker --skip-corrupt"
 	}
 	return ""
-}
-
-// openParking creates the template and parking topics and sets up the
-// delivery of parked messages (their loops start with the others), once
-// the store is recovered.
-func (b *Broker) openParking(sc store.Config) error {
-	if err := b.syncTemplateTopic(); err != nil {
-		return err
-	}
-	if err := b.ensureParkingTopics(); err != nil {
-		return err
-	}
-	longest := max(b.cfg.TimerMaxDelay, slices.Max(b.cfg.MessageDelayLevel))
-	if b.cfg.FileReservedTime < longest {
-		b.log.Warn("messages may wait longer than the log keeps them: parked messages older than fileReservedTime can be deleted before their delivery",
-			"fileReservedTime", b.cfg.FileReservedTime, "longestDelay", longest)
-	}
-	b.sched = newScheduler(b)
-	var err error
-	b.timer, err = openTimer(b, storeFS(sc))
-	return err
 }
 
 // storeFS is the store's filesystem.
@@ -192,7 +162,7 @@ func (b *Broker) Close(ctx context.Context) error {
 	b.closeOnce.Do(func() {
 		b.stop()
 		b.wg.Wait()
-		b.closeErr = errors.Join(b.sched.finish(), b.timer.finish(), b.dlq.save(), b.store.Close())
+		b.closeErr = errors.Join(b.delivery.Close(), b.store.Close())
 		err = b.closeErr
 		b.log.Info("broker closed", "err", err)
 	})
