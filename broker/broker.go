@@ -22,19 +22,19 @@ import (
 // with long polling, offsets, consumer groups and status over one store.
 // Its methods are safe for concurrent use.
 type Broker struct {
-	cfg      Config
-	log      *slog.Logger
-	store    *store.Store
-	meta     *metadata.Metadata
-	polls    *notifier
-	clients  *consumerTable
-	locks    *lockTable
-	watches  *watchTable
-	delivery *delivery.Service // parked messages, send-backs, dead letters
-	dedup    *dedup.Table      // keys of recent user sends; nil when DuplicationWindow is off
+	cfg     Config
+	log     *slog.Logger
+	store   *store.Store
+	meta    *metadata.Metadata
+	polls   *notifier
+	clients *consumerTable
+	locks   *lockTable
+	watches *watchTable
+	started time.Time
 
-	dlqReady atomic.Bool // delivery is open: the log's pin may be computed
-	started  time.Time
+	delivery     *delivery.Service // parked messages, send-backs, dead letters
+	deliveryOpen atomic.Bool       // delivery is open: the log's pin may be computed
+	dedup        *dedup.Table      // keys of recent user sends; nil when DuplicationWindow is off
 
 	membership hooks[string]      // AddConsumersChangedHook's hooks
 	resetHooks hooks[OffsetReset] // AddOffsetResetHook's hooks

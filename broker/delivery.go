@@ -76,7 +76,7 @@ func (b *Broker) openDelivery(sc store.Config) error {
 		return err
 	}
 	b.delivery = d
-	b.dlqReady.Store(true)
+	b.deliveryOpen.Store(true)
 	return nil
 }
 
@@ -84,7 +84,7 @@ func (b *Broker) openDelivery(sc store.Config) error {
 // dead letter. Until the broker has loaded its DLQ state it pins the
 // whole log.
 func (b *Broker) dlqKeepFrom() int64 {
-	if !b.dlqReady.Load() {
+	if !b.deliveryOpen.Load() {
 		return 0
 	}
 	return b.delivery.KeepFrom()
@@ -230,10 +230,13 @@ func (b *Broker) ExportDLQ(ctx context.Context, f DLQFilter, w io.Writer) (int, 
 }
 
 // ResendDLQ re-publishes the live dead letters req selects, oldest first,
-// as new messages (delivery.Service.ResendDLQ says which properties they
-// keep), to their original topic or, with ToRetry, to %RETRY%<group>.
-// Each entry's resend count and time are recorded and saved. Dead letters
-// stored after the call started are left alone.
+// as new messages: same body, flag, born time and host, keys, tags, user
+// properties and UNIQ_KEY, reconsume times 0, none of the retry and
+// dead-letter properties but DLQ_RESENDS (the message's resends in all),
+// to their original topic or, with ToRetry, to %RETRY%<group> (keeping
+// RETRY_TOPIC and ORIGIN_MESSAGE_ID, so the group's consumers see the
+// original topic). Each entry's resend count and time are recorded and
+// saved. Dead letters stored after the call started are left alone.
 //
 // A dead letter whose topic no longer exists (or that the topic refuses)
 // is reported in Failed and the others go on; other errors (shutting

@@ -193,8 +193,8 @@ type dlqRecord struct {
 // ListDLQ returns a page of the live dead letters of req.Group (stored,
 // not expired, not purged) that match the filter.
 //
-// Errors: ErrShuttingDown; brokererr.ErrInvalidArgument (bad group name, negative
-// cursor or limit, Begin after End); brokererr.ErrGroupNotFound (neither the group
+// Errors: ErrInvalidArgument (bad group name, negative
+// cursor or limit, Begin after End); ErrGroupNotFound (neither the group
 // nor its dead-letter topic exists).
 func (d *Service) ListDLQ(ctx context.Context, req DLQListRequest) (DLQPage, error) {
 	if err := d.checkDLQFilter(req.DLQFilter); err != nil {

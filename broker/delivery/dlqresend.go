@@ -113,7 +113,7 @@ type DLQResendResult struct {
 // down, disk full) stop the call, which returns what it resent so far.
 // Resends of one broker run one at a time.
 //
-// Errors: as ListDLQ's, brokererr.ErrInvalidArgument for a selection that names
+// Errors: as ListDLQ's, ErrInvalidArgument for a selection that names
 // nothing, and the store's.
 func (d *Service) ResendDLQ(ctx context.Context, req DLQResendRequest) (DLQResendResult, error) {
 	if err := req.check("resend"); err != nil {
@@ -122,8 +122,8 @@ func (d *Service) ResendDLQ(ctx context.Context, req DLQResendRequest) (DLQResen
 	if err := d.checkDLQFilter(req.DLQFilter); err != nil {
 		return DLQResendResult{}, err
 	}
-	d.dlqOpMu.Lock()
-	defer d.dlqOpMu.Unlock()
+	d.resendPurgeMu.Lock()
+	defer d.resendPurgeMu.Unlock()
 	group := req.Group
 	_, end := d.store.QueueOffsets(DLQTopic(group), DLQQueue)
 	var res DLQResendResult
@@ -210,8 +210,8 @@ func (d *Service) PurgeDLQ(ctx context.Context, sel DLQSelect) (int, error) {
 	if err := d.checkDLQFilter(sel.DLQFilter); err != nil {
 		return 0, err
 	}
-	d.dlqOpMu.Lock()
-	defer d.dlqOpMu.Unlock()
+	d.resendPurgeMu.Lock()
+	defer d.resendPurgeMu.Unlock()
 	topic := DLQTopic(sel.Group)
 	_, end := d.store.QueueOffsets(topic, DLQQueue)
 	var offs []int64

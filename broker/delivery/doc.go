@@ -47,8 +47,8 @@
 // dead-letter sweep; Close stops them, waits for them, and then flushes
 // the log and saves the progress. The scheduler's and the timer's state
 // belong to their goroutines (Pending reads atomics only). The rest is
-// safe for concurrent use. Lock order: dlqOpMu (one resend or purge at a
-// time) before the dead-letter state's saveMu, before its mu, which is a
-// leaf; none is held while the broker's Topics or Sender is called, but
-// dlqOpMu, held across a resend's puts.
+// safe for concurrent use. Lock order: resendPurgeMu (one resend or purge
+// at a time, held across a resend's puts into the broker) before the
+// dead-letter state's saveMu, before its mu, a leaf: neither of those two
+// is held while the broker's Topics or Sender is called.
 package delivery

@@ -81,7 +81,7 @@ type parkPlan struct {
 // above the last level means the last. TIMER_DELAY_SEC wins over
 // TIMER_DELIVER_MS. Half (prepared) and rolled-back transactional messages
 // are never parked: the commit is. Unparsable values and delivery times
-// beyond TimerMaxDelay are brokererr.ErrInvalidMessage naming the property.
+// beyond TimerMaxDelay are ErrInvalidMessage naming the property.
 func (d *Service) planPark(dp *DelayProps, sysFlag int32, now time.Time) (parkPlan, error) {
 	if tx := sysFlag & message.TransactionMask; tx == message.TransactionPrepared || tx == message.TransactionRollback {
 		return parkPlan{}, nil

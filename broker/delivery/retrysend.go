@@ -19,10 +19,10 @@ import (
 // RETRY_TOPIC and ORIGIN_MESSAGE_ID as DLQ_ORIGIN_TOPIC and
 // DLQ_ORIGIN_MESSAGE_ID. The result's Put says where it went.
 //
-// The group must exist or be auto-created (else brokererr.ErrGroupNotFound); the
+// The group must exist or be auto-created (else ErrGroupNotFound); the
 // retry topic is created when missing whatever autoCreateTopicEnable says,
 // and retries are never de-duplicated. m is checked as Send checks a
-// message (brokererr.ErrInvalidMessage, also for a topic other than the group's
+// message (ErrInvalidMessage, also for a topic other than the group's
 // retry topic) and is not modified.
 func (d *Service) SendRetry(ctx context.Context, group string, m *message.Message, maxReconsumeTimes int32) (SendBackResult, error) {
 	g, err := d.topics.EnsureGroup(group)

@@ -25,7 +25,7 @@ const (
 // order from its delivered offset (metadata.DelayOffset, delayOffset.json)
 // and stops at the first message not yet due (store time + the level's
 // delay after Config.Now). One goroutine serves every level, round robin,
-// every scheduleTick.
+// every Config.Tick.
 //
 // An offset is recorded for saving (metadata.SetDelayOffset) only once the
 // commit log is durable past the re-published messages (the scheduler
@@ -40,7 +40,7 @@ type scheduler struct {
 	warned    time.Time // last delivery-failure warning (real time)
 }
 
-// levelState is one level's position. next is read by Status; unsaved
+// levelState is one level's position. next is read by Pending; unsaved
 // belongs to the scheduler's goroutine (and to finish, after it ended).
 type levelState struct {
 	level   int // 1-based
@@ -90,7 +90,7 @@ func queueEnd(st Store, topic string, queueID int32) int64 {
 	return max(maxOff, st.RecoveredQueueEnd(topic, queueID))
 }
 
-// run delivers due messages every scheduleTick until ctx ends.
+// run delivers due messages every Config.Tick until ctx ends.
 func (s *scheduler) run(ctx context.Context) {
 	t := time.NewTicker(s.d.cfg.Tick)
 	defer t.Stop()

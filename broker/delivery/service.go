@@ -26,7 +26,7 @@ type Service struct {
 	timer *timer     // delivers messages parked with a delivery time
 	dlq   *dlqState  // dead letters resent and purged; DLQ counters
 
-	dlqOpMu sync.Mutex // one DLQ resend or purge at a time; taken before dlq's lock
+	resendPurgeMu sync.Mutex // one DLQ resend or purge at a time; taken before dlq's lock
 
 	stop context.CancelFunc
 	wg   sync.WaitGroup

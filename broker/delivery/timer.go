@@ -41,7 +41,7 @@ const progressInterval = time.Second
 // TIMER_DELIVER_MS. The timer keeps the pending ones in a min-heap of
 // (delivery time, queue offset), filled by scanning the queue from its
 // low-water mark at Open and then as messages are parked; every
-// scheduleTick it re-publishes those due by Config.Now.
+// Config.Tick it re-publishes those due by Config.Now.
 //
 // Delivered offsets enter the saved progress only once the commit log is
 // durable past the re-published messages, and the file is written
@@ -66,8 +66,8 @@ type timer struct {
 	flushedAt time.Time // last flush of the log for the progress (real time)
 	warned    time.Time
 
-	queued      atomic.Int64 // len(pending), for Status
-	scannedUpTo atomic.Int64 // scanned, for Status
+	queued      atomic.Int64 // len(pending), for Pending
+	scannedUpTo atomic.Int64 // scanned, for Pending
 }
 
 // timerEntry is a pending message: its delivery time (unix ms) and queue
@@ -104,7 +104,7 @@ func openTimer(d *Service) (*timer, error) {
 	return t, nil
 }
 
-// run delivers due messages every scheduleTick until ctx ends.
+// run delivers due messages every Config.Tick until ctx ends.
 func (t *timer) run(ctx context.Context) {
 	tk := time.NewTicker(t.d.cfg.Tick)
 	defer tk.Stop()
