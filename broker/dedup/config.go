@@ -55,3 +55,5 @@ func (c Config) Validate() error {
 	}
 	return nil
 }
+
+var _ Store = (*store.Store)(nil)

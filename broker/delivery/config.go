@@ -136,3 +136,10 @@ func (c Config) Validate() error {
 	}
 	return nil
 }
+
+// The store, its commit log and the metadata serve delivery as they are.
+var (
+	_ Store     = (*store.Store)(nil)
+	_ CommitLog = (*commitlog.Log)(nil)
+	_ Metadata  = (*metadata.Metadata)(nil)
+)
