@@ -2,10 +2,10 @@ package delivery
 
 import (
 	"fmt"
-	"github.com/gantrymq/gantry/broker/brokererr"
 	"strconv"
 	"time"
 
+	"github.com/gantrymq/gantry/broker/brokererr"
 	"github.com/gantrymq/gantry/message"
 )
 

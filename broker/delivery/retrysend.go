@@ -3,19 +3,19 @@ package delivery
 import (
 	"context"
 	"fmt"
-	"github.com/gantrymq/gantry/broker/brokererr"
 
+	"github.com/gantrymq/gantry/broker/brokererr"
 	"github.com/gantrymq/gantry/message"
 )
 
 // SendRetry stores a message a consumer of group sends to the group's retry
 // topic itself, as RocketMQ clients do when CONSUMER_SEND_MSG_BACK fails:
-// m is for %RETRY%<group> and carries
-// its reconsume times (the failures so far, this one included) and the
-// retry's DELAY level. While m.ReconsumeTimes is at most maxReconsumeTimes
-// (<= 0: the group's retryMaxTimes, 16 by default) m is stored in the retry
-// topic, parked until its DELAY is due; beyond it, m is dead-lettered as
-// SendBack dead-letters a message: to %DLQ%<group>, at once, recording its
+// m is for %RETRY%<group> and carries its reconsume times (the failures so
+// far, this one included) and the retry's DELAY level. While
+// m.ReconsumeTimes is at most maxReconsumeTimes (<= 0: the group's
+// retryMaxTimes, 16 by default) m is stored in the retry topic, parked
+// until its DELAY is due; beyond it, m is dead-lettered as SendBack
+// dead-letters a message: to %DLQ%<group>, at once, recording its
 // RETRY_TOPIC and ORIGIN_MESSAGE_ID as DLQ_ORIGIN_TOPIC and
 // DLQ_ORIGIN_MESSAGE_ID. The result's Put says where it went.
 //
