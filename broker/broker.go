@@ -5,11 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/gantrymq/gantry/broker/dedup"
+	"github.com/gantrymq/gantry/broker/delivery"
 	"github.com/gantrymq/gantry/broker/metadata"
 	"github.com/gantrymq/gantry/broker/store"
 	"github.com/gantrymq/gantry/commitlog"
@@ -29,14 +30,11 @@ type Broker struct {
 	clients *consumerTable
 	locks   *lockTable
 	watches *watchTable
-	sched   *scheduler  // delivers messages parked with a delay level
-	timer   *timer      // delivers messages parked with a delivery time
-	dedup   *dedupTable // keys of recent user sends; nil when DuplicationWindow is off
-	dlq     *dlqState   // dead letters resent and purged; DLQ counters
+	started time.Time
 
-	dlqReady atomic.Bool // dlq is loaded: the log's pin may be computed
-	dlqOpMu  sync.Mutex  // one DLQ resend or purge at a time; taken before dlq's lock
-	started  time.Time
+	delivery     *delivery.Service // parked messages, send-backs, dead letters
+	deliveryOpen atomic.Bool       // delivery is open: the log's pin may be computed
+	dedup        *dedup.Table      // keys of recent user sends; nil when DuplicationWindow is off
 
 	membership hooks[string]      // AddConsumersChangedHook's hooks
 	resetHooks hooks[OffsetReset] // AddOffsetResetHook's hooks
@@ -88,15 +86,11 @@ func Open(ctx context.Context, cfg Config) (*Broker, error) {
 		return nil, fmt.Errorf("broker: open store: %w%s", err, storeHint(err))
 	}
 	b.store, b.meta = st, st.Metadata()
-	if err := b.openParking(sc); err != nil {
+	if err := b.openDelivery(sc); err != nil { // delivery.go
 		_ = st.Close()
 		return nil, err
 	}
 	if err := b.openDedup(ctx); err != nil {
-		_ = st.Close()
-		return nil, err
-	}
-	if err := b.openDLQ(storeFS(sc)); err != nil {
 		_ = st.Close()
 		return nil, err
 	}
@@ -107,9 +101,7 @@ func Open(ctx context.Context, cfg Config) (*Broker, error) {
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	b.stop = stop
 	b.wg.Go(func() { tick.Every(runCtx, expireInterval, b.expireClientsAndLocks) })
-	b.wg.Go(func() { b.sched.run(runCtx) })
-	b.wg.Go(func() { b.timer.run(runCtx) })
-	b.wg.Go(func() { tick.Every(runCtx, cfg.dlqSweepInterval, b.sweepDLQ) })
+	b.delivery.Start()
 	b.log.Info("broker open", "name", cfg.BrokerName, "cluster", cfg.BrokerClusterName,
 		"root", cfg.StorePathRootDir, "topics", len(b.Topics()))
 	return b, nil
@@ -129,27 +121,6 @@ func storeHint(err error) string {
 			"or run gantry broker --skip-corrupt"
 	}
 	return ""
-}
-
-// openParking creates the template and parking topics and sets up the
-// delivery of parked messages (their loops start with the others), once
-// the store is recovered.
-func (b *Broker) openParking(sc store.Config) error {
-	if err := b.syncTemplateTopic(); err != nil {
-		return err
-	}
-	if err := b.ensureParkingTopics(); err != nil {
-		return err
-	}
-	longest := max(b.cfg.TimerMaxDelay, slices.Max(b.cfg.MessageDelayLevel))
-	if b.cfg.FileReservedTime < longest {
-		b.log.Warn("messages may wait longer than the log keeps them: parked messages older than fileReservedTime can be deleted before their delivery",
-			"fileReservedTime", b.cfg.FileReservedTime, "longestDelay", longest)
-	}
-	b.sched = newScheduler(b)
-	var err error
-	b.timer, err = openTimer(b, storeFS(sc))
-	return err
 }
 
 // storeFS is the store's filesystem.
@@ -191,7 +162,7 @@ func (b *Broker) Close(ctx context.Context) error {
 	b.closeOnce.Do(func() {
 		b.stop()
 		b.wg.Wait()
-		b.closeErr = errors.Join(b.sched.finish(), b.timer.finish(), b.dlq.save(), b.store.Close())
+		b.closeErr = errors.Join(b.delivery.Close(), b.store.Close())
 		err = b.closeErr
 		b.log.Info("broker closed", "err", err)
 	})

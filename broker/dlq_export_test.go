@@ -3,7 +3,7 @@ package broker
 import "time"
 
 // SweepDLQ runs the dead-letter sweep now.
-func (b *Broker) SweepDLQ() { b.sweepDLQ() }
+func (b *Broker) SweepDLQ() { b.delivery.SweepDLQ() }
 
 // DLQKeepFrom returns the log offset the broker pins for its dead letters.
 func (b *Broker) DLQKeepFrom() int64 { return b.dlqKeepFrom() }

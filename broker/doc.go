@@ -58,18 +58,20 @@
 // properties; a delivery time not in the future is stored at once, without
 // them; one beyond TimerMaxDelay is refused. The send's result is the
 // parked record's. SendBackBatch parks the retries it sends through the
-// delay levels as retry references (retryrefs.go): one record per group
-// and level naming the messages by offset, which the scheduler expands
-// into the retries when due.
+// delay levels as retry references (delivery/retryrefs.go): one record per
+// group and level naming the messages by offset, which the scheduler
+// expands into the retries when due. The delivery is package
+// broker/delivery's (delivery.go opens it and forwards to it).
 //
-// The scheduler (schedule.go: one goroutine for every level) reads each
-// level's queue in order from its delivered offset (delayOffset.json) and
-// re-publishes each message once its store time plus the level's delay has
-// passed by Config.Now, stopping at the first that has not. The timer
-// (timer.go) keeps the pending messages of its queue in a min-heap by
-// delivery time, rebuilt at Open by scanning the queue from the low-water
-// mark of its progress file (config/timerProgress.json, which also lists
-// the delivered offsets above that mark). Both check every scheduleTick
+// The scheduler (delivery/schedule.go: one goroutine for every level)
+// reads each level's queue in order from its delivered offset
+// (delayOffset.json) and re-publishes each message once its store time
+// plus the level's delay has passed by Config.Now, stopping at the first
+// that has not. The timer (delivery/timer.go) keeps the pending messages
+// of its queue in a min-heap by delivery time, rebuilt at Open by
+// scanning the queue from the low-water mark of its progress file
+// (config/timerProgress.json, which also lists the delivered offsets
+// above that mark). Both check every scheduleTick
 // (100 ms, real time) and decide with Config.Now, so a test drives them
 // with a fake clock. A delivered message is a new message in REAL_TOPIC /
 // REAL_QID with the parked one's body, flag, born time and host,

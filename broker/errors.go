@@ -3,52 +3,54 @@ package broker
 import (
 	"errors"
 
+	"github.com/gantrymq/gantry/broker/brokererr"
 	"github.com/gantrymq/gantry/commitlog"
 )
 
-// Sentinel errors. Match them with errors.Is; the broker's errors wrap them
-// with the details (the field, the value, the limit).
+// Sentinel errors (defined in broker/brokererr, which the broker's parts
+// share). Match them with errors.Is; the broker's errors wrap them with
+// the details (the field, the value, the limit).
 var (
 	// ErrInvalidConfig: a broker.conf line or a Config field is wrong.
-	ErrInvalidConfig = errors.New("broker: invalid config")
+	ErrInvalidConfig = brokererr.ErrInvalidConfig
 	// ErrInvalidTopic: a topic name breaks ^[a-zA-Z0-9_%-]{1,127}$.
-	ErrInvalidTopic = errors.New("broker: invalid topic name")
+	ErrInvalidTopic = brokererr.ErrInvalidTopic
 	// ErrReservedTopic: the topic is a system topic users cannot create,
 	// delete or send to (rmq_sys_*, SCHEDULE_TOPIC_XXXX, TBW102).
-	ErrReservedTopic = errors.New("broker: reserved system topic")
+	ErrReservedTopic = brokererr.ErrReservedTopic
 	// ErrTopicNotFound: the topic does not exist (and was not auto-created).
-	ErrTopicNotFound = errors.New("broker: topic not found")
+	ErrTopicNotFound = brokererr.ErrTopicNotFound
 	// ErrNoPermission: the topic's perm forbids the operation (or its group
 	// has consumption disabled).
-	ErrNoPermission = errors.New("broker: no permission")
+	ErrNoPermission = brokererr.ErrNoPermission
 	// ErrInvalidMessage: a message of a Send is unacceptable (empty or
 	// oversized body, oversized properties, wrong topic, queue id out of
 	// range). Nothing of that Send was stored.
-	ErrInvalidMessage = errors.New("broker: invalid message")
+	ErrInvalidMessage = brokererr.ErrInvalidMessage
 	// ErrInvalidArgument: an argument other than a message is unacceptable
 	// (a pull's queue id or offset, a group or client name, a filter
 	// expression, a topic's queue counts).
-	ErrInvalidArgument = errors.New("broker: invalid argument")
+	ErrInvalidArgument = brokererr.ErrInvalidArgument
 	// ErrGroupNotFound: the consumer group does not exist, and either
 	// autoCreateSubscriptionGroup is off or the call never creates one
 	// (ResetOffsetByTime).
-	ErrGroupNotFound = errors.New("broker: consumer group not found")
+	ErrGroupNotFound = brokererr.ErrGroupNotFound
 	// ErrTooManyGroups: a heartbeat lists more consumer groups than
 	// maxGroupsPerHeartbeat, or an unknown group would be created past
 	// maxConsumerGroups.
-	ErrTooManyGroups = errors.New("broker: too many consumer groups")
+	ErrTooManyGroups = brokererr.ErrTooManyGroups
 	// ErrNotRegistered: the consumer client is not a live member of the
 	// group (WatchGroup needs a Heartbeat first).
-	ErrNotRegistered = errors.New("broker: consumer client not registered with the group")
+	ErrNotRegistered = brokererr.ErrNotRegistered
 	// ErrQueueLocked: the queue's lock is held by another client than the
 	// one committing its offset (CommitHeldOffset).
-	ErrQueueLocked = errors.New("broker: queue locked by another client")
+	ErrQueueLocked = brokererr.ErrQueueLocked
 	// ErrShuttingDown: the broker is closing or closed.
-	ErrShuttingDown = errors.New("broker: shutting down")
+	ErrShuttingDown = brokererr.ErrShuttingDown
 	// ErrIndeterminate: the messages were written to the log but the call
 	// failed afterwards (flush timeout, context ended while waiting for the
 	// flush): they may be stored and delivered. Retry only with dedup.
-	ErrIndeterminate = errors.New("broker: outcome indeterminate, the messages may be stored")
+	ErrIndeterminate = brokererr.ErrIndeterminate
 )
 
 // IsIndeterminate reports whether err leaves the outcome of a Send unknown:

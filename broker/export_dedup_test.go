@@ -12,10 +12,7 @@ func (b *Broker) DedupSettle(t testing.TB) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		b.dedup.mu.Lock()
-		b.dedup.forgetIndexed()
-		n := b.dedup.recent
-		b.dedup.mu.Unlock()
+		n := b.dedup.Unindexed()
 		if n == 0 {
 			return
 		}
@@ -28,8 +25,4 @@ func (b *Broker) DedupSettle(t testing.TB) {
 
 // DedupKeys returns how many keys the broker's de-duplication table holds:
 // claimed or recent, and registered by retries.
-func (b *Broker) DedupKeys() (keys, retried int) {
-	b.dedup.mu.Lock()
-	defer b.dedup.mu.Unlock()
-	return len(b.dedup.keys), len(b.dedup.retried)
-}
+func (b *Broker) DedupKeys() (keys, retried int) { return b.dedup.Held() }

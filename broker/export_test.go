@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/gantrymq/gantry/broker/delivery"
 	"github.com/gantrymq/gantry/broker/store"
 	"github.com/gantrymq/gantry/message"
 )
@@ -43,22 +44,10 @@ func (b *Broker) PutInternal(ctx context.Context, msgs []*message.Message) ([]st
 }
 
 // RetryRef is a retry reference as tests write it.
-type RetryRef struct {
-	Phys           int64
-	Size, MaxTimes int32
-}
+type RetryRef = delivery.RetryRef
 
 // ParkRetryRefs parks one reference record naming refs, as a send-back
 // of group's messages at level would (refs need not name messages).
 func (b *Broker) ParkRetryRefs(ctx context.Context, group string, level int32, refs ...RetryRef) error {
-	rs := make([]retryRef, len(refs))
-	for i, r := range refs {
-		rs[i] = retryRef{phys: r.Phys, size: r.Size, maxTimes: r.MaxTimes}
-	}
-	msgs, _, err := b.retryRefMessages(group, level, rs, b.cfg.Now())
-	if err != nil {
-		return err
-	}
-	_, err = b.put(ctx, ScheduleTopic, msgs)
-	return err
+	return b.delivery.ParkRetryRefs(ctx, group, level, refs)
 }

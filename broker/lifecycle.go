@@ -77,9 +77,8 @@ func (b *Broker) deleteTopic(name string) error {
 	b.resets.forgetTopic(name)
 	b.locks.forgetTopic(name)
 	b.polls.wakeTopic(name)
-	if group, ok := strings.CutPrefix(name, DLQTopicPrefix); ok && b.dlq != nil {
-		b.dlq.forget(group)
-		if err := b.dlq.save(); err != nil {
+	if group, ok := strings.CutPrefix(name, DLQTopicPrefix); ok && b.delivery != nil {
+		if err := b.delivery.ForgetDLQ(group); err != nil {
 			return fmt.Errorf("broker: delete topic %q: dead-letter state: %w", name, err)
 		}
 	}
@@ -209,17 +208,4 @@ func (n *notifier) wakeTopic(topic string) {
 	for _, ch := range chs {
 		close(ch)
 	}
-}
-
-// forget drops group's dead-letter state and counters: its dead-letter
-// topic was deleted, and the next one starts at offset 0.
-func (s *dlqState) forget(group string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.groups[group]; ok {
-		delete(s.groups, group)
-		s.dirty = true
-	}
-	delete(s.stored, group)
-	delete(s.resent, group)
 }

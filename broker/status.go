@@ -78,7 +78,7 @@ func (b *Broker) Status() BrokerStatus {
 		Uptime:         c.Now().Sub(b.started),
 	}
 	if b.dedup != nil {
-		s.Duplicates, s.DedupRecent = b.dedup.dups.Load(), b.dedup.size()
+		s.Duplicates, s.DedupRecent = b.dedup.Duplicates(), b.dedup.Recent()
 	}
 	if b.calls.enter() {
 		defer b.calls.leave()
@@ -86,7 +86,7 @@ func (b *Broker) Status() BrokerStatus {
 		cl := b.store.CommitLog()
 		s.MinLogOffset, s.MaxLogOffset, s.FlushedOffset = cl.MinOffset(), cl.MaxOffset(), cl.FlushedOffset()
 		s.Dispatch = b.store.DispatchState()
-		s.DelayPending, s.TimerPending = b.sched.pending(), b.timer.pendingCount()
+		s.DelayPending, s.TimerPending = b.delivery.Pending()
 	}
 	return s
 }

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gantrymq/gantry/broker/delivery"
 	"github.com/gantrymq/gantry/broker/metadata"
 	"github.com/gantrymq/gantry/broker/store"
 )
@@ -19,7 +20,7 @@ const (
 	ScheduleTopic = store.ScheduleTopic
 	// TimerTopic holds messages with a delivery time (TIMER_DELIVER_MS,
 	// TIMER_DELAY_SEC) until it comes, in one queue.
-	TimerTopic = "rmq_sys_wheel_timer"
+	TimerTopic = delivery.TimerTopic
 	// AutoCreateTopicTemplate is RocketMQ's TBW102, the topic whose route
 	// tells clients a broker auto-creates topics.
 	AutoCreateTopicTemplate = "TBW102"
@@ -28,7 +29,7 @@ const (
 	// RetryTopicPrefix and DLQTopicPrefix start a group's retry and
 	// dead-letter topics, which the broker creates itself.
 	RetryTopicPrefix = store.RetryTopicPrefix
-	DLQTopicPrefix   = "%DLQ%"
+	DLQTopicPrefix   = delivery.DLQTopicPrefix
 )
 
 // IsReservedTopic reports whether name is a system topic users cannot
@@ -39,15 +40,13 @@ func IsReservedTopic(name string) bool {
 }
 
 // RetryTopic returns group's retry topic, %RETRY%<group>.
-func RetryTopic(group string) string { return RetryTopicPrefix + group }
+func RetryTopic(group string) string { return delivery.RetryTopic(group) }
 
 // DLQTopic returns group's dead-letter topic, %DLQ%<group>.
-func DLQTopic(group string) string { return DLQTopicPrefix + group }
+func DLQTopic(group string) string { return delivery.DLQTopic(group) }
 
 // isGroupTopic reports whether name is a group's retry or dead-letter topic.
-func isGroupTopic(name string) bool {
-	return strings.HasPrefix(name, RetryTopicPrefix) || strings.HasPrefix(name, DLQTopicPrefix)
-}
+func isGroupTopic(name string) bool { return delivery.IsGroupTopic(name) }
 
 // CreateOrUpdateTopic creates a topic or replaces its configuration. The
 // name must be valid and not reserved; queue counts are 1..1024 and perm

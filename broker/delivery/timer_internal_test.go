@@ -1,4 +1,4 @@
-package broker
+package delivery
 
 import (
 	"container/heap"

@@ -1,4 +1,4 @@
-package broker
+package delivery
 
 import (
 	"context"
@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/gantrymq/gantry/broker/brokererr"
 	"github.com/gantrymq/gantry/broker/metadata"
 	"github.com/gantrymq/gantry/broker/store"
 	"github.com/gantrymq/gantry/message"
@@ -62,8 +64,8 @@ const retryFirstLevel = 3
 // DLQ_ORIGIN_TOPIC on a dead letter) and its first id (ORIGIN_MESSAGE_ID,
 // DLQ_ORIGIN_MESSAGE_ID). A dead letter also keeps the reason and is
 // stamped with the time it was dead-lettered (its store timestamp).
-func (b *Broker) SendBack(ctx context.Context, req SendBackRequest) (SendBackResult, error) {
-	res, errs := b.SendBackBatch(ctx, []SendBackRequest{req})
+func (d *Service) SendBack(ctx context.Context, req SendBackRequest) (SendBackResult, error) {
+	res, errs := d.SendBackBatch(ctx, []SendBackRequest{req})
 	return res[0], errs[0]
 }
 
@@ -71,22 +73,15 @@ func (b *Broker) SendBack(ctx context.Context, req SendBackRequest) (SendBackRes
 // result and its error (nil when it was taken). The retries through the
 // delay levels are parked as references (retryrefs.go), one record per
 // group and level; the other messages are copied, in one append.
-func (b *Broker) SendBackBatch(ctx context.Context, reqs []SendBackRequest) ([]SendBackResult, []error) {
+func (d *Service) SendBackBatch(ctx context.Context, reqs []SendBackRequest) ([]SendBackResult, []error) {
 	res := make([]SendBackResult, len(reqs))
 	errs := make([]error, len(reqs))
-	if !b.calls.enter() {
-		for i := range errs {
-			errs[i] = ErrShuttingDown
-		}
-		return res, errs
-	}
-	defer b.calls.leave()
-	now := b.cfg.Now()
+	now := d.cfg.Now()
 	var (
 		out      []*message.Message // copies
 		idx      []int              // their requests
 		releases []func()           // the copies' bodies point into the log until stored
-		refs     map[refKey][]retryRef
+		refs     map[refKey][]RetryRef
 		refIdx   map[refKey][]int
 		keys     []refKey // in order of first use
 	)
@@ -96,15 +91,15 @@ func (b *Broker) SendBackBatch(ctx context.Context, reqs []SendBackRequest) ([]S
 		}
 	}()
 	for i, req := range reqs {
-		g, err := b.sendBackGroup(req)
+		g, err := d.sendBackGroup(req)
 		if err != nil {
 			errs[i] = err
 			continue
 		}
-		if ref, level, times, ok := b.retryRefFor(req, g, now); ok {
+		if ref, level, times, ok := d.retryRefFor(req, g, now); ok {
 			k := refKey{group: req.Group, level: level}
 			if refs == nil {
-				refs, refIdx = make(map[refKey][]retryRef), make(map[refKey][]int)
+				refs, refIdx = make(map[refKey][]RetryRef), make(map[refKey][]int)
 			}
 			if _, seen := refs[k]; !seen {
 				keys = append(keys, k)
@@ -114,7 +109,7 @@ func (b *Broker) SendBackBatch(ctx context.Context, reqs []SendBackRequest) ([]S
 			res[i].ReconsumeTimes = times
 			continue
 		}
-		m, r, release, err := b.prepareSendBack(req, g)
+		m, r, release, err := d.prepareSendBack(req, g)
 		if err != nil {
 			errs[i] = err
 			continue
@@ -125,36 +120,36 @@ func (b *Broker) SendBackBatch(ctx context.Context, reqs []SendBackRequest) ([]S
 		idx = append(idx, i)
 	}
 	if len(out) > 0 {
-		b.storeSendBacks(ctx, reqs, out, idx, res, errs)
+		d.storeSendBacks(ctx, reqs, out, idx, res, errs)
 	}
 	for _, k := range keys {
-		b.storeRetryRefs(ctx, k, refs[k], refIdx[k], now, res, errs)
+		d.storeRetryRefs(ctx, k, refs[k], refIdx[k], now, res, errs)
 	}
 	return res, errs
 }
 
 // storeSendBacks stores the copied send-backs out (of requests idx) in one
 // append and fills in their results and errors.
-func (b *Broker) storeSendBacks(ctx context.Context, reqs []SendBackRequest, out []*message.Message, idx []int, res []SendBackResult, errs []error) {
+func (d *Service) storeSendBacks(ctx context.Context, reqs []SendBackRequest, out []*message.Message, idx []int, res []SendBackResult, errs []error) {
 	topics := make([]string, len(out)) // before parking renames them
 	for j, m := range out {
 		topics[j] = m.Topic
 	}
-	put, err := b.putOwned(ctx, out) // built here, parked in place
+	put, err := d.send.PutInternal(ctx, true, out) // built here, parked in place
 	for j, i := range idx {
 		if j < len(put) {
 			res[i].Put = put[j]
 		}
 		switch {
-		case err != nil && errors.Is(err, ErrInvalidMessage):
+		case err != nil && errors.Is(err, brokererr.ErrInvalidMessage):
 			errs[i] = fmt.Errorf("send back to %s: %w", topics[j], err)
 		case err != nil:
 			errs[i] = err
 		case res[i].DeadLettered:
-			b.deadLettered(reqs[i].Group)
+			d.deadLettered(reqs[i].Group)
 			topic, _ := out[j].Properties.Get(message.PropDLQOriginTopic)
 			id, _ := out[j].Properties.Get(message.PropDLQOriginMessageID)
-			b.log.Info("message dead-lettered", "group", reqs[i].Group, "topic", topic, "id", id,
+			d.log.Info("message dead-lettered", "group", reqs[i].Group, "topic", topic, "id", id,
 				"reconsume_times", res[i].ReconsumeTimes, "reason", reqs[i].Reason)
 		}
 	}
@@ -162,15 +157,15 @@ func (b *Broker) storeSendBacks(ctx context.Context, reqs []SendBackRequest, out
 
 // storeRetryRefs parks the references refs (of requests idx) of one group
 // and level and fills in their results and errors.
-func (b *Broker) storeRetryRefs(ctx context.Context, k refKey, refs []retryRef, idx []int, now time.Time, res []SendBackResult, errs []error) {
-	msgs, counts, err := b.retryRefMessages(k.group, k.level, refs, now)
+func (d *Service) storeRetryRefs(ctx context.Context, k refKey, refs []RetryRef, idx []int, now time.Time, res []SendBackResult, errs []error) {
+	msgs, counts, err := d.retryRefMessages(k.group, k.level, refs, now)
 	if err != nil {
 		for _, i := range idx {
 			errs[i] = err
 		}
 		return
 	}
-	put, err := b.put(ctx, ScheduleTopic, msgs)
+	put, err := d.send.Put(ctx, ScheduleTopic, msgs)
 	for j, n := range counts { // record j holds the next n requests' references
 		for _, i := range idx[:n] {
 			if j < len(put) {
@@ -184,37 +179,37 @@ func (b *Broker) storeRetryRefs(ctx context.Context, k refKey, refs []retryRef, 
 
 // sendBackGroup checks a send-back's group and reason and returns the
 // group (created if auto-creation allows).
-func (b *Broker) sendBackGroup(req SendBackRequest) (metadata.SubscriptionGroup, error) {
-	if err := checkGroupName(req.Group); err != nil {
+func (d *Service) sendBackGroup(req SendBackRequest) (metadata.SubscriptionGroup, error) {
+	if err := d.topics.CheckGroupName(req.Group); err != nil {
 		return metadata.SubscriptionGroup{}, err
 	}
-	if hasSeparator(req.Reason) {
-		return metadata.SubscriptionGroup{}, fmt.Errorf("%w: send back: the reason contains byte 0x01 or 0x02", ErrInvalidArgument)
+	if strings.ContainsAny(req.Reason, "\x01\x02") {
+		return metadata.SubscriptionGroup{}, fmt.Errorf("%w: send back: the reason contains byte 0x01 or 0x02", brokererr.ErrInvalidArgument)
 	}
-	return b.ensureGroup(req.Group)
+	return d.topics.EnsureGroup(req.Group)
 }
 
 // prepareSendBack builds the copy of a send-back to store for group g. Its
 // body points into the log: release must be called once it is stored (or
 // given up); it is nil with an error.
-func (b *Broker) prepareSendBack(req SendBackRequest, g metadata.SubscriptionGroup) (*message.Message, SendBackResult, func(), error) {
-	m, release, err := b.store.MessageAtShared(req.PhysicalOffset)
+func (d *Service) prepareSendBack(req SendBackRequest, g metadata.SubscriptionGroup) (*message.Message, SendBackResult, func(), error) {
+	m, release, err := d.store.MessageAtShared(req.PhysicalOffset)
 	if err != nil {
-		return nil, SendBackResult{}, nil, fmt.Errorf("%w: send back: no message at commit-log offset %d: %w", ErrInvalidArgument, req.PhysicalOffset, err)
+		return nil, SendBackResult{}, nil, fmt.Errorf("%w: send back: no message at commit-log offset %d: %w", brokererr.ErrInvalidArgument, req.PhysicalOffset, err)
 	}
 	if req.MsgID != "" {
 		if id := m.OffsetMsgID(); id != req.MsgID {
 			release() // recycles m
-			return nil, SendBackResult{}, nil, fmt.Errorf("%w: send back: the message at offset %d is %s, not %s", ErrInvalidArgument, req.PhysicalOffset, id, req.MsgID)
+			return nil, SendBackResult{}, nil, fmt.Errorf("%w: send back: the message at offset %d is %s, not %s", brokererr.ErrInvalidArgument, req.PhysicalOffset, id, req.MsgID)
 		}
 	}
-	out, res := b.sendBackMessage(req, g, m)
+	out, res := d.sendBackMessage(req, g, m)
 	return out, res, release, nil
 }
 
 // sendBackMessage builds the message that takes m back for a consumer of
 // group g: to the group's retry topic, or its dead-letter topic.
-func (b *Broker) sendBackMessage(req SendBackRequest, g metadata.SubscriptionGroup, m *message.Message) (*message.Message, SendBackResult) {
+func (d *Service) sendBackMessage(req SendBackRequest, g metadata.SubscriptionGroup, m *message.Message) (*message.Message, SendBackResult) {
 	maxTimes := retryMaxTimes(req.MaxReconsumeTimes, g)
 
 	origTopic, ok := m.Properties.Get(message.PropRetryTopic)
@@ -258,11 +253,11 @@ func (b *Broker) sendBackMessage(req SendBackRequest, g metadata.SubscriptionGro
 	res.ReconsumeTimes = out.ReconsumeTimes
 	out.Properties.Set(message.PropMaxReconsumeTimes, strconv.Itoa(int(maxTimes)))
 	if pol := g.GroupRetryPolicy; req.DelayLevel == 0 && pol != nil && pol.Type == metadata.RetryExponential {
-		d := min(exponentialDelay(pol.Exponential, m.ReconsumeTimes, rand.Float64()), b.cfg.TimerMaxDelay)
-		out.Properties.Set(message.PropTimerDeliverMS, strconv.FormatInt(b.cfg.Now().Add(d).UnixMilli(), 10))
+		wait := min(exponentialDelay(pol.Exponential, m.ReconsumeTimes, rand.Float64()), d.cfg.TimerMaxDelay)
+		out.Properties.Set(message.PropTimerDeliverMS, strconv.FormatInt(d.cfg.Now().Add(wait).UnixMilli(), 10))
 		return out, res
 	}
-	out.Properties.Set(message.PropDelay, strconv.Itoa(int(b.retryLevel(req.DelayLevel, m.ReconsumeTimes))))
+	out.Properties.Set(message.PropDelay, strconv.Itoa(int(d.retryLevel(req.DelayLevel, m.ReconsumeTimes))))
 	return out, res
 }
 
@@ -281,12 +276,12 @@ func retryMaxTimes(asked int32, g metadata.SubscriptionGroup) int32 {
 // retryLevel is the delay level of the retry of a message consumed times
 // times before: asked (> 0), else the ladder's 3 + times, at most the last
 // level.
-func (b *Broker) retryLevel(asked, times int32) int32 {
+func (d *Service) retryLevel(asked, times int32) int32 {
 	level := asked
 	if level == 0 {
 		level = retryFirstLevel + times
 	}
-	return min(level, int32(len(b.cfg.MessageDelayLevel)))
+	return min(level, int32(len(d.cfg.DelayLevels)))
 }
 
 // exponentialDelay is the wait before retry n+1 of a message that failed

@@ -1,4 +1,4 @@
-package broker
+package delivery
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/gantrymq/gantry/broker/brokererr"
 	"github.com/gantrymq/gantry/message"
 )
 
@@ -23,13 +24,13 @@ type DLQSelect struct {
 func (s DLQSelect) check(op string) error {
 	switch {
 	case s.All && (s.selective() || len(s.Offsets) > 0):
-		return fmt.Errorf("%w: dlq %s: all, or offsets and filters, not both", ErrInvalidArgument, op)
+		return fmt.Errorf("%w: dlq %s: all, or offsets and filters, not both", brokererr.ErrInvalidArgument, op)
 	case !s.All && !s.selective() && len(s.Offsets) == 0:
-		return fmt.Errorf("%w: dlq %s: say which dead letters: an id, offsets, filters or all", ErrInvalidArgument, op)
+		return fmt.Errorf("%w: dlq %s: say which dead letters: an id, offsets, filters or all", brokererr.ErrInvalidArgument, op)
 	}
 	for _, o := range s.Offsets {
 		if o < 0 {
-			return fmt.Errorf("%w: dlq %s: offset %d is negative", ErrInvalidArgument, op, o)
+			return fmt.Errorf("%w: dlq %s: offset %d is negative", brokererr.ErrInvalidArgument, op, o)
 		}
 	}
 	return nil
@@ -37,9 +38,9 @@ func (s DLQSelect) check(op string) error {
 
 // scanSelected calls fn for each live dead letter sel selects that is
 // below end, in queue order, until fn returns false.
-func (b *Broker) scanSelected(ctx context.Context, sel DLQSelect, end int64, fn func(dlqRecord) bool) error {
+func (d *Service) scanSelected(ctx context.Context, sel DLQSelect, end int64, fn func(dlqRecord) bool) error {
 	if len(sel.Offsets) == 0 {
-		_, _, err := b.scanDLQ(ctx, sel.DLQFilter, 0, 0, func(r dlqRecord) bool {
+		_, _, err := d.scanDLQ(ctx, sel.DLQFilter, 0, 0, func(r dlqRecord) bool {
 			return r.off < end && fn(r)
 		})
 		return err
@@ -52,7 +53,7 @@ func (b *Broker) scanSelected(ctx context.Context, sel DLQSelect, end int64, fn 
 		goOn := true
 		// Budget 1: look at the entry at off only (or none, if it is below
 		// the live ones).
-		_, _, err := b.scanDLQ(ctx, sel.DLQFilter, off, 1, func(r dlqRecord) bool {
+		_, _, err := d.scanDLQ(ctx, sel.DLQFilter, off, 1, func(r dlqRecord) bool {
 			if r.off == off {
 				goOn = fn(r)
 			}
@@ -114,30 +115,26 @@ type DLQResendResult struct {
 //
 // Errors: as ListDLQ's, ErrInvalidArgument for a selection that names
 // nothing, and the store's.
-func (b *Broker) ResendDLQ(ctx context.Context, req DLQResendRequest) (DLQResendResult, error) {
-	if !b.calls.enter() {
-		return DLQResendResult{}, ErrShuttingDown
-	}
-	defer b.calls.leave()
+func (d *Service) ResendDLQ(ctx context.Context, req DLQResendRequest) (DLQResendResult, error) {
 	if err := req.check("resend"); err != nil {
 		return DLQResendResult{}, err
 	}
-	if err := b.checkDLQFilter(req.DLQFilter); err != nil {
+	if err := d.checkDLQFilter(req.DLQFilter); err != nil {
 		return DLQResendResult{}, err
 	}
-	b.dlqOpMu.Lock()
-	defer b.dlqOpMu.Unlock()
+	d.resendPurgeMu.Lock()
+	defer d.resendPurgeMu.Unlock()
 	group := req.Group
-	_, end := b.store.QueueOffsets(DLQTopic(group), dlqQueue)
+	_, end := d.store.QueueOffsets(DLQTopic(group), DLQQueue)
 	var res DLQResendResult
 	var stop error
-	err := b.scanSelected(ctx, req.DLQSelect, end, func(r dlqRecord) bool {
-		sent, err := b.resendOne(ctx, group, r, req.ToRetry)
+	err := d.scanSelected(ctx, req.DLQSelect, end, func(r dlqRecord) bool {
+		sent, err := d.resendOne(ctx, group, r, req.ToRetry)
 		switch {
 		case err == nil:
 			res.Resent = append(res.Resent, sent)
-		case errors.Is(err, ErrTopicNotFound), errors.Is(err, ErrInvalidMessage), errors.Is(err, ErrReservedTopic),
-			errors.Is(err, ErrInvalidTopic):
+		case errors.Is(err, brokererr.ErrTopicNotFound), errors.Is(err, brokererr.ErrInvalidMessage), errors.Is(err, brokererr.ErrReservedTopic),
+			errors.Is(err, brokererr.ErrInvalidTopic):
 			res.Failed = append(res.Failed, DLQResendFailure{Offset: r.off, UniqKey: r.m.UniqKey(), Err: err})
 		default:
 			stop = err
@@ -146,21 +143,21 @@ func (b *Broker) ResendDLQ(ctx context.Context, req DLQResendRequest) (DLQResend
 		return true
 	})
 	if len(res.Resent) > 0 {
-		b.saveDLQState()
-		b.log.Info("dead letters resent", "group", group, "resent", len(res.Resent), "failed", len(res.Failed), "toRetry", req.ToRetry)
+		d.saveDLQState()
+		d.log.Info("dead letters resent", "group", group, "resent", len(res.Resent), "failed", len(res.Failed), "toRetry", req.ToRetry)
 	}
 	return res, errors.Join(err, stop)
 }
 
 // resendOne re-publishes one dead letter and records it.
-func (b *Broker) resendOne(ctx context.Context, group string, r dlqRecord, toRetry bool) (DLQResent, error) {
-	count := b.dlq.mark(group, r.off).Count + 1
+func (d *Service) resendOne(ctx context.Context, group string, r dlqRecord, toRetry bool) (DLQResent, error) {
+	count := d.dlq.mark(group, r.off).Count + 1
 	out := resentMessage(r.m, group, count, toRetry)
-	put, err := b.putInternal(ctx, []*message.Message{out})
+	put, err := d.send.PutInternal(ctx, false, []*message.Message{out})
 	if err != nil {
 		return DLQResent{}, fmt.Errorf("resend dead letter %d to %s: %w", r.off, out.Topic, err)
 	}
-	count = b.dlq.recordResend(group, r.off, b.cfg.Now().UnixMilli())
+	count = d.dlq.recordResend(group, r.off, d.cfg.Now().UnixMilli())
 	return DLQResent{Offset: r.off, UniqKey: put[0].UniqKey, Topic: out.Topic, MsgID: put[0].MsgID, Resends: count}, nil
 }
 
@@ -170,7 +167,7 @@ func resentMessage(dl *message.Message, group string, count int32, toRetry bool)
 	topic, origID := originTopic(dl), originMsgID(dl)
 	earlier, _ := strconv.ParseInt(getProp(dl, message.PropDLQResendTimes), 10, 32)
 	out := &message.Message{
-		Topic: topic, QueueID: BrokerPicksQueue, Flag: dl.Flag, SysFlag: dl.SysFlag,
+		Topic: topic, QueueID: pickQueue, Flag: dl.Flag, SysFlag: dl.SysFlag,
 		BornTimestamp: dl.BornTimestamp, BornHost: dl.BornHost, Body: dl.Body,
 		Properties: slices.DeleteFunc(slices.Clone(dl.Properties), func(p message.Property) bool {
 			return isDLQProperty(p.Key) || isParkingProperty(p.Key)
@@ -206,23 +203,19 @@ func isDLQProperty(key string) bool {
 // never listed, pulled or resent again (their records stay in the log
 // until retention deletes them). A purged prefix of the queue also moves
 // its min offset. It returns how many it purged. Errors: as ResendDLQ's.
-func (b *Broker) PurgeDLQ(ctx context.Context, sel DLQSelect) (int, error) {
-	if !b.calls.enter() {
-		return 0, ErrShuttingDown
-	}
-	defer b.calls.leave()
+func (d *Service) PurgeDLQ(ctx context.Context, sel DLQSelect) (int, error) {
 	if err := sel.check("purge"); err != nil {
 		return 0, err
 	}
-	if err := b.checkDLQFilter(sel.DLQFilter); err != nil {
+	if err := d.checkDLQFilter(sel.DLQFilter); err != nil {
 		return 0, err
 	}
-	b.dlqOpMu.Lock()
-	defer b.dlqOpMu.Unlock()
+	d.resendPurgeMu.Lock()
+	defer d.resendPurgeMu.Unlock()
 	topic := DLQTopic(sel.Group)
-	_, end := b.store.QueueOffsets(topic, dlqQueue)
+	_, end := d.store.QueueOffsets(topic, DLQQueue)
 	var offs []int64
-	err := b.scanSelected(ctx, sel, end, func(r dlqRecord) bool {
+	err := d.scanSelected(ctx, sel, end, func(r dlqRecord) bool {
 		offs = append(offs, r.off)
 		return true
 	})
@@ -230,21 +223,21 @@ func (b *Broker) PurgeDLQ(ctx context.Context, sel DLQSelect) (int, error) {
 		return 0, err
 	}
 	if sel.All {
-		b.dlq.advance(sel.Group, end) // also those expired meanwhile
+		d.dlq.advance(sel.Group, end) // also those expired meanwhile
 	}
 	if len(offs) > 0 {
-		b.dlq.purge(sel.Group, offs)
+		d.dlq.purge(sel.Group, offs)
 	}
-	b.store.RaiseQueueMin(topic, dlqQueue, b.dlq.view(sel.Group).minOffset)
-	b.saveDLQState()
-	b.log.Info("dead letters purged", "group", sel.Group, "purged", len(offs), "all", sel.All)
+	d.store.RaiseQueueMin(topic, DLQQueue, d.dlq.view(sel.Group).minOffset)
+	d.saveDLQState()
+	d.log.Info("dead letters purged", "group", sel.Group, "purged", len(offs), "all", sel.All)
 	return len(offs), nil
 }
 
 // saveDLQState saves the DLQ state, logging a failure: the marks are kept
 // in memory and the next sweep or Close saves them again.
-func (b *Broker) saveDLQState() {
-	if err := b.dlq.save(); err != nil {
-		b.log.Warn("saving the dead-letter state failed; will retry", "err", err)
+func (d *Service) saveDLQState() {
+	if err := d.dlq.save(); err != nil {
+		d.log.Warn("saving the dead-letter state failed; will retry", "err", err)
 	}
 }

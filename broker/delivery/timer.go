@@ -1,4 +1,4 @@
-package broker
+package delivery
 
 import (
 	"bytes"
@@ -41,7 +41,7 @@ const progressInterval = time.Second
 // TIMER_DELIVER_MS. The timer keeps the pending ones in a min-heap of
 // (delivery time, queue offset), filled by scanning the queue from its
 // low-water mark at Open and then as messages are parked; every
-// scheduleTick it re-publishes those due by Config.Now.
+// Config.Tick it re-publishes those due by Config.Now.
 //
 // Delivered offsets enter the saved progress only once the commit log is
 // durable past the re-published messages, and the file is written
@@ -52,7 +52,7 @@ const progressInterval = time.Second
 // Everything but the two counters is owned by the timer's goroutine (and
 // by openTimer and finish, before it starts and after it ended).
 type timer struct {
-	b    *Broker
+	d    *Service
 	log  *slog.Logger
 	fs   fsx.FS
 	path string
@@ -66,8 +66,8 @@ type timer struct {
 	flushedAt time.Time // last flush of the log for the progress (real time)
 	warned    time.Time
 
-	queued      atomic.Int64 // len(pending), for Status
-	scannedUpTo atomic.Int64 // scanned, for Status
+	queued      atomic.Int64 // len(pending), for Pending
+	scannedUpTo atomic.Int64 // scanned, for Pending
 }
 
 // timerEntry is a pending message: its delivery time (unix ms) and queue
@@ -76,11 +76,11 @@ type timerEntry struct{ at, off int64 }
 
 // openTimer loads the timer's progress and scans the queue from its
 // low-water mark.
-func openTimer(b *Broker, fs fsx.FS) (*timer, error) {
-	t := &timer{b: b, log: b.log.With("component", "timer"), fs: fs,
-		path: filepath.Join(b.cfg.StorePathRootDir, "config", TimerProgressFile), savedAt: time.Now()}
-	maxOff := queueEnd(b.store, TimerTopic, 0)
-	src, err := metadata.Load(fs, t.path, func(data []byte) error {
+func openTimer(d *Service) (*timer, error) {
+	t := &timer{d: d, log: d.log.With("component", "timer"), fs: d.cfg.FS,
+		path: filepath.Join(d.cfg.Dir, TimerProgressFile), savedAt: time.Now()}
+	maxOff := queueEnd(d.store, TimerTopic, 0)
+	src, err := metadata.Load(t.fs, t.path, func(data []byte) error {
 		s, err := decodeTimerProgress(data, maxOff)
 		if err == nil {
 			t.done = s
@@ -104,9 +104,9 @@ func openTimer(b *Broker, fs fsx.FS) (*timer, error) {
 	return t, nil
 }
 
-// run delivers due messages every scheduleTick until ctx ends.
+// run delivers due messages every Config.Tick until ctx ends.
 func (t *timer) run(ctx context.Context) {
-	tk := time.NewTicker(t.b.cfg.scheduleTick)
+	tk := time.NewTicker(t.d.cfg.Tick)
 	defer tk.Stop()
 	for {
 		select {
@@ -127,7 +127,7 @@ func (t *timer) step(ctx context.Context) {
 			break
 		}
 	}
-	cl := t.b.store.CommitLog()
+	cl := t.d.commitLog
 	flushed := cl.FlushedOffset()
 	if len(t.unsaved) > 0 && t.unsaved[len(t.unsaved)-1].logEnd > flushed && time.Since(t.flushedAt) >= progressInterval {
 		if err := cl.Flush(); err != nil {
@@ -145,7 +145,7 @@ func (t *timer) step(ctx context.Context) {
 func (t *timer) scan() {
 	defer func() { t.queued.Store(int64(len(t.pending))); t.scannedUpTo.Store(t.scanned) }()
 	for {
-		_, maxOff := t.b.store.QueueOffsets(TimerTopic, 0)
+		_, maxOff := t.d.store.QueueOffsets(TimerTopic, 0)
 		if t.scanned >= maxOff {
 			return
 		}
@@ -158,7 +158,7 @@ func (t *timer) scan() {
 // scanBatch scans one batch of the queue from t.scanned and reports
 // whether it moved.
 func (t *timer) scanBatch() bool {
-	gr, err := t.b.store.Get(TimerTopic, 0, t.scanned, deliverBatch, deliverBatchBytes, nil)
+	gr, err := t.d.store.Get(TimerTopic, 0, t.scanned, deliverBatch, deliverBatchBytes, nil)
 	if err != nil {
 		t.warn("reading the timer queue failed; will retry", "offset", t.scanned, "err", err)
 		return false
@@ -217,7 +217,7 @@ func (t *timer) deliverAt(rec []byte, qo int64) int64 {
 // deliver re-publishes a batch of due messages and reports whether it
 // delivered or dropped any.
 func (t *timer) deliver(ctx context.Context) bool {
-	now := t.b.cfg.Now().UnixMilli()
+	now := t.d.cfg.Now().UnixMilli()
 	var due []timerEntry
 	for len(t.pending) > 0 && t.pending[0].at <= now && len(due) < deliverBatch {
 		due = append(due, heap.Pop(&t.pending).(timerEntry))
@@ -241,7 +241,7 @@ func (t *timer) deliver(ctx context.Context) bool {
 			msgs, sent = append(msgs, m), append(sent, e)
 		}
 	}
-	if len(msgs) > 0 && !t.b.republish(ctx, msgs, t.warn) {
+	if len(msgs) > 0 && !t.d.republish(ctx, msgs, t.warn) {
 		retry, sent = append(retry, sent...), nil
 	}
 	for _, e := range retry {
@@ -253,7 +253,7 @@ func (t *timer) deliver(ctx context.Context) bool {
 	for _, e := range sent {
 		dropped = append(dropped, e.off)
 	}
-	t.unsaved = appendProgress(t.unsaved, progress{offs: dropped, logEnd: t.b.store.CommitLog().MaxOffset()})
+	t.unsaved = appendProgress(t.unsaved, progress{offs: dropped, logEnd: t.d.commitLog.MaxOffset()})
 	return true
 }
 
@@ -263,7 +263,7 @@ var errRetry = errors.New("broker: parked message not readable yet")
 // read returns the message to deliver for the parked record at offset
 // off, errRetry, or why it cannot be delivered.
 func (t *timer) read(off int64) (*message.Message, error) {
-	gr, err := t.b.store.Get(TimerTopic, 0, off, 1, deliverBatchBytes, nil)
+	gr, err := t.d.store.Get(TimerTopic, 0, off, 1, deliverBatchBytes, nil)
 	if err != nil {
 		t.warn("reading the timer queue failed; will retry", "offset", off, "err", err)
 		return nil, errRetry
@@ -275,7 +275,7 @@ func (t *timer) read(off int64) (*message.Message, error) {
 	case gr.Status != store.Found || len(gr.Records) == 0:
 		return nil, errRetry
 	}
-	return t.b.unparked(gr.Records[0].B)
+	return t.d.unparked(gr.Records[0].B)
 }
 
 // record moves the delivered offsets whose messages the log made durable
@@ -309,10 +309,10 @@ func (t *timer) save() error {
 // progress; Close calls it after the loop ended. If the flush fails, the
 // unrecorded messages will be delivered again.
 func (t *timer) finish() error {
-	if err := t.b.store.CommitLog().Flush(); err != nil {
+	if err := t.d.commitLog.Flush(); err != nil {
 		return err
 	}
-	t.record(t.b.store.CommitLog().FlushedOffset())
+	t.record(t.d.commitLog.FlushedOffset())
 	if !t.dirty {
 		return nil
 	}
@@ -321,7 +321,7 @@ func (t *timer) finish() error {
 
 // pendingCount returns the messages parked in the timer and not delivered.
 func (t *timer) pendingCount() int64 {
-	_, maxOff := t.b.store.QueueOffsets(TimerTopic, 0)
+	_, maxOff := t.d.store.QueueOffsets(TimerTopic, 0)
 	return t.queued.Load() + max(maxOff-t.scannedUpTo.Load(), 0)
 }
 

@@ -1,7 +1,8 @@
-package broker
+package delivery
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gantrymq/gantry/broker/brokererr"
 	"github.com/gantrymq/gantry/broker/metadata"
 	"github.com/gantrymq/gantry/commitlog"
 	"github.com/gantrymq/gantry/message"
@@ -22,7 +24,7 @@ import (
 // message where it is and stores its retry in %RETRY%<group>, built then
 // exactly as SendBack would have built it. A retry is so written once, not
 // twice, and a retry storm costs the log a few bytes per failure until the
-// retries fall due.
+// retries fall due (docs/decisions/0041-retry-references.md).
 //
 // The message must still be in the log when its retry falls due, so a
 // reference is used only while its message is younger than half of
@@ -47,26 +49,26 @@ const (
 	maxRetryRefBytes = deliverBatchBytes
 )
 
-// retryRef names one message to retry.
-type retryRef struct {
-	phys     int64 // commit-log offset of the message
-	size     int32 // its record's size, checked when it is read
-	maxTimes int32 // the retries before the dead-letter queue, as resolved at send-back
+// RetryRef names one message to retry.
+type RetryRef struct {
+	Phys     int64 // commit-log offset of the message
+	Size     int32 // its record's size, checked when it is read
+	MaxTimes int32 // the retries before the dead-letter queue, as resolved at send-back
 }
 
 // appendRetryRefs appends the body of a reference record naming refs.
-func appendRetryRefs(dst []byte, refs []retryRef) []byte {
+func appendRetryRefs(dst []byte, refs []RetryRef) []byte {
 	dst = append(dst, retryRefsMagic...)
 	for _, r := range refs {
-		dst = binary.BigEndian.AppendUint64(dst, uint64(r.phys))
-		dst = binary.BigEndian.AppendUint32(dst, uint32(r.size))
-		dst = binary.BigEndian.AppendUint32(dst, uint32(r.maxTimes))
+		dst = binary.BigEndian.AppendUint64(dst, uint64(r.Phys))
+		dst = binary.BigEndian.AppendUint32(dst, uint32(r.Size))
+		dst = binary.BigEndian.AppendUint32(dst, uint32(r.MaxTimes))
 	}
 	return dst
 }
 
 // parseRetryRefs decodes a reference record's body.
-func parseRetryRefs(body []byte) ([]retryRef, error) {
+func parseRetryRefs(body []byte) ([]RetryRef, error) {
 	body, ok := bytes.CutPrefix(body, []byte(retryRefsMagic))
 	if !ok {
 		return nil, errors.New("retry references: bad magic or version")
@@ -74,16 +76,16 @@ func parseRetryRefs(body []byte) ([]retryRef, error) {
 	if len(body)%retryRefSize != 0 || len(body) == 0 {
 		return nil, fmt.Errorf("retry references: %d bytes is not a whole number of %d-byte references", len(body), retryRefSize)
 	}
-	refs := make([]retryRef, len(body)/retryRefSize)
+	refs := make([]RetryRef, len(body)/retryRefSize)
 	for i := range refs {
 		e := body[i*retryRefSize:]
-		refs[i] = retryRef{
-			phys:     int64(binary.BigEndian.Uint64(e)),
-			size:     int32(binary.BigEndian.Uint32(e[8:])),
-			maxTimes: int32(binary.BigEndian.Uint32(e[12:])),
+		refs[i] = RetryRef{
+			Phys:     int64(binary.BigEndian.Uint64(e)),
+			Size:     int32(binary.BigEndian.Uint32(e[8:])),
+			MaxTimes: int32(binary.BigEndian.Uint32(e[12:])),
 		}
-		if r := refs[i]; r.phys < 0 || r.size <= 0 || r.maxTimes <= 0 {
-			return nil, fmt.Errorf("retry references: reference %d: offset %d, size %d, max reconsume times %d", i, r.phys, r.size, r.maxTimes)
+		if r := refs[i]; r.Phys < 0 || r.Size <= 0 || r.MaxTimes <= 0 {
+			return nil, fmt.Errorf("retry references: reference %d: offset %d, size %d, max reconsume times %d", i, r.Phys, r.Size, r.MaxTimes)
 		}
 	}
 	return refs, nil
@@ -100,55 +102,55 @@ type refKey struct {
 // it with its level and the retry's reconsume times; ok is false when the
 // message is to be copied as before (or req has a problem, which the
 // copying path reports).
-func (b *Broker) retryRefFor(req SendBackRequest, g metadata.SubscriptionGroup, now time.Time) (ref retryRef, level, times int32, ok bool) {
+func (d *Service) retryRefFor(req SendBackRequest, g metadata.SubscriptionGroup, now time.Time) (ref RetryRef, level, times int32, ok bool) {
 	if req.MsgID != "" || req.DelayLevel < 0 {
-		return retryRef{}, 0, 0, false
+		return RetryRef{}, 0, 0, false
 	}
 	maxTimes := retryMaxTimes(req.MaxReconsumeTimes, g)
 	if pol := g.GroupRetryPolicy; req.DelayLevel == 0 && pol != nil && pol.Type == metadata.RetryExponential {
-		return retryRef{}, 0, 0, false
+		return RetryRef{}, 0, 0, false
 	}
-	r, _, err := b.store.CommitLog().ReadRecord(req.PhysicalOffset)
+	r, _, err := d.commitLog.ReadRecord(req.PhysicalOffset)
 	if err != nil {
-		return retryRef{}, 0, 0, false
+		return RetryRef{}, 0, 0, false
 	}
 	defer r.Release()
 	if message.PhysicalOffsetOf(r.B) != req.PhysicalOffset || len(r.B) > maxRetryRefBytes {
-		return retryRef{}, 0, 0, false
+		return RetryRef{}, 0, 0, false
 	}
 	times = message.ReconsumeTimesOf(r.B)
 	if times >= maxTimes { // a dead letter
-		return retryRef{}, 0, 0, false
+		return RetryRef{}, 0, 0, false
 	}
-	level = b.retryLevel(req.DelayLevel, times)
+	level = d.retryLevel(req.DelayLevel, times)
 	// How old the message will be when its retry falls due.
-	if age := now.Add(b.cfg.MessageDelayLevel[level-1]).Sub(time.UnixMilli(message.StoreTimestampOf(r.B))); age >= b.cfg.FileReservedTime/2 {
-		return retryRef{}, 0, 0, false
+	if age := now.Add(d.cfg.DelayLevels[level-1]).Sub(time.UnixMilli(message.StoreTimestampOf(r.B))); age >= d.cfg.FileReservedTime/2 {
+		return RetryRef{}, 0, 0, false
 	}
-	return retryRef{phys: req.PhysicalOffset, size: int32(len(r.B)), maxTimes: maxTimes}, level, times + 1, true
+	return RetryRef{Phys: req.PhysicalOffset, Size: int32(len(r.B)), MaxTimes: maxTimes}, level, times + 1, true
 }
 
 // retryRefMessages builds the parked reference records of group's retries
 // at level, as few as maxRetryRefs and maxRetryRefBytes allow, and how
 // many references each holds.
-func (b *Broker) retryRefMessages(group string, level int32, refs []retryRef, now time.Time) (out []*message.Message, counts []int, err error) {
+func (d *Service) retryRefMessages(group string, level int32, refs []RetryRef, now time.Time) (out []*message.Message, counts []int, err error) {
 	topic := RetryTopic(group)
-	tc, err := b.internalTopic(topic)
+	tc, err := d.topics.InternalTopic(topic)
 	if err != nil {
 		return nil, nil, err
 	}
 	for len(refs) > 0 {
 		n, bytes := 0, 0
-		for n < len(refs) && n < maxRetryRefs && (n == 0 || bytes+int(refs[n].size) <= maxRetryRefBytes) {
-			bytes += int(refs[n].size)
+		for n < len(refs) && n < maxRetryRefs && (n == 0 || bytes+int(refs[n].Size) <= maxRetryRefBytes) {
+			bytes += int(refs[n].Size)
 			n++
 		}
 		m := &message.Message{
-			Topic: ScheduleTopic, QueueID: level - 1, BornTimestamp: now.UnixMilli(), BornHost: b.cfg.StoreAddr(),
+			Topic: ScheduleTopic, QueueID: level - 1, BornTimestamp: now.UnixMilli(), BornHost: d.cfg.StoreAddr,
 			Body: appendRetryRefs(make([]byte, 0, len(retryRefsMagic)+n*retryRefSize), refs[:n]),
 			Properties: message.Properties{
 				{Key: message.PropRealTopic, Value: topic},
-				{Key: message.PropRealQueueID, Value: strconv.Itoa(int(b.nextQueue(tc)))},
+				{Key: message.PropRealQueueID, Value: strconv.Itoa(int(d.topics.NextQueue(tc)))},
 				{Key: message.PropDelay, Value: strconv.Itoa(int(level))},
 				{Key: message.PropRetryRefs, Value: strconv.Itoa(n)},
 			},
@@ -173,7 +175,7 @@ func isRetryRefs(rec []byte) bool {
 // their retries, for the record's REAL_TOPIC and REAL_QID, and the number
 // of messages no longer in the log (their retries are lost). release must
 // be called once the retries are stored: their bodies point into the log.
-func (b *Broker) retriesOf(rec []byte) (retries []*message.Message, lost int, release func(), err error) {
+func (d *Service) retriesOf(rec []byte) (retries []*message.Message, lost int, release func(), err error) {
 	m, _, err := message.Decode(rec)
 	if err != nil {
 		return nil, 0, nil, err
@@ -197,15 +199,15 @@ func (b *Broker) retriesOf(rec []byte) (retries []*message.Message, lost int, re
 	if err != nil {
 		return nil, 0, nil, err
 	}
-	if b.store.TopicDeletedAt(topic, message.PhysicalOffsetOf(rec)) {
-		return nil, 0, nil, fmt.Errorf("%w: %q was deleted after its retry references were parked", ErrTopicNotFound, topic)
+	if d.store.TopicDeletedAt(topic, message.PhysicalOffsetOf(rec)) {
+		return nil, 0, nil, fmt.Errorf("%w: %q was deleted after its retry references were parked", brokererr.ErrTopicNotFound, topic)
 	}
-	tc, err := b.internalTopic(topic) // created again if deleted meanwhile
+	tc, err := d.topics.InternalTopic(topic) // created again if deleted meanwhile
 	if err != nil {
 		return nil, 0, nil, err
 	}
 	if qid < 0 || qid >= int64(tc.WriteQueueNums) {
-		qid = int64(b.nextQueue(tc))
+		qid = int64(d.topics.NextQueue(tc))
 	}
 	regions := make([]commitlog.Region, 0, len(refs))
 	release = func() {
@@ -215,12 +217,12 @@ func (b *Broker) retriesOf(rec []byte) (retries []*message.Message, lost int, re
 	}
 	retries = make([]*message.Message, 0, len(refs))
 	for _, ref := range refs {
-		r, _, err := b.store.CommitLog().ReadRecord(ref.phys)
+		r, _, err := d.commitLog.ReadRecord(ref.Phys)
 		if err != nil {
 			lost++
 			continue
 		}
-		if message.PhysicalOffsetOf(r.B) != ref.phys || len(r.B) != int(ref.size) {
+		if message.PhysicalOffsetOf(r.B) != ref.Phys || len(r.B) != int(ref.Size) {
 			r.Release()
 			lost++
 			continue
@@ -232,11 +234,23 @@ func (b *Broker) retriesOf(rec []byte) (retries []*message.Message, lost int, re
 			continue
 		}
 		regions = append(regions, r)
-		out, _ := b.sendBackMessage(SendBackRequest{Group: group, DelayLevel: int32(level), MaxReconsumeTimes: ref.maxTimes},
+		out, _ := d.sendBackMessage(SendBackRequest{Group: group, DelayLevel: int32(level), MaxReconsumeTimes: ref.MaxTimes},
 			metadata.SubscriptionGroup{}, orig)
 		out.Properties.Del(message.PropDelay)
 		out.Topic, out.QueueID = topic, int32(qid)
 		retries = append(retries, out)
 	}
 	return retries, lost, release, nil
+}
+
+// ParkRetryRefs parks the reference records naming refs, as a send-back
+// of group's messages at level does; refs need not name stored messages
+// (their retries are then dropped when due, with a warning).
+func (d *Service) ParkRetryRefs(ctx context.Context, group string, level int32, refs []RetryRef) error {
+	msgs, _, err := d.retryRefMessages(group, level, refs, d.cfg.Now())
+	if err != nil {
+		return err
+	}
+	_, err = d.send.Put(ctx, ScheduleTopic, msgs)
+	return err
 }

@@ -1,30 +1,29 @@
-package broker
+package delivery
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
-	"github.com/gantrymq/gantry/broker/store"
+	"github.com/gantrymq/gantry/broker/brokererr"
 	"github.com/gantrymq/gantry/message"
 )
 
 // Parking: a delayed message is not stored in its topic but in a parking
 // topic, with its topic and queue saved in REAL_TOPIC and REAL_QID, until
 // the scheduler (delay levels, schedule.go) or the timer (delivery times,
-// timer.go) re-publishes it there (ROCKETMQ-PROTOCOL.md §7.5).
+// timer.go) re-publishes it there.
 
-// delayProps are the delay properties of one message, as found (each value
-// is meaningful only when its has flag is set).
-type delayProps struct {
+// DelayProps are the delay properties of one message, as found (each value
+// is meaningful only when its has flag is set). The broker's record path
+// collects them with See while it reads a record's properties.
+type DelayProps struct {
 	level, deliverMS, delaySec          string
 	hasLevel, hasDeliverMS, hasDelaySec bool
 }
 
-// see records the property k=v if it is a delay property.
-func (d *delayProps) see(k string, v []byte) {
+// See records the property k=v if it is a delay property.
+func (d *DelayProps) See(k string, v []byte) {
 	switch k {
 	case message.PropDelay:
 		d.level, d.hasLevel = string(v), true
@@ -35,17 +34,17 @@ func (d *delayProps) see(k string, v []byte) {
 	}
 }
 
-// delayed reports whether the message may need parking: it has a DELAY
+// Delayed reports whether the message may need parking: it has a DELAY
 // other than "0" or a timer property. A record that is not stays on
 // SendRecords' fast path.
-func (d *delayProps) delayed() bool {
+func (d *DelayProps) Delayed() bool {
 	return (d.hasLevel && d.level != "0") || d.hasDeliverMS || d.hasDelaySec
 }
 
 // messageDelayProps finds the delay properties of p (the last of a repeated
 // key wins, as in Properties.Get).
-func messageDelayProps(p message.Properties) delayProps {
-	var d delayProps
+func messageDelayProps(p message.Properties) DelayProps {
+	var d DelayProps
 	for _, kv := range p {
 		switch kv.Key {
 		case message.PropDelay:
@@ -83,45 +82,45 @@ type parkPlan struct {
 // TIMER_DELIVER_MS. Half (prepared) and rolled-back transactional messages
 // are never parked: the commit is. Unparsable values and delivery times
 // beyond TimerMaxDelay are ErrInvalidMessage naming the property.
-func (b *Broker) planPark(d *delayProps, sysFlag int32, now time.Time) (parkPlan, error) {
+func (d *Service) planPark(dp *DelayProps, sysFlag int32, now time.Time) (parkPlan, error) {
 	if tx := sysFlag & message.TransactionMask; tx == message.TransactionPrepared || tx == message.TransactionRollback {
 		return parkPlan{}, nil
 	}
-	levels := len(b.cfg.MessageDelayLevel)
-	if d.hasLevel {
-		n, err := strconv.Atoi(d.level)
+	levels := len(d.cfg.DelayLevels)
+	if dp.hasLevel {
+		n, err := strconv.Atoi(dp.level)
 		if err != nil || n < 0 {
 			return parkPlan{}, fmt.Errorf("%w: %s %q: want a delay level 0..%d (0: not delayed; larger: %d)",
-				ErrInvalidMessage, message.PropDelay, d.level, levels, levels)
+				brokererr.ErrInvalidMessage, message.PropDelay, dp.level, levels, levels)
 		}
 		if n > 0 {
 			return parkPlan{kind: parkLevel, level: min(n, levels)}, nil
 		}
 	}
-	return b.planTimer(d, now)
+	return d.planTimer(dp, now)
 }
 
 // planTimer is planPark for the timer properties.
-func (b *Broker) planTimer(d *delayProps, now time.Time) (parkPlan, error) {
-	nowMS, maxDelay := now.UnixMilli(), b.cfg.TimerMaxDelay
+func (d *Service) planTimer(dp *DelayProps, now time.Time) (parkPlan, error) {
+	nowMS, maxDelay := now.UnixMilli(), d.cfg.TimerMaxDelay
 	var at int64
 	switch {
-	case d.hasDelaySec:
-		sec, err := strconv.ParseInt(d.delaySec, 10, 64)
+	case dp.hasDelaySec:
+		sec, err := strconv.ParseInt(dp.delaySec, 10, 64)
 		if err != nil {
-			return parkPlan{}, fmt.Errorf("%w: %s %q: want whole seconds", ErrInvalidMessage, message.PropTimerDelaySec, d.delaySec)
+			return parkPlan{}, fmt.Errorf("%w: %s %q: want whole seconds", brokererr.ErrInvalidMessage, message.PropTimerDelaySec, dp.delaySec)
 		}
 		if sec <= 0 {
 			return parkPlan{kind: parkStrip}, nil
 		}
 		if sec > int64(maxDelay/time.Second) {
-			return parkPlan{}, fmt.Errorf("%w: %s %d: beyond timerMaxDelay (%s)", ErrInvalidMessage, message.PropTimerDelaySec, sec, maxDelay)
+			return parkPlan{}, fmt.Errorf("%w: %s %d: beyond timerMaxDelay (%s)", brokererr.ErrInvalidMessage, message.PropTimerDelaySec, sec, maxDelay)
 		}
 		at = nowMS + sec*1000
-	case d.hasDeliverMS:
-		ms, err := strconv.ParseInt(d.deliverMS, 10, 64)
+	case dp.hasDeliverMS:
+		ms, err := strconv.ParseInt(dp.deliverMS, 10, 64)
 		if err != nil {
-			return parkPlan{}, fmt.Errorf("%w: %s %q: want a unix time in milliseconds", ErrInvalidMessage, message.PropTimerDeliverMS, d.deliverMS)
+			return parkPlan{}, fmt.Errorf("%w: %s %q: want a unix time in milliseconds", brokererr.ErrInvalidMessage, message.PropTimerDeliverMS, dp.deliverMS)
 		}
 		at = ms
 	default:
@@ -131,7 +130,7 @@ func (b *Broker) planTimer(d *delayProps, now time.Time) (parkPlan, error) {
 	case at <= nowMS:
 		return parkPlan{kind: parkStrip}, nil
 	case at-nowMS > maxDelay.Milliseconds():
-		return parkPlan{}, fmt.Errorf("%w: %s %d is %s from now, beyond timerMaxDelay (%s)", ErrInvalidMessage,
+		return parkPlan{}, fmt.Errorf("%w: %s %d is %s from now, beyond timerMaxDelay (%s)", brokererr.ErrInvalidMessage,
 			message.PropTimerDeliverMS, at, time.Duration(at-nowMS)*time.Millisecond, maxDelay)
 	}
 	return parkPlan{kind: parkTimer, at: at}, nil
@@ -196,14 +195,17 @@ func isParkingProperty(key string) bool {
 	return false
 }
 
-// park applies planPark and parked to m, whose queue is picked. When
-// owned, m is the caller's to change and is parked in place.
-func (b *Broker) park(m *message.Message, now time.Time, owned bool) (*message.Message, error) {
-	d := messageDelayProps(m.Properties)
-	if !d.hasLevel && !d.hasDeliverMS && !d.hasDelaySec {
+// Park returns what to store for m, whose queue is picked, at now: m
+// itself when it is not delayed, else its parked form (planPark, parked).
+// When owned, m is the caller's to change and is parked in place.
+// Unparsable delay properties and delivery times beyond TimerMaxDelay are
+// ErrInvalidMessage naming the property.
+func (d *Service) Park(m *message.Message, now time.Time, owned bool) (*message.Message, error) {
+	dp := messageDelayProps(m.Properties)
+	if !dp.hasLevel && !dp.hasDeliverMS && !dp.hasDelaySec {
 		return m, nil
 	}
-	p, err := b.planPark(&d, m.SysFlag, now)
+	p, err := d.planPark(&dp, m.SysFlag, now)
 	if err != nil {
 		return nil, err
 	}
@@ -222,7 +224,7 @@ func (b *Broker) park(m *message.Message, now time.Time, owned bool) (*message.M
 // is created again; another missing topic is an error (the message is
 // dropped). A REAL_QID no longer among the topic's write queues is replaced
 // by the broker's pick.
-func (b *Broker) unparked(rec []byte) (*message.Message, error) {
+func (d *Service) unparked(rec []byte) (*message.Message, error) {
 	m, _, err := message.Decode(rec)
 	if err != nil {
 		return nil, err
@@ -233,20 +235,20 @@ func (b *Broker) unparked(rec []byte) (*message.Message, error) {
 	if topic == "" || err != nil {
 		return nil, fmt.Errorf("broker: parked message %s has REAL_TOPIC %q, REAL_QID %q", m.UniqKey(), topic, qs)
 	}
-	if b.store.TopicDeletedAt(topic, message.PhysicalOffsetOf(rec)) {
-		return nil, fmt.Errorf("%w: %q was deleted after message %s was parked", ErrTopicNotFound, topic, m.UniqKey())
+	if d.store.TopicDeletedAt(topic, message.PhysicalOffsetOf(rec)) {
+		return nil, fmt.Errorf("%w: %q was deleted after message %s was parked", brokererr.ErrTopicNotFound, topic, m.UniqKey())
 	}
-	tc, ok := b.meta.Topic(topic)
+	tc, ok := d.meta.Topic(topic)
 	switch {
-	case !ok && isGroupTopic(topic):
-		if tc, err = b.ensureTopic(topic, 1); err != nil {
+	case !ok && IsGroupTopic(topic):
+		if tc, err = d.topics.EnsureGroupTopic(topic); err != nil {
 			return nil, err
 		}
 	case !ok:
-		return nil, fmt.Errorf("%w: %q, the topic of parked message %s", ErrTopicNotFound, topic, m.UniqKey())
+		return nil, fmt.Errorf("%w: %q, the topic of parked message %s", brokererr.ErrTopicNotFound, topic, m.UniqKey())
 	}
 	if qid < 0 || qid >= int64(tc.WriteQueueNums) {
-		qid = int64(b.nextQueue(tc))
+		qid = int64(d.topics.NextQueue(tc))
 	}
 	props := m.Properties[:0]
 	for _, kv := range m.Properties {
@@ -257,111 +259,4 @@ func (b *Broker) unparked(rec []byte) (*message.Message, error) {
 	return &message.Message{Topic: topic, QueueID: int32(qid), Flag: m.Flag, SysFlag: m.SysFlag,
 		BornTimestamp: m.BornTimestamp, BornHost: m.BornHost, ReconsumeTimes: m.ReconsumeTimes,
 		Body: m.Body, Properties: props}, nil
-}
-
-// putInternal stores messages the broker itself generates (a consumer's
-// send-back to %RETRY%<group> or %DLQ%<group>) as one unit, parking those
-// with DELAY or timer properties like Send does. Unlike Send it accepts
-// any existing topic, reserved ones included, and messages of several
-// topics; a group's retry or dead-letter topic is created on first use
-// (one queue, read and write); topic permissions are not checked. The
-// parking topics themselves are refused (ErrReservedTopic). Queue id -1
-// asks the broker to pick. The body, queue id and properties are checked
-// as Send checks them (ErrInvalidMessage); the messages are not modified.
-//
-// putInternal does not pass the call gate: call it from a method that
-// did (Close closes the store only after those return).
-func (b *Broker) putInternal(ctx context.Context, msgs []*message.Message) ([]store.PutResult, error) {
-	return b.putInternalMode(ctx, msgs, false)
-}
-
-// putOwned is putInternal of messages the caller built for it and gives
-// up: they are parked in place rather than copied.
-func (b *Broker) putOwned(ctx context.Context, msgs []*message.Message) ([]store.PutResult, error) {
-	return b.putInternalMode(ctx, msgs, true)
-}
-
-func (b *Broker) putInternalMode(ctx context.Context, msgs []*message.Message, owned bool) ([]store.PutResult, error) {
-	if len(msgs) == 0 {
-		return nil, fmt.Errorf("%w: no messages", ErrInvalidMessage)
-	}
-	now := b.cfg.Now()
-	batch := make([]*message.Message, len(msgs))
-	for i, m := range msgs {
-		mm, err := b.prepareInternal(m, now, owned)
-		if err != nil {
-			if len(msgs) == 1 {
-				return nil, err
-			}
-			return nil, fmt.Errorf("message %d: %w", i, err)
-		}
-		batch[i] = mm
-	}
-	return b.put(ctx, batch[0].Topic, batch)
-}
-
-// prepareInternal checks one message of putInternal and returns what to
-// store for it.
-func (b *Broker) prepareInternal(m *message.Message, now time.Time, owned bool) (*message.Message, error) {
-	if m == nil {
-		return nil, fmt.Errorf("%w: nil message", ErrInvalidMessage)
-	}
-	tc, err := b.internalTopic(m.Topic)
-	if err != nil {
-		return nil, err
-	}
-	if err := b.checkBodyAndQueue(tc, len(m.Body), m.QueueID); err != nil {
-		return nil, err
-	}
-	if err := b.checkProperties(m); err != nil {
-		return nil, err
-	}
-	if m.QueueID == BrokerPicksQueue {
-		if owned {
-			m.QueueID = b.nextQueue(tc)
-		} else {
-			mm := *m
-			mm.QueueID = b.nextQueue(tc)
-			m = &mm
-		}
-	}
-	return b.park(m, now, owned)
-}
-
-// put stores a prepared batch and counts it; topic names the send in
-// errors.
-func (b *Broker) put(ctx context.Context, topic string, batch []*message.Message) ([]store.PutResult, error) {
-	res, err := b.store.Put(ctx, batch)
-	if len(res) > 0 {
-		b.msgsPut.Add(int64(len(res)))
-	}
-	if err != nil {
-		return res, putError(topic, res, err)
-	}
-	return res, nil
-}
-
-// decodeDelayed is SendRecords' path for records of which some are
-// delayed: it decodes the checked records (queues already picked) and
-// returns them as messages to store, parked where they ask to be.
-func (b *Broker) decodeDelayed(chunks [][]byte, n int) ([]*message.Message, error) {
-	now := b.cfg.Now()
-	batch := make([]*message.Message, 0, n)
-	for _, c := range chunks {
-		msgs, err := message.DecodeAll(c)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrInvalidMessage, err)
-		}
-		for _, m := range msgs {
-			mm, err := b.park(m, now, true) // decoded here: ours
-			if err != nil {
-				return nil, fmt.Errorf("record %d: %w", len(batch), err)
-			}
-			batch = append(batch, mm)
-		}
-	}
-	if len(batch) != n {
-		return nil, errors.New("broker: records changed while being sent") // a broken invariant: the caller reused the chunks
-	}
-	return batch, nil
 }

@@ -1,4 +1,4 @@
-package broker
+package dedup
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 // testTable is a dedup table with a 10 s window on a settable clock (ms)
 // and a settable dispatch position.
 type testTable struct {
-	*dedupTable
+	*Table
 	mu         sync.Mutex
 	now        int64
 	dispatchAt atomic.Int64
@@ -25,25 +25,25 @@ type testTable struct {
 
 func newTestTable() *testTable {
 	tt := &testTable{now: 1_700_000_000_000}
-	tt.dedupTable = newDedupTable(10*time.Second, tt.clock, tt.dispatchAt.Load)
+	tt.Table = newTable(10*time.Second, tt.clock, tt.dispatchAt.Load)
 	return tt
 }
 
 // kid is the id of key k of topic T.
-func (tt *testTable) kid(k string) dedupID { return id(tt.dedupTable, topicID(tt.dedupTable, "T"), k) }
+func (tt *testTable) kid(k string) keyID { return idOf(tt.Table, topicPart(tt.Table, "T"), k) }
 
 // claimed reports whether a send in flight holds key k of topic T.
 func (tt *testTable) claimed(k string) bool {
-	tt.dedupTable.mu.Lock()
-	defer tt.dedupTable.mu.Unlock()
+	tt.Table.mu.Lock()
+	defer tt.Table.mu.Unlock()
 	s, ok := tt.keys[tt.kid(k)]
 	return ok && s.fl != nil
 }
 
 // claims counts the keys claimed by sends in flight.
 func (tt *testTable) claims() int {
-	tt.dedupTable.mu.Lock()
-	defer tt.dedupTable.mu.Unlock()
+	tt.Table.mu.Lock()
+	defer tt.Table.mu.Unlock()
 	return len(tt.keys) - tt.recent
 }
 
@@ -60,15 +60,15 @@ func (tt *testTable) advance(d time.Duration) {
 }
 
 // claim claims keys of topic T and returns the flight and results.
-func (tt *testTable) claim(t *testing.T, ctx context.Context, keys ...string) (*dedupFlight, []SendResult, error) {
+func (tt *testTable) claim(t *testing.T, ctx context.Context, keys ...string) (*Flight, []Result, error) {
 	t.Helper()
-	out := make([]SendResult, len(keys))
-	fl, err := claimKeys(ctx, tt.dedupTable, "T", keys, out)
+	out := make([]Result, len(keys))
+	fl, err := claimKeys(ctx, tt.Table, "T", keys, out)
 	return fl, out, err
 }
 
 // stored lands fl as stored at now with physical offsets from phys on.
-func (tt *testTable) stored(fl *dedupFlight, out []SendResult, phys int64) {
+func (tt *testTable) stored(fl *Flight, out []Result, phys int64) {
 	var res []store.PutResult
 	for range fl.stores {
 		res = append(res, store.PutResult{UniqKey: "u", PhysicalOffset: phys, StoreTimestamp: tt.clock().UnixMilli()})
@@ -84,7 +84,7 @@ func TestDedupWaitsForFlight(t *testing.T) {
 	fl1, out1, err := tt.claim(t, t.Context(), "A")
 	require.NoError(t, err)
 
-	got := make(chan []SendResult)
+	got := make(chan []Result)
 	go func() {
 		fl2, out2, err := tt.claim(t, t.Context(), "B", "A")
 		assert.NoError(t, err)
@@ -93,15 +93,15 @@ func TestDedupWaitsForFlight(t *testing.T) {
 		got <- out2
 	}()
 	require.Eventually(t, func() bool {
-		tt.dedupTable.mu.Lock()
-		defer tt.dedupTable.mu.Unlock()
+		tt.Table.mu.Lock()
+		defer tt.Table.mu.Unlock()
 		return fl1.done != nil
 	}, 5*time.Second, time.Millisecond, "the second send waits")
 	assert.False(t, tt.claimed("B"), "a waiting send holds no claim")
 
 	tt.stored(fl1, out1, 7)
 	out2 := <-got
-	assert.Equal(t, SendResult{PutResult: store.PutResult{UniqKey: "u", PhysicalOffset: 100, StoreTimestamp: tt.now}}, out2[0])
+	assert.Equal(t, Result{PutResult: store.PutResult{UniqKey: "u", PhysicalOffset: 100, StoreTimestamp: tt.now}}, out2[0])
 	assert.True(t, out2[1].Duplicate)
 	assert.Equal(t, int64(7), out2[1].PhysicalOffset)
 
@@ -112,17 +112,17 @@ func TestDedupWaitsForFlight(t *testing.T) {
 		fl4, _, err := tt.claim(t, t.Context(), "C")
 		assert.NoError(t, err)
 		assert.Equal(t, []int32{markNew}, fl4.marks)
-		tt.land(fl4, nil, make([]SendResult, 1))
+		tt.land(fl4, nil, make([]Result, 1))
 		got <- nil
 	}()
 	require.Eventually(t, func() bool {
-		tt.dedupTable.mu.Lock()
-		defer tt.dedupTable.mu.Unlock()
+		tt.Table.mu.Lock()
+		defer tt.Table.mu.Unlock()
 		return fl3.done != nil
 	}, 5*time.Second, time.Millisecond)
-	tt.land(fl3, nil, make([]SendResult, 1))
+	tt.land(fl3, nil, make([]Result, 1))
 	<-got
-	assert.Equal(t, 2, tt.size(), "A and B; C was never stored")
+	assert.Equal(t, 2, tt.Recent(), "A and B; C was never stored")
 
 	// A waiter gives up with its context.
 	fl5, _, err := tt.claim(t, t.Context(), "D")
@@ -131,12 +131,12 @@ func TestDedupWaitsForFlight(t *testing.T) {
 	defer cancel()
 	_, _, err = tt.claim(t, ctx, "D")
 	require.ErrorIs(t, err, context.DeadlineExceeded)
-	tt.land(fl5, nil, make([]SendResult, 1))
+	tt.land(fl5, nil, make([]Result, 1))
 }
 
 // look claims keys and lands nothing (the claims go), returning the
 // results: a duplicate's is set.
-func (tt *testTable) look(t *testing.T, keys ...string) []SendResult {
+func (tt *testTable) look(t *testing.T, keys ...string) []Result {
 	t.Helper()
 	fl, out, err := tt.claim(t, t.Context(), keys...)
 	require.NoError(t, err)
@@ -157,7 +157,7 @@ func TestDedupRecentUntilIndexed(t *testing.T) {
 	fl, out, err = tt.claim(t, t.Context(), "C")
 	require.NoError(t, err)
 	tt.stored(fl, out, 5) // landed after A and B, stored before them
-	assert.Equal(t, 3, tt.size())
+	assert.Equal(t, 3, tt.Recent())
 
 	tt.dispatchAt.Store(11) // past A and C, not B
 	out = tt.look(t, "A", "B", "C")
@@ -165,13 +165,13 @@ func TestDedupRecentUntilIndexed(t *testing.T) {
 	assert.True(t, out[1].Duplicate, "B is not dispatched yet")
 	assert.Equal(t, int64(11), out[1].PhysicalOffset)
 	assert.True(t, out[2].Duplicate, "C waits for B, landed before it")
-	assert.Equal(t, 2, tt.size())
+	assert.Equal(t, 2, tt.Recent())
 
 	tt.advance(9999 * time.Millisecond)
 	assert.True(t, tt.look(t, "B")[0].Duplicate, "within the window")
 	tt.advance(time.Millisecond)
 	assert.False(t, tt.look(t, "B")[0].Duplicate, "the window is over")
-	assert.Equal(t, 1, tt.size(), "an expired key goes when claimed")
+	assert.Equal(t, 1, tt.Recent(), "an expired key goes when claimed")
 
 	fl, out, err = tt.claim(t, t.Context(), "B") // a new original, at 20
 	require.NoError(t, err)
@@ -180,14 +180,14 @@ func TestDedupRecentUntilIndexed(t *testing.T) {
 	out = tt.look(t, "B")
 	assert.True(t, out[0].Duplicate)
 	assert.Equal(t, int64(20), out[0].PhysicalOffset)
-	assert.Equal(t, 1, tt.size())
+	assert.Equal(t, 1, tt.Recent())
 
 	tt.dispatchAt.Store(21)
 	tt.look(t, "Y")
-	assert.Zero(t, tt.size())
+	assert.Zero(t, tt.Recent())
 	assert.Empty(t, tt.landed, "the landing order is reset once empty")
 	assert.True(t, tt.claimed("F"), "F, in flight, is kept")
-	tt.stored(inflight, make([]SendResult, 1), 30)
+	tt.stored(inflight, make([]Result, 1), 30)
 	out = tt.look(t, "F")
 	assert.True(t, out[0].Duplicate)
 	assert.Equal(t, int64(30), out[0].PhysicalOffset)
@@ -205,27 +205,27 @@ func TestDedupFoundInIndex(t *testing.T) {
 	fl.found(0, orig, out)
 	assert.Equal(t, 1, fl.stores)
 
-	waited := make(chan *dedupFlight)
+	waited := make(chan *Flight)
 	go func() {
 		fl2, _, err := tt.claim(t, t.Context(), "A")
 		assert.NoError(t, err)
 		waited <- fl2
 	}()
 	require.Eventually(t, func() bool {
-		tt.dedupTable.mu.Lock()
-		defer tt.dedupTable.mu.Unlock()
+		tt.Table.mu.Lock()
+		defer tt.Table.mu.Unlock()
 		return fl.done != nil
 	}, 5*time.Second, time.Millisecond, "a found key stays claimed")
 
 	tt.stored(fl, out, 10)
-	assert.Equal(t, SendResult{PutResult: orig, Duplicate: true}, out[0])
-	assert.Equal(t, SendResult{PutResult: orig, Duplicate: true}, out[2])
+	assert.Equal(t, Result{PutResult: orig, Duplicate: true}, out[0])
+	assert.Equal(t, Result{PutResult: orig, Duplicate: true}, out[2])
 	assert.False(t, out[1].Duplicate)
 	assert.Equal(t, int64(10), out[1].PhysicalOffset)
 	fl2 := <-waited
 	assert.Equal(t, []int32{markNew}, fl2.marks, "not remembered as recent: the waiter looks in the index")
-	assert.Equal(t, 1, tt.size(), "N only")
-	tt.land(fl2, nil, make([]SendResult, 1))
+	assert.Equal(t, 1, tt.Recent(), "N only")
+	tt.land(fl2, nil, make([]Result, 1))
 
 	// A send of found keys only stores nothing.
 	fl, out, err = tt.claim(t, t.Context(), "B", "B")
@@ -250,12 +250,12 @@ func TestDedupKeepRecords(t *testing.T) {
 	}
 	a, b, c, d := rec('a', 9), rec('b', 10), rec('c', 11), rec('d', 12)
 	chunks := [][]byte{append(append(append([]byte{}, a...), b...), c...), d}
-	fl := &dedupFlight{marks: []int32{markNew, markDup, markNone, 0}, stores: 2}
-	assert.Equal(t, [][]byte{a, c}, fl.keepRecords(chunks))
-	fl = &dedupFlight{marks: []int32{markDup, markNew, markNew, markNew}, stores: 3}
-	assert.Equal(t, [][]byte{append(append([]byte{}, b...), c...), d}, fl.keepRecords(chunks))
+	fl := &Flight{marks: []int32{markNew, markDup, markNone, 0}, stores: 2}
+	assert.Equal(t, [][]byte{a, c}, fl.KeepRecords(chunks))
+	fl = &Flight{marks: []int32{markDup, markNew, markNew, markNew}, stores: 3}
+	assert.Equal(t, [][]byte{append(append([]byte{}, b...), c...), d}, fl.KeepRecords(chunks))
 	fl.marks[0], fl.stores = markNone, 4
-	assert.Equal(t, chunks, fl.keepRecords(chunks))
+	assert.Equal(t, chunks, fl.KeepRecords(chunks))
 }
 
 // A key's id: the bytes of a UNIQ_KEY in upper-case hex, else a hash;
@@ -263,19 +263,19 @@ func TestDedupKeepRecords(t *testing.T) {
 func TestDedupID(t *testing.T) {
 	tt := newTestTable()
 	u := "0A1B2C3D4E5F60718293A4B5C6D7E8F9"
-	assert.Equal(t, dedupID{0x0A, 0x1B, 0x2C, 0x3D, 0x4E, 0x5F, 0x60, 0x71, 0x82, 0x93, 0xA4, 0xB5, 0xC6, 0xD7, 0xE8, 0xF9}, keyID(tt.dedupTable, u))
-	assert.Equal(t, keyID(tt.dedupTable, u), keyID(tt.dedupTable, []byte(u)))
+	assert.Equal(t, keyID{0x0A, 0x1B, 0x2C, 0x3D, 0x4E, 0x5F, 0x60, 0x71, 0x82, 0x93, 0xA4, 0xB5, 0xC6, 0xD7, 0xE8, 0xF9}, keyPart(tt.Table, u))
+	assert.Equal(t, keyPart(tt.Table, u), keyPart(tt.Table, []byte(u)))
 	lower := "0a1b2c3d4e5f60718293a4b5c6d7e8f9"
-	assert.NotEqual(t, keyID(tt.dedupTable, u), keyID(tt.dedupTable, lower), "lower case is another key")
-	assert.Equal(t, keyID(tt.dedupTable, lower), keyID(tt.dedupTable, []byte(lower)))
-	assert.NotEqual(t, keyID(tt.dedupTable, "order-1"), keyID(tt.dedupTable, "order-2"))
-	assert.Equal(t, keyID(tt.dedupTable, "order-1"), keyID(tt.dedupTable, []byte("order-1")))
+	assert.NotEqual(t, keyPart(tt.Table, u), keyPart(tt.Table, lower), "lower case is another key")
+	assert.Equal(t, keyPart(tt.Table, lower), keyPart(tt.Table, []byte(lower)))
+	assert.NotEqual(t, keyPart(tt.Table, "order-1"), keyPart(tt.Table, "order-2"))
+	assert.Equal(t, keyPart(tt.Table, "order-1"), keyPart(tt.Table, []byte("order-1")))
 
-	tT, tU := topicID(tt.dedupTable, "T"), topicID(tt.dedupTable, "U")
-	assert.NotEqual(t, id(tt.dedupTable, tT, u), id(tt.dedupTable, tU, u), "keys count per topic")
-	assert.NotEqual(t, id(tt.dedupTable, tT, "T"), id(tt.dedupTable, tU, "U"), "a key and a topic are hashed apart")
-	assert.Equal(t, id(tt.dedupTable, tT, u), id(tt.dedupTable, tT, []byte(u)))
-	assert.Equal(t, tt.kid(u), id(tt.dedupTable, tT, u))
+	tT, tU := topicPart(tt.Table, "T"), topicPart(tt.Table, "U")
+	assert.NotEqual(t, idOf(tt.Table, tT, u), idOf(tt.Table, tU, u), "keys count per topic")
+	assert.NotEqual(t, idOf(tt.Table, tT, "T"), idOf(tt.Table, tU, "U"), "a key and a topic are hashed apart")
+	assert.Equal(t, idOf(tt.Table, tT, u), idOf(tt.Table, tT, []byte(u)))
+	assert.Equal(t, tt.kid(u), idOf(tt.Table, tT, u))
 }
 
 // BenchmarkDedupClaimLand is the table's part of a one-message send of a
@@ -288,7 +288,7 @@ func BenchmarkDedupClaimLand(b *testing.B) {
 	tt.window = int64(24 * time.Hour / time.Millisecond)
 	key := []byte("0A1B2C3D4E5F60718293A4B5C6D70000")
 	keys := [][]byte{key}
-	out := make([]SendResult, 1)
+	out := make([]Result, 1)
 	res := []store.PutResult{{}}
 	b.ReportAllocs()
 	n := uint64(0)
@@ -297,7 +297,7 @@ func BenchmarkDedupClaimLand(b *testing.B) {
 		for i := range 8 {
 			key[31-i] = "0123456789ABCDEF"[n>>(4*i)&0xF]
 		}
-		fl, err := claimKeys(b.Context(), tt.dedupTable, "T", keys, out)
+		fl, err := claimKeys(b.Context(), tt.Table, "T", keys, out)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -305,7 +305,7 @@ func BenchmarkDedupClaimLand(b *testing.B) {
 		tt.land(fl, res, out)
 		tt.dispatchAt.Store(int64(n) - 1000)
 	}
-	b.ReportMetric(float64(tt.size()), "recent-keys")
+	b.ReportMetric(float64(tt.Recent()), "recent-keys")
 }
 
 // A retry waits for the first attempts that started before it registered
@@ -313,24 +313,24 @@ func BenchmarkDedupClaimLand(b *testing.B) {
 // stored (not the log's end, which a filler may hold the dispatch position
 // short of); a first attempt that starts after it does not hold it up, and
 // goes the checked way if it has the retry's key.
-func TestWaitFresh(t *testing.T) {
+func TestWaitFirstAttempts(t *testing.T) {
 	tt := newTestTable()
-	seq, ok := startFresh(tt.dedupTable, "T", []string{"A"})
+	seq, ok := startFirstAttempt(tt.Table, "T", []string{"A"})
 	require.True(t, ok)
 	done := make(chan error, 1)
-	go func() { done <- waitFresh(t.Context(), tt.dedupTable, "T", []string{"A", "B"}) }()
+	go func() { done <- waitFirstAttempts(t.Context(), tt.Table, "T", []string{"A", "B"}) }()
 	require.Eventually(t, func() bool {
-		tt.dedupTable.mu.Lock()
-		defer tt.dedupTable.mu.Unlock()
-		return len(tt.retried) == 2 && tt.freshLanded != nil
+		tt.Table.mu.Lock()
+		defer tt.Table.mu.Unlock()
+		return len(tt.retried) == 2 && tt.firstLanded != nil
 	}, 5*time.Second, time.Millisecond, "the retry registers its keys and waits")
 
-	_, ok = startFresh(tt.dedupTable, "T", []string{"B"})
+	_, ok = startFirstAttempt(tt.Table, "T", []string{"B"})
 	assert.False(t, ok, "a first attempt of a retry's key goes the checked way")
-	later, ok := startFresh(tt.dedupTable, "T", []string{"C"})
+	later, ok := startFirstAttempt(tt.Table, "T", []string{"C"})
 	require.True(t, ok, "other keys still go the quick way")
 
-	tt.landFresh(seq, []store.PutResult{{PhysicalOffset: 40}, {PhysicalOffset: 90}})
+	tt.landFirstAttempt(seq, []store.PutResult{{PhysicalOffset: 40}, {PhysicalOffset: 90}})
 	tt.dispatchAt.Store(90)
 	select {
 	case err := <-done:
@@ -344,15 +344,15 @@ func TestWaitFresh(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("still waiting once the first attempt landed and was indexed (the later one is in flight)")
 	}
-	tt.landFresh(later, nil)
+	tt.landFirstAttempt(later, nil)
 
 	// A retry gives up when its context ends.
-	seq, ok = startFresh(tt.dedupTable, "T", []string{"D"})
+	seq, ok = startFirstAttempt(tt.Table, "T", []string{"D"})
 	require.True(t, ok)
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Millisecond)
 	defer cancel()
-	assert.ErrorIs(t, waitFresh(ctx, tt.dedupTable, "T", []string{"E"}), context.DeadlineExceeded)
-	tt.landFresh(seq, nil)
+	assert.ErrorIs(t, waitFirstAttempts(ctx, tt.Table, "T", []string{"E"}), context.DeadlineExceeded)
+	tt.landFirstAttempt(seq, nil)
 }
 
 // The keys retries register are dropped when their window ends; past
@@ -360,29 +360,29 @@ func TestWaitFresh(t *testing.T) {
 // way until a window has passed.
 func TestRetriedKeys(t *testing.T) {
 	tt := newTestTable()
-	require.NoError(t, waitFresh(t.Context(), tt.dedupTable, "T", []string{"A"}))
+	require.NoError(t, waitFirstAttempts(t.Context(), tt.Table, "T", []string{"A"}))
 	tt.advance(5 * time.Second)
-	require.NoError(t, waitFresh(t.Context(), tt.dedupTable, "T", []string{"A", "B"})) // A again: a later window
+	require.NoError(t, waitFirstAttempts(t.Context(), tt.Table, "T", []string{"A", "B"})) // A again: a later window
 	tt.advance(5 * time.Second)
-	_, ok := startFresh(tt.dedupTable, "T", []string{"A"})
+	_, ok := startFirstAttempt(tt.Table, "T", []string{"A"})
 	assert.False(t, ok, "A's second registration holds")
 	tt.advance(5 * time.Second)
-	seq, ok := startFresh(tt.dedupTable, "T", []string{"A"})
+	seq, ok := startFirstAttempt(tt.Table, "T", []string{"A"})
 	require.True(t, ok)
-	tt.landFresh(seq, nil)
+	tt.landFirstAttempt(seq, nil)
 	assert.Empty(t, tt.retried)
 
 	keys := make([]string, maxRetried+1)
 	for i := range keys {
 		keys[i] = fmt.Sprintf("K%d", i)
 	}
-	require.NoError(t, waitFresh(t.Context(), tt.dedupTable, "T", keys))
+	require.NoError(t, waitFirstAttempts(t.Context(), tt.Table, "T", keys))
 	assert.Len(t, tt.retried, maxRetried)
-	_, ok = startFresh(tt.dedupTable, "T", []string{"new"})
+	_, ok = startFirstAttempt(tt.Table, "T", []string{"new"})
 	assert.False(t, ok, "retries overflowed: first attempts are checked")
 	tt.advance(10*time.Second + time.Millisecond)
-	seq, ok = startFresh(tt.dedupTable, "T", []string{"new"})
+	seq, ok = startFirstAttempt(tt.Table, "T", []string{"new"})
 	assert.True(t, ok, "a window after the overflow")
-	tt.landFresh(seq, nil)
+	tt.landFirstAttempt(seq, nil)
 	assert.Empty(t, tt.retried)
 }

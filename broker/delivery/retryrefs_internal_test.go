@@ -1,4 +1,4 @@
-package broker
+package delivery
 
 import (
 	"testing"
@@ -8,7 +8,7 @@ import (
 )
 
 func TestRetryRefsRoundTrip(t *testing.T) {
-	refs := []retryRef{{phys: 0, size: 90, maxTimes: 16}, {phys: 1 << 40, size: 4 << 20, maxTimes: 1}}
+	refs := []RetryRef{{Phys: 0, Size: 90, MaxTimes: 16}, {Phys: 1 << 40, Size: 4 << 20, MaxTimes: 1}}
 	body := appendRetryRefs(nil, refs)
 	assert.Len(t, body, len(retryRefsMagic)+2*retryRefSize)
 	got, err := parseRetryRefs(body)
@@ -20,9 +20,9 @@ func TestRetryRefsRoundTrip(t *testing.T) {
 		"magic only":    []byte(retryRefsMagic),
 		"wrong version": append([]byte("GRR\x02"), body[len(retryRefsMagic):]...),
 		"torn":          body[:len(body)-1],
-		"negative":      appendRetryRefs(nil, []retryRef{{phys: -1, size: 90, maxTimes: 16}}),
-		"no size":       appendRetryRefs(nil, []retryRef{{phys: 0, size: 0, maxTimes: 16}}),
-		"no max":        appendRetryRefs(nil, []retryRef{{phys: 0, size: 90, maxTimes: 0}}),
+		"negative":      appendRetryRefs(nil, []RetryRef{{Phys: -1, Size: 90, MaxTimes: 16}}),
+		"no size":       appendRetryRefs(nil, []RetryRef{{Phys: 0, Size: 0, MaxTimes: 16}}),
+		"no max":        appendRetryRefs(nil, []RetryRef{{Phys: 0, Size: 90, MaxTimes: 0}}),
 	} {
 		_, err := parseRetryRefs(bad)
 		assert.Error(t, err, name)
@@ -32,7 +32,7 @@ func TestRetryRefsRoundTrip(t *testing.T) {
 // FuzzParseRetryRefs: any body parses or fails with an error, and what
 // parses encodes back to the same bytes.
 func FuzzParseRetryRefs(f *testing.F) {
-	f.Add(appendRetryRefs(nil, []retryRef{{phys: 7, size: 90, maxTimes: 16}}))
+	f.Add(appendRetryRefs(nil, []RetryRef{{Phys: 7, Size: 90, MaxTimes: 16}}))
 	f.Add([]byte("GRR\x01"))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, body []byte) {

@@ -1,4 +1,4 @@
-package broker
+package delivery
 
 import (
 	"bytes"
@@ -25,11 +25,6 @@ import (
 //	{"groups": {"<group>": {"minOffset": 12, "resends": {"14": {"count": 2, "lastMs": 1700000000000}},
 //	                         "purged": [[15, 17]]}}}
 const DLQStateFile = "dlqState.json"
-
-// dlqQueue is the queue of a dead-letter topic that holds the dead
-// letters: SendBack writes queue 0, and the broker creates the topic with
-// one queue.
-const dlqQueue int32 = 0
 
 // dlqMark is what the broker knows of one dead letter beyond its record.
 type dlqMark struct {
@@ -67,8 +62,8 @@ type dlqState struct {
 
 // openDLQState loads the state file (or its backup); a missing file is an
 // empty state.
-func openDLQState(fs fsx.FS, root string) (*dlqState, metadata.Source, error) {
-	s := &dlqState{fs: fs, path: filepath.Join(root, "config", DLQStateFile),
+func openDLQState(fs fsx.FS, dir string) (*dlqState, metadata.Source, error) {
+	s := &dlqState{fs: fs, path: filepath.Join(dir, DLQStateFile),
 		groups: map[string]*dlqGroup{}, stored: map[string]int64{}, resent: map[string]int64{}}
 	src, err := metadata.Load(fs, s.path, func(data []byte) error {
 		doc, err := decodeDLQState(data)
@@ -118,23 +113,23 @@ func (s *dlqState) group(name string) *dlqGroup {
 	return g
 }
 
-// view is a copy of what deciding an entry's visibility needs.
-type dlqView struct {
+// DLQView is a copy of what deciding a dead letter's visibility needs.
+type DLQView struct {
 	minOffset int64
 	purged    rangeSet
 }
 
-func (v dlqView) gone(off int64) bool { return off < v.minOffset || v.purged.has(off) }
+func (v DLQView) gone(off int64) bool { return off < v.minOffset || v.purged.has(off) }
 
 // view returns a snapshot of group's min offset and purged offsets.
-func (s *dlqState) view(group string) dlqView {
+func (s *dlqState) view(group string) DLQView {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	g := s.groups[group]
 	if g == nil {
-		return dlqView{}
+		return DLQView{}
 	}
-	return dlqView{minOffset: g.MinOffset, purged: slices.Clone(g.Purged)}
+	return DLQView{minOffset: g.MinOffset, purged: slices.Clone(g.Purged)}
 }
 
 // mark returns an entry's resend mark.
@@ -230,6 +225,19 @@ func (s *dlqState) countStored(group string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.stored[group]++
+}
+
+// forget drops group's dead-letter state and counters: its dead-letter
+// topic was deleted, and the next one starts at offset 0.
+func (s *dlqState) forget(group string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.groups[group]; ok {
+		delete(s.groups, group)
+		s.dirty = true
+	}
+	delete(s.stored, group)
+	delete(s.resent, group)
 }
 
 // counters returns the dead letters stored and resent since Open, by group.

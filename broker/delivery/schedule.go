@@ -1,4 +1,4 @@
-package broker
+package delivery
 
 import (
 	"context"
@@ -25,7 +25,7 @@ const (
 // order from its delivered offset (metadata.DelayOffset, delayOffset.json)
 // and stops at the first message not yet due (store time + the level's
 // delay after Config.Now). One goroutine serves every level, round robin,
-// every scheduleTick.
+// every Config.Tick.
 //
 // An offset is recorded for saving (metadata.SetDelayOffset) only once the
 // commit log is durable past the re-published messages (the scheduler
@@ -33,14 +33,14 @@ const (
 // message; it may deliver one twice (the metadata is saved every
 // flushConsumerOffsetInterval and at Close).
 type scheduler struct {
-	b         *Broker
+	d         *Service
 	log       *slog.Logger
 	levels    []*levelState
 	flushedAt time.Time // last flush of the log for the progress (real time)
 	warned    time.Time // last delivery-failure warning (real time)
 }
 
-// levelState is one level's position. next is read by Status; unsaved
+// levelState is one level's position. next is read by Pending; unsaved
 // belongs to the scheduler's goroutine (and to finish, after it ended).
 type levelState struct {
 	level   int // 1-based
@@ -61,18 +61,18 @@ type progress struct {
 // newScheduler reads each level's delivered offset. Levels beyond the
 // configured ones (queues left by an earlier, longer messageDelayLevel)
 // use the last level's delay.
-func newScheduler(b *Broker) *scheduler {
-	s := &scheduler{b: b, log: b.log.With("component", "scheduler")}
-	tc, _ := b.meta.Topic(ScheduleTopic)
-	delays := b.cfg.MessageDelayLevel
+func newScheduler(d *Service) *scheduler {
+	s := &scheduler{d: d, log: d.log.With("component", "scheduler")}
+	tc, _ := d.meta.Topic(ScheduleTopic)
+	delays := d.cfg.DelayLevels
 	for q := range tc.WriteQueueNums {
 		l := &levelState{level: int(q) + 1, queueID: q, delayMS: delays[min(int(q), len(delays)-1)].Milliseconds()}
-		off, _ := b.meta.DelayOffset(l.level)
-		if maxOff := queueEnd(b.store, ScheduleTopic, q); off > maxOff {
+		off, _ := d.meta.DelayOffset(l.level)
+		if maxOff := queueEnd(d.store, ScheduleTopic, q); off > maxOff {
 			s.log.Warn("delay level offset past its queue's end (the log lost its tail); delivering from the end",
 				"level", l.level, "offset", off, "queueEnd", maxOff)
 			off = maxOff
-			_ = b.meta.SetDelayOffset(l.level, off)
+			_ = d.meta.SetDelayOffset(l.level, off)
 		}
 		l.next.Store(off)
 		s.levels = append(s.levels, l)
@@ -85,14 +85,14 @@ func newScheduler(b *Broker) *scheduler {
 // its last record in the log. Progress saved beyond it was lost with the
 // log's tail; progress within it must stand, or the messages the
 // dispatcher has yet to bring back would be delivered again.
-func queueEnd(st *store.Store, topic string, queueID int32) int64 {
+func queueEnd(st Store, topic string, queueID int32) int64 {
 	_, maxOff := st.QueueOffsets(topic, queueID)
 	return max(maxOff, st.RecoveredQueueEnd(topic, queueID))
 }
 
-// run delivers due messages every scheduleTick until ctx ends.
+// run delivers due messages every Config.Tick until ctx ends.
 func (s *scheduler) run(ctx context.Context) {
-	t := time.NewTicker(s.b.cfg.scheduleTick)
+	t := time.NewTicker(s.d.cfg.Tick)
 	defer t.Stop()
 	for {
 		select {
@@ -125,7 +125,7 @@ func (s *scheduler) step(ctx context.Context) {
 // its offset moved.
 func (s *scheduler) deliver(ctx context.Context, l *levelState) bool {
 	off := l.next.Load()
-	gr, err := s.b.store.Get(ScheduleTopic, l.queueID, off, deliverBatch, deliverBatchBytes, nil)
+	gr, err := s.d.store.Get(ScheduleTopic, l.queueID, off, deliverBatch, deliverBatchBytes, nil)
 	if err != nil {
 		s.warn("reading a delay level failed; will retry", "level", l.level, "offset", off, "err", err)
 		return false
@@ -145,7 +145,7 @@ func (s *scheduler) deliver(ctx context.Context, l *levelState) bool {
 		s.log.Warn("parked messages deleted by log retention before their delivery", "level", l.level,
 			"offsets", off, "to", gr.NextOffset)
 	}
-	now := s.b.cfg.Now().UnixMilli()
+	now := s.d.cfg.Now().UnixMilli()
 	next, msgs := gr.NextOffset, make([]*message.Message, 0, len(gr.Records))
 	var release func() // of retries read through references
 	defer func() {
@@ -163,7 +163,7 @@ func (s *scheduler) deliver(ctx context.Context, l *levelState) bool {
 				next = message.QueueOffsetOf(r.B)
 				break
 			}
-			retries, lost, rel, err := s.b.retriesOf(r.B)
+			retries, lost, rel, err := s.d.retriesOf(r.B)
 			if err != nil {
 				s.log.Warn("dropping retry references that cannot be delivered", "level", l.level,
 					"offset", message.QueueOffsetOf(r.B), "err", err)
@@ -177,7 +177,7 @@ func (s *scheduler) deliver(ctx context.Context, l *levelState) bool {
 			next = message.QueueOffsetOf(r.B) + 1
 			break
 		}
-		m, err := s.b.unparked(r.B)
+		m, err := s.d.unparked(r.B)
 		if err != nil {
 			s.log.Warn("dropping a parked message that cannot be delivered", "level", l.level,
 				"offset", message.QueueOffsetOf(r.B), "err", err)
@@ -188,7 +188,7 @@ func (s *scheduler) deliver(ctx context.Context, l *levelState) bool {
 	if next == off {
 		return false
 	}
-	if len(msgs) > 0 && !s.b.republish(ctx, msgs, s.warn) {
+	if len(msgs) > 0 && !s.d.republish(ctx, msgs, s.warn) {
 		return false
 	}
 	s.advance(l, next)
@@ -199,8 +199,8 @@ func (s *scheduler) deliver(ctx context.Context, l *levelState) bool {
 // for recording once the log is durable past them.
 func (s *scheduler) advance(l *levelState, next int64) {
 	l.next.Store(next)
-	l.unsaved = appendProgress(l.unsaved, progress{next: next, logEnd: s.b.store.CommitLog().MaxOffset()})
-	s.record(s.b.store.CommitLog().FlushedOffset()) // at once under SYNC_FLUSH
+	l.unsaved = appendProgress(l.unsaved, progress{next: next, logEnd: s.d.commitLog.MaxOffset()})
+	s.record(s.d.commitLog.FlushedOffset()) // at once under SYNC_FLUSH
 }
 
 // durableEnd returns the commit log's durable end, flushing it first when
@@ -208,7 +208,7 @@ func (s *scheduler) advance(l *levelState, next int64) {
 // progressInterval old: under ASYNC_FLUSH the log may otherwise wait for
 // more data.
 func (s *scheduler) durableEnd() int64 {
-	cl := s.b.store.CommitLog()
+	cl := s.d.commitLog
 	flushed := cl.FlushedOffset()
 	if time.Since(s.flushedAt) < progressInterval {
 		return flushed
@@ -236,7 +236,7 @@ func (s *scheduler) record(flushed int64) {
 		if i == 0 {
 			continue
 		}
-		if err := s.b.meta.SetDelayOffset(l.level, l.unsaved[i-1].next); err != nil {
+		if err := s.d.meta.SetDelayOffset(l.level, l.unsaved[i-1].next); err != nil {
 			s.log.Error("recording a delay level's offset failed", "level", l.level, "err", err)
 		}
 		l.unsaved = l.unsaved[i:]
@@ -248,10 +248,10 @@ func (s *scheduler) record(flushed int64) {
 // metadata. If the flush fails, the unrecorded messages will be delivered
 // again.
 func (s *scheduler) finish() error {
-	if err := s.b.store.CommitLog().Flush(); err != nil {
+	if err := s.d.commitLog.Flush(); err != nil {
 		return err
 	}
-	s.record(s.b.store.CommitLog().FlushedOffset())
+	s.record(s.d.commitLog.FlushedOffset())
 	return nil
 }
 
@@ -259,7 +259,7 @@ func (s *scheduler) finish() error {
 func (s *scheduler) pending() []int64 {
 	out := make([]int64, len(s.levels))
 	for i, l := range s.levels {
-		_, maxOff := s.b.store.QueueOffsets(ScheduleTopic, l.queueID)
+		_, maxOff := s.d.store.QueueOffsets(ScheduleTopic, l.queueID)
 		out[i] = max(maxOff-l.next.Load(), 0)
 	}
 	return out
@@ -291,13 +291,13 @@ func appendProgress(q []progress, p progress) []progress {
 // while waiting for the flush) counts as stored. A unit larger than a
 // log segment holds is stored in halves (if one fails, the first may be
 // delivered again: delivery is at least once).
-func (b *Broker) republish(ctx context.Context, msgs []*message.Message, warn func(string, ...any)) bool {
-	res, err := b.store.Put(ctx, msgs)
+func (d *Service) republish(ctx context.Context, msgs []*message.Message, warn func(string, ...any)) bool {
+	res, err := d.store.Put(ctx, msgs)
 	if len(res) == len(msgs) {
 		return true
 	}
 	if h := len(msgs) / 2; h > 0 && errors.Is(err, commitlog.ErrRecordTooLarge) {
-		return b.republish(ctx, msgs[:h], warn) && b.republish(ctx, msgs[h:], warn)
+		return d.republish(ctx, msgs[:h], warn) && d.republish(ctx, msgs[h:], warn)
 	}
 	warn("re-publishing parked messages failed; will retry", "messages", len(msgs), "err", err)
 	return false

@@ -1,4 +1,4 @@
-package broker
+package dedup
 
 import (
 	"context"
@@ -17,9 +17,9 @@ import (
 // (none has an IDEMPOTENCY_KEY), a copy can be stored already only if a
 // retry of it overtook it: a retry goes out after the first attempt
 // failed or timed out, and the first attempt may still be waiting in the
-// broker. So such a send makes no claim and no index look-up, which cost
-// the broker a sixth of its CPU under a produce load (docs/BENCHMARKS.md,
-// twenty-fifth session), provided retries do the work instead:
+// broker. So such a send makes no claim and no index look-up, the larger
+// part of what de-duplication costs a produce (docs/decisions/
+// 0040-dedup-first-attempts.md), provided retries do the work instead:
 //
 //   - a retry (attempt 2 and up) registers its keys in the table for the
 //     window before anything else, so that a first attempt arriving after
@@ -45,18 +45,19 @@ const maxRetried = 1 << 16
 // retriedRef is a key a retry registered, and the unix ms at which it
 // stops mattering; the table's queue of them is in that order.
 type retriedRef struct {
-	id    dedupID
+	id    keyID
 	until int64
 }
 
 // dispatchPoll is how often a retry looks whether the dispatcher has
-// indexed the first attempts it waits for (about a millisecond behind).
+// indexed the first attempts it waits for: the dispatcher trails the log
+// closely, so the wait is short and a poll is cheaper than a wake-up hook.
 const dispatchPoll = 200 * time.Microsecond
 
-// startFresh starts a first attempt of keys to topic and returns its
+// startFirstAttempt starts a first attempt of keys to topic and returns its
 // sequence number, or reports false if it must go the checked way: a key
 // of it is a retry's, or retries overflowed the table within the window.
-func startFresh[K dedupKey](t *dedupTable, topic string, keys []K) (uint64, bool) {
+func startFirstAttempt[K Key](t *Table, topic string, keys []K) (uint64, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.now().UnixMilli()
@@ -65,43 +66,43 @@ func startFresh[K dedupKey](t *dedupTable, topic string, keys []K) (uint64, bool
 		return 0, false
 	}
 	if len(t.retried) > 0 {
-		tid := topicID(t, topic)
+		tid := topicPart(t, topic)
 		for _, k := range keys {
-			if _, ok := t.retried[id(t, tid, k)]; ok {
+			if _, ok := t.retried[idOf(t, tid, k)]; ok {
 				return 0, false
 			}
 		}
 	}
-	seq := t.freshNext
-	t.freshNext++
-	t.fresh[seq] = struct{}{}
+	seq := t.firstNext
+	t.firstNext++
+	t.firsts[seq] = struct{}{}
 	return seq, true
 }
 
-// landFresh ends the first attempt seq, which stored res (nothing when
+// landFirstAttempt ends the first attempt seq, which stored res (nothing when
 // empty), and wakes the retries waiting for first attempts to land.
-func (t *dedupTable) landFresh(seq uint64, res []store.PutResult) {
+func (t *Table) landFirstAttempt(seq uint64, res []store.PutResult) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	delete(t.fresh, seq)
+	delete(t.firsts, seq)
 	if len(res) > 0 { // stored in order: the last is the furthest on
-		t.freshLast = max(t.freshLast, res[len(res)-1].PhysicalOffset)
+		t.firstLastPhys = max(t.firstLastPhys, res[len(res)-1].PhysicalOffset)
 	}
-	if t.freshLanded != nil {
-		close(t.freshLanded)
-		t.freshLanded = nil
+	if t.firstLanded != nil {
+		close(t.firstLanded)
+		t.firstLanded = nil
 	}
 }
 
-// waitFresh registers the keys of a retry to topic for the window, then
+// waitFirstAttempts registers the keys of a retry to topic for the window, then
 // waits until every first attempt that started before that has landed
 // and the dispatcher has indexed what they stored (see above), or ctx
 // ends.
-func waitFresh[K dedupKey](ctx context.Context, t *dedupTable, topic string, keys []K) error {
+func waitFirstAttempts[K Key](ctx context.Context, t *Table, topic string, keys []K) error {
 	t.mu.Lock()
 	now := t.now().UnixMilli()
 	t.expireRetried(now)
-	tid := topicID(t, topic)
+	tid := topicPart(t, topic)
 	for _, k := range keys {
 		if len(k) == 0 {
 			continue
@@ -110,21 +111,21 @@ func waitFresh[K dedupKey](ctx context.Context, t *dedupTable, topic string, key
 			t.retriedFullUntil = now + t.window
 			break
 		}
-		kid := id(t, tid, k)
+		kid := idOf(t, tid, k)
 		t.retried[kid] = now + t.window
 		t.retriedQ = append(t.retriedQ, retriedRef{id: kid, until: now + t.window})
 	}
-	before := t.freshNext // first attempts numbered below it started before
+	before := t.firstNext // first attempts numbered below it started before
 	t.mu.Unlock()
 	for {
 		t.mu.Lock()
 		var landed chan struct{}
-		for seq := range t.fresh {
+		for seq := range t.firsts {
 			if seq < before {
-				if t.freshLanded == nil {
-					t.freshLanded = make(chan struct{})
+				if t.firstLanded == nil {
+					t.firstLanded = make(chan struct{})
 				}
-				landed = t.freshLanded
+				landed = t.firstLanded
 				break
 			}
 		}
@@ -142,7 +143,7 @@ func waitFresh[K dedupKey](ctx context.Context, t *dedupTable, topic string, key
 	// stored. (Not the log's end: a filler may end it, which the
 	// dispatch position stays short of until more records come.)
 	t.mu.Lock()
-	last := t.freshLast
+	last := t.firstLastPhys
 	t.mu.Unlock()
 	for t.dispatched() <= last {
 		if t.refusal != nil {
@@ -161,7 +162,7 @@ func waitFresh[K dedupKey](ctx context.Context, t *dedupTable, topic string, key
 
 // expireRetried drops the retries' keys whose window has passed. Under
 // mu.
-func (t *dedupTable) expireRetried(now int64) {
+func (t *Table) expireRetried(now int64) {
 	for t.retriedHead < len(t.retriedQ) && t.retriedQ[t.retriedHead].until <= now {
 		ref := t.retriedQ[t.retriedHead]
 		if until, ok := t.retried[ref.id]; ok && until <= now { // else registered again since: a later entry drops it

@@ -1,4 +1,4 @@
-package broker
+package delivery
 
 import (
 	"bufio"
@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gantrymq/gantry/broker/brokererr"
 	"github.com/gantrymq/gantry/broker/store"
 	"github.com/gantrymq/gantry/message"
 )
@@ -101,12 +102,12 @@ func originMsgID(m *message.Message) string {
 // uniqKeyOfOffsetID returns the UNIQ_KEY of the message id names as an
 // offset message id of this broker, or "" when id is no such id (a
 // UNIQ_KEY, say) or names no stored message.
-func (b *Broker) uniqKeyOfOffsetID(id string) string {
+func (d *Service) uniqKeyOfOffsetID(id string) string {
 	host, phys, err := message.DecodeOffsetMsgID(id)
-	if err != nil || host != b.cfg.StoreAddr() {
+	if err != nil || host != d.cfg.StoreAddr {
 		return ""
 	}
-	m, err := b.store.MessageAt(phys)
+	m, err := d.store.MessageAt(phys)
 	if err != nil {
 		return ""
 	}
@@ -192,19 +193,15 @@ type dlqRecord struct {
 // ListDLQ returns a page of the live dead letters of req.Group (stored,
 // not expired, not purged) that match the filter.
 //
-// Errors: ErrShuttingDown; ErrInvalidArgument (bad group name, negative
+// Errors: ErrInvalidArgument (bad group name, negative
 // cursor or limit, Begin after End); ErrGroupNotFound (neither the group
 // nor its dead-letter topic exists).
-func (b *Broker) ListDLQ(ctx context.Context, req DLQListRequest) (DLQPage, error) {
-	if !b.calls.enter() {
-		return DLQPage{}, ErrShuttingDown
-	}
-	defer b.calls.leave()
-	if err := b.checkDLQFilter(req.DLQFilter); err != nil {
+func (d *Service) ListDLQ(ctx context.Context, req DLQListRequest) (DLQPage, error) {
+	if err := d.checkDLQFilter(req.DLQFilter); err != nil {
 		return DLQPage{}, err
 	}
 	if req.Cursor < 0 || req.Limit < 0 {
-		return DLQPage{}, fmt.Errorf("%w: dlq list: cursor %d, limit %d: neither may be negative", ErrInvalidArgument, req.Cursor, req.Limit)
+		return DLQPage{}, fmt.Errorf("%w: dlq list: cursor %d, limit %d: neither may be negative", brokererr.ErrInvalidArgument, req.Cursor, req.Limit)
 	}
 	limit := req.Limit
 	if limit == 0 {
@@ -213,53 +210,53 @@ func (b *Broker) ListDLQ(ctx context.Context, req DLQListRequest) (DLQPage, erro
 	limit = min(limit, MaxDLQListLimit)
 	var page DLQPage
 	var err error
-	page.NextCursor, page.More, err = b.scanDLQ(ctx, req.DLQFilter, req.Cursor, dlqScanBudget, func(r dlqRecord) bool {
-		page.Entries = append(page.Entries, b.dlqEntry(req.Group, r))
+	page.NextCursor, page.More, err = d.scanDLQ(ctx, req.DLQFilter, req.Cursor, dlqScanBudget, func(r dlqRecord) bool {
+		page.Entries = append(page.Entries, d.dlqEntry(req.Group, r))
 		return len(page.Entries) < limit
 	})
 	return page, err
 }
 
 // checkDLQFilter checks a filter and that its group exists.
-func (b *Broker) checkDLQFilter(f DLQFilter) error {
-	if err := checkGroupName(f.Group); err != nil {
+func (d *Service) checkDLQFilter(f DLQFilter) error {
+	if err := d.topics.CheckGroupName(f.Group); err != nil {
 		return err
 	}
 	if !f.Begin.IsZero() && !f.End.IsZero() && !f.Begin.Before(f.End) {
-		return fmt.Errorf("%w: dlq filter: begin %s is not before end %s", ErrInvalidArgument,
+		return fmt.Errorf("%w: dlq filter: begin %s is not before end %s", brokererr.ErrInvalidArgument,
 			f.Begin.Format(time.RFC3339Nano), f.End.Format(time.RFC3339Nano))
 	}
-	_, group := b.meta.Group(f.Group)
-	_, topic := b.meta.Topic(DLQTopic(f.Group))
+	_, group := d.meta.Group(f.Group)
+	_, topic := d.meta.Topic(DLQTopic(f.Group))
 	if !group && !topic {
-		return fmt.Errorf("%w: %q has neither a subscription group nor a dead-letter topic here", ErrGroupNotFound, f.Group)
+		return fmt.Errorf("%w: %q has neither a subscription group nor a dead-letter topic here", brokererr.ErrGroupNotFound, f.Group)
 	}
 	return nil
 }
 
 // dlqCutoff is the store time (unix ms) at or before which a dead letter
 // has expired: store time + DLQRetention <= now.
-func (b *Broker) dlqCutoff() int64 { return b.cfg.Now().Add(-b.cfg.DLQRetention).UnixMilli() }
+func (d *Service) dlqCutoff() int64 { return d.cfg.Now().Add(-d.cfg.DLQRetention).UnixMilli() }
 
 // dlqLiveFrom returns the first offset of group's DLQ queue that may hold
 // a live dead letter: past the swept or purged prefix and the expired
 // ones. Entries above it may still be purged.
-func (b *Broker) dlqLiveFrom(group string, v dlqView) int64 {
+func (d *Service) dlqLiveFrom(group string, v DLQView) int64 {
 	topic := DLQTopic(group)
-	minOff, _ := b.store.QueueOffsets(topic, dlqQueue)
+	minOff, _ := d.store.QueueOffsets(topic, DLQQueue)
 	from := max(minOff, v.minOffset)
-	return v.purged.end(max(from, b.firstStoredAfter(topic, from, b.dlqCutoff())))
+	return v.purged.end(max(from, d.firstStoredAfter(topic, from, d.dlqCutoff())))
 }
 
 // firstStoredAfter returns the first offset at or above from of a DLQ
 // queue whose record was stored after ts (unix ms), the queue's max
 // offset if none was. Records whose log data is gone count as before.
-func (b *Broker) firstStoredAfter(topic string, from, ts int64) int64 {
-	_, hi := b.store.QueueOffsets(topic, dlqQueue)
+func (d *Service) firstStoredAfter(topic string, from, ts int64) int64 {
+	_, hi := d.store.QueueOffsets(topic, DLQQueue)
 	lo := from
 	for lo < hi {
 		mid := lo + (hi-lo)/2
-		gr, err := b.store.Get(topic, dlqQueue, mid, 1, 1, nil)
+		gr, err := d.store.Get(topic, DLQQueue, mid, 1, 1, nil)
 		if err != nil {
 			return lo // unreadable: keep what may be live
 		}
@@ -281,20 +278,20 @@ func (b *Broker) firstStoredAfter(topic string, from, ts int64) int64 {
 // the end of f's time range, or budget entries looked at (0: no bound).
 // It returns the offset after the last entry looked at and whether
 // entries past it were not looked at.
-func (b *Broker) scanDLQ(ctx context.Context, f DLQFilter, from int64, budget int, fn func(dlqRecord) bool) (next int64, more bool, err error) {
-	f.idUniqKey = b.uniqKeyOfOffsetID(f.MsgID)
+func (d *Service) scanDLQ(ctx context.Context, f DLQFilter, from int64, budget int, fn func(dlqRecord) bool) (next int64, more bool, err error) {
+	f.idUniqKey = d.uniqKeyOfOffsetID(f.MsgID)
 	topic := DLQTopic(f.Group)
-	view := b.dlq.view(f.Group)
-	off := max(from, b.dlqLiveFrom(f.Group, view))
+	view := d.dlq.view(f.Group)
+	off := max(from, d.dlqLiveFrom(f.Group, view))
 	if !f.Begin.IsZero() {
-		off = max(off, b.firstStoredAfter(topic, off, f.Begin.UnixMilli()-1))
+		off = max(off, d.firstStoredAfter(topic, off, f.Begin.UnixMilli()-1))
 	}
 	seen := 0
 	for {
 		if err := ctx.Err(); err != nil {
 			return off, true, err
 		}
-		gr, err := b.store.Get(topic, dlqQueue, off, dlqScanBatch, 8<<20, nil)
+		gr, err := d.store.Get(topic, DLQQueue, off, dlqScanBatch, 8<<20, nil)
 		if err != nil {
 			return off, true, fmt.Errorf("broker: read %s at %d: %w", topic, off, err)
 		}
@@ -306,7 +303,7 @@ func (b *Broker) scanDLQ(ctx context.Context, f DLQFilter, from int64, budget in
 		default: // the end
 			return off, false, nil
 		}
-		next, stop, more, err := b.scanBatch(&gr, f, view, &seen, budget, fn)
+		next, stop, more, err := d.scanBatch(&gr, f, view, &seen, budget, fn)
 		gr.Release()
 		if stop || err != nil {
 			return next, more, err
@@ -320,9 +317,9 @@ func (b *Broker) scanDLQ(ctx context.Context, f DLQFilter, from int64, budget in
 
 // scanBatch is scanDLQ's step over the records of one read; it returns
 // where to go on and whether to stop.
-func (b *Broker) scanBatch(gr *store.GetResult, f DLQFilter, view dlqView, seen *int, budget int,
+func (d *Service) scanBatch(gr *store.GetResult, f DLQFilter, view DLQView, seen *int, budget int,
 	fn func(dlqRecord) bool) (next int64, stop, more bool, err error) {
-	cutoff := b.dlqCutoff()
+	cutoff := d.dlqCutoff()
 	for _, r := range gr.Records {
 		qo := message.QueueOffsetOf(r.B)
 		if budget > 0 && *seen >= budget {
@@ -348,9 +345,9 @@ func (b *Broker) scanBatch(gr *store.GetResult, f DLQFilter, view dlqView, seen 
 }
 
 // dlqEntry describes a dead letter of group.
-func (b *Broker) dlqEntry(group string, r dlqRecord) DLQEntry {
+func (d *Service) dlqEntry(group string, r dlqRecord) DLQEntry {
 	m := r.m
-	mark := b.dlq.mark(group, r.off)
+	mark := d.dlq.mark(group, r.off)
 	e := DLQEntry{
 		Offset: r.off, MsgID: m.OffsetMsgID(), OriginTopic: originTopic(m), OriginMsgID: originMsgID(m),
 		UniqKey: m.UniqKey(), Keys: m.Keys(), Tags: m.Tags(), ReconsumeTimes: m.ReconsumeTimes,
@@ -385,29 +382,25 @@ type DLQRef struct {
 // history. By id, it is the newest dead letter with that id.
 //
 // Errors: as ListDLQ's, and ErrDeadLetterNotFound.
-func (b *Broker) ShowDLQ(ctx context.Context, ref DLQRef) (DLQMessage, error) {
-	if !b.calls.enter() {
-		return DLQMessage{}, ErrShuttingDown
-	}
-	defer b.calls.leave()
+func (d *Service) ShowDLQ(ctx context.Context, ref DLQRef) (DLQMessage, error) {
 	if ref.MsgID == "" && ref.Offset < 0 {
-		return DLQMessage{}, fmt.Errorf("%w: dlq show: offset %d is negative", ErrInvalidArgument, ref.Offset)
+		return DLQMessage{}, fmt.Errorf("%w: dlq show: offset %d is negative", brokererr.ErrInvalidArgument, ref.Offset)
 	}
-	r, err := b.findDLQ(ctx, ref)
+	r, err := d.findDLQ(ctx, ref)
 	if err != nil {
 		return DLQMessage{}, err
 	}
-	out := DLQMessage{DLQEntry: b.dlqEntry(ref.Group, r), Body: r.m.Body, SysFlag: r.m.SysFlag,
+	out := DLQMessage{DLQEntry: d.dlqEntry(ref.Group, r), Body: r.m.Body, SysFlag: r.m.SysFlag,
 		Properties: slices.DeleteFunc(r.m.Properties, func(p message.Property) bool { return p.Key == message.PropCRC })}
-	out.Expires = out.DeadLetterTime.Add(b.cfg.DLQRetention)
+	out.Expires = out.DeadLetterTime.Add(d.cfg.DLQRetention)
 	out.History = dlqHistory(out.DLQEntry)
 	return out, nil
 }
 
 // findDLQ returns the live dead letter ref names.
-func (b *Broker) findDLQ(ctx context.Context, ref DLQRef) (dlqRecord, error) {
+func (d *Service) findDLQ(ctx context.Context, ref DLQRef) (dlqRecord, error) {
 	f := DLQFilter{Group: ref.Group, MsgID: ref.MsgID}
-	if err := b.checkDLQFilter(f); err != nil {
+	if err := d.checkDLQFilter(f); err != nil {
 		return dlqRecord{}, err
 	}
 	var found dlqRecord
@@ -415,7 +408,7 @@ func (b *Broker) findDLQ(ctx context.Context, ref DLQRef) (dlqRecord, error) {
 	if ref.MsgID == "" {
 		from = ref.Offset
 	}
-	_, _, err := b.scanDLQ(ctx, f, from, 0, func(r dlqRecord) bool {
+	_, _, err := d.scanDLQ(ctx, f, from, 0, func(r dlqRecord) bool {
 		if ref.MsgID == "" && r.off != ref.Offset {
 			return false // past it: it is gone
 		}
@@ -480,20 +473,16 @@ type DLQExportRecord struct {
 // ExportDLQ writes the live dead letters of f.Group matching f to w as
 // JSON lines (DLQExportRecord), in queue order, and returns how many it
 // wrote. Errors: as ListDLQ's, and w's.
-func (b *Broker) ExportDLQ(ctx context.Context, f DLQFilter, w io.Writer) (int, error) {
-	if !b.calls.enter() {
-		return 0, ErrShuttingDown
-	}
-	defer b.calls.leave()
-	if err := b.checkDLQFilter(f); err != nil {
+func (d *Service) ExportDLQ(ctx context.Context, f DLQFilter, w io.Writer) (int, error) {
+	if err := d.checkDLQFilter(f); err != nil {
 		return 0, err
 	}
 	bw := bufio.NewWriterSize(w, 64<<10)
 	enc := json.NewEncoder(bw)
 	n := 0
 	var werr error
-	_, _, err := b.scanDLQ(ctx, f, 0, 0, func(r dlqRecord) bool {
-		if werr = enc.Encode(exportRecord(f.Group, b.dlqEntry(f.Group, r), r.m)); werr != nil {
+	_, _, err := d.scanDLQ(ctx, f, 0, 0, func(r dlqRecord) bool {
+		if werr = enc.Encode(exportRecord(f.Group, d.dlqEntry(f.Group, r), r.m)); werr != nil {
 			return false
 		}
 		n++
