@@ -18,8 +18,9 @@ import (
 // retry of it overtook it: a retry goes out after the first attempt
 // failed or timed out, and the first attempt may still be waiting in the
 // broker. So such a send makes no claim and no index look-up, the larger
-// part of what de-duplication costs a produce (docs/decisions/
-// 0040-dedup-first-attempts.md), provided retries do the work instead:
+// part of what de-duplication costs a produce
+// (docs/decisions/0014-de-duplication-through-the-index-first-attempts-skip.md),
+// provided retries do the work instead:
 //
 //   - a retry (attempt 2 and up) registers its keys in the table for the
 //     window before anything else, so that a first attempt arriving after

@@ -24,7 +24,7 @@ import (
 // message where it is and stores its retry in %RETRY%<group>, built then
 // exactly as SendBack would have built it. A retry is so written once, not
 // twice, and a retry storm costs the log a few bytes per failure until the
-// retries fall due (docs/decisions/0041-retry-references.md).
+// retries fall due (docs/decisions/0018-send-backs-park-retry-references.md).
 //
 // The message must still be in the log when its retry falls due, so a
 // reference is used only while its message is younger than half of
