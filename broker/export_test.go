@@ -62,3 +62,6 @@ func (b *Broker) ParkRetryRefs(ctx context.Context, group string, level int32, r
 	_, err = b.put(ctx, ScheduleTopic, msgs)
 	return err
 }
+
+// Store returns the broker's store, for tests that check it directly.
+func (b *Broker) Store() *store.Store { return b.store.(*store.Store) }

@@ -85,7 +85,7 @@ func newScheduler(b *Broker) *scheduler {
 // its last record in the log. Progress saved beyond it was lost with the
 // log's tail; progress within it must stand, or the messages the
 // dispatcher has yet to bring back would be delivered again.
-func queueEnd(st *store.Store, topic string, queueID int32) int64 {
+func queueEnd(st messageStore, topic string, queueID int32) int64 {
 	_, maxOff := st.QueueOffsets(topic, queueID)
 	return max(maxOff, st.RecoveredQueueEnd(topic, queueID))
 }

@@ -20,8 +20,6 @@ import (
 
 	gantryv1 "github.com/gantrymq/gantry/api/gantry/v1"
 	"github.com/gantrymq/gantry/broker"
-	"github.com/gantrymq/gantry/broker/store"
-	"github.com/gantrymq/gantry/commitlog"
 	"github.com/gantrymq/gantry/internal/grpcbuf"
 	"github.com/gantrymq/gantry/message"
 )
@@ -100,7 +98,7 @@ const maxIdleSendWorkers = 4
 func (s *Messaging) SendStream(stream grpc.BidiStreamingServer[gantryv1.SendRequest, gantryv1.SendResponse]) error {
 	w := &sendStreamer{
 		m: s, stream: stream, ctx: stream.Context(),
-		pass:  s.b.Config().FlushDiskType == commitlog.SyncFlush,
+		pass:  s.b.SyncFlush(),
 		turn:  make(chan struct{}),
 		ended: make(chan error, 1),
 		done:  make(chan struct{}),
@@ -160,7 +158,7 @@ func (w *sendStreamer) work() {
 		passed := false
 		ctx := w.ctx
 		if w.pass {
-			ctx = commitlog.WithAppended(ctx, func() {
+			ctx = broker.WithAppended(ctx, func() {
 				if !passed { // Append calls this on this goroutine
 					passed = true
 					w.passOn()
@@ -342,13 +340,13 @@ func (s *Messaging) Pull(ctx context.Context, req *gantryv1.PullRequest) (*gantr
 	return resp, nil
 }
 
-func pullStatus(st store.GetStatus) gantryv1.PullStatus {
+func pullStatus(st broker.PullStatus) gantryv1.PullStatus {
 	switch st {
-	case store.Found:
+	case broker.PullFound:
 		return gantryv1.PullStatus_PULL_STATUS_FOUND
-	case store.NoMessageInQueue, store.OffsetOverflowOne:
+	case broker.PullNoMessageInQueue, broker.PullOffsetOverflowOne:
 		return gantryv1.PullStatus_PULL_STATUS_NO_NEW_MESSAGE
-	case store.OffsetTooSmall, store.OffsetOverflowBadly:
+	case broker.PullOffsetTooSmall, broker.PullOffsetOverflowBadly:
 		return gantryv1.PullStatus_PULL_STATUS_OFFSET_ILLEGAL
 	default: // NoMatchedMessage, OffsetFoundNull: go on from next_offset
 		return gantryv1.PullStatus_PULL_STATUS_NO_MATCHED_MESSAGE
@@ -392,7 +390,7 @@ func (s *Messaging) GetQueueOffsets(_ context.Context, req *gantryv1.GetQueueOff
 	if err := s.checkQueue(req.GetTopic(), req.GetQueueId()); err != nil {
 		return nil, err
 	}
-	lo, hi := s.b.Store().QueueOffsets(req.GetTopic(), req.GetQueueId())
+	lo, hi := s.b.QueueOffsets(req.GetTopic(), req.GetQueueId())
 	return &gantryv1.GetQueueOffsetsResponse{MinOffset: lo, MaxOffset: hi}, nil
 }
 
@@ -401,7 +399,7 @@ func (s *Messaging) SearchOffset(_ context.Context, req *gantryv1.SearchOffsetRe
 	if err := s.checkQueue(req.GetTopic(), req.GetQueueId()); err != nil {
 		return nil, err
 	}
-	off, err := s.b.Store().OffsetAtTime(req.GetTopic(), req.GetQueueId(), req.GetTimestampMs())
+	off, err := s.b.OffsetAtTime(req.GetTopic(), req.GetQueueId(), req.GetTimestampMs())
 	if err != nil {
 		return nil, toStatus(err)
 	}

@@ -15,7 +15,6 @@ import (
 	gantryv1 "github.com/gantrymq/gantry/api/gantry/v1"
 	"github.com/gantrymq/gantry/broker"
 	"github.com/gantrymq/gantry/broker/grpcapi"
-	"github.com/gantrymq/gantry/broker/metadata"
 	"github.com/gantrymq/gantry/message"
 	"github.com/gantrymq/gantry/remoting"
 )
@@ -40,7 +39,7 @@ func startRemoting(t *testing.T, nameservers ...string) *grpcapi.Server {
 		GRPCListener: loopback(t), HTTPListener: loopback(t), RemotingListener: loopback(t),
 	})
 	require.NoError(t, err)
-	require.NoError(t, s.Broker().CreateOrUpdateTopic(metadata.TopicConfig{TopicName: "T", ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6}))
+	require.NoError(t, s.Broker().CreateOrUpdateTopic(broker.TopicConfig{TopicName: "T", ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6}))
 	return s
 }
 

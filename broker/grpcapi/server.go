@@ -240,7 +240,7 @@ func (s *Server) registration() *gantryv1.RegisterBrokerRequest {
 		RemotingAddr: s.remotingAddr,
 		Topics:       map[string]*gantryv1.TopicInfo{},
 	}
-	v := s.b.Store().Metadata().TopicsVersion()
+	v := s.b.TopicsVersion()
 	req.DataVersion = &gantryv1.DataVersion{TimestampMs: v.Timestamp, Counter: v.Counter}
 	for _, tc := range s.b.Topics() {
 		req.Topics[tc.TopicName] = &gantryv1.TopicInfo{ReadQueueNums: tc.ReadQueueNums, WriteQueueNums: tc.WriteQueueNums,
