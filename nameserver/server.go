@@ -28,13 +28,13 @@ import (
 // port it serves.
 type Server struct {
 	gantryv1.UnimplementedNameServerServer
-	reg      *Registry
-	gs       *grpc.Server
-	rs       *remoting.Server
-	hs       *http.Server // answers HTTP/1 requests: this is no HTTP port
-	log      *slog.Logger
-	conns    atomic.Int64
-	shutdown chan struct{} // closed by Close: registration streams end
+	reg            *Registry
+	grpcServer     *grpc.Server
+	remotingServer *remoting.Server
+	misHTTP        *http.Server // answers HTTP/1 requests: this is no HTTP port
+	log            *slog.Logger
+	conns          atomic.Int64
+	shutdown       chan struct{} // closed by Close: registration streams end
 
 	mu     sync.Mutex
 	closed bool
@@ -59,15 +59,15 @@ func NewServer(cfg Config, opts ...grpc.ServerOption) (*Server, error) {
 		return nil, err
 	}
 	log := cfg.withDefaults().Logger
-	rs, err := remoting.NewServer(remoting.Config{Logger: log}, NewRemotingHandler(reg))
+	remotingServer, err := remoting.NewServer(remoting.Config{Logger: log}, NewRemotingHandler(reg))
 	if err != nil {
 		return nil, err
 	}
 	opts = append([]grpc.ServerOption{grpc.MaxRecvMsgSize(MaxRequestBytes), grpc.UnknownServiceHandler(notHere)}, opts...)
-	s := &Server{reg: reg, gs: grpc.NewServer(opts...), rs: rs, log: log, shutdown: make(chan struct{}),
-		hs:    muxlisten.MisdirectedHTTP("This is a Gantry nameserver port: it serves gRPC and RocketMQ remoting, not HTTP.\n"),
-		muxes: make(map[*muxlisten.Mux]struct{})}
-	gantryv1.RegisterNameServerServer(s.gs, s)
+	s := &Server{reg: reg, grpcServer: grpc.NewServer(opts...), remotingServer: remotingServer, log: log, shutdown: make(chan struct{}),
+		misHTTP: muxlisten.MisdirectedHTTP("This is a Gantry nameserver port: it serves gRPC and RocketMQ remoting, not HTTP.\n"),
+		muxes:   make(map[*muxlisten.Mux]struct{})}
+	gantryv1.RegisterNameServerServer(s.grpcServer, s)
 	ctx, stop := context.WithCancel(context.Background())
 	s.stop = stop
 	s.wg.Go(func() { reg.Run(ctx) })
@@ -94,9 +94,9 @@ func (s *Server) Registry() *Registry { return s.reg }
 // for 10 s is closed.
 func (s *Server) Serve(lis net.Listener) error {
 	m := muxlisten.New(lis, muxlisten.Config{Name: "nameserver " + lis.Addr().String(), Logger: s.log})
-	glis := m.Listener(muxlisten.HTTP2)
-	rlis := m.Listener(muxlisten.Remoting, muxlisten.Unknown) // the remoting server names a bad frame
-	hlis := m.Listener(muxlisten.HTTP1)
+	grpcConns := m.Listener(muxlisten.HTTP2)
+	remotingConns := m.Listener(muxlisten.Remoting, muxlisten.Unknown) // the remoting server names a bad frame
+	httpConns := m.Listener(muxlisten.HTTP1)
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -106,9 +106,9 @@ func (s *Server) Serve(lis net.Listener) error {
 	s.muxes[m] = struct{}{}
 	s.mu.Unlock()
 	var wg sync.WaitGroup
-	wg.Go(func() { _ = s.gs.Serve(glis) }) // each returns once the Mux closes its listener
-	wg.Go(func() { _ = s.rs.Serve(rlis) })
-	wg.Go(func() { _ = s.hs.Serve(hlis) })
+	wg.Go(func() { _ = s.grpcServer.Serve(grpcConns) }) // each returns once the Mux closes its listener
+	wg.Go(func() { _ = s.remotingServer.Serve(remotingConns) })
+	wg.Go(func() { _ = s.misHTTP.Serve(httpConns) })
 	err := m.Serve()
 	wg.Wait()
 	s.mu.Lock()
@@ -131,15 +131,15 @@ func (s *Server) Close(ctx context.Context) error {
 		}
 		s.mu.Unlock()
 		done := make(chan struct{})
-		go func() { s.gs.GracefulStop(); close(done) }()
+		go func() { s.grpcServer.GracefulStop(); close(done) }()
 		select {
 		case <-done:
 		case <-ctx.Done():
-			s.gs.Stop()
+			s.grpcServer.Stop()
 			<-done
 		}
-		_ = s.rs.Close()
-		_ = s.hs.Close()
+		_ = s.remotingServer.Close()
+		_ = s.misHTTP.Close()
 		for _, m := range muxes {
 			_ = m.Close()
 		}

@@ -1,4 +1,4 @@
-package grpcapi_test
+package server_test
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 
 	gantryv1 "github.com/gantrymq/gantry/api/gantry/v1"
 	"github.com/gantrymq/gantry/broker"
-	"github.com/gantrymq/gantry/broker/grpcapi"
+	"github.com/gantrymq/gantry/broker/server"
 	"github.com/gantrymq/gantry/message"
 	"github.com/gantrymq/gantry/remoting"
 )
@@ -28,9 +28,9 @@ func loopback(t *testing.T) net.Listener {
 
 // startRemoting starts a broker server with a remoting listener on a port
 // the system picks, registered with nameservers.
-func startRemoting(t *testing.T, nameservers ...string) *grpcapi.Server {
+func startRemoting(t *testing.T, nameservers ...string) *server.Server {
 	t.Helper()
-	s, err := grpcapi.Start(t.Context(), grpcapi.ServerConfig{
+	s, err := server.Start(t.Context(), server.Config{
 		Broker: broker.Config{
 			StorePathRootDir: filepath.Join(t.TempDir(), "store"),
 			NamesrvAddr:      nameservers,
