@@ -14,13 +14,11 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	gantryv1 "github.com/gantrymq/gantry/api/gantry/v1"
 	"github.com/gantrymq/gantry/broker"
-	"github.com/gantrymq/gantry/internal/grpcbuf"
 	"github.com/gantrymq/gantry/message"
 )
 
@@ -185,41 +183,6 @@ func (w *sendStreamer) work() {
 	}
 }
 
-// pooledSendRequest is a SendStream request decoded from a Shared buffer
-// (its records are views of it), put back once the request is answered:
-// the store copies the records into the log, and the answer's keys and
-// ids into buffers of its own, so nothing of the request outlives its
-// answer. One allocation of a request's size per request was the
-// broker's largest garbage under produce load.
-type pooledSendRequest struct {
-	req    gantryv1.SendRequest
-	buf    *[]byte         // the request joined, or the records unmarshalFrames copied
-	frames mem.BufferSlice // gRPC's buffers, when the records are views of them
-}
-
-// UnmarshalPooled implements grpcbuf.PooledUnmarshaler. A request of
-// records, as Gantry's producer sends them, keeps gRPC's buffers and its
-// records are views of them (unmarshalFrames); anything else is joined
-// into one Shared buffer and decoded by UnmarshalOwned.
-func (p *pooledSendRequest) UnmarshalPooled(data mem.BufferSlice) error {
-	if p.unmarshalFrames(data) {
-		return nil
-	}
-	p.buf = grpcbuf.JoinPooled(data)
-	return p.req.UnmarshalOwned(*p.buf)
-}
-
-func (p *pooledSendRequest) release() {
-	if p.buf != nil {
-		grpcbuf.Shared.Put(p.buf)
-		p.buf = nil
-	}
-	if p.frames != nil {
-		p.frames.Free()
-		p.frames = nil
-	}
-}
-
 // passOn gives the reading to an idle worker or a new one.
 func (w *sendStreamer) passOn() {
 	select {
@@ -327,17 +290,6 @@ func bornHost(ctx context.Context) netip.AddrPort {
 		return a.AddrPort()
 	}
 	return netip.AddrPort{}
-}
-
-// Pull implements the service.
-func (s *Messaging) Pull(ctx context.Context, req *gantryv1.PullRequest) (*gantryv1.PullResponse, error) {
-	res, resp, n, err := s.pulled(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	defer res.Release()
-	resp.Records = appendRecords(make([]byte, 0, n), &res)
-	return resp, nil
 }
 
 func pullStatus(st broker.PullStatus) gantryv1.PullStatus {
