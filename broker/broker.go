@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,7 +25,7 @@ import (
 type Broker struct {
 	cfg     Config
 	log     *slog.Logger
-	store   *store.Store
+	store   messageStore // storage.go
 	meta    *metadata.Metadata
 	polls   *notifier
 	clients *consumerTable
@@ -81,11 +82,16 @@ func Open(ctx context.Context, cfg Config) (*Broker, error) {
 	sc := cfg.StoreConfig()
 	sc.OnDispatch = chainDispatch(sc.OnDispatch, b.polls.notify)
 	sc.KeepFrom = b.dlqKeepFrom
+	meta, err := metadata.Open(metadata.Config{Dir: filepath.Join(sc.Root, "config"), FS: sc.FS, Now: sc.Now, Logger: sc.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("broker: open store: %w", err)
+	}
+	sc.Metadata = meta // the store saves it with the log
 	st, err := store.Open(ctx, sc)
 	if err != nil {
 		return nil, fmt.Errorf("broker: open store: %w%s", err, storeHint(err))
 	}
-	b.store, b.meta = st, st.Metadata()
+	b.store, b.meta = st, meta
 	if err := b.openDelivery(sc); err != nil { // delivery.go
 		_ = st.Close()
 		return nil, err
@@ -172,10 +178,6 @@ func (b *Broker) Close(ctx context.Context) error {
 // Ready reports whether the broker accepts calls: recovery is done and
 // Close has not started.
 func (b *Broker) Ready() bool { return !b.calls.isClosed() }
-
-// Store returns the broker's message store, for the parts of the broker
-// (front ends, admin queries) that read it directly.
-func (b *Broker) Store() *store.Store { return b.store }
 
 // Config returns the broker's configuration, defaults filled in.
 func (b *Broker) Config() Config { return b.cfg }

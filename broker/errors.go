@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/gantrymq/gantry/broker/brokererr"
+	"github.com/gantrymq/gantry/broker/store"
 	"github.com/gantrymq/gantry/commitlog"
 )
 
@@ -51,7 +52,34 @@ var (
 	// failed afterwards (flush timeout, context ended while waiting for the
 	// flush): they may be stored and delivered. Retry only with dedup.
 	ErrIndeterminate = brokererr.ErrIndeterminate
+	// ErrMessageNotFound: no stored message answers a lookup by log offset
+	// (AppendRecordAt), by offset message id or by queue offset.
+	ErrMessageNotFound = errors.New("broker: message not found")
 )
+
+// The storage errors a call passes on from the store. They are the commit
+// log's own values, so errors.Is matches them in whatever wraps them; the
+// front ends name them here and never import the storage packages.
+var (
+	// ErrRecordTooLarge: a message (or batch) larger than a commit-log
+	// segment can hold. Nothing was stored.
+	ErrRecordTooLarge = commitlog.ErrRecordTooLarge
+	// ErrDiskFull: the commit log's disk is full. Nothing was stored.
+	ErrDiskFull = commitlog.ErrDiskFull
+	// ErrFlushTimeout: the messages were written but not flushed in time
+	// (SYNC_FLUSH): they may be stored (IsIndeterminate).
+	ErrFlushTimeout = commitlog.ErrFlushTimeout
+)
+
+// IsUnavailable reports whether err says the broker cannot store or serve
+// now, nothing stored, worth a retry after a back-off: it is closing
+// (ErrShuttingDown), its log is closed or failed to flush, or its
+// dispatcher is stalled (a full disk refusing a consume-queue or index
+// file).
+func IsUnavailable(err error) bool {
+	return errors.Is(err, ErrShuttingDown) || errors.Is(err, commitlog.ErrClosed) ||
+		errors.Is(err, commitlog.ErrFlushFailed) || errors.Is(err, store.ErrDispatchStalled)
+}
 
 // IsIndeterminate reports whether err leaves the outcome of a Send unknown:
 // the messages may be stored (commitlog.ErrFlushTimeout, or any error Send

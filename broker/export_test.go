@@ -51,3 +51,6 @@ type RetryRef = delivery.RetryRef
 func (b *Broker) ParkRetryRefs(ctx context.Context, group string, level int32, refs ...RetryRef) error {
 	return b.delivery.ParkRetryRefs(ctx, group, level, refs)
 }
+
+// Store returns the broker's store, for tests that check it directly.
+func (b *Broker) Store() *store.Store { return b.store.(*store.Store) }

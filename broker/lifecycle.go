@@ -98,6 +98,10 @@ func (b *Broker) deleteTopic(name string) error {
 	return nil
 }
 
+// PendingTopicDeletions returns the topics whose deletion a stop
+// interrupted and Open has not finished (none once Open has returned).
+func (b *Broker) PendingTopicDeletions() []string { return b.store.PendingTopicDeletions() }
+
 // finishDeletions finishes the deletions a stop interrupted (the store
 // lists them); Open calls it once the store and the DLQ state are open.
 func (b *Broker) finishDeletions() error {

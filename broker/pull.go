@@ -23,6 +23,20 @@ const (
 	MaxPullBytes = message.MaxRecordBytes
 )
 
+// PullStatus says what a Pull found: the store's statuses, RocketMQ's.
+type PullStatus = store.GetStatus
+
+// Pull statuses.
+const (
+	PullFound               = store.Found               // messages returned
+	PullNoMatchedMessage    = store.NoMatchedMessage    // in range, but the filter matched nothing scanned
+	PullNoMessageInQueue    = store.NoMessageInQueue    // the queue is empty or unknown
+	PullOffsetTooSmall      = store.OffsetTooSmall      // offset < MinOffset
+	PullOffsetOverflowOne   = store.OffsetOverflowOne   // offset == MaxOffset: nothing new
+	PullOffsetOverflowBadly = store.OffsetOverflowBadly // offset > MaxOffset
+	PullOffsetFoundNull     = store.OffsetFoundNull     // the entry's log data is gone
+)
+
 // PullRequest asks for messages of one queue.
 type PullRequest struct {
 	Group   string // consumer group; optional (checked when set)
@@ -44,7 +58,7 @@ type PullRequest struct {
 // PullResult is a Pull's answer. Records are the stored records, as views
 // of the commit log: call Release when done with them.
 type PullResult struct {
-	Status     store.GetStatus
+	Status     PullStatus
 	Records    []commitlog.Region
 	NextOffset int64 // queue offset to pull from next
 	MinOffset  int64

@@ -29,7 +29,7 @@ type BrokerStatus struct {
 	// log, whether it is stalled (a full disk refusing a consume-queue or
 	// index file) and whether sends are refused for it. Zero once Close
 	// has started.
-	Dispatch store.DispatchStatus
+	Dispatch DispatchStatus
 
 	MessagesPut int64 // messages stored by Send since Open
 	MessagesGot int64 // messages returned by Pull since Open
@@ -50,6 +50,10 @@ type BrokerStatus struct {
 	DelayPending []int64
 	TimerPending int64
 }
+
+// DispatchStatus is how far the store's dispatcher is behind the commit
+// log and whether it is stalled.
+type DispatchStatus = store.DispatchStatus
 
 // QueueStatus is one queue of a topic.
 type QueueStatus struct {

@@ -170,21 +170,21 @@ func retryStorm(t *testing.T, c *embedded.Cluster, n, retries int, sendTimeout t
 }
 
 // logMessages returns every message of topic in the broker's commit log,
-// by body.
+// by body: once the whole log is dispatched, its queues hold them all.
 func logMessages(t *testing.T, c *embedded.Cluster, topic string) map[string][]*message.Message {
 	t.Helper()
-	cl := c.Broker().Store().CommitLog()
+	b := c.Broker()
+	_, end := b.LogOffsets()
+	require.Eventually(t, func() bool { return b.DispatchedOffset() >= end }, 10*time.Second, time.Millisecond)
+	qs, err := b.TopicStatus(topic)
+	require.NoError(t, err)
 	out := map[string][]*message.Message{}
-	for off := cl.MinOffset(); off < cl.MaxOffset(); {
-		r, next, err := cl.ReadRecord(off)
-		require.NoError(t, err)
-		m, _, err := message.Decode(r.B)
-		r.Release()
-		require.NoError(t, err)
-		if m.Topic == topic {
+	for _, q := range qs {
+		for off := q.MinOffset; off < q.MaxOffset; off++ {
+			m, err := b.MessageByQueueOffset(topic, q.QueueID, off)
+			require.NoError(t, err)
 			out[string(m.Body)] = append(out[string(m.Body)], m)
 		}
-		off = next
 	}
 	return out
 }

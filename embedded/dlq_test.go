@@ -40,7 +40,7 @@ func dlqCluster(t *testing.T, clk *fakeClock, group string, n int) (*embedded.Cl
 		clk.Advance(time.Minute)
 	}
 	require.Eventually(t, func() bool {
-		_, maxOff := c.Broker().Store().QueueOffsets(broker.DLQTopic(group), 0)
+		_, maxOff := c.Broker().QueueOffsets(broker.DLQTopic(group), 0)
 		return maxOff == int64(n)
 	}, 5*time.Second, time.Millisecond)
 	return c, cfg, sent

@@ -24,8 +24,8 @@ import (
 	"time"
 
 	"github.com/gantrymq/gantry/broker"
-	"github.com/gantrymq/gantry/broker/grpcapi"
 	"github.com/gantrymq/gantry/broker/remotingapi"
+	"github.com/gantrymq/gantry/broker/server"
 	"github.com/gantrymq/gantry/nameserver"
 )
 
@@ -70,11 +70,11 @@ type Cluster struct {
 	nsDone         chan error
 	nsServing      int // ns.Serve calls that will send to nsDone
 
-	mu          sync.Mutex
-	broker      *grpcapi.Server
-	brokerLis   string // the broker's listen address, kept across restarts
-	httpLis     string
-	remotingLis string // the broker's remoting listen address, kept across restarts
+	mu     sync.Mutex
+	broker *server.Server
+	// The broker's listen addresses (gRPC, HTTP, remoting), kept across
+	// restarts.
+	grpcListen, httpListen, remotingListen string
 }
 
 // Start starts a nameserver, then a broker registered with it, and
@@ -96,8 +96,8 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err := c.StartNameServer(ctx); err != nil {
 		return nil, c.cleanup(err)
 	}
-	c.brokerLis, c.httpLis = orDefault(opts.BrokerListen, "127.0.0.1:0"), orDefault(opts.HTTPListen, "127.0.0.1:0")
-	c.remotingLis = orDefault(opts.BrokerRemotingListen, "127.0.0.1:0")
+	c.grpcListen, c.httpListen = orDefault(opts.BrokerListen, "127.0.0.1:0"), orDefault(opts.HTTPListen, "127.0.0.1:0")
+	c.remotingListen = orDefault(opts.BrokerRemotingListen, "127.0.0.1:0")
 	if err := c.StartBroker(ctx); err != nil {
 		return nil, errors.Join(err, c.Close(context.Background()))
 	}
@@ -163,33 +163,33 @@ func (c *Cluster) StartBroker(ctx context.Context) error {
 	if c.opts.Broker != nil {
 		c.opts.Broker(&bc)
 	}
-	glis, err := net.Listen("tcp", c.brokerLis)
+	grpcLis, err := net.Listen("tcp", c.grpcListen)
 	if err != nil {
 		return fmt.Errorf("broker listen: %w", err)
 	}
-	hlis, err := net.Listen("tcp", c.httpLis)
+	httpLis, err := net.Listen("tcp", c.httpListen)
 	if err != nil {
-		glis.Close()
+		grpcLis.Close()
 		return fmt.Errorf("broker HTTP listen: %w", err)
 	}
-	rlis, err := net.Listen("tcp", c.remotingLis)
+	remotingLis, err := net.Listen("tcp", c.remotingListen)
 	if err != nil {
-		glis.Close()
-		hlis.Close()
+		grpcLis.Close()
+		httpLis.Close()
 		return fmt.Errorf("broker remoting listen: %w", err)
 	}
 	var rc remotingapi.Config
 	if c.opts.Remoting != nil {
 		c.opts.Remoting(&rc)
 	}
-	s, err := grpcapi.Start(ctx, grpcapi.ServerConfig{Broker: bc, GRPCListener: glis, HTTPListener: hlis, RemotingListener: rlis, Remoting: rc})
+	s, err := server.Start(ctx, server.Config{Broker: bc, GRPCListener: grpcLis, HTTPListener: httpLis, RemotingListener: remotingLis, Remoting: rc})
 	if err != nil {
-		glis.Close()
-		hlis.Close()
-		rlis.Close()
+		grpcLis.Close()
+		httpLis.Close()
+		remotingLis.Close()
 		return err
 	}
-	c.broker, c.brokerLis, c.httpLis, c.remotingLis = s, glis.Addr().String(), hlis.Addr().String(), rlis.Addr().String()
+	c.broker, c.grpcListen, c.httpListen, c.remotingListen = s, grpcLis.Addr().String(), httpLis.Addr().String(), remotingLis.Addr().String()
 	return c.waitRegistered(ctx, s.GRPCAddr())
 }
 
@@ -278,21 +278,21 @@ func (c *Cluster) NameServerRemotingAddr() string { return c.nsRemotingAddr }
 func (c *Cluster) BrokerRemotingAddr() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.remotingLis
+	return c.remotingListen
 }
 
 // BrokerAddr is the broker's gRPC address.
 func (c *Cluster) BrokerAddr() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.brokerLis
+	return c.grpcListen
 }
 
 // HTTPAddr is the broker's metrics and health address.
 func (c *Cluster) HTTPAddr() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.httpLis
+	return c.httpListen
 }
 
 // Dir is the data directory.

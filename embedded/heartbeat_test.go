@@ -126,12 +126,11 @@ func TestHeartbeatOfManyGroupsSavesOnce(t *testing.T) {
 	took := time.Since(start)
 	require.NoError(t, err)
 	require.Equal(t, remoting.ResSuccess, resp.ResponseCode(), resp.Remark)
-	meta := c.Broker().Store().Metadata()
-	require.NoError(t, meta.Save()) // the groups, else saved with the offsets
+	require.NoError(t, c.Broker().SaveMetadata()) // the groups, else saved with the offsets
 	written, syncs := w.bytes.Load()-before, w.syncs.Load()-syncsBefore
 	t.Logf("heartbeat of %d groups: %s, %d bytes written to config/ in %d fsyncs", n, took.Round(time.Millisecond), written, syncs)
 
-	assert.Equal(t, n, meta.GroupCount())
+	assert.Equal(t, n, len(c.Broker().Groups()))
 	for _, g := range []string{"G00000", "G09999"} {
 		_, ok := c.Broker().Topic(broker.RetryTopic(g))
 		assert.True(t, ok, "retry topic of %s", g)
@@ -154,13 +153,12 @@ func TestHeartbeatOfManyGroupsSavesOnce(t *testing.T) {
 // maxConsumerGroups, unknown groups are refused and the others served.
 func TestHeartbeatGroupLimits(t *testing.T) {
 	c, _ := start(t, embedded.Options{Broker: func(bc *broker.Config) { bc.MaxConsumerGroups = 5 }})
-	meta := c.Broker().Store().Metadata()
 	addr := c.BrokerRemotingAddr()
 
 	resp := remotingInvoke(t, addr, heartbeatOfGroups(t, "10.0.0.1@too-many", "T", groupNames("A", broker.DefaultMaxGroupsPerHeartbeat+1)))
 	assert.NotEqual(t, remoting.ResSuccess, resp.ResponseCode())
 	assert.Contains(t, resp.Remark, "a heartbeat of 1001 consumers: at most 1000 (maxGroupsPerHeartbeat)")
-	assert.Zero(t, meta.GroupCount(), "nothing created")
+	assert.Zero(t, len(c.Broker().Groups()), "nothing created")
 	assert.Empty(t, c.Broker().ConsumerList("A00000"))
 
 	cl, err := remoting.Dial(t.Context(), addr, remoting.DialOptions{})
@@ -175,7 +173,7 @@ func TestHeartbeatGroupLimits(t *testing.T) {
 	assert.Contains(t, resp.Remark, `group "C00002" not created: the broker has 5 groups, at most 5 (maxConsumerGroups)`)
 	assert.Contains(t, resp.Remark, `"C00003"`)
 	assert.NotContains(t, resp.Remark, `"C00001"`)
-	assert.Equal(t, 5, meta.GroupCount())
+	assert.Equal(t, 5, len(c.Broker().Groups()))
 	assert.Equal(t, []string{"10.0.0.1@more", "10.0.0.1@some"}, c.Broker().ConsumerList("B00002"), "known groups are served")
 	assert.Equal(t, []string{"10.0.0.1@more"}, c.Broker().ConsumerList("C00001"))
 	assert.Empty(t, c.Broker().ConsumerList("C00002"))
@@ -183,7 +181,7 @@ func TestHeartbeatGroupLimits(t *testing.T) {
 	assert.False(t, ok, "no retry topic for a group refused")
 
 	// A group an administrator created is not refused, and counts.
-	require.NoError(t, meta.PutGroup(metadata.DefaultSubscriptionGroup("Admin")))
+	require.NoError(t, c.Broker().PutGroup(broker.DefaultSubscriptionGroup("Admin")))
 	resp, err = cl.Invoke(t.Context(), heartbeatOfGroups(t, "10.0.0.1@admin", "T", []string{"Admin"}))
 	require.NoError(t, err)
 	require.Equal(t, remoting.ResSuccess, resp.ResponseCode(), resp.Remark)

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gantrymq/gantry/broker/store"
 	"github.com/gantrymq/gantry/client"
 	"github.com/gantrymq/gantry/embedded"
 )
@@ -94,12 +95,15 @@ func TestDeleteTopicInterruptedFinishesAtStart(t *testing.T) {
 	for _, storeDone := range []bool{false, true} {
 		t.Run(fmt.Sprint("queues deleted: ", storeDone), func(t *testing.T) {
 			c, p, pc, a := lifeCluster(t)
-			st := c.Broker().Store()
+			sc := c.Broker().Config().StoreConfig()
+			require.NoError(t, c.KillBroker())
+			st, err := store.Open(t.Context(), sc) // the broker's store, as the stop left it
+			require.NoError(t, err)
 			require.NoError(t, st.BeginDeleteTopic("Orders"))
 			if storeDone {
 				require.NoError(t, st.DeleteTopic("Orders"))
 			}
-			require.NoError(t, c.KillBroker())
+			require.NoError(t, st.Close())
 			require.NoError(t, c.StartBroker(t.Context()))
 			b := c.Broker()
 			_, ok := b.Topic("Orders")
@@ -108,8 +112,8 @@ func TestDeleteTopicInterruptedFinishesAtStart(t *testing.T) {
 				_, ok := b.QueryOffset("e2e", "Orders", q)
 				assert.False(t, ok, "the offsets go")
 			}
-			assert.Empty(t, b.Store().PendingTopicDeletions())
-			_, err := os.Stat(filepath.Join(b.Config().StorePathRootDir, "consumequeue", "Orders"))
+			assert.Empty(t, b.PendingTopicDeletions())
+			_, err = os.Stat(filepath.Join(b.Config().StorePathRootDir, "consumequeue", "Orders"))
 			assert.True(t, os.IsNotExist(err), "%v", err)
 			require.Eventually(t, func() bool { _, err := a.Route(t.Context(), "Orders"); return err != nil }, 5*time.Second, 10*time.Millisecond)
 

@@ -12,8 +12,6 @@ import (
 
 	gantryv1 "github.com/gantrymq/gantry/api/gantry/v1"
 	"github.com/gantrymq/gantry/broker"
-	"github.com/gantrymq/gantry/broker/metadata"
-	"github.com/gantrymq/gantry/commitlog"
 	"github.com/gantrymq/gantry/message"
 )
 
@@ -33,8 +31,8 @@ func (s *Admin) CreateTopic(_ context.Context, req *gantryv1.CreateTopicRequest)
 	if t == nil {
 		return nil, status.Error(codes.InvalidArgument, "create topic: no topic given")
 	}
-	tc := metadata.TopicConfig{TopicName: t.GetName(), ReadQueueNums: t.GetReadQueueNums(), WriteQueueNums: t.GetWriteQueueNums(),
-		Perm: t.GetPerm(), Order: t.GetOrder(), Attributes: t.GetAttributes(), TopicFilterType: metadata.FilterSingleTag}
+	tc := broker.TopicConfig{TopicName: t.GetName(), ReadQueueNums: t.GetReadQueueNums(), WriteQueueNums: t.GetWriteQueueNums(),
+		Perm: t.GetPerm(), Order: t.GetOrder(), Attributes: t.GetAttributes(), TopicFilterType: broker.FilterSingleTag}
 	if tc.ReadQueueNums == 0 {
 		tc.ReadQueueNums = s.b.Config().DefaultTopicQueueNums
 	}
@@ -42,7 +40,7 @@ func (s *Admin) CreateTopic(_ context.Context, req *gantryv1.CreateTopicRequest)
 		tc.WriteQueueNums = s.b.Config().DefaultTopicQueueNums
 	}
 	if tc.Perm == 0 {
-		tc.Perm = metadata.PermRead | metadata.PermWrite
+		tc.Perm = broker.PermRead | broker.PermWrite
 	}
 	if err := s.b.CreateOrUpdateTopic(tc); err != nil {
 		return nil, toStatus(err)
@@ -88,7 +86,7 @@ func (s *Admin) CreateGroup(_ context.Context, req *gantryv1.CreateGroupRequest)
 	if g == nil {
 		return nil, status.Error(codes.InvalidArgument, "create group: no group given")
 	}
-	sg := metadata.DefaultSubscriptionGroup(g.GetName())
+	sg := broker.DefaultSubscriptionGroup(g.GetName())
 	sg.ConsumeEnable = g.GetConsumeEnable()
 	sg.ConsumeBroadcastEnable = g.GetConsumeBroadcastEnable()
 	sg.ConsumeMessageOrderly = g.GetConsumeMessageOrderly()
@@ -96,7 +94,7 @@ func (s *Admin) CreateGroup(_ context.Context, req *gantryv1.CreateGroupRequest)
 		sg.RetryMaxTimes = g.GetRetryMaxTimes()
 	}
 	if p := g.GetRetryPolicy(); p != nil {
-		sg.GroupRetryPolicy = &metadata.RetryPolicy{Type: metadata.RetryExponential, Exponential: &metadata.ExponentialRetryPolicy{
+		sg.GroupRetryPolicy = &broker.RetryPolicy{Type: broker.RetryExponential, Exponential: &broker.ExponentialRetryPolicy{
 			Initial: p.GetInitialMs(), Max: p.GetMaxMs(), Multiplier: p.GetMultiplier(), Jitter: p.GetJitter()}}
 	}
 	if err := s.b.PutGroup(sg); err != nil {
@@ -118,10 +116,10 @@ func (s *Admin) DeleteGroup(_ context.Context, req *gantryv1.DeleteGroupRequest)
 // ListGroups implements the service.
 func (s *Admin) ListGroups(context.Context, *gantryv1.ListGroupsRequest) (*gantryv1.ListGroupsResponse, error) {
 	resp := &gantryv1.ListGroupsResponse{}
-	for _, g := range s.b.Store().Metadata().Groups() {
+	for _, g := range s.b.Groups() {
 		gc := &gantryv1.GroupConfig{Name: g.GroupName, ConsumeEnable: g.ConsumeEnable,
 			ConsumeBroadcastEnable: g.ConsumeBroadcastEnable, ConsumeMessageOrderly: g.ConsumeMessageOrderly, RetryMaxTimes: g.RetryMaxTimes}
-		if p := g.GroupRetryPolicy; p != nil && p.Type == metadata.RetryExponential && p.Exponential != nil {
+		if p := g.GroupRetryPolicy; p != nil && p.Type == broker.RetryExponential && p.Exponential != nil {
 			e := p.Exponential
 			gc.RetryPolicy = &gantryv1.RetryPolicy{InitialMs: e.Initial, MaxMs: e.Max, Multiplier: e.Multiplier, Jitter: e.Jitter}
 		}
@@ -142,8 +140,8 @@ func (s *Admin) ConsumerProgress(_ context.Context, req *gantryv1.ConsumerProgre
 	if req.GetTopic() != "" {
 		topics[req.GetTopic()] = true
 	} else {
-		for _, k := range s.b.Store().Metadata().OffsetKeys(group, "") {
-			topics[k[1]] = true
+		for _, k := range s.b.OffsetKeys(group) {
+			topics[k.Topic] = true
 		}
 		for _, c := range s.b.Consumers(group) {
 			for _, sub := range c.Subscriptions {
@@ -282,18 +280,11 @@ func (s *Admin) recordByOffsetID(id string) ([]byte, error) {
 	if want := s.b.Config().StoreAddr(); host != want {
 		return nil, status.Errorf(codes.NotFound, "as an offset message id it names broker %s, this is %s", host, want)
 	}
-	r, _, err := s.b.Store().CommitLog().ReadRecord(phys)
+	rec, err := s.b.AppendRecordAt(nil, phys)
 	if err != nil {
-		if errors.Is(err, commitlog.ErrOffsetTooSmall) || errors.Is(err, commitlog.ErrOffsetTooBig) || errors.Is(err, commitlog.ErrBadOffset) {
-			return nil, status.Errorf(codes.NotFound, "as an offset message id: %v", err)
-		}
-		return nil, toStatus(err)
+		return nil, toStatus(fmt.Errorf("as an offset message id: %w", err))
 	}
-	defer r.Release()
-	if message.PhysicalOffsetOf(r.B) != phys {
-		return nil, status.Errorf(codes.NotFound, "as an offset message id: no message starts at offset %d", phys)
-	}
-	return append([]byte(nil), r.B...), nil
+	return rec, nil
 }
 
 // QueryMessageByKey implements the service.

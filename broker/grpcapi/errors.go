@@ -9,8 +9,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/gantrymq/gantry/broker"
-	"github.com/gantrymq/gantry/broker/store"
-	"github.com/gantrymq/gantry/commitlog"
 )
 
 // ErrorDomain and the reasons are the ErrorInfo detail every error of this
@@ -25,18 +23,18 @@ const (
 func Code(err error) codes.Code {
 	switch {
 	case errors.Is(err, broker.ErrInvalidTopic), errors.Is(err, broker.ErrInvalidMessage),
-		errors.Is(err, broker.ErrInvalidArgument), errors.Is(err, commitlog.ErrRecordTooLarge):
+		errors.Is(err, broker.ErrInvalidArgument), errors.Is(err, broker.ErrRecordTooLarge):
 		return codes.InvalidArgument
 	case errors.Is(err, broker.ErrReservedTopic), errors.Is(err, broker.ErrNoPermission):
 		return codes.PermissionDenied
-	case errors.Is(err, broker.ErrTopicNotFound), errors.Is(err, broker.ErrGroupNotFound), errors.Is(err, broker.ErrDeadLetterNotFound):
+	case errors.Is(err, broker.ErrTopicNotFound), errors.Is(err, broker.ErrGroupNotFound), errors.Is(err, broker.ErrDeadLetterNotFound),
+		errors.Is(err, broker.ErrMessageNotFound):
 		return codes.NotFound
 	case errors.Is(err, broker.ErrNotRegistered), errors.Is(err, broker.ErrQueueLocked):
 		return codes.FailedPrecondition
-	case errors.Is(err, broker.ErrShuttingDown), errors.Is(err, commitlog.ErrClosed), errors.Is(err, commitlog.ErrFlushFailed),
-		errors.Is(err, store.ErrDispatchStalled): // nothing stored; retry after a back-off
+	case broker.IsUnavailable(err): // nothing stored; retry after a back-off
 		return codes.Unavailable
-	case errors.Is(err, commitlog.ErrDiskFull), errors.Is(err, broker.ErrTooManyGroups):
+	case errors.Is(err, broker.ErrDiskFull), errors.Is(err, broker.ErrTooManyGroups):
 		return codes.ResourceExhausted
 	case broker.IsIndeterminate(err), errors.Is(err, context.DeadlineExceeded):
 		return codes.DeadlineExceeded

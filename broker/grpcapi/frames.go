@@ -5,11 +5,51 @@ import (
 
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 
 	gantryv1 "github.com/gantrymq/gantry/api/gantry/v1"
 	"github.com/gantrymq/gantry/internal/grpcbuf"
 	"github.com/gantrymq/gantry/message"
 )
+
+// pooledSendRequest is a SendRequest decoded by the broker's one decoder
+// (UnmarshalPooled), for Send and SendStream alike, and released once the
+// request is answered: the store copies the records into the log, and the
+// answer's keys and ids into buffers of its own, so nothing of the request
+// outlives its answer, and a request costs no allocation of its size.
+type pooledSendRequest struct {
+	req    gantryv1.SendRequest
+	buf    *[]byte         // the records unmarshalFrames copied (a Shared buffer)
+	frames mem.BufferSlice // gRPC's buffers, when the records are views of them
+}
+
+// UnmarshalPooled implements grpcbuf.PooledUnmarshaler. A request of
+// records, as Gantry's producer sends them, keeps gRPC's buffers and its
+// records are views of them (unmarshalFrames). The slow branch, for
+// anything else (messages, unknown fields, records that are not whole,
+// malformed input), joins the buffers and leaves them to proto.Unmarshal,
+// which copies what it keeps, or says what is wrong.
+func (p *pooledSendRequest) UnmarshalPooled(data mem.BufferSlice) error {
+	if p.unmarshalFrames(data) {
+		return nil
+	}
+	joined := grpcbuf.JoinPooled(data)
+	defer grpcbuf.Shared.Put(joined)
+	return proto.Unmarshal(*joined, &p.req)
+}
+
+// release gives back what the request holds of gRPC's buffers and the
+// Shared pool.
+func (p *pooledSendRequest) release() {
+	if p.buf != nil {
+		grpcbuf.Shared.Put(p.buf)
+		p.buf = nil
+	}
+	if p.frames != nil {
+		p.frames.Free()
+		p.frames = nil
+	}
+}
 
 // frames reads a message that gRPC received in several buffers (one a
 // 16 KiB HTTP/2 frame, mostly) as one run of bytes, without joining them.
@@ -100,18 +140,17 @@ func (f *frames) take(n int, stitch **[]byte) []byte {
 // segments are copied into (larger ones get their own).
 const stitchSize = 32 << 10
 
-// unmarshalFrames decodes a SendRequest of records from data without
-// joining its buffers: each records element is cut at its records'
-// boundaries (TOTALSIZE) into chunks that are views of the buffers, but
-// for a record that straddles two buffers, which is copied (into p.buf)
-// and is a chunk of its own; the other fields go to SetHeaderField. The
-// buffers are kept (Ref) until release. It reports false, having kept
-// nothing, for a request of any other form (messages, unknown fields, a
-// record size that does not fit its element): the caller then joins the
-// buffers and UnmarshalOwned, which starts afresh, decodes the request or
-// says what is wrong with it.
+// unmarshalFrames is UnmarshalPooled's fast branch: it decodes a
+// SendRequest of records from data without joining its buffers. Each
+// records element is cut at its records' boundaries (TOTALSIZE) into
+// chunks that are views of the buffers, but for a record that straddles
+// two buffers, which is copied (into p.buf) and is a chunk of its own; the
+// other fields go to SetHeaderField. The buffers are kept (Ref) until
+// release. It reports false, having kept nothing, for a request of any
+// other form (messages, unknown fields, a record size that does not fit
+// its element): the slow branch then starts afresh.
 func (p *pooledSendRequest) unmarshalFrames(data mem.BufferSlice) bool {
-	p.req.Reset() // as UnmarshalOwned does: a field the request lacks is left zero
+	p.req.Reset() // as proto.Unmarshal does: a field the request lacks is left zero
 	var small [32][]byte
 	f := newFrames(data, small[:])
 	chunks := make([][]byte, 0, 2*len(f.segs)+1) // a run and a copied record a segment, at most

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 
 	gantryv1 "github.com/gantrymq/gantry/api/gantry/v1"
 	"github.com/gantrymq/gantry/internal/grpcbuf"
@@ -46,7 +47,7 @@ func split(b []byte, size int) mem.BufferSlice {
 }
 
 // A request decoded from frames into a pooledSendRequest that held one
-// before starts afresh, as UnmarshalOwned does: a field it lacks is zero.
+// before starts afresh, as proto.Unmarshal does: a field it lacks is zero.
 func TestUnmarshalFramesStartsAfresh(t *testing.T) {
 	recs := records(t, 3, 100)
 	var p pooledSendRequest
@@ -117,7 +118,7 @@ func inside(c, d []byte) bool {
 	return false
 }
 
-// Anything but a request of records goes to UnmarshalOwned, which decodes
+// Anything but a request of records goes to the slow branch, which decodes
 // it or says what is wrong: the frames are not kept.
 func TestUnmarshalFramesFallsBack(t *testing.T) {
 	recs := records(t, 3, 100)
@@ -145,7 +146,7 @@ func TestUnmarshalFramesFallsBack(t *testing.T) {
 			assert.Nil(t, p.frames)
 			assert.Nil(t, p.buf)
 			var want gantryv1.SendRequest
-			werr := want.UnmarshalOwned(bytes.Clone(b))
+			werr := proto.Unmarshal(b, &want)
 			gerr := p.UnmarshalPooled(split(b, 64))
 			if werr != nil {
 				assert.Error(t, gerr)
@@ -159,7 +160,7 @@ func TestUnmarshalFramesFallsBack(t *testing.T) {
 	}
 }
 
-// Whatever unmarshalFrames accepts, UnmarshalOwned decodes the same.
+// Whatever unmarshalFrames accepts, proto.Unmarshal decodes the same.
 func FuzzUnmarshalFrames(f *testing.F) {
 	recs := records(f, 3, 50)
 	f.Add(sendRequest(recs), uint16(64))
@@ -172,7 +173,7 @@ func FuzzUnmarshalFrames(f *testing.F) {
 		}
 		defer p.release()
 		var want gantryv1.SendRequest
-		require.NoError(t, want.UnmarshalOwned(bytes.Clone(b)), "UnmarshalOwned takes what unmarshalFrames takes")
+		require.NoError(t, proto.Unmarshal(b, &want), "proto.Unmarshal takes what unmarshalFrames takes")
 		assert.Equal(t, want.Topic, p.req.Topic)
 		assert.Equal(t, want.ProducerGroup, p.req.ProducerGroup)
 		assert.Equal(t, want.RequestId, p.req.RequestId)
@@ -182,9 +183,9 @@ func FuzzUnmarshalFrames(f *testing.F) {
 }
 
 // BenchmarkUnmarshalSendRequest decodes a request of 230 records of 1 KiB
-// received in 16 KiB frames, as the broker's SendStream does
-// (UnmarshalPooled: the records as views of the frames) and by joining
-// the frames first (JoinPooled and UnmarshalOwned, what it did before).
+// received in 16 KiB frames with UnmarshalPooled's two branches: the fast
+// one (the records as views of the frames) and the slow one (the frames
+// joined, then proto.Unmarshal).
 //
 //	go test -run='^$' -bench=UnmarshalSendRequest ./broker/grpcapi
 func BenchmarkUnmarshalSendRequest(b *testing.B) {
@@ -206,11 +207,88 @@ func BenchmarkUnmarshalSendRequest(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			var p pooledSendRequest
-			p.buf = grpcbuf.JoinPooled(data)
-			if err := p.req.UnmarshalOwned(*p.buf); err != nil {
+			joined := grpcbuf.JoinPooled(data)
+			if err := proto.Unmarshal(*joined, &p.req); err != nil {
 				b.Fatal(err)
 			}
-			p.release()
+			grpcbuf.Shared.Put(joined)
+		}
+	})
+}
+
+// matchProto decodes in with proto.Unmarshal and with UnmarshalPooled, from
+// in cut into frames of size bytes, into a request holding stale fields,
+// and says how the two differ: whether they fail, and what they decode.
+func matchProto(in []byte, size int) error {
+	var want gantryv1.SendRequest
+	wantErr := proto.Unmarshal(in, &want)
+	p := pooledSendRequest{}
+	p.req.Topic, p.req.Records = "stale", [][]byte{[]byte("stale")}
+	err := p.UnmarshalPooled(split(in, size))
+	defer p.release()
+	switch {
+	case (err != nil) != (wantErr != nil):
+		return fmt.Errorf("error %v, proto.Unmarshal's %v", err, wantErr)
+	case err != nil:
+		return nil
+	case want.Topic != p.req.Topic || want.ProducerGroup != p.req.ProducerGroup || want.RequestId != p.req.RequestId ||
+		want.Attempt != p.req.Attempt || len(want.Messages) != len(p.req.Messages):
+		return fmt.Errorf("got %v, want %v", &p.req, &want)
+	case !bytes.Equal(bytes.Join(want.Records, nil), bytes.Join(p.req.Records, nil)):
+		return fmt.Errorf("records %q, want %q", p.req.Records, want.Records)
+	}
+	for i := range want.Messages {
+		if !proto.Equal(want.Messages[i], p.req.Messages[i]) {
+			return fmt.Errorf("message %d: got %v, want %v", i, p.req.Messages[i], want.Messages[i])
+		}
+	}
+	return nil
+}
+
+func mustMarshal(t testing.TB, m proto.Message) []byte {
+	t.Helper()
+	b, err := proto.Marshal(m)
+	require.NoError(t, err)
+	return b
+}
+
+// UnmarshalPooled decodes every request as proto.Unmarshal does, whatever
+// frames it arrives in: the records' bytes, the other fields, the errors.
+func TestUnmarshalPooledMatchesProto(t *testing.T) {
+	withUnknown := protowire.AppendTag(mustMarshal(t, &gantryv1.SendRequest{Topic: "T", Records: [][]byte{[]byte("r")}}), 99, protowire.VarintType)
+	withUnknown = protowire.AppendVarint(withUnknown, 7)
+	for _, tt := range []struct {
+		name string
+		in   []byte
+	}{
+		{"empty", nil},
+		{"records", mustMarshal(t, &gantryv1.SendRequest{Topic: "Orders", ProducerGroup: "pg", RequestId: 42, Attempt: 2,
+			Records: [][]byte{[]byte("first record"), {}, []byte("third")}})},
+		{"whole records", sendRequest(records(t, 3, 100))},
+		{"messages", mustMarshal(t, &gantryv1.SendRequest{Topic: "T", Messages: []*gantryv1.Message{{QueueId: 3, Body: []byte("b")}}})},
+		{"messages and records", mustMarshal(t, &gantryv1.SendRequest{Topic: "T", Messages: []*gantryv1.Message{{Body: []byte("b")}}, Records: [][]byte{[]byte("r")}})},
+		{"unknown field", withUnknown},
+		{"repeated scalar: the last wins", append(mustMarshal(t, &gantryv1.SendRequest{Topic: "A", RequestId: 1}), mustMarshal(t, &gantryv1.SendRequest{Topic: "B", RequestId: 2})...)},
+		{"invalid UTF-8 topic", protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), []byte{0xff, 0xfe})},
+		{"truncated", mustMarshal(t, &gantryv1.SendRequest{Topic: "Orders", Records: [][]byte{[]byte("record")}})[:10]},
+		{"wrong wire type", protowire.AppendVarint(protowire.AppendTag(nil, 5, protowire.VarintType), 1)},
+	} {
+		for _, size := range []int{1, 7, 64, 1 << 20} {
+			t.Run(fmt.Sprintf("%s/frames of %d", tt.name, size), func(t *testing.T) {
+				assert.NoError(t, matchProto(tt.in, size), "UnmarshalPooled and proto.Unmarshal disagree")
+			})
+		}
+	}
+}
+
+func FuzzUnmarshalPooled(f *testing.F) {
+	f.Add([]byte(nil), uint16(1))
+	f.Add(mustMarshal(f, &gantryv1.SendRequest{Topic: "Orders", ProducerGroup: "pg", RequestId: 42, Attempt: 1, Records: [][]byte{[]byte("r1"), []byte("r2")}}), uint16(3))
+	f.Add(mustMarshal(f, &gantryv1.SendRequest{Topic: "T", Messages: []*gantryv1.Message{{Body: []byte("b")}}}), uint16(64))
+	f.Add(sendRequest(records(f, 3, 50)), uint16(64))
+	f.Fuzz(func(t *testing.T, in []byte, size uint16) {
+		if err := matchProto(in, int(size%512)+1); err != nil {
+			t.Fatal(err)
 		}
 	})
 }

@@ -14,15 +14,11 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	gantryv1 "github.com/gantrymq/gantry/api/gantry/v1"
 	"github.com/gantrymq/gantry/broker"
-	"github.com/gantrymq/gantry/broker/store"
-	"github.com/gantrymq/gantry/commitlog"
-	"github.com/gantrymq/gantry/internal/grpcbuf"
 	"github.com/gantrymq/gantry/message"
 )
 
@@ -100,7 +96,7 @@ const maxIdleSendWorkers = 4
 func (s *Messaging) SendStream(stream grpc.BidiStreamingServer[gantryv1.SendRequest, gantryv1.SendResponse]) error {
 	w := &sendStreamer{
 		m: s, stream: stream, ctx: stream.Context(),
-		pass:  s.b.Config().FlushDiskType == commitlog.SyncFlush,
+		pass:  s.b.SyncFlush(),
 		turn:  make(chan struct{}),
 		ended: make(chan error, 1),
 		done:  make(chan struct{}),
@@ -160,7 +156,7 @@ func (w *sendStreamer) work() {
 		passed := false
 		ctx := w.ctx
 		if w.pass {
-			ctx = commitlog.WithAppended(ctx, func() {
+			ctx = broker.WithAppended(ctx, func() {
 				if !passed { // Append calls this on this goroutine
 					passed = true
 					w.passOn()
@@ -184,41 +180,6 @@ func (w *sendStreamer) work() {
 		case <-w.done:
 			return
 		}
-	}
-}
-
-// pooledSendRequest is a SendStream request decoded from a Shared buffer
-// (its records are views of it), put back once the request is answered:
-// the store copies the records into the log, and the answer's keys and
-// ids into buffers of its own, so nothing of the request outlives its
-// answer. One allocation of a request's size per request was the
-// broker's largest garbage under produce load.
-type pooledSendRequest struct {
-	req    gantryv1.SendRequest
-	buf    *[]byte         // the request joined, or the records unmarshalFrames copied
-	frames mem.BufferSlice // gRPC's buffers, when the records are views of them
-}
-
-// UnmarshalPooled implements grpcbuf.PooledUnmarshaler. A request of
-// records, as Gantry's producer sends them, keeps gRPC's buffers and its
-// records are views of them (unmarshalFrames); anything else is joined
-// into one Shared buffer and decoded by UnmarshalOwned.
-func (p *pooledSendRequest) UnmarshalPooled(data mem.BufferSlice) error {
-	if p.unmarshalFrames(data) {
-		return nil
-	}
-	p.buf = grpcbuf.JoinPooled(data)
-	return p.req.UnmarshalOwned(*p.buf)
-}
-
-func (p *pooledSendRequest) release() {
-	if p.buf != nil {
-		grpcbuf.Shared.Put(p.buf)
-		p.buf = nil
-	}
-	if p.frames != nil {
-		p.frames.Free()
-		p.frames = nil
 	}
 }
 
@@ -331,24 +292,13 @@ func bornHost(ctx context.Context) netip.AddrPort {
 	return netip.AddrPort{}
 }
 
-// Pull implements the service.
-func (s *Messaging) Pull(ctx context.Context, req *gantryv1.PullRequest) (*gantryv1.PullResponse, error) {
-	res, resp, n, err := s.pulled(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	defer res.Release()
-	resp.Records = appendRecords(make([]byte, 0, n), &res)
-	return resp, nil
-}
-
-func pullStatus(st store.GetStatus) gantryv1.PullStatus {
+func pullStatus(st broker.PullStatus) gantryv1.PullStatus {
 	switch st {
-	case store.Found:
+	case broker.PullFound:
 		return gantryv1.PullStatus_PULL_STATUS_FOUND
-	case store.NoMessageInQueue, store.OffsetOverflowOne:
+	case broker.PullNoMessageInQueue, broker.PullOffsetOverflowOne:
 		return gantryv1.PullStatus_PULL_STATUS_NO_NEW_MESSAGE
-	case store.OffsetTooSmall, store.OffsetOverflowBadly:
+	case broker.PullOffsetTooSmall, broker.PullOffsetOverflowBadly:
 		return gantryv1.PullStatus_PULL_STATUS_OFFSET_ILLEGAL
 	default: // NoMatchedMessage, OffsetFoundNull: go on from next_offset
 		return gantryv1.PullStatus_PULL_STATUS_NO_MATCHED_MESSAGE
@@ -392,7 +342,7 @@ func (s *Messaging) GetQueueOffsets(_ context.Context, req *gantryv1.GetQueueOff
 	if err := s.checkQueue(req.GetTopic(), req.GetQueueId()); err != nil {
 		return nil, err
 	}
-	lo, hi := s.b.Store().QueueOffsets(req.GetTopic(), req.GetQueueId())
+	lo, hi := s.b.QueueOffsets(req.GetTopic(), req.GetQueueId())
 	return &gantryv1.GetQueueOffsetsResponse{MinOffset: lo, MaxOffset: hi}, nil
 }
 
@@ -401,7 +351,7 @@ func (s *Messaging) SearchOffset(_ context.Context, req *gantryv1.SearchOffsetRe
 	if err := s.checkQueue(req.GetTopic(), req.GetQueueId()); err != nil {
 		return nil, err
 	}
-	off, err := s.b.Store().OffsetAtTime(req.GetTopic(), req.GetQueueId(), req.GetTimestampMs())
+	off, err := s.b.OffsetAtTime(req.GetTopic(), req.GetQueueId(), req.GetTimestampMs())
 	if err != nil {
 		return nil, toStatus(err)
 	}

@@ -17,20 +17,20 @@ import (
 
 	gantryv1 "github.com/gantrymq/gantry/api/gantry/v1"
 	"github.com/gantrymq/gantry/broker"
-	"github.com/gantrymq/gantry/broker/grpcapi"
+	"github.com/gantrymq/gantry/broker/server"
 )
 
 // startServer starts a broker server on loopback, without nameservers and
 // with opts added to its gRPC server, and returns it with a Messaging
 // client.
-func startServer(t *testing.T, opts ...grpc.ServerOption) (*grpcapi.Server, gantryv1.MessagingClient) {
+func startServer(t *testing.T, opts ...grpc.ServerOption) (*server.Server, gantryv1.MessagingClient) {
 	t.Helper()
 	listen := func() net.Listener {
 		lis, err := net.Listen("tcp", "127.0.0.1:0")
 		require.NoError(t, err)
 		return lis
 	}
-	s, err := grpcapi.Start(t.Context(), grpcapi.ServerConfig{
+	s, err := server.Start(t.Context(), server.Config{
 		Broker: broker.Config{
 			StorePathRootDir: filepath.Join(t.TempDir(), "store"),
 			Logger:           slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
@@ -73,10 +73,10 @@ func recvWithin(t *testing.T, st grpc.ServerStreamingClient[gantryv1.GroupEvent]
 func TestWatchGroupEndsWithTheServer(t *testing.T) {
 	for _, stop := range []struct {
 		name string
-		do   func(*grpcapi.Server) error
+		do   func(*server.Server) error
 	}{
-		{"close", func(s *grpcapi.Server) error { return s.Close(context.Background()) }},
-		{"kill", func(s *grpcapi.Server) error { return s.Kill() }},
+		{"close", func(s *server.Server) error { return s.Close(context.Background()) }},
+		{"kill", func(s *server.Server) error { return s.Kill() }},
 	} {
 		t.Run(stop.name, func(t *testing.T) {
 			s, msg := startServer(t)

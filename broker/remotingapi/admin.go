@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/gantrymq/gantry/broker/metadata"
+	"github.com/gantrymq/gantry/broker"
 	"github.com/gantrymq/gantry/remoting"
 )
 
@@ -78,7 +78,7 @@ type dataVersion struct {
 	Timestamp    int64 `json:"timestamp"`
 }
 
-func toDataVersion(v metadata.DataVersion) dataVersion {
+func toDataVersion(v broker.DataVersion) dataVersion {
 	return dataVersion{Counter: v.Counter, Timestamp: v.Timestamp}
 }
 

@@ -7,7 +7,6 @@ import (
 	"fmt"
 
 	"github.com/gantrymq/gantry/broker"
-	"github.com/gantrymq/gantry/broker/metadata"
 	"github.com/gantrymq/gantry/remoting"
 )
 
@@ -42,13 +41,13 @@ type groupRetryPolicy struct {
 }
 
 // decodeGroupConfig decodes an UPDATE_AND_CREATE_SUBSCRIPTIONGROUP body;
-// a field it lacks has Gantry's default (metadata.DefaultSubscriptionGroup),
+// a field it lacks has Gantry's default (broker.DefaultSubscriptionGroup),
 // as for a group created by a heartbeat.
-func decodeGroupConfig(body []byte) (metadata.SubscriptionGroup, error) {
+func decodeGroupConfig(body []byte) (broker.SubscriptionGroup, error) {
 	if len(body) == 0 {
-		return metadata.SubscriptionGroup{}, fmt.Errorf("%w: no SubscriptionGroupConfig body", errBadHeader)
+		return broker.SubscriptionGroup{}, fmt.Errorf("%w: no SubscriptionGroupConfig body", errBadHeader)
 	}
-	d := metadata.DefaultSubscriptionGroup("")
+	d := broker.DefaultSubscriptionGroup("")
 	c := subscriptionGroupConfig{
 		ConsumeEnable: d.ConsumeEnable, ConsumeFromMinEnable: d.ConsumeFromMinEnable, ConsumeBroadcastEnable: d.ConsumeBroadcastEnable,
 		ConsumeMessageOrderly: d.ConsumeMessageOrderly, RetryQueueNums: d.RetryQueueNums, RetryMaxTimes: d.RetryMaxTimes,
@@ -56,18 +55,18 @@ func decodeGroupConfig(body []byte) (metadata.SubscriptionGroup, error) {
 		NotifyConsumerIdsChangedEnable: d.NotifyConsumerIdsChangedEnable,
 	}
 	if err := json.Unmarshal(body, &c); err != nil {
-		return metadata.SubscriptionGroup{}, fmt.Errorf("%w: SubscriptionGroupConfig body: %w", errBadHeader, err)
+		return broker.SubscriptionGroup{}, fmt.Errorf("%w: SubscriptionGroupConfig body: %w", errBadHeader, err)
 	}
-	g := metadata.SubscriptionGroup{
+	g := broker.SubscriptionGroup{
 		GroupName: c.GroupName, ConsumeEnable: c.ConsumeEnable, ConsumeFromMinEnable: c.ConsumeFromMinEnable,
 		ConsumeBroadcastEnable: c.ConsumeBroadcastEnable, ConsumeMessageOrderly: c.ConsumeMessageOrderly,
 		RetryQueueNums: c.RetryQueueNums, RetryMaxTimes: c.RetryMaxTimes, BrokerID: c.BrokerID,
 		WhichBrokerWhenConsumeSlowly: c.WhichBrokerWhenConsumeSlowly, NotifyConsumerIdsChangedEnable: c.NotifyConsumerIdsChangedEnable,
 	}
-	if p := c.GroupRetryPolicy; p != nil && p.Type != metadata.RetryCustomized {
-		g.GroupRetryPolicy = &metadata.RetryPolicy{Type: p.Type}
+	if p := c.GroupRetryPolicy; p != nil && p.Type != broker.RetryCustomized {
+		g.GroupRetryPolicy = &broker.RetryPolicy{Type: p.Type}
 		if e := p.ExponentialRetryPolicy; e != nil {
-			g.GroupRetryPolicy.Exponential = &metadata.ExponentialRetryPolicy{Initial: e.Initial, Max: e.Max, Multiplier: e.Multiplier}
+			g.GroupRetryPolicy.Exponential = &broker.ExponentialRetryPolicy{Initial: e.Initial, Max: e.Max, Multiplier: e.Multiplier}
 		}
 	}
 	return g, nil
@@ -116,9 +115,9 @@ func (h *Handler) deleteGroup(_ context.Context, _ *remoting.Conn, req *remoting
 // subscriptionGroupWrapper is RocketMQ's SubscriptionGroupWrapper. Gantry
 // has no forbidden table: it is always empty.
 type subscriptionGroupWrapper struct {
-	DataVersion            dataVersion                           `json:"dataVersion"`
-	ForbiddenTable         map[string]map[string]int32           `json:"forbiddenTable"`
-	SubscriptionGroupTable map[string]metadata.SubscriptionGroup `json:"subscriptionGroupTable"`
+	DataVersion            dataVersion                         `json:"dataVersion"`
+	ForbiddenTable         map[string]map[string]int32         `json:"forbiddenTable"`
+	SubscriptionGroupTable map[string]broker.SubscriptionGroup `json:"subscriptionGroupTable"`
 }
 
 // allGroupConfig answers GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201), which the
@@ -126,13 +125,12 @@ type subscriptionGroupWrapper struct {
 // config and the table's data version. Paging fields are ignored, as for
 // GET_ALL_TOPIC_CONFIG.
 func (h *Handler) allGroupConfig(_ context.Context, _ *remoting.Conn, req *remoting.Command) *remoting.Command {
-	meta := h.b.Store().Metadata()
 	w := subscriptionGroupWrapper{
-		DataVersion:            toDataVersion(meta.GroupsVersion()),
+		DataVersion:            toDataVersion(h.b.GroupsVersion()),
 		ForbiddenTable:         map[string]map[string]int32{},
-		SubscriptionGroupTable: map[string]metadata.SubscriptionGroup{},
+		SubscriptionGroupTable: map[string]broker.SubscriptionGroup{},
 	}
-	for _, g := range meta.Groups() {
+	for _, g := range h.b.Groups() {
 		w.SubscriptionGroupTable[g.GroupName] = g
 	}
 	return jsonResponse(req, w)

@@ -105,8 +105,8 @@ func (h *Handler) statsTopics(group, topic, topicList string) ([]string, bool) {
 		}
 	}
 	if len(seen) == 0 {
-		for _, k := range h.b.Store().Metadata().OffsetKeys(group, "") {
-			seen[k[1]] = true
+		for _, k := range h.b.OffsetKeys(group) {
+			seen[k.Topic] = true
 		}
 	}
 	return sortedTrue(seen), false
@@ -126,11 +126,11 @@ func sortedTrue(set map[string]bool) []string {
 
 // queueProgress is a group's progress in one queue.
 func (h *Handler) queueProgress(group, topic string, q int32) offsetWrapper {
-	_, maxOff := h.b.Store().QueueOffsets(topic, q)
+	_, maxOff := h.b.QueueOffsets(topic, q)
 	off, _ := h.b.QueryOffset(group, topic, q)
 	w := offsetWrapper{BrokerOffset: maxOff, ConsumerOffset: off, PullOffset: off}
 	if off > 0 {
-		if m, err := h.b.Store().MessageByQueueOffset(topic, q, off-1); err == nil {
+		if m, err := h.b.MessageByQueueOffset(topic, q, off-1); err == nil {
 			w.LastTimestamp = m.StoreTimestamp
 		}
 	}
@@ -244,7 +244,7 @@ func (h *Handler) runtimeInfo(_ context.Context, _ *remoting.Conn, req *remoting
 		"msgGetTotalTodayNow":      i(st.MessagesGot),
 	}
 	if st.Ready {
-		t["dispatchBehindBytes"] = i(max(st.MaxLogOffset-h.b.Store().DispatchedOffset(), 0))
+		t["dispatchBehindBytes"] = i(max(st.MaxLogOffset-h.b.DispatchedOffset(), 0))
 		if ts, ok := h.earliestMessageTime(st.MinLogOffset); ok {
 			t["earliestMessageTimeStamp"] = i(ts)
 		}
@@ -261,12 +261,11 @@ func (h *Handler) runtimeInfo(_ context.Context, _ *remoting.Conn, req *remoting
 // earliestMessageTime returns the store time of the commit log's first
 // record.
 func (h *Handler) earliestMessageTime(minOff int64) (int64, bool) {
-	r, _, err := h.b.Store().CommitLog().ReadRecord(minOff)
+	rec, err := h.b.AppendRecordAt(nil, minOff)
 	if err != nil {
 		return 0, false
 	}
-	defer r.Release()
-	return message.StoreTimestampOf(r.B), true
+	return message.StoreTimestampOf(rec), true
 }
 
 // javaRuntime formats an uptime as Java's broker does:

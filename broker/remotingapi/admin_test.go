@@ -163,19 +163,19 @@ func TestAdminGroups(t *testing.T) {
 	cl := e.dial(t, nil)
 
 	requireCode(t, remoting.ResSuccess, invoke(t, cl, request(remoting.ReqUpdateAndCreateSubscriptionGroup, nil, groupBody("billing", 3, customizedPolicy))))
-	g, ok := e.b.Store().Metadata().Group("billing")
+	g, ok := e.b.Group("billing")
 	require.True(t, ok)
 	assert.Equal(t, int32(3), g.RetryMaxTimes)
 	assert.True(t, g.ConsumeBroadcastEnable)
 	assert.Nil(t, g.GroupRetryPolicy, "CUSTOMIZED is the delay-level ladder")
 	requireCode(t, remoting.ResSuccess, invoke(t, cl, request(remoting.ReqUpdateAndCreateSubscriptionGroup, nil,
 		groupBody("billing", 5, `{"exponentialRetryPolicy":{"initial":1000,"max":60000,"multiplier":3},"type":"EXPONENTIAL"}`))))
-	g, _ = e.b.Store().Metadata().Group("billing")
+	g, _ = e.b.Group("billing")
 	assert.Equal(t, int32(5), g.RetryMaxTimes)
 	require.NotNil(t, g.GroupRetryPolicy)
 	assert.Equal(t, int64(60000), g.GroupRetryPolicy.Exponential.Max)
 	requireCode(t, remoting.ResSuccess, invoke(t, cl, request(remoting.ReqUpdateAndCreateSubscriptionGroup, nil, []byte(`{"groupName":"minimal"}`))))
-	g, _ = e.b.Store().Metadata().Group("minimal")
+	g, _ = e.b.Group("minimal")
 	assert.True(t, g.ConsumeEnable, "a field left out has the default")
 	assert.Equal(t, int32(16), g.RetryMaxTimes)
 
@@ -217,7 +217,7 @@ func TestAdminGroups(t *testing.T) {
 			badRequest(t, remoting.ResInvalidParameter, tt.what, invoke(t, cl, request(remoting.ReqUpdateAndCreateSubscriptionGroup, nil, tt.body)))
 		})
 	}
-	_, ok = e.b.Store().Metadata().Group("x")
+	_, ok = e.b.Group("x")
 	assert.False(t, ok)
 
 	require.NoError(t, e.b.CommitOffset("billing", "T", 0, 7))
@@ -229,7 +229,7 @@ func TestAdminGroups(t *testing.T) {
 		return invoke(t, cl, request(remoting.ReqDeleteSubscriptionGroup, ext, nil))
 	}
 	requireCode(t, remoting.ResSuccess, del("billing", "false"))
-	_, ok = e.b.Store().Metadata().Group("billing")
+	_, ok = e.b.Group("billing")
 	assert.False(t, ok)
 	off, ok := e.b.QueryOffset("billing", "T", 0)
 	assert.True(t, ok, "without cleanOffset the offsets stay, as in RocketMQ")
@@ -284,7 +284,7 @@ func TestAdminConsumeStats(t *testing.T) {
 	e.fill(t, cl, "T", 0, 4)
 	require.NoError(t, e.b.CommitOffset("CG", "T", 0, 2))
 	require.NoError(t, e.b.CommitOffset("CG", "U", 0, 0))
-	m, err := e.b.Store().MessageByQueueOffset("T", 0, 1)
+	m, err := e.b.MessageByQueueOffset("T", 0, 1)
 	require.NoError(t, err)
 	stats := func(ext map[string]string) *remoting.Command {
 		return invoke(t, cl, request(remoting.ReqGetConsumeStats, ext, nil))
@@ -433,7 +433,7 @@ func TestAdminResetOffset(t *testing.T) {
 	badRequest(t, remoting.ResInvalidParameter, "ext field timestamp is required", reset(map[string]string{"timestamp": ""}))
 	badRequest(t, remoting.ResInvalidParameter, `ext field timestamp "yesterday" is not an int64`, reset(map[string]string{"timestamp": "yesterday"}))
 	badRequest(t, remoting.ResInvalidParameter, "ext field group is required", reset(map[string]string{"group": ""}))
-	assert.Empty(t, e.b.Store().Metadata().OffsetKeys("Nobody", ""), "a refused reset creates no group")
+	assert.Empty(t, e.b.OffsetKeys("Nobody"), "a refused reset creates no group")
 }
 
 // Requests that would change the broker's configuration at run time stay

@@ -6,7 +6,7 @@ import (
 	"maps"
 	"strings"
 
-	"github.com/gantrymq/gantry/broker/metadata"
+	"github.com/gantrymq/gantry/broker"
 	"github.com/gantrymq/gantry/remoting"
 )
 
@@ -21,7 +21,7 @@ import (
 // the topic at once.
 func (h *Handler) updateAndCreateTopic(_ context.Context, _ *remoting.Conn, req *remoting.Command) *remoting.Command {
 	rd := extReader{req: req}
-	tc := metadata.TopicConfig{
+	tc := broker.TopicConfig{
 		TopicName:       rd.str("topic", true),
 		ReadQueueNums:   int32(rd.required("readQueueNums", 32)),
 		WriteQueueNums:  int32(rd.required("writeQueueNums", 32)),
@@ -32,10 +32,10 @@ func (h *Handler) updateAndCreateTopic(_ context.Context, _ *remoting.Conn, req 
 	}
 	switch tc.TopicFilterType {
 	case "":
-		tc.TopicFilterType = metadata.FilterSingleTag
-	case metadata.FilterSingleTag, metadata.FilterMultiTag:
+		tc.TopicFilterType = broker.FilterSingleTag
+	case broker.FilterSingleTag, broker.FilterMultiTag:
 	default:
-		rd.fail("topicFilterType", "%q: want %s or %s", tc.TopicFilterType, metadata.FilterSingleTag, metadata.FilterMultiTag)
+		rd.fail("topicFilterType", "%q: want %s or %s", tc.TopicFilterType, broker.FilterSingleTag, broker.FilterMultiTag)
 	}
 	if rd.err != nil {
 		return errorResponse(req, rd.err)
@@ -95,8 +95,8 @@ func (h *Handler) deleteTopicInBroker(_ context.Context, _ *remoting.Conn, req *
 
 // topicConfigWrapper is RocketMQ's TopicConfigSerializeWrapper.
 type topicConfigWrapper struct {
-	DataVersion      dataVersion                     `json:"dataVersion"`
-	TopicConfigTable map[string]metadata.TopicConfig `json:"topicConfigTable"`
+	DataVersion      dataVersion                   `json:"dataVersion"`
+	TopicConfigTable map[string]broker.TopicConfig `json:"topicConfigTable"`
 }
 
 // allTopicConfig answers GET_ALL_TOPIC_CONFIG (21) with every topic's
@@ -106,8 +106,8 @@ type topicConfigWrapper struct {
 // they read it as the whole table, as from an older broker.
 func (h *Handler) allTopicConfig(_ context.Context, _ *remoting.Conn, req *remoting.Command) *remoting.Command {
 	w := topicConfigWrapper{
-		DataVersion:      toDataVersion(h.b.Store().Metadata().TopicsVersion()),
-		TopicConfigTable: map[string]metadata.TopicConfig{},
+		DataVersion:      toDataVersion(h.b.TopicsVersion()),
+		TopicConfigTable: map[string]broker.TopicConfig{},
 	}
 	for _, tc := range h.b.Topics() {
 		w.TopicConfigTable[tc.TopicName] = tc

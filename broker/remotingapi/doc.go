@@ -3,7 +3,7 @@
 // §2), answered by calls on a broker.Broker, so that an unmodified Apache
 // RocketMQ Go client produces to and consumes from Gantry. Serve the
 // Handler New returns with a remoting.Server on the broker's listenPort
-// (10911); broker/grpcapi's Server does.
+// (10911); broker/server does.
 //
 // # Requests
 //

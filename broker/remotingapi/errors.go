@@ -5,8 +5,6 @@ import (
 	"errors"
 
 	"github.com/gantrymq/gantry/broker"
-	"github.com/gantrymq/gantry/broker/store"
-	"github.com/gantrymq/gantry/commitlog"
 	"github.com/gantrymq/gantry/remoting"
 )
 
@@ -26,7 +24,7 @@ func Code(err error) remoting.ResponseCode {
 	switch {
 	case err == nil:
 		return remoting.ResSuccess
-	case errors.Is(err, broker.ErrInvalidMessage), errors.Is(err, commitlog.ErrRecordTooLarge):
+	case errors.Is(err, broker.ErrInvalidMessage), errors.Is(err, broker.ErrRecordTooLarge):
 		return remoting.ResMessageIllegal
 	case errors.Is(err, broker.ErrInvalidTopic), errors.Is(err, broker.ErrInvalidArgument), errors.Is(err, errBadHeader):
 		return remoting.ResInvalidParameter
@@ -38,10 +36,9 @@ func Code(err error) remoting.ResponseCode {
 		return remoting.ResSubscriptionGroupNotExist
 	case errors.Is(err, broker.ErrNotRegistered):
 		return remoting.ResConsumerNotOnline
-	case errors.Is(err, commitlog.ErrFlushTimeout):
+	case errors.Is(err, broker.ErrFlushTimeout):
 		return remoting.ResFlushDiskTimeout
-	case errors.Is(err, broker.ErrShuttingDown), errors.Is(err, commitlog.ErrClosed),
-		errors.Is(err, commitlog.ErrFlushFailed), errors.Is(err, commitlog.ErrDiskFull), errors.Is(err, store.ErrDispatchStalled),
+	case broker.IsUnavailable(err), errors.Is(err, broker.ErrDiskFull),
 		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return remoting.ResServiceNotAvailable
 	}

@@ -14,7 +14,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gantrymq/gantry/broker"
-	"github.com/gantrymq/gantry/broker/metadata"
 	"github.com/gantrymq/gantry/broker/remotingapi"
 	"github.com/gantrymq/gantry/broker/store"
 	"github.com/gantrymq/gantry/message"
@@ -83,8 +82,8 @@ func (e *env) dial(t testing.TB, h remoting.Handler) *remoting.Client {
 
 func (e *env) createTopic(t testing.TB, name string, queues int32) {
 	t.Helper()
-	require.NoError(t, e.b.CreateOrUpdateTopic(metadata.TopicConfig{
-		TopicName: name, ReadQueueNums: queues, WriteQueueNums: queues, Perm: metadata.PermRead | metadata.PermWrite,
+	require.NoError(t, e.b.CreateOrUpdateTopic(broker.TopicConfig{
+		TopicName: name, ReadQueueNums: queues, WriteQueueNums: queues, Perm: broker.PermRead | broker.PermWrite,
 	}))
 }
 
@@ -98,7 +97,7 @@ func (e *env) waitHeld(t *testing.T, n int64) {
 func (e *env) waitVisible(t *testing.T, topic string, qid int32, n int64) {
 	t.Helper()
 	require.Eventually(t, func() bool {
-		_, maxOff := e.b.Store().QueueOffsets(topic, qid)
+		_, maxOff := e.b.QueueOffsets(topic, qid)
 		return maxOff >= n
 	}, 5*time.Second, time.Millisecond)
 }
@@ -106,10 +105,9 @@ func (e *env) waitVisible(t *testing.T, topic string, qid int32, n int64) {
 // record returns the stored record at a commit-log offset.
 func (e *env) record(t *testing.T, phys int64) []byte {
 	t.Helper()
-	r, _, err := e.b.Store().CommitLog().ReadRecord(phys)
+	rec, err := e.b.AppendRecordAt(nil, phys)
 	require.NoError(t, err)
-	defer r.Release()
-	return append([]byte(nil), r.B...)
+	return rec
 }
 
 // golden returns the request of a golden frame (testdata/NAME.bin) with

@@ -42,19 +42,19 @@ func (h *Handler) youngQueue(topic string, qid int32) bool {
 	if h.cfg.YoungQueueBytes < 0 {
 		return false
 	}
-	st := h.b.Store()
-	minOff, maxOff := st.QueueOffsets(topic, qid)
+	minOff, maxOff := h.b.QueueOffsets(topic, qid)
 	switch {
 	case minOff > 0:
 		return false
 	case maxOff == 0:
 		return true
 	}
-	m, err := st.MessageByQueueOffset(topic, qid, 0)
+	m, err := h.b.MessageByQueueOffset(topic, qid, 0)
 	if err != nil {
 		return false
 	}
-	return st.CommitLog().MaxOffset()-m.PhysicalOffset <= h.cfg.YoungQueueBytes
+	_, logEnd := h.b.LogOffsets()
+	return logEnd-m.PhysicalOffset <= h.cfg.YoungQueueBytes
 }
 
 // updateConsumerOffset answers UPDATE_CONSUMER_OFFSET (15). The Go client
@@ -83,7 +83,7 @@ func (h *Handler) searchOffset(_ context.Context, _ *remoting.Conn, req *remotin
 	if err := h.checkQueue(rd.err, topic, qid); err != nil {
 		return errorResponse(req, err)
 	}
-	off, err := h.b.Store().OffsetAtTime(topic, qid, ts)
+	off, err := h.b.OffsetAtTime(topic, qid, ts)
 	if err != nil {
 		return errorResponse(req, err)
 	}
@@ -106,7 +106,7 @@ func (h *Handler) queueOffset(req *remoting.Command, pick func(minOff, maxOff in
 	if err := h.checkQueue(rd.err, topic, qid); err != nil {
 		return errorResponse(req, err)
 	}
-	return offsetResponse(req, pick(h.b.Store().QueueOffsets(topic, qid)))
+	return offsetResponse(req, pick(h.b.QueueOffsets(topic, qid)))
 }
 
 // checkQueue refuses an unknown topic and a queue id outside its read

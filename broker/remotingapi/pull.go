@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/gantrymq/gantry/broker"
-	"github.com/gantrymq/gantry/broker/store"
 	"github.com/gantrymq/gantry/remoting"
 )
 
@@ -85,13 +84,13 @@ func (h *Handler) pull(ctx context.Context, _ *remoting.Conn, req *remoting.Comm
 
 // pullCode maps a pull's status to its response code as Java does
 // (ROCKETMQ-PROTOCOL.md §2.4.2); the store has set the next offset to match.
-func pullCode(st store.GetStatus) remoting.ResponseCode {
+func pullCode(st broker.PullStatus) remoting.ResponseCode {
 	switch st {
-	case store.Found:
+	case broker.PullFound:
 		return remoting.ResSuccess
-	case store.NoMatchedMessage:
+	case broker.PullNoMatchedMessage:
 		return remoting.ResPullRetryImmediately
-	case store.NoMessageInQueue, store.OffsetOverflowOne, store.OffsetFoundNull:
+	case broker.PullNoMessageInQueue, broker.PullOffsetOverflowOne, broker.PullOffsetFoundNull:
 		return remoting.ResPullNotFound
 	default: // OffsetTooSmall, OffsetOverflowBadly (an empty queue's too)
 		return remoting.ResPullOffsetMoved

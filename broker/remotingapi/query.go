@@ -2,11 +2,9 @@ package remotingapi
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"strconv"
 
-	"github.com/gantrymq/gantry/broker"
 	"github.com/gantrymq/gantry/message"
 	"github.com/gantrymq/gantry/remoting"
 )
@@ -82,13 +80,5 @@ func (h *Handler) viewMessage(_ context.Context, _ *remoting.Conn, req *remoting
 // appendRecord appends the stored record that starts at commit-log offset
 // off.
 func (h *Handler) appendRecord(dst []byte, off int64) ([]byte, error) {
-	r, _, err := h.b.Store().CommitLog().ReadRecord(off)
-	if err != nil {
-		return dst, err
-	}
-	defer r.Release()
-	if got := message.PhysicalOffsetOf(r.B); got != off {
-		return dst, fmt.Errorf("%w: no message starts at commit-log offset %d", broker.ErrInvalidArgument, off)
-	}
-	return append(dst, r.B...), nil
+	return h.b.AppendRecordAt(dst, off)
 }

@@ -20,10 +20,10 @@ func parked(t *testing.T, e *env, level int32) *message.Message {
 	t.Helper()
 	var maxOff int64
 	require.Eventually(t, func() bool {
-		_, maxOff = e.b.Store().QueueOffsets(broker.ScheduleTopic, level-1)
+		_, maxOff = e.b.QueueOffsets(broker.ScheduleTopic, level-1)
 		return maxOff > 0
 	}, 5*time.Second, time.Millisecond, "nothing parked at level %d", level)
-	m, err := e.b.Store().MessageByQueueOffset(broker.ScheduleTopic, level-1, maxOff-1)
+	m, err := e.b.MessageByQueueOffset(broker.ScheduleTopic, level-1, maxOff-1)
 	require.NoError(t, err)
 	return m
 }
@@ -51,7 +51,7 @@ func TestSendBack(t *testing.T) {
 	real, _ := parked(t, e, 3).Properties.Get(message.PropRealTopic)
 	assert.Equal(t, "%RETRY%CG", real)
 	e.waitVisible(t, "%RETRY%CG", 0, 1) // level 3: 50 ms here
-	m, err := e.b.Store().MessageByQueueOffset("%RETRY%CG", 0, 0)
+	m, err := e.b.MessageByQueueOffset("%RETRY%CG", 0, 0)
 	require.NoError(t, err)
 	retryTopic, _ := m.Properties.Get(message.PropRetryTopic)
 	assert.Equal(t, "T", retryTopic)
@@ -94,7 +94,7 @@ func TestClientRetrySend(t *testing.T) {
 	resp = retry(17)
 	requireCode(t, remoting.ResSuccess, resp)
 	e.waitVisible(t, "%DLQ%CG", 0, 1)
-	dl, err := e.b.Store().MessageByQueueOffset("%DLQ%CG", 0, 0)
+	dl, err := e.b.MessageByQueueOffset("%DLQ%CG", 0, 0)
 	require.NoError(t, err)
 	origin, _ := dl.Properties.Get(message.PropDLQOriginTopic)
 	assert.Equal(t, "T", origin)

@@ -46,6 +46,9 @@ type Config struct {
 	// MetadataInterval is how often changed metadata (topics, groups,
 	// consumer and delay offsets) is saved; Close saves too. Default 5 s.
 	MetadataInterval time.Duration
+	// Metadata is the metadata the store saves with the log, opened by its
+	// owner (the broker). Default: opened from Root/config.
+	Metadata *metadata.Metadata
 	// CheckQueues makes Open cross-check every consume-queue entry against
 	// its record (position, size, queue, offset, tags code) and rebuild
 	// queues that disagree. It reads every record header: about a second
@@ -196,9 +199,13 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		create: make(chan *cqueue, createBacklog),
 		dcache: map[string]map[int32]*cqueue{},
 	}
-	meta, err := metadata.Open(metadata.Config{Dir: filepath.Join(cfg.Root, "config"), FS: cfg.FS, Now: cfg.Now, Logger: cfg.Logger})
-	if err != nil {
-		return nil, err
+	meta := cfg.Metadata
+	if meta == nil {
+		var err error
+		meta, err = metadata.Open(metadata.Config{Dir: filepath.Join(cfg.Root, "config"), FS: cfg.FS, Now: cfg.Now, Logger: cfg.Logger})
+		if err != nil {
+			return nil, err
+		}
 	}
 	s.meta = meta
 	s.report.Metadata = meta.Report()

@@ -15,7 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gantrymq/gantry/client"
-	"github.com/gantrymq/gantry/test/benchkit"
+	"github.com/gantrymq/gantry/internal/benchkit"
 )
 
 func newBenchCmd() *cobra.Command {

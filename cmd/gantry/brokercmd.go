@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gantrymq/gantry/broker"
-	"github.com/gantrymq/gantry/broker/grpcapi"
+	"github.com/gantrymq/gantry/broker/server"
 )
 
 func newBrokerCmd() *cobra.Command {
@@ -63,7 +63,7 @@ Keys: ` + strings.Join(broker.ConfigKeys, ", ") + `.`,
 			cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 			cfg.Logger.Info("go memory limit", "limit", serverGC(cfg.MemoryLimit))
 			start := time.Now()
-			s, err := grpcapi.Start(cmd.Context(), grpcapi.ServerConfig{Broker: cfg})
+			s, err := server.Start(cmd.Context(), server.Config{Broker: cfg})
 			if err != nil {
 				return &exitError{code: exitUsage, err: err}
 			}

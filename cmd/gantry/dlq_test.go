@@ -46,7 +46,7 @@ func TestAdminDLQVerbs(t *testing.T) {
 		ids, offsetIDs = append(ids, res[0].UniqKey), append(offsetIDs, res[0].MsgID)
 	}
 	require.Eventually(t, func() bool {
-		_, maxOff := c.Broker().Store().QueueOffsets("%DLQ%billing", 0)
+		_, maxOff := c.Broker().QueueOffsets("%DLQ%billing", 0)
 		return maxOff == 3
 	}, 5*time.Second, time.Millisecond)
 	admin := func(args ...string) (int, string, string) {

@@ -13,8 +13,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/gantrymq/gantry/internal/benchkit"
 	"github.com/gantrymq/gantry/internal/histogram"
-	"github.com/gantrymq/gantry/test/benchkit"
 
 	"github.com/gantrymq/gantry/test/bench/benchproc"
 )

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/gantrymq/gantry/client"
+	"github.com/gantrymq/gantry/internal/benchkit"
 	"github.com/gantrymq/gantry/internal/histogram"
-	"github.com/gantrymq/gantry/test/benchkit"
 
 	"github.com/gantrymq/gantry/test/bench/benchproc"
 )

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/gantrymq/gantry/broker"
-	"github.com/gantrymq/gantry/broker/grpcapi"
+	"github.com/gantrymq/gantry/broker/server"
 	"github.com/gantrymq/gantry/broker/store"
 	"github.com/gantrymq/gantry/commitlog"
 	"github.com/gantrymq/gantry/nameserver"
@@ -195,7 +195,7 @@ func runBroker(ctx context.Context, raw []byte) error {
 		glis.Close()
 		return err
 	}
-	s, err := grpcapi.Start(ctx, grpcapi.ServerConfig{Broker: cfg, GRPCListener: glis, HTTPListener: hlis})
+	s, err := server.Start(ctx, server.Config{Broker: cfg, GRPCListener: glis, HTTPListener: hlis})
 	if err != nil {
 		return err
 	}

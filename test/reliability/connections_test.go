@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/gantrymq/gantry/test/benchkit"
+	"github.com/gantrymq/gantry/internal/benchkit"
 	"github.com/gantrymq/gantry/test/reliability/checker"
 	"github.com/gantrymq/gantry/test/reliability/workload"
 )

@@ -8,7 +8,7 @@
 // the same data directory:
 //
 //	nameserver   nameserver.Server on a loopback port
-//	broker       grpcapi.Start on fixed loopback ports (kept across restarts)
+//	broker       server.Start on fixed loopback ports (kept across restarts)
 //	producer     workload.RunProducer, writing its history
 //	consumer     workload.RunConsumer, writing its history
 //

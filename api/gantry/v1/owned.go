@@ -8,16 +8,6 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// UnmarshalOwned is proto.Unmarshal of a SendRequest that takes b: the
-// records are sub-slices of b instead of a copy each, so that a broker
-// receiving a request of many records makes one allocation for it, not one
-// per record. The caller must not modify or reuse b afterwards. A request
-// with fields this decoder does not read (messages, unknown fields) or
-// malformed, goes through proto.Unmarshal, with its errors.
-func (x *SendRequest) UnmarshalOwned(b []byte) error {
-	return unmarshalOwned(x, b, x.unmarshalRecords)
-}
-
 // UnmarshalOwned is proto.Unmarshal of a SendResponse that takes b: the
 // results are made in one allocation and their strings are views of b, so
 // that a producer receiving the answer to a request of many messages does
@@ -104,27 +94,12 @@ func countField(b []byte, num protowire.Number) int {
 	return n
 }
 
-// unmarshalRecords decodes b's topic, producer_group, request_id and
-// records fields, and reports false at anything else.
-func (x *SendRequest) unmarshalRecords(b []byte) bool {
-	if n := countField(b, 5); n > 0 {
-		x.Records = make([][]byte, 0, n)
-	}
-	return eachField(b, func(num protowire.Number, typ protowire.Type, v []byte, u uint64) bool {
-		if num == 5 && typ == protowire.BytesType {
-			x.Records = append(x.Records, v[:len(v):len(v)])
-			return true
-		}
-		return x.SetHeaderField(num, typ, v, u)
-	})
-}
-
 // SetHeaderField sets x's topic (1), producer_group (3), request_id (4)
-// or attempt (6) from one decoded field: its number, its wire type and its value (a
-// string's bytes, which it copies, or a varint's value). It reports false
-// for any other field, and for a string that is not UTF-8 (which
-// proto.Unmarshal refuses). A decoder of the records field's bytes of its
-// own, such as the broker's from gRPC's buffers, leaves the rest to it.
+// or attempt (6) from one decoded field: its number, its wire type and its
+// value (a string's bytes, which it copies, or a varint's value). It
+// reports false for any other field, and for a string that is not UTF-8
+// (which proto.Unmarshal refuses). The broker's SendRequest decoder, which
+// reads the records from gRPC's buffers itself, leaves the rest to it.
 func (x *SendRequest) SetHeaderField(num protowire.Number, typ protowire.Type, v []byte, u uint64) bool {
 	switch {
 	case (num == 1 || num == 3) && typ == protowire.BytesType:

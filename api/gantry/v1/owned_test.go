@@ -11,52 +11,6 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// UnmarshalOwned decodes every request as proto.Unmarshal does, and the
-// records of a request of records alias its input.
-func TestUnmarshalOwnedMatchesProto(t *testing.T) {
-	withUnknown := protowire.AppendTag(must(t, &SendRequest{Topic: "T", Records: [][]byte{[]byte("r")}}), 99, protowire.VarintType)
-	withUnknown = protowire.AppendVarint(withUnknown, 7)
-	for _, tt := range []struct {
-		name string
-		in   []byte
-	}{
-		{"empty", nil},
-		{"records", must(t, &SendRequest{Topic: "Orders", ProducerGroup: "pg", RequestId: 42, Attempt: 2,
-			Records: [][]byte{[]byte("first record"), {}, []byte("third")}})},
-		{"messages", must(t, &SendRequest{Topic: "T", Messages: []*Message{{QueueId: 3, Body: []byte("b")}}})},
-		{"messages and records", must(t, &SendRequest{Topic: "T", Messages: []*Message{{Body: []byte("b")}}, Records: [][]byte{[]byte("r")}})},
-		{"unknown field", withUnknown},
-		{"repeated scalar: the last wins", append(must(t, &SendRequest{Topic: "A", RequestId: 1}), must(t, &SendRequest{Topic: "B", RequestId: 2})...)},
-		{"invalid UTF-8 topic", protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), []byte{0xff, 0xfe})},
-		{"truncated", must(t, &SendRequest{Topic: "Orders", Records: [][]byte{[]byte("record")}})[:10]},
-		{"wrong wire type", protowire.AppendVarint(protowire.AppendTag(nil, 5, protowire.VarintType), 1)},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			err := matchProto(tt.in, &SendRequest{}, &SendRequest{Topic: "stale", Records: [][]byte{[]byte("stale")}})
-			assert.NoError(t, err, "UnmarshalOwned and proto.Unmarshal disagree")
-		})
-	}
-
-	in := must(t, &SendRequest{Topic: "T", Records: [][]byte{[]byte("aaaa"), []byte("bbbb")}})
-	var r SendRequest
-	require.NoError(t, r.UnmarshalOwned(in))
-	require.Len(t, r.Records, 2)
-	assert.Equal(t, "aaaa", string(r.Records[0]))
-	assert.Same(t, &in[len(in)-4], &r.Records[1][0], "the records alias the input")
-	assert.Equal(t, len(r.Records[0]), cap(r.Records[0]), "a record's capacity ends with it")
-}
-
-func FuzzUnmarshalOwned(f *testing.F) {
-	f.Add([]byte(nil))
-	f.Add(must(f, &SendRequest{Topic: "Orders", ProducerGroup: "pg", RequestId: 42, Attempt: 1, Records: [][]byte{[]byte("r1"), []byte("r2")}}))
-	f.Add(must(f, &SendRequest{Topic: "T", Messages: []*Message{{Body: []byte("b")}}}))
-	f.Fuzz(func(t *testing.T, in []byte) {
-		if err := matchProto(in, &SendRequest{}, &SendRequest{}); err != nil {
-			t.Fatal(err)
-		}
-	})
-}
-
 // ownedMessage is a message with an UnmarshalOwned.
 type ownedMessage interface {
 	proto.Message
@@ -108,21 +62,6 @@ func must(t testing.TB, m proto.Message) []byte {
 	return b
 }
 
-// BenchmarkUnmarshalSendRequest decodes a request of 64 1 KiB records
-// (what a producer's queue sender sends under load) with proto.Unmarshal
-// from a buffer, as gRPC's codec does, and with UnmarshalOwned from a copy
-// of the message, as the broker's does.
-//
-//	go test -run=^$ -bench=UnmarshalSendRequest -benchmem ./api/gantry/v1
-func BenchmarkUnmarshalSendRequest(b *testing.B) {
-	req := &SendRequest{Topic: "Orders", ProducerGroup: "pg", RequestId: 1}
-	for range 64 {
-		req.Records = append(req.Records, make([]byte, 1024))
-	}
-	in := must(b, req)
-	benchDecoders(b, in, func() *SendRequest { return &SendRequest{} })
-}
-
 func TestSendResponseUnmarshalOwnedMatchesProto(t *testing.T) {
 	full := &SendResponse{RequestId: 9, Results: []*SendResult{
 		{MsgId: "0A0000010000271B0000000000000010", QueueId: 3, QueueOffset: 41, PhysicalOffset: 16, StoreTimestampMs: 1764460800000},
@@ -164,7 +103,7 @@ func FuzzSendResponseUnmarshalOwned(f *testing.F) {
 }
 
 // BenchmarkUnmarshalSendResponse decodes the answer to a request of 64
-// messages, as BenchmarkUnmarshalSendRequest does a request.
+// messages, as broker/grpcapi's BenchmarkUnmarshalSendRequest does a request.
 func BenchmarkUnmarshalSendResponse(b *testing.B) {
 	resp := &SendResponse{RequestId: 1}
 	for i := range 64 {

@@ -41,7 +41,7 @@ import (
 	"time"
 
 	"github.com/gantrymq/gantry/client"
-	"github.com/gantrymq/gantry/test/benchkit"
+	"github.com/gantrymq/gantry/internal/benchkit"
 
 	"github.com/gantrymq/gantry/test/bench/benchproc"
 )

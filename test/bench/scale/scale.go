@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gantrymq/gantry/test/benchkit"
+	"github.com/gantrymq/gantry/internal/benchkit"
 
 	"github.com/gantrymq/gantry/test/bench/benchproc"
 )

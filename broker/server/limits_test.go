@@ -1,4 +1,4 @@
-package grpcapi_test
+package server_test
 
 import (
 	"bufio"

@@ -1,4 +1,4 @@
-package grpcapi_test
+package server_test
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	gantryv1 "github.com/gantrymq/gantry/api/gantry/v1"
-	"github.com/gantrymq/gantry/broker/grpcapi"
+	"github.com/gantrymq/gantry/broker/server"
 	"github.com/gantrymq/gantry/nameserver"
 )
 
@@ -48,7 +48,7 @@ func TestRegistrar(t *testing.T) {
 	addr2, ns2 := startNameServer(t)
 	var mu sync.Mutex
 	topics := map[string]*gantryv1.TopicInfo{"Orders": {ReadQueueNums: 4, WriteQueueNums: 4, Perm: 6}}
-	r, err := grpcapi.NewRegistrar(grpcapi.RegistrarConfig{
+	r, err := server.NewRegistrar(server.RegistrarConfig{
 		NameServers: []string{addr1, addr2},
 		Interval:    time.Hour, // only the first registration and Changed
 		Registration: func() *gantryv1.RegisterBrokerRequest {

@@ -1,4 +1,4 @@
-package grpcapi
+package server
 
 import (
 	"net/http"
@@ -85,8 +85,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.dlqHeld, prometheus.GaugeValue, float64(s.Held), s.Group)
 		ch <- prometheus.MustNewConstMetric(c.dlqResent, prometheus.CounterValue, float64(s.Resent), s.Group)
 	}
-	for _, k := range c.b.Store().Metadata().OffsetKeys("", "") {
-		group, topic := k[0], k[1]
+	for _, k := range c.b.OffsetKeys("") {
+		group, topic := k.Group, k.Topic
 		qs, err := c.b.TopicStatus(topic)
 		if err != nil {
 			continue

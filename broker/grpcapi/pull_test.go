@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc/stats"
 
 	gantryv1 "github.com/gantrymq/gantry/api/gantry/v1"
-	"github.com/gantrymq/gantry/broker/metadata"
+	"github.com/gantrymq/gantry/broker"
 	"github.com/gantrymq/gantry/message"
 )
 
@@ -41,7 +41,7 @@ func TestPullAnswerEncodedFromTheLog(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			replies := &replyTypes{}
 			s, m := startServer(t, append(tt.opts, grpc.StatsHandler(replies))...)
-			require.NoError(t, s.Broker().CreateOrUpdateTopic(metadata.TopicConfig{TopicName: "T", ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6}))
+			require.NoError(t, s.Broker().CreateOrUpdateTopic(broker.TopicConfig{TopicName: "T", ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6}))
 			var msgs []*message.Message
 			for i := range 300 {
 				msgs = append(msgs, &message.Message{Topic: "T", QueueID: 0, Body: fmt.Appendf(nil, "body-%d", i)})

@@ -1,4 +1,4 @@
-package grpcapi_test
+package server_test
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 
 	gantryv1 "github.com/gantrymq/gantry/api/gantry/v1"
 	"github.com/gantrymq/gantry/broker"
-	"github.com/gantrymq/gantry/broker/grpcapi"
+	"github.com/gantrymq/gantry/broker/server"
 	"github.com/gantrymq/gantry/remoting"
 )
 
@@ -110,7 +110,7 @@ func TestBindAddressAndPprof(t *testing.T) {
 				"bindAddress=127.0.0.2\nlistenPort=%d\ngrpcListenAddr=127.0.0.2:0\nhttpListenAddr=127.0.0.2:0\npprofEnable=%t\n",
 				freePort(t), pprof)), &cfg))
 			cfg.StorePathRootDir = filepath.Join(t.TempDir(), "store")
-			s, err := grpcapi.Start(t.Context(), grpcapi.ServerConfig{Broker: cfg})
+			s, err := server.Start(t.Context(), server.Config{Broker: cfg})
 			require.NoError(t, err)
 			t.Cleanup(func() { require.NoError(t, s.Close(context.Background())) })
 			for _, addr := range []string{s.GRPCAddr(), s.RemotingAddr(), s.HTTPAddr()} {

@@ -1,4 +1,4 @@
-package grpcapi
+package server
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -36,16 +35,16 @@ type ports struct {
 	misRemoting *remoting.Server
 }
 
-// servePorts starts serving glis, hlis and rlis: gRPC and remoting on
-// both data ports, HTTP on hlis.
-func (s *Server) servePorts(glis, hlis, rlis net.Listener) error {
+// servePorts starts serving the three listeners: gRPC and remoting on
+// both data ports, HTTP on httpLis.
+func (s *Server) servePorts(grpcLis, httpLis, remotingLis net.Listener) error {
 	log := s.b.Config().Logger
-	httpAddr := advertised(hlis.Addr(), s.b.Config().BrokerIP1)
+	httpAddr := advertised(httpLis.Addr(), s.b.Config().BrokerIP1)
 	wrong := fmt.Sprintf("%s is the Gantry broker's HTTP port (metrics, health): its gRPC API and RocketMQ remoting are at %s and %s",
 		httpAddr, s.grpcAddr, s.remotingAddr)
 	// The misdirect servers log nothing: their every request is a mistake
 	// the client is told of.
-	rs, err := remoting.NewServer(remoting.Config{}, remoting.HandlerFunc(
+	misRemoting, err := remoting.NewServer(remoting.Config{}, remoting.HandlerFunc(
 		func(_ context.Context, _ *remoting.Conn, req *remoting.Command) *remoting.Command {
 			return remoting.ErrorResponse(req, remoting.ResSystemError, "%s", wrong)
 		}))
@@ -53,7 +52,7 @@ func (s *Server) servePorts(glis, hlis, rlis net.Listener) error {
 		return err
 	}
 	p := &s.ports
-	p.misRemoting = rs
+	p.misRemoting = misRemoting
 	p.misGRPC = grpc.NewServer(grpc.UnknownServiceHandler(func(any, grpc.ServerStream) error {
 		return status.Error(codes.Unimplemented, wrong)
 	}))
@@ -63,21 +62,21 @@ func (s *Server) servePorts(glis, hlis, rlis net.Listener) error {
 	for _, l := range []struct {
 		what string
 		lis  net.Listener
-	}{{"gRPC", glis}, {"remoting", rlis}} {
+	}{{"gRPC", grpcLis}, {"remoting", remotingLis}} {
 		m := muxlisten.New(l.lis, muxlisten.Config{Name: "broker " + l.what + " " + l.lis.Addr().String(), Logger: log})
-		g, r, h := m.Listener(muxlisten.HTTP2), m.Listener(muxlisten.Remoting, muxlisten.Unknown), m.Listener(muxlisten.HTTP1)
-		p.muxes, p.remoting = append(p.muxes, m), append(p.remoting, r)
-		s.serve("gRPC", func() error { return s.gs.Serve(inlinenet.Listen(g)) })
-		s.serve("remoting", func() error { return s.rs.Serve(inlinenet.Listen(r)) })
-		s.serve("HTTP misdirect", func() error { return p.misHTTP.Serve(h) })
+		grpcConns, remotingConns, httpConns := m.Listener(muxlisten.HTTP2), m.Listener(muxlisten.Remoting, muxlisten.Unknown), m.Listener(muxlisten.HTTP1)
+		p.muxes, p.remoting = append(p.muxes, m), append(p.remoting, remotingConns)
+		s.serve("gRPC", func() error { return s.grpcServer.Serve(inlinenet.Listen(grpcConns)) })
+		s.serve("remoting", func() error { return s.remotingServer.Serve(inlinenet.Listen(remotingConns)) })
+		s.serve("HTTP misdirect", func() error { return p.misHTTP.Serve(httpConns) })
 		s.serve(l.what+" port", m.Serve)
 	}
-	m := muxlisten.New(hlis, muxlisten.Config{Name: "broker HTTP " + hlis.Addr().String(), Logger: log})
-	h, g, r := m.Listener(muxlisten.HTTP1, muxlisten.Unknown), m.Listener(muxlisten.HTTP2), m.Listener(muxlisten.Remoting)
+	m := muxlisten.New(httpLis, muxlisten.Config{Name: "broker HTTP " + httpLis.Addr().String(), Logger: log})
+	httpConns, grpcConns, remotingConns := m.Listener(muxlisten.HTTP1, muxlisten.Unknown), m.Listener(muxlisten.HTTP2), m.Listener(muxlisten.Remoting)
 	p.muxes = append(p.muxes, m)
-	s.serve("HTTP", func() error { return s.hs.Serve(h) })
-	s.serve("gRPC misdirect", func() error { return p.misGRPC.Serve(g) })
-	s.serve("remoting misdirect", func() error { return p.misRemoting.Serve(r) })
+	s.serve("HTTP", func() error { return s.httpServer.Serve(httpConns) })
+	s.serve("gRPC misdirect", func() error { return p.misGRPC.Serve(grpcConns) })
+	s.serve("remoting misdirect", func() error { return p.misRemoting.Serve(remotingConns) })
 	s.serve("HTTP port", m.Serve)
 	return nil
 }
@@ -116,17 +115,4 @@ func (p *ports) close() {
 	for _, m := range p.muxes {
 		_ = m.Close()
 	}
-}
-
-// notHere answers a call of a service the broker does not serve: a
-// nameserver's, from a client given the broker's address as a
-// nameserver's.
-func (s *Server) notHere(_ any, stream grpc.ServerStream) error {
-	method, _ := grpc.MethodFromServerStream(stream)
-	ns := "not configured"
-	if addrs := s.b.Config().NamesrvAddr; len(addrs) > 0 {
-		ns = strings.Join(addrs, ";")
-	}
-	return status.Errorf(codes.Unimplemented, "this is Gantry broker %s, which does not serve %s: its nameservers are %s",
-		s.b.Config().BrokerName, method, ns)
 }

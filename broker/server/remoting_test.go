@@ -1,4 +1,4 @@
-package grpcapi_test
+package server_test
 
 import (
 	"context"
@@ -14,8 +14,7 @@ import (
 
 	gantryv1 "github.com/gantrymq/gantry/api/gantry/v1"
 	"github.com/gantrymq/gantry/broker"
-	"github.com/gantrymq/gantry/broker/grpcapi"
-	"github.com/gantrymq/gantry/broker/metadata"
+	"github.com/gantrymq/gantry/broker/server"
 	"github.com/gantrymq/gantry/message"
 	"github.com/gantrymq/gantry/remoting"
 )
@@ -29,9 +28,9 @@ func loopback(t *testing.T) net.Listener {
 
 // startRemoting starts a broker server with a remoting listener on a port
 // the system picks, registered with nameservers.
-func startRemoting(t *testing.T, nameservers ...string) *grpcapi.Server {
+func startRemoting(t *testing.T, nameservers ...string) *server.Server {
 	t.Helper()
-	s, err := grpcapi.Start(t.Context(), grpcapi.ServerConfig{
+	s, err := server.Start(t.Context(), server.Config{
 		Broker: broker.Config{
 			StorePathRootDir: filepath.Join(t.TempDir(), "store"),
 			NamesrvAddr:      nameservers,
@@ -40,7 +39,7 @@ func startRemoting(t *testing.T, nameservers ...string) *grpcapi.Server {
 		GRPCListener: loopback(t), HTTPListener: loopback(t), RemotingListener: loopback(t),
 	})
 	require.NoError(t, err)
-	require.NoError(t, s.Broker().CreateOrUpdateTopic(metadata.TopicConfig{TopicName: "T", ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6}))
+	require.NoError(t, s.Broker().CreateOrUpdateTopic(broker.TopicConfig{TopicName: "T", ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6}))
 	return s
 }
 

@@ -1,4 +1,4 @@
-package grpcapi
+package server
 
 import (
 	"context"
@@ -13,25 +13,16 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/experimental"
 
 	gantryv1 "github.com/gantrymq/gantry/api/gantry/v1"
 	"github.com/gantrymq/gantry/broker"
+	"github.com/gantrymq/gantry/broker/grpcapi"
 	"github.com/gantrymq/gantry/broker/remotingapi"
-	"github.com/gantrymq/gantry/internal/grpcbuf"
-	"github.com/gantrymq/gantry/message"
 	"github.com/gantrymq/gantry/remoting"
 )
 
-// MaxRequestBytes is the largest request the broker's gRPC server reads:
-// the largest valid one, a send of message.MaxBatchBytes of records with
-// its other fields (message.MaxEnvelopeBytes). gRPC refuses a larger one
-// from its length prefix, before reading it, with RESOURCE_EXHAUSTED
-// "received message larger than max".
-const MaxRequestBytes = message.MaxEnvelopeBytes
-
-// ServerConfig configures a broker server.
-type ServerConfig struct {
+// Config configures a broker server.
+type Config struct {
 	// Broker is the broker's configuration (broker.conf). Its
 	// OnTopicsChanged is set by the server.
 	Broker broker.Config
@@ -49,51 +40,41 @@ type ServerConfig struct {
 	// Remoting configures the remoting front end (long polling bound,
 	// notifications); its Logger defaults to the broker's.
 	Remoting remotingapi.Config
-	// GRPCOptions are added to the gRPC server, after its defaults (a
-	// receive limit of MaxRequestBytes, a buffer pool, a fixed 16 MiB flow-control
-	// window), which they may replace. Without a unary interceptor, Pull
-	// answers with its response already encoded (not a
-	// *gantryv1.PullResponse); with one, the interceptor sees the generated
-	// response, at the cost of one more copy of the records.
+	// GRPCOptions are added to the gRPC server after its defaults
+	// (grpcapi.NewServer).
 	GRPCOptions []grpc.ServerOption
 }
 
 // maxRemotingRequestsPerConn bounds the requests a remoting connection has
-// in progress. A RocketMQ client holds a long-polling pull open per queue
-// it consumes from this broker, all on one connection: far above the
-// remoting default of 256.
-const maxRemotingRequestsPerConn = 8192
-
-// maxStreamsPerConn bounds the calls a gRPC connection has in progress, as
-// maxRemotingRequestsPerConn does a remoting one's: each (a held pull, a
-// group watch) costs a goroutine, and gRPC's own default is unbounded. A
-// client past it waits for a call to end before it starts another.
-const maxStreamsPerConn = maxRemotingRequestsPerConn
+// in progress, as grpcapi.MaxStreamsPerConn does a gRPC one's. A RocketMQ
+// client holds a long-polling pull open per queue it consumes from this
+// broker, all on one connection: far above the remoting default of 256.
+const maxRemotingRequestsPerConn = grpcapi.MaxStreamsPerConn
 
 // Server is a running broker: the core, its gRPC services (Messaging,
 // Admin), its RocketMQ remoting front end, its HTTP endpoints and its
 // nameserver registration.
 type Server struct {
-	b            *broker.Broker
-	msg          *Messaging
-	gs           *grpc.Server
-	hs           *http.Server
-	rh           *remotingapi.Handler
-	rs           *remoting.Server
-	ports        ports
-	reg          atomic.Pointer[Registrar]
-	grpcAddr     string
-	httpAddr     string
-	remotingAddr string
-	log          *slog.Logger
-	wg           sync.WaitGroup
-	once         sync.Once
-	closeErr     error
+	b               *broker.Broker
+	messaging       *grpcapi.Messaging
+	grpcServer      *grpc.Server
+	httpServer      *http.Server
+	remotingHandler *remotingapi.Handler
+	remotingServer  *remoting.Server
+	ports           ports
+	reg             atomic.Pointer[Registrar]
+	grpcAddr        string
+	httpAddr        string
+	remotingAddr    string
+	log             *slog.Logger
+	wg              sync.WaitGroup
+	once            sync.Once
+	closeErr        error
 }
 
 // Start recovers the broker's store, starts serving and registers with the
 // nameservers.
-func Start(ctx context.Context, cfg ServerConfig) (*Server, error) {
+func Start(ctx context.Context, cfg Config) (*Server, error) {
 	s := &Server{}
 	bc := cfg.Broker
 	prev := bc.OnTopicsChanged
@@ -118,11 +99,11 @@ func Start(ctx context.Context, cfg ServerConfig) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	glis, hlis, rlis := lis[0], lis[1], lis[2]
-	s.grpcAddr, s.httpAddr = advertised(glis.Addr(), bc.BrokerIP1), hlis.Addr().String()
-	s.remotingAddr = advertised(rlis.Addr(), bc.BrokerIP1)
+	grpcLis, httpLis, remotingLis := lis[0], lis[1], lis[2]
+	s.grpcAddr, s.httpAddr = advertised(grpcLis.Addr(), bc.BrokerIP1), httpLis.Addr().String()
+	s.remotingAddr = advertised(remotingLis.Addr(), bc.BrokerIP1)
 	bc.GRPCListenAddr, bc.HTTPListenAddr = s.grpcAddr, s.httpAddr
-	bc.ListenPort = rlis.Addr().(*net.TCPAddr).Port // the store host in records: the port clients reach
+	bc.ListenPort = remotingLis.Addr().(*net.TCPAddr).Port // the store host in records: the port clients reach
 	b, err := broker.Open(ctx, bc)
 	if err != nil {
 		closeAll(lis)
@@ -133,28 +114,18 @@ func Start(ctx context.Context, cfg ServerConfig) (*Server, error) {
 	if rcfg.Logger == nil {
 		rcfg.Logger = b.Config().Logger
 	}
-	s.rh = remotingapi.New(b, rcfg)
-	if s.rs, err = remoting.NewServer(remoting.Config{Logger: b.Config().Logger, MaxConcurrentPerConn: maxRemotingRequestsPerConn}, s.rh); err != nil {
+	s.remotingHandler = remotingapi.New(b, rcfg)
+	s.remotingServer, err = remoting.NewServer(remoting.Config{Logger: b.Config().Logger, MaxConcurrentPerConn: maxRemotingRequestsPerConn}, s.remotingHandler)
+	if err != nil {
 		closeAll(lis)
-		return nil, errors.Join(err, s.rh.Close(), b.Close(ctx))
+		return nil, errors.Join(err, s.remotingHandler.Close(), b.Close(ctx))
 	}
-
-	// Requests up to the largest valid one, a little over gRPC's 4 MiB
-	// default (docs/BROKER.md, "Size limits"). Buffers are not zeroed for
-	// every message, and the flow-control window is fixed (internal/grpcbuf).
-	opts := append([]grpc.ServerOption{grpc.UnknownServiceHandler(s.notHere), grpc.MaxRecvMsgSize(MaxRequestBytes), experimental.BufferPool(grpcbuf.Shared),
-		grpc.ForceServerCodecV2(grpcbuf.Codec{}),
-		grpc.InitialWindowSize(grpcbuf.FlowWindow), grpc.InitialConnWindowSize(grpcbuf.FlowWindow),
-		grpc.MaxConcurrentStreams(maxStreamsPerConn)}, cfg.GRPCOptions...)
-	s.gs = grpc.NewServer(opts...)
-	s.msg = NewMessaging(b)
-	s.gs.RegisterService(messagingDesc(s.msg), s.msg) // Pull answers already encoded
-	gantryv1.RegisterAdminServer(s.gs, NewAdmin(b))
+	s.grpcServer, s.messaging = grpcapi.NewServer(b, cfg.GRPCOptions...)
 	registered := func() bool { return len(b.Config().NamesrvAddr) == 0 || s.reg.Load() != nil }
-	s.hs = &http.Server{Handler: httpHandler(b, registered), ReadHeaderTimeout: 5 * time.Second}
-	if err := s.servePorts(glis, hlis, rlis); err != nil {
+	s.httpServer = &http.Server{Handler: httpHandler(b, registered), ReadHeaderTimeout: 5 * time.Second}
+	if err := s.servePorts(grpcLis, httpLis, remotingLis); err != nil {
 		closeAll(lis)
-		return nil, errors.Join(err, s.rs.Close(), s.rh.Close(), b.Close(ctx))
+		return nil, errors.Join(err, s.remotingServer.Close(), s.remotingHandler.Close(), b.Close(ctx))
 	}
 	if len(b.Config().NamesrvAddr) > 0 {
 		r, err := NewRegistrar(RegistrarConfig{
@@ -172,7 +143,7 @@ func Start(ctx context.Context, cfg ServerConfig) (*Server, error) {
 
 // listen returns the gRPC, HTTP and remoting listeners: cfg's, or new ones
 // on the configured addresses.
-func listen(cfg ServerConfig) ([]net.Listener, error) {
+func listen(cfg Config) ([]net.Listener, error) {
 	gaddr, haddr, raddr := cfg.Broker.ListenAddrs()
 	specs := []struct {
 		what string
@@ -240,7 +211,7 @@ func (s *Server) registration() *gantryv1.RegisterBrokerRequest {
 		RemotingAddr: s.remotingAddr,
 		Topics:       map[string]*gantryv1.TopicInfo{},
 	}
-	v := s.b.Store().Metadata().TopicsVersion()
+	v := s.b.TopicsVersion()
 	req.DataVersion = &gantryv1.DataVersion{TimestampMs: v.Timestamp, Counter: v.Counter}
 	for _, tc := range s.b.Topics() {
 		req.Topics[tc.TopicName] = &gantryv1.TopicInfo{ReadQueueNums: tc.ReadQueueNums, WriteQueueNums: tc.WriteQueueNums,
@@ -260,7 +231,7 @@ func (s *Server) HTTPAddr() string { return s.httpAddr }
 
 // RemotingStats returns the remoting server's connection and request
 // counters.
-func (s *Server) RemotingStats() remoting.Stats { return s.rs.Stats() }
+func (s *Server) RemotingStats() remoting.Stats { return s.remotingServer.Stats() }
 
 // remotingDrain bounds how long Close waits for the remoting answers of
 // the calls the broker finished (held pulls woken) to go out.
@@ -275,7 +246,7 @@ func (s *Server) drainRemoting(ctx context.Context) {
 	defer deadline.Stop()
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
-	for s.rs.Stats().InFlight > 0 {
+	for s.remotingServer.Stats().InFlight > 0 {
 		select {
 		case <-ctx.Done():
 			return
@@ -299,13 +270,13 @@ func (s *Server) Kill() error {
 		if r := s.reg.Load(); r != nil {
 			r.Abandon()
 		}
-		s.msg.Shutdown()
-		s.gs.Stop()
-		_ = s.hs.Close()
-		_ = s.rs.Close() // cuts remoting connections: held pulls end with them
+		s.messaging.Shutdown()
+		s.grpcServer.Stop()
+		_ = s.httpServer.Close()
+		_ = s.remotingServer.Close() // cuts remoting connections: held pulls end with them
 		s.ports.close()
 		s.wg.Wait()
-		s.closeErr = errors.Join(s.b.Close(context.Background()), s.rh.Close())
+		s.closeErr = errors.Join(s.b.Close(context.Background()), s.remotingHandler.Close())
 	})
 	return s.closeErr
 }
@@ -326,21 +297,21 @@ func (s *Server) Close(ctx context.Context) error {
 			cancel()
 		}
 		s.ports.stopRemotingAccepts()
-		s.msg.Shutdown() // producers' send streams end; they reconnect elsewhere
+		s.messaging.Shutdown() // producers' send streams end; they reconnect elsewhere
 		done := make(chan struct{})
-		go func() { s.gs.GracefulStop(); close(done) }()
+		go func() { s.grpcServer.GracefulStop(); close(done) }()
 		closed := make(chan error, 1)
 		go func() { closed <- s.b.Close(ctx) }() // wakes held pulls so GracefulStop can finish
 		select {
 		case <-done:
 		case <-ctx.Done():
-			s.gs.Stop()
+			s.grpcServer.Stop()
 			<-done
 		}
 		errs = append(errs, <-closed)
 		s.drainRemoting(ctx)
-		errs = append(errs, s.rs.Close(), s.rh.Close())
-		errs = append(errs, s.hs.Shutdown(ctx))
+		errs = append(errs, s.remotingServer.Close(), s.remotingHandler.Close())
+		errs = append(errs, s.httpServer.Shutdown(ctx))
 		s.ports.close()
 		s.wg.Wait()
 		s.closeErr = errors.Join(errs...)

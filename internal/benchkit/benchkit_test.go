@@ -182,7 +182,7 @@ func TestProduceEndedContext(t *testing.T) {
 // that answers at once from another goroutine, as a client's would: what
 // the peer benchmark adds to both systems' figures.
 //
-//	go test -run=^$ -bench=ProduceHarness -benchmem ./test/benchkit
+//	go test -run=^$ -bench=ProduceHarness -benchmem ./internal/benchkit
 func BenchmarkProduceHarness(b *testing.B) {
 	answers := make(chan func(error), 4096)
 	go func() {
