@@ -18,7 +18,8 @@ type batchEntry struct {
 	Properties []byte // as sent (key 0x01 value 0x02 ...); aliases the buffer
 }
 
-// decodeBatch splits a SEND_BATCH_MESSAGE body (ROCKETMQ-PROTOCOL.md §2.3)
+// decodeBatch splits a SEND_BATCH_MESSAGE body (Java's
+// MessageDecoder.encodeMessages)
 // into its messages: each is [totalSize int32][magic int32][bodyCRC int32]
 // [flag int32][bodyLen int32][body][propLen int16][properties], totalSize
 // counting the whole entry. Magic and bodyCRC are not checked (the Go

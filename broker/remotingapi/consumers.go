@@ -12,7 +12,7 @@ import (
 	"github.com/gantrymq/gantry/remoting"
 )
 
-// heartbeatData is HEART_BEAT's body (ROCKETMQ-PROTOCOL.md §2.4.9); the
+// heartbeatData is HEART_BEAT's body (Java's HeartbeatData); the
 // fields Gantry does not use (tag sets and codes, versions, producers) are
 // not decoded.
 type heartbeatData struct {

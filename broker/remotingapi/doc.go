@@ -1,6 +1,6 @@
 // Package remotingapi is the broker's RocketMQ remoting front end: the
-// requests the official RocketMQ clients send to a broker (ROCKETMQ-PROTOCOL.md
-// §2), answered by calls on a broker.Broker, so that an unmodified Apache
+// requests the official RocketMQ clients send to a broker (the
+// request codes of Java's RequestCode), answered by calls on a broker.Broker, so that an unmodified Apache
 // RocketMQ Go client produces to and consumes from Gantry. Serve the
 // Handler New returns with a remoting.Server on the broker's listenPort
 // (10911); broker/server does.

@@ -15,7 +15,8 @@ var ErrClosed = errors.New("remotingapi: closed")
 var errBadHeader = errors.New("remotingapi: malformed request")
 
 // Code returns the RocketMQ response code for a broker error, chosen for
-// what the Go client does with it (ROCKETMQ-PROTOCOL.md §2.2): a transient
+// what the Go client does with it (rocketmq-client-go's
+// internal/remote and producer): a transient
 // problem is SERVICE_NOT_AVAILABLE (14), which a producer retries on
 // another broker, never SYSTEM_BUSY (2), which it does not retry; bad
 // input is MESSAGE_ILLEGAL (13) for messages and INVALID_PARAMETER (29)

@@ -36,7 +36,7 @@ type Config struct {
 	// start") rather than QUERY_NOT_FOUND when the queue was never trimmed
 	// and its first message is still in the page cache, so that a new group
 	// reads a young topic from its first message even when it starts from
-	// the last offset (ROCKETMQ-PROTOCOL.md §2.4.4), Gantry answers 0 when
+	// the last offset (Java's ConsumerOffsetManager), Gantry answers 0 when
 	// the queue was never trimmed and its first message lies within the
 	// last YoungQueueBytes of the commit log (an empty queue is young).
 	// Default 1 GiB; negative: always QUERY_NOT_FOUND.

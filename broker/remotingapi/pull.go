@@ -11,7 +11,7 @@ import (
 	"github.com/gantrymq/gantry/remoting"
 )
 
-// PULL_MESSAGE sysFlag bits (ROCKETMQ-PROTOCOL.md §2.4.2).
+// PULL_MESSAGE sysFlag bits (Java's PullSysFlag).
 const (
 	pullCommitOffset = 1 << 0 // commitOffset is the group's offset to store
 	pullSuspend      = 1 << 1 // long poll when there is nothing new
@@ -82,8 +82,8 @@ func (h *Handler) pull(ctx context.Context, _ *remoting.Conn, req *remoting.Comm
 	return resp
 }
 
-// pullCode maps a pull's status to its response code as Java does
-// (ROCKETMQ-PROTOCOL.md §2.4.2); the store has set the next offset to match.
+// pullCode maps a pull's status to its response code as Java's
+// PullMessageProcessor does; the store has set the next offset to match.
 func pullCode(st broker.PullStatus) remoting.ResponseCode {
 	switch st {
 	case broker.PullFound:

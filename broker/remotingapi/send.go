@@ -15,7 +15,7 @@ import (
 )
 
 // Send response ext values a Java broker sends and the Go client reads
-// (ROCKETMQ-PROTOCOL.md §2.4.3).
+// (Java's SendMessageResponseHeader).
 const (
 	defaultRegion = "DefaultRegion"
 	traceOff      = "false"
@@ -23,7 +23,7 @@ const (
 
 // sendNames are the ext keys of a send header: the long names of
 // SEND_MESSAGE, or the one-letter names of SEND_MESSAGE_V2 and
-// SEND_BATCH_MESSAGE (ROCKETMQ-PROTOCOL.md §2.3).
+// SEND_BATCH_MESSAGE (Java's SendMessageRequestHeaderV2).
 type sendNames struct {
 	group, topic, queueID, sysFlag, born, flag, props, reconsume, maxReconsume string
 }

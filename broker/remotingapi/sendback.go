@@ -36,7 +36,7 @@ func (h *Handler) sendBack(ctx context.Context, _ *remoting.Conn, req *remoting.
 }
 
 // lockBody is LOCK_BATCH_MQ's and UNLOCK_BATCH_MQ's body
-// (ROCKETMQ-PROTOCOL.md §2.4.10).
+// (Java's LockBatchRequestBody).
 type lockBody struct {
 	ConsumerGroup string         `json:"consumerGroup"`
 	ClientID      string         `json:"clientId"`

@@ -1,5 +1,5 @@
-// Package archtest checks that imports point down the package layers of
-// STYLE.md §1 and keep to the rules inside broker/ (docs/ARCHITECTURE.md).
+// Package archtest checks that imports point down the package layers and
+// keep to the rules inside broker/ (docs/ARCHITECTURE.md).
 package archtest
 
 import (
@@ -14,7 +14,8 @@ import (
 
 const module = "github.com/gantrymq/gantry"
 
-// allowed lists, for each layer, the layers it may import (STYLE.md §1).
+// allowed lists, for each layer, the layers it may import
+// (docs/ARCHITECTURE.md, "Package map and import rules").
 // A package's layer is its first path element below the module
 // (internal/fsx is "internal"), or one of sublayers; "std" is the standard
 // library, "ext" any other module.
@@ -111,8 +112,8 @@ var rules = []rule{
 		ExceptSelfTree: true,
 	},
 	{
-		Name: "delivery and de-duplication never import a front end",
-		From: []string{"broker/delivery/...", "broker/dedup/..."},
+		Name: "delivery, de-duplication and the broker's errors never import a front end",
+		From: []string{"broker/delivery/...", "broker/dedup/...", "broker/brokererr/..."},
 		To:   []string{"broker/grpcapi/...", "broker/remotingapi/...", "broker/server/..."},
 	},
 }
@@ -189,7 +190,7 @@ func violations(lines string) (problems []string, checked int) {
 		}
 		l := layer(pkg)
 		if _, known := allowed[l]; !known {
-			problems = append(problems, fmt.Sprintf("package %s is in no layer of STYLE.md §1: add it to the table", pkg))
+			problems = append(problems, fmt.Sprintf("package %s is in no layer: add it to the table", pkg))
 		}
 		for _, imp := range strings.Fields(imports) {
 			checked++
@@ -272,8 +273,10 @@ func TestRulesCatchPlantedViolations(t *testing.T) {
 		{m("broker/server"), m("broker/dedup"), "delivery and de-duplication are the broker's: imported by it only"},
 		{m("broker"), m("broker/delivery"), ""},
 		{m("broker/delivery"), m("broker/dedup"), ""},
-		{m("broker/delivery"), m("broker/grpcapi"), "delivery and de-duplication never import a front end"},
-		{m("broker/dedup"), m("broker/server"), "delivery and de-duplication never import a front end"},
+		{m("broker/delivery"), m("broker/grpcapi"), "delivery, de-duplication and the broker's errors never import a front end"},
+		{m("broker/dedup"), m("broker/server"), "delivery, de-duplication and the broker's errors never import a front end"},
+		{m("broker/brokererr"), m("broker/remotingapi"), "delivery, de-duplication and the broker's errors never import a front end"},
+		{m("broker/dedup"), m("broker/brokererr"), ""},
 	}
 	for _, tt := range tests {
 		problems, checked := violations(tt.from + " fmt " + tt.to + "\n")
