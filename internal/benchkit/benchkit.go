@@ -148,12 +148,12 @@ func Produce(ctx context.Context, send AsyncSender, cfg ProduceConfig) (Result, 
 	// A slot of window is taken before each send and given back by its
 	// callback, as its last step; taking every slot at the end waits for
 	// the sends out. (A WaitGroup besides would cost a contended atomic add
-	// a message: docs/decisions/0031-benchkit-produce-loop.md.)
+	// a message: docs/decisions/0022-benchkit-produce-loop.md.)
 	window := make(chan struct{}, cfg.Inflight)
 	// A body's buffer is used again once its send is answered, as nats
 	// bench and Kafka's producer-perf-test send one payload over and over:
 	// the measure is the systems', not this loop's garbage (a body per
-	// message: docs/decisions/0031-benchkit-produce-loop.md).
+	// message: docs/decisions/0022-benchkit-produce-loop.md).
 	free := make(chan []byte, cfg.Inflight)
 	size := bodyLen(cfg.Size)
 	stop := progress(cfg.Progress, "sent", &acked, &failed, cfg.Count)

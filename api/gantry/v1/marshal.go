@@ -34,7 +34,7 @@ func (x *SendResponse) MarshalSize() (int, bool) {
 // AppendMarshal appends x's protobuf encoding to b: the bytes proto.Marshal
 // writes, fields in number order, without reflection, which costs the
 // broker per message since it answers every send with one SendResult per
-// message (docs/decisions/0030-hand-written-send-codecs.md). x must be one
+// message (docs/decisions/0008-hand-written-protobuf-codecs.md). x must be one
 // MarshalSize accepted, unchanged since.
 func (x *SendResponse) AppendMarshal(b []byte) []byte {
 	for _, r := range x.Results {
@@ -244,7 +244,7 @@ func (x *SendRequest) AppendFieldsAfterRecords(b []byte) []byte {
 // MarshalSize is SendResponse.MarshalSize for a consumer's send-back call:
 // in a retry storm a push consumer sends hundreds of requests per call,
 // and proto.Marshal's reflection costs per request
-// (docs/decisions/0030-hand-written-send-codecs.md).
+// (docs/decisions/0008-hand-written-protobuf-codecs.md).
 func (x *SendBackBatchRequest) MarshalSize() (int, bool) {
 	if len(x.unknownFields) > 0 {
 		return 0, false
