@@ -198,7 +198,7 @@ func (b *Broker) sendBackGroup(req SendBackRequest) (metadata.SubscriptionGroup,
 // body points into the log: release must be called once it is stored (or
 // given up); it is nil with an error.
 func (b *Broker) prepareSendBack(req SendBackRequest, g metadata.SubscriptionGroup) (*message.Message, SendBackResult, func(), error) {
-	m, release, err := b.store.MessageAtShared(req.PhysicalOffset)
+	m, release, err := b.store.BorrowMessageAt(req.PhysicalOffset)
 	if err != nil {
 		return nil, SendBackResult{}, nil, fmt.Errorf("%w: send back: no message at commit-log offset %d: %w", ErrInvalidArgument, req.PhysicalOffset, err)
 	}
