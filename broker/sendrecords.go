@@ -67,17 +67,19 @@ func (b *Broker) SendAttempt(ctx context.Context, topic string, attempt uint32, 
 	if n == 0 {
 		return nil, fmt.Errorf("%w: no messages", ErrInvalidMessage)
 	}
-	batch := store.Batch{Pieces: chunks, Records: recs}
+	batch := store.Batch{Topic: topic, Pieces: chunks, Records: recs}
 	if delayed {
 		msgs, err := b.decodeDelayed(chunks, n)
 		if err != nil {
 			return nil, err
 		}
 		// Parked records change topic and properties: encoded again.
-		if batch, err = b.store.Encode(msgs); err != nil {
+		enc, err := b.store.Encode(msgs)
+		if err != nil {
 			return nil, putError(topic, nil, err)
 		}
-		defer batch.Release()
+		defer enc.Release()
+		batch = enc
 	}
 	if !dedup {
 		res, err := b.putBatch(ctx, topic, batch)
@@ -104,7 +106,10 @@ func (b *Broker) putBatch(ctx context.Context, topic string, batch store.Batch) 
 // keepBatch returns the records of batch that fl stores: batch itself
 // when none is a duplicate.
 func keepBatch(fl *dedupFlight, batch store.Batch) store.Batch {
-	return store.Batch{Pieces: fl.keepRecords(batch.Pieces), Records: fl.keepInfos(batch.Records)}
+	if fl.storesAll() {
+		return batch
+	}
+	return batch.Keep(fl.stored)
 }
 
 // checkRecord checks the record at the front of b as checkMessage checks a
@@ -134,7 +139,7 @@ func (b *Broker) checkRecord(tc metadata.TopicConfig, buf []byte) (rec []byte, d
 	if err := b.checkRecordFields(tc, v, uniq, props); err != nil {
 		return nil, false, info, nil, err
 	}
-	info = store.RecordInfo{Topic: tc.TopicName, QueueID: v.QueueID(), UniqKey: uniq}
+	info = store.RecordInfo{QueueID: v.QueueID(), UniqKey: uniq}
 	if info.QueueID == BrokerPicksQueue {
 		info.QueueID = b.nextQueue(tc)
 		message.SetQueueID(rec, info.QueueID)

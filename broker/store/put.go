@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"unsafe"
 
@@ -14,6 +15,9 @@ import (
 // broker, with what the check learned of each: PutBatch does not read
 // them again beyond their framing.
 type Batch struct {
+	// Topic is the topic of every record (a Batch from Encode may mix
+	// topics: it knows each record's).
+	Topic string
 	// Pieces hold the records back to back, each piece whole records as
 	// message.AppendUnsealed writes them (V1, a UNIQ_KEY, a __CRC32# tail
 	// the log seals). PutBatch writes the store host into them in place.
@@ -21,26 +25,73 @@ type Batch struct {
 	// Records[i] is what record i holds.
 	Records []RecordInfo
 
-	enc *encoded // Encode's pooled buffers, returned by Release
+	topics []string // Encode's: each record's topic, when they differ
+	enc    *encoded // Encode's pooled buffers, returned by Release
 }
 
-// RecordInfo is what the entry check learned of one record.
+// RecordInfo is what the entry check learned of one record (kept small:
+// a send of one record holds it on the stack).
 type RecordInfo struct {
-	// Topic and QueueID name the consume queue the record goes to.
-	Topic   string
+	// QueueID is the record's queue of the Batch's topic.
 	QueueID int32
 	// UniqKey is the record's UNIQ_KEY; a view of the record is fine:
 	// PutBatch copies it.
 	UniqKey []byte
 }
 
+// topic returns the topic of record i.
+func (b *Batch) topic(i int) string {
+	if b.topics != nil {
+		return b.topics[i]
+	}
+	return b.Topic
+}
+
+// Keep returns the records i of b for which stored(i) is true, in order
+// (the others are duplicates of stored ones). Its pieces are views of b's.
+func (b Batch) Keep(stored func(i int) bool) Batch {
+	out := Batch{Topic: b.Topic, Records: make([]RecordInfo, 0, len(b.Records))}
+	if b.topics != nil {
+		out.topics = make([]string, 0, len(b.Records))
+	}
+	i := 0
+	for _, piece := range b.Pieces {
+		from := -1 // start of the run of kept records, if any
+		for off := 0; off < len(piece) && i < len(b.Records); i++ {
+			size, _, _ := message.RecordSize(piece[off:])
+			if size <= 0 {
+				break // PutBatch refuses the framing
+			}
+			keep := stored(i)
+			switch {
+			case keep && from < 0:
+				from = off
+			case !keep && from >= 0:
+				out.Pieces = append(out.Pieces, piece[from:off])
+				from = -1
+			}
+			if keep {
+				out.Records = append(out.Records, b.Records[i])
+				if b.topics != nil {
+					out.topics = append(out.topics, b.topics[i])
+				}
+			}
+			off += int(size)
+		}
+		if from >= 0 {
+			out.Pieces = append(out.Pieces, piece[from:])
+		}
+	}
+	return out
+}
+
 // Release hands back the buffers of a Batch made by Encode once it is
-// stored (or given up); it does nothing for a Batch made otherwise. The
-// Batch must not be used after.
-func (b *Batch) Release() {
+// stored (or given up); it does nothing for a Batch made otherwise. Keep
+// the Batch from Encode apart from one that holds the caller's records:
+// what Release takes leaks to the pool as far as the compiler can tell.
+func (b Batch) Release() {
 	if b.enc != nil {
 		b.enc.release()
-		b.enc = nil
 	}
 }
 
@@ -49,6 +100,7 @@ type encoded struct {
 	buf    []byte
 	pieces [1][]byte
 	recs   []RecordInfo
+	topics []string
 }
 
 // encodedPool recycles Encode's buffers; larger ones are dropped.
@@ -60,7 +112,8 @@ func (e *encoded) release() {
 	if cap(e.buf) > maxPooledBatch {
 		return
 	}
-	clear(e.recs) // drop the topics
+	clear(e.topics)
+	e.topics = e.topics[:0]
 	e.pieces[0] = nil
 	encodedPool.Put(e)
 }
@@ -73,7 +126,8 @@ func (s *Store) Encode(msgs []*message.Message) (Batch, error) {
 		return Batch{}, errors.New("store: put of no messages")
 	}
 	e := encodedPool.Get().(*encoded)
-	buf, recs := e.buf[:0], e.recs[:0]
+	buf, recs, topics := e.buf[:0], e.recs[:0], e.topics[:0]
+	mixed := false
 	for i, m := range msgs {
 		mm := *m
 		mm.StoreHost = s.cfg.StoreHost
@@ -85,16 +139,22 @@ func (s *Store) Encode(msgs []*message.Message) (Batch, error) {
 		}
 		var err error
 		if buf, err = message.AppendUnsealed(buf, &mm, gen); err != nil { // the log seals it after stamping
-			e.buf, e.recs = buf, recs
+			e.buf, e.recs, e.topics = buf, recs, topics
 			e.release()
 			return Batch{}, fmt.Errorf("store: message %d: %w", i, err)
 		}
-		// The key's bytes are only read (PutBatch copies them).
-		recs = append(recs, RecordInfo{Topic: m.Topic, QueueID: m.QueueID, UniqKey: unsafe.Slice(unsafe.StringData(uniq), len(uniq))})
+		// The key's bytes are a string's: PutBatch reads them only.
+		recs = append(recs, RecordInfo{QueueID: m.QueueID, UniqKey: unsafe.Slice(unsafe.StringData(uniq), len(uniq))})
+		topics = append(topics, m.Topic)
+		mixed = mixed || m.Topic != msgs[0].Topic
 	}
-	e.buf, e.recs = buf, recs
+	e.buf, e.recs, e.topics = buf, recs, topics
 	e.pieces[0] = buf
-	return Batch{Pieces: e.pieces[:], Records: recs, enc: e}, nil
+	b := Batch{Topic: msgs[0].Topic, Pieces: e.pieces[:], Records: recs, enc: e}
+	if mixed {
+		b.topics = topics
+	}
+	return b, nil
 }
 
 // PutResult says where a message was stored.
@@ -108,7 +168,7 @@ type PutResult struct {
 }
 
 // PutBatch stores b as one unit: each record gets the next queue offset
-// of its (Topic, QueueID), in order, the store host and the log's stamps;
+// of its (topic, QueueID), in order, the store host and the log's stamps;
 // the log seals each __CRC32# tail. Under SyncFlush it returns once they
 // are durable. The records are what the caller's check found
 // (b.Records); the log still checks each one's framing and tail before
@@ -130,9 +190,13 @@ func (s *Store) PutBatch(ctx context.Context, b Batch) ([]PutResult, error) {
 		return nil, err
 	}
 	results := make([]PutResult, n)
+	// Encode's keys are strings' bytes, which results may hold as they
+	// are; keys read from the caller's records are copied.
 	size := 0
-	for _, r := range recs {
-		size += len(r.UniqKey)
+	if b.enc == nil {
+		for _, r := range recs {
+			size += len(r.UniqKey)
+		}
 	}
 	// The UNIQ_KEYs back to back, then the message ids (stampResults):
 	// the results' strings are views of it.
@@ -154,9 +218,13 @@ func (s *Store) PutBatch(ctx context.Context, b Batch) ([]PutResult, error) {
 			if len(recs[i].UniqKey) == 0 {
 				return nil, fmt.Errorf("store: record %d has no UNIQ_KEY", i)
 			}
-			at := len(text)
-			text = append(text, recs[i].UniqKey...)
-			results[i] = PutResult{QueueID: recs[i].QueueID, UniqKey: unsafe.String(&text[at], len(text)-at)} // no reallocation: sized above
+			key := recs[i].UniqKey
+			if b.enc == nil {
+				at := len(text)
+				text = append(text, key...) // no reallocation: sized above
+				key = text[at:]
+			}
+			results[i] = PutResult{QueueID: recs[i].QueueID, UniqKey: unsafe.String(&key[0], len(key))}
 			off += int(size)
 		}
 	}
@@ -167,9 +235,7 @@ func (s *Store) PutBatch(ctx context.Context, b Batch) ([]PutResult, error) {
 	res, err := s.cl.AppendV(ctx, b.Pieces, func(rec []byte, off int64) {
 		var qo int64 // prepared and rolled-back transactional messages have no queue entry: offset 0, as in RocketMQ
 		if tx := message.SysFlagOf(rec) & message.TransactionMask; tx != message.TransactionPrepared && tx != message.TransactionRollback {
-			k := QueueKey{Topic: recs[i].Topic, QueueID: results[i].QueueID}
-			qo = s.next[k]
-			s.next[k] = qo + 1
+			qo = s.nextOffset(b.topic(i), results[i].QueueID)
 		}
 		message.SetQueueOffset(rec, qo)
 		results[i].QueueOffset, results[i].PhysicalOffset = qo, off
@@ -181,6 +247,38 @@ func (s *Store) PutBatch(ctx context.Context, b Batch) ([]PutResult, error) {
 	s.notePut(res.End)
 	s.stampResults(results, res.StoreTimestamp, text)
 	return results, err
+}
+
+// nextOffset returns the next queue offset of (topic, queueID) and counts
+// it taken; the append lock is held. A new queue's key holds a copy of
+// topic: the batch's topic is not kept, so that its records need not
+// escape to the heap.
+func (s *Store) nextOffset(topic string, queueID int32) int64 {
+	p := s.next[QueueKey{Topic: topic, QueueID: queueID}]
+	if p == nil {
+		p = new(int64)
+		s.next[QueueKey{Topic: strings.Clone(topic), QueueID: queueID}] = p
+	}
+	qo := *p
+	*p = qo + 1
+	return qo
+}
+
+// nextOf returns the next queue offset of k; setNext sets it. For Open,
+// before any PutBatch.
+func (s *Store) nextOf(k QueueKey) int64 {
+	if p := s.next[k]; p != nil {
+		return *p
+	}
+	return 0
+}
+
+func (s *Store) setNext(k QueueKey, off int64) {
+	if p := s.next[k]; p != nil {
+		*p = off
+		return
+	}
+	s.next[k] = &off
 }
 
 // offsetMsgIDLen is the length of an offset message id with an IPv4 store

@@ -140,9 +140,9 @@ type Store struct {
 	qmu    sync.RWMutex
 	queues map[QueueKey]*cqueue
 
-	// next holds each queue's next queue offset. Only PutBatch's stamper touches
-	// it after Open, under the commit log's append lock.
-	next map[QueueKey]int64
+	// next holds each queue's next queue offset. Only PutBatch's stamper
+	// touches it after Open, under the commit log's append lock (nextOffset).
+	next map[QueueKey]*int64
 
 	dispatched atomic.Int64 // log offset up to which records are dispatched
 	// moved is closed when the dispatch position next grows, nil while
@@ -189,7 +189,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		cfg:    cfg,
 		log:    cfg.Logger.With("component", "store"),
 		queues: map[QueueKey]*cqueue{},
-		next:   map[QueueKey]int64{},
+		next:   map[QueueKey]*int64{},
 		kick:   make(chan struct{}, 1),
 		create: make(chan *cqueue, createBacklog),
 		dcache: map[string]map[int32]*cqueue{},

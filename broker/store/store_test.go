@@ -350,9 +350,9 @@ func TestPutBatch(t *testing.T) {
 		var err error
 		batch, err = message.AppendUnsealed(batch, m, fmt.Sprintf("U%d", i))
 		require.NoError(t, err)
-		recs = append(recs, store.RecordInfo{Topic: "Orders", QueueID: m.QueueID, UniqKey: fmt.Appendf(nil, "U%d", i)})
+		recs = append(recs, store.RecordInfo{QueueID: m.QueueID, UniqKey: fmt.Appendf(nil, "U%d", i)})
 	}
-	res, err := s.PutBatch(t.Context(), store.Batch{Pieces: [][]byte{batch[:0], batch}, Records: recs})
+	res, err := s.PutBatch(t.Context(), store.Batch{Topic: "Orders", Pieces: [][]byte{batch[:0], batch}, Records: recs})
 	require.NoError(t, err)
 	require.Len(t, res, 5)
 	assert.Equal(t, []int64{0, 0, 1, 1, 2}, []int64{res[0].QueueOffset, res[1].QueueOffset, res[2].QueueOffset, res[3].QueueOffset, res[4].QueueOffset})
@@ -374,26 +374,54 @@ func TestPutBatch(t *testing.T) {
 	info := func(keys ...string) []store.RecordInfo {
 		out := make([]store.RecordInfo, len(keys))
 		for i, k := range keys {
-			out[i] = store.RecordInfo{Topic: "Orders", UniqKey: []byte(k)}
+			out[i] = store.RecordInfo{UniqKey: []byte(k)}
 		}
 		return out
 	}
 	two := append(bytes.Clone(rec), rec...)
-	_, err = s.PutBatch(t.Context(), store.Batch{Pieces: [][]byte{two}, Records: info("U")})
+	_, err = s.PutBatch(t.Context(), store.Batch{Topic: "Orders", Pieces: [][]byte{two}, Records: info("U")})
 	assert.ErrorContains(t, err, "more records")
-	_, err = s.PutBatch(t.Context(), store.Batch{Pieces: [][]byte{rec}, Records: info("U", "V")})
+	_, err = s.PutBatch(t.Context(), store.Batch{Topic: "Orders", Pieces: [][]byte{rec}, Records: info("U", "V")})
 	assert.ErrorContains(t, err, "announced")
-	_, err = s.PutBatch(t.Context(), store.Batch{Pieces: [][]byte{rec}, Records: info("")})
+	_, err = s.PutBatch(t.Context(), store.Batch{Topic: "Orders", Pieces: [][]byte{rec}, Records: info("")})
 	assert.ErrorContains(t, err, "UNIQ_KEY")
-	_, err = s.PutBatch(t.Context(), store.Batch{Pieces: [][]byte{rec[:40]}, Records: info("U")})
+	_, err = s.PutBatch(t.Context(), store.Batch{Topic: "Orders", Pieces: [][]byte{rec[:40]}, Records: info("U")})
 	assert.ErrorContains(t, err, "does not fit")
-	_, err = s.PutBatch(t.Context(), store.Batch{Pieces: [][]byte{rec}})
+	_, err = s.PutBatch(t.Context(), store.Batch{Topic: "Orders", Pieces: [][]byte{rec}})
 	assert.ErrorContains(t, err, "no records")
-	res, err = s.PutBatch(t.Context(), store.Batch{Pieces: [][]byte{rec}, Records: info("U")})
+	res, err = s.PutBatch(t.Context(), store.Batch{Topic: "Orders", Pieces: [][]byte{rec}, Records: info("U")})
 	require.NoError(t, err)
 	require.Len(t, res, 1)
 	assert.Equal(t, "U", res[0].UniqKey)
 	assert.Equal(t, int64(3), res[0].QueueOffset, "queue 0 held offsets 0, 1 and 2")
+}
+
+// Keep drops records of a batch (de-duplicated sends), their pieces, what
+// the check read of them and, in a batch of several topics, their topics
+// alike.
+func TestBatchKeep(t *testing.T) {
+	s := openStore(t, testConfig(t, t.TempDir(), nil))
+	defer s.Close()
+	msgs := []*message.Message{msg(0), msg(1), msg(2), msg(3), msg(4)} // Orders, Payments, Audit, Orders, Payments
+	b, err := s.Encode(msgs)
+	require.NoError(t, err)
+	defer b.Release()
+	kept := b.Keep(func(i int) bool { return i != 1 && i != 2 })
+	require.Len(t, kept.Records, 3)
+	res, err := s.PutBatch(t.Context(), kept)
+	require.NoError(t, err)
+	require.Len(t, res, 3)
+	waitDispatched(t, s)
+	for j, i := range []int{0, 3, 4} {
+		m, err := s.MessageByOffsetID(res[j].MsgID)
+		require.NoError(t, err)
+		assert.Equal(t, msgs[i].Topic, m.Topic)
+		assert.Equal(t, msgs[i].Body, m.Body)
+		assert.Equal(t, res[j].UniqKey, m.UniqKey())
+		assert.Equal(t, msgs[i].QueueID, res[j].QueueID)
+	}
+	_, maxOff := s.QueueOffsets("Audit", 2)
+	assert.Zero(t, maxOff, "the dropped Audit record is not stored")
 }
 
 // A full disk refusing the index's next file stops dispatching; once it
