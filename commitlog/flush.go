@@ -86,10 +86,11 @@ func (l *Log) kickFlusher() {
 
 // flushLoop runs the flusher. Under SyncFlush it flushes whenever appenders
 // wait, covering every record appended so far in one flush (group commit).
-// One flusher: several flushes in flight were measured slower
-// (docs/decisions/0050-commit-log-write-path.md), as concurrent fdatasyncs split the groups more than
-// they overlap. Under AsyncFlush it flushes every FlushInterval when
-// FlushLeastPages are dirty, and everything every FlushThoroughInterval.
+// One flusher: several flushes in flight were measured slower, as
+// concurrent fdatasyncs split the groups more than they overlap
+// (docs/decisions/0050-commit-log-write-path.md). Under AsyncFlush it
+// flushes every FlushInterval when FlushLeastPages are dirty, and
+// everything every FlushThoroughInterval.
 func (l *Log) flushLoop(ctx context.Context) {
 	if l.cfg.FlushMode != SyncFlush {
 		l.asyncFlushLoop(ctx)

@@ -40,7 +40,7 @@ type RecordInfo struct {
 }
 
 // topic returns the topic of record i.
-func (b *Batch) topic(i int) string {
+func (b Batch) topic(i int) string {
 	if b.topics != nil {
 		return b.topics[i]
 	}
