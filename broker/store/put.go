@@ -112,8 +112,8 @@ func (e *encoded) release() {
 	if cap(e.buf) > maxPooledBatch {
 		return
 	}
+	clear(e.recs) // drop the keys' strings
 	clear(e.topics)
-	e.topics = e.topics[:0]
 	e.pieces[0] = nil
 	encodedPool.Put(e)
 }
