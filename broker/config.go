@@ -160,12 +160,11 @@ type Config struct {
 	MappedFileSizeCommitLog int64
 	// FlushDiskType (flushDiskType: ASYNC_FLUSH or SYNC_FLUSH). Default ASYNC_FLUSH.
 	FlushDiskType commitlog.FlushMode
-	// PageCacheWrites (pageCacheWrites): write the commit log through the
-	// page cache instead of writing large writes with O_DIRECT
-	// (commitlog.Config.NoDirectWrites; under ASYNC_FLUSH appends are then
-	// copied into the segment's mapping): produces cost the broker more
-	// CPU, reads of a backlog older than the last 24 MiB less. Default
-	// false.
+	// PageCacheWrites (pageCacheWrites) is accepted and has no effect: the
+	// commit log chooses how it writes from FlushDiskType (docs/STORAGE.md).
+	// Open warns when it is set.
+	//
+	// Deprecated: remove the key; it goes in a later release.
 	PageCacheWrites bool
 	// BrokerRole (brokerRole). Default ASYNC_MASTER, the only role
 	// accepted: SYNC_MASTER and SLAVE are refused by Validate until
@@ -596,7 +595,6 @@ func (c Config) StoreConfig() store.Config {
 			FileReservedTime: c.FileReservedTime,
 			DeleteWhen:       c.DeleteWhen,
 			DiskMaxUsedRatio: float64(c.DiskMaxUsedSpaceRatio) / 100,
-			NoDirectWrites:   c.PageCacheWrites,
 
 			DiskForceCleanRatio: float64(c.DiskSpaceCleanForciblyRatio) / 100,
 			DiskFullRatio:       float64(c.DiskSpaceWarningLevelRatio) / 100,

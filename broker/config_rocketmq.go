@@ -39,7 +39,7 @@ var rocketmqOnly = map[string]rocketmqKey{
 	"aclEnable":             {offOnly: "Gantry has no access control (ACL) yet"},
 	"enableDLegerCommitLog": {offOnly: "Gantry has no DLedger replication"},
 	"transientStorePoolEnable": {
-		offOnly: "Gantry writes the commit log directly (pageCacheWrites chooses how)"},
+		offOnly: "Gantry writes the commit log directly and chooses how itself"},
 }
 
 // Tuning keys of RocketMQ's thread pools, queues, Netty and flushing,
@@ -117,6 +117,9 @@ func (r rocketmqKeys) validate(c Config, bad badFunc) {
 
 // logIgnored logs the RocketMQ keys that have no effect here, once.
 func (r rocketmqKeys) logIgnored(c Config) {
+	if c.PageCacheWrites {
+		c.Logger.Warn("pageCacheWrites is deprecated and has no effect: the commit log chooses how it writes; remove the key (docs/STORAGE.md)")
+	}
 	if len(r.ignored) > 0 {
 		c.Logger.Warn("broker.conf: RocketMQ keys without an effect in Gantry, ignored", "keys", strings.Join(r.ignored, "; "))
 	}

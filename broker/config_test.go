@@ -1,6 +1,7 @@
 package broker_test
 
 import (
+	"log/slog"
 	"net/netip"
 	"strings"
 	"testing"
@@ -254,4 +255,18 @@ func TestParseDelayLevels(t *testing.T) {
 	var c broker.Config
 	require.NoError(t, broker.ParseConfig(strings.NewReader("timerMaxDelay=90m\n"), &c))
 	assert.Equal(t, 90*time.Minute, c.TimerMaxDelay, "a Go duration")
+}
+
+// pageCacheWrites is still accepted, has no effect on how the commit log
+// writes, and Open says so.
+func TestPageCacheWritesIsDeprecated(t *testing.T) {
+	var logs strings.Builder
+	cfg := testConfig(t)
+	cfg.PageCacheWrites = true
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	assert.Equal(t, testConfig(t).StoreConfig().Log, cfg.StoreConfig().Log, "no effect on the commit log's configuration")
+	b, err := broker.Open(t.Context(), cfg)
+	require.NoError(t, err)
+	require.NoError(t, b.Close(t.Context()))
+	assert.Contains(t, logs.String(), "pageCacheWrites is deprecated and has no effect")
 }

@@ -49,17 +49,9 @@ func sendResults(res []store.PutResult) []SendResult { return dedup.Results(res)
 // the messages it stores.
 type dedupFlight dedup.Flight
 
-func (fl *dedupFlight) keep(batch []*message.Message) []*message.Message {
-	return (*dedup.Flight)(fl).Keep(batch)
-}
+func (fl *dedupFlight) storesAll() bool { return (*dedup.Flight)(fl).StoresAll() }
 
-func (fl *dedupFlight) keepRecords(chunks [][]byte) [][]byte {
-	return (*dedup.Flight)(fl).KeepRecords(chunks)
-}
-
-func (fl *dedupFlight) keepInfos(recs []store.RecordInfo) []store.RecordInfo {
-	return (*dedup.Flight)(fl).KeepInfos(recs)
-}
+func (fl *dedupFlight) stored(i int) bool { return (*dedup.Flight)(fl).Stored(i) }
 
 // dedupSend runs a user send to topic through the broker's table
 // (dedup.Send): keys[i] is message i's key, attempt the send's

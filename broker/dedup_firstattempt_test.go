@@ -17,7 +17,7 @@ import (
 // of Gantry's producer (SendRequest.attempt).
 func sendAttempt(t *testing.T, b *broker.Broker, attempt uint32, msgs ...*message.Message) ([]broker.SendResult, error) {
 	t.Helper()
-	return b.SendRecordsAttempt(t.Context(), msgs[0].Topic, attempt, [][]byte{recordsOf(t, msgs...)})
+	return b.SendAttempt(t.Context(), msgs[0].Topic, attempt, [][]byte{recordsOf(t, msgs...)})
 }
 
 // A first attempt keyed by UNIQ_KEY claims nothing and looks nothing up;

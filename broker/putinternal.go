@@ -100,17 +100,15 @@ func (b *Broker) prepareInternal(m *message.Message, now time.Time, owned bool) 
 	return b.park(m, now, owned)
 }
 
-// put stores a prepared batch and counts it; topic names the send in
-// errors.
-func (b *Broker) put(ctx context.Context, topic string, batch []*message.Message) ([]store.PutResult, error) {
-	res, err := b.store.Put(ctx, batch)
-	if len(res) > 0 {
-		b.msgsPut.Add(int64(len(res)))
-	}
+// put encodes prepared messages once and stores them on the one put path
+// (putBatch); topic names the send in errors.
+func (b *Broker) put(ctx context.Context, topic string, msgs []*message.Message) ([]store.PutResult, error) {
+	batch, err := b.store.Encode(msgs)
 	if err != nil {
-		return res, putError(topic, res, err)
+		return nil, putError(topic, nil, err)
 	}
-	return res, nil
+	defer batch.Release()
+	return b.putBatch(ctx, topic, batch)
 }
 
 // decodeDelayed is SendRecords' path for records of which some are

@@ -51,12 +51,18 @@ func (b *Broker) Send(ctx context.Context, topic string, msgs []*message.Message
 	if err != nil {
 		return nil, err
 	}
-	batch, err := b.prepare(tc, msgs)
+	prepared, err := b.prepare(tc, msgs)
 	if err != nil {
 		return nil, err
 	}
+	// Encoded once, here: from now on the records take SendRecords' path.
+	batch, err := b.store.Encode(prepared)
+	if err != nil {
+		return nil, putError(topic, nil, err)
+	}
+	defer batch.Release()
 	if b.dedup == nil || !dedupTopic(topic) {
-		res, err := b.put(ctx, topic, batch)
+		res, err := b.putBatch(ctx, topic, batch)
 		return sendResults(res), err
 	}
 	keys := make([]string, len(msgs))
@@ -64,7 +70,7 @@ func (b *Broker) Send(ctx context.Context, topic string, msgs []*message.Message
 		keys[i] = messageKey(m)
 	}
 	return dedupSend(ctx, b, topic, keys, 0, false, func(fl *dedupFlight) ([]store.PutResult, error) {
-		return b.put(ctx, topic, fl.keep(batch))
+		return b.putBatch(ctx, topic, keepBatch(fl, batch))
 	})
 }
 
@@ -232,9 +238,10 @@ func hasSeparator(s string) bool {
 	return false
 }
 
-// putError classifies an error of store.Put: stored records (res not
-// empty) make it indeterminate; a record the log cannot hold is invalid
-// input; anything else is passed on (disk full, flush failed, closed).
+// putError classifies an error of store.Encode or store.PutBatch: stored
+// records (res not empty) make it indeterminate; a record the log cannot
+// hold is invalid input; anything else is passed on (disk full, flush
+// failed, closed).
 func putError(topic string, res []store.PutResult, err error) error {
 	switch {
 	case len(res) > 0:

@@ -20,16 +20,16 @@ import (
 // parked where they ask to be. Duplicates are answered as Send answers
 // them; the other records go to the log as they came, in order.
 func (b *Broker) SendRecords(ctx context.Context, topic string, chunks [][]byte) ([]SendResult, error) {
-	return b.SendRecordsAttempt(ctx, topic, 0, chunks)
+	return b.SendAttempt(ctx, topic, 0, chunks)
 }
 
-// SendRecordsAttempt is SendRecords for the attempt-th attempt of a send
-// of Gantry's producer (SendRequest.attempt; 0: the sender does not say).
+// SendAttempt is SendRecords for the attempt-th attempt of a send of
+// Gantry's producer (SendRequest.attempt; 0: the sender does not say).
 // A first attempt promises that no earlier request can have stored its
 // records (their UNIQ_KEYs were made for it): those keyed by UNIQ_KEY are
 // then checked only against retries, which wait for the first attempts in
 // flight (docs/BROKER.md, "De-duplication of sends").
-func (b *Broker) SendRecordsAttempt(ctx context.Context, topic string, attempt uint32, chunks [][]byte) ([]SendResult, error) {
+func (b *Broker) SendAttempt(ctx context.Context, topic string, attempt uint32, chunks [][]byte) ([]SendResult, error) {
 	if !b.calls.enter() {
 		return nil, ErrShuttingDown
 	}
@@ -67,32 +67,33 @@ func (b *Broker) SendRecordsAttempt(ctx context.Context, topic string, attempt u
 	if n == 0 {
 		return nil, fmt.Errorf("%w: no messages", ErrInvalidMessage)
 	}
+	batch := store.Batch{Topic: topic, Pieces: chunks, Records: recs}
 	if delayed {
-		batch, err := b.decodeDelayed(chunks, n)
+		msgs, err := b.decodeDelayed(chunks, n)
 		if err != nil {
 			return nil, err
 		}
-		if !dedup {
-			res, err := b.put(ctx, topic, batch)
-			return sendResults(res), err
+		// Parked records change topic and properties: encoded again.
+		enc, err := b.store.Encode(msgs)
+		if err != nil {
+			return nil, putError(topic, nil, err)
 		}
-		return dedupSend(ctx, b, topic, keys, attempt, uniqKeyed, func(fl *dedupFlight) ([]store.PutResult, error) {
-			return b.put(ctx, topic, fl.keep(batch))
-		})
+		defer enc.Release()
+		batch = enc
 	}
 	if !dedup {
-		res, err := b.putRecords(ctx, topic, chunks, recs)
+		res, err := b.putBatch(ctx, topic, batch)
 		return sendResults(res), err
 	}
 	return dedupSend(ctx, b, topic, keys, attempt, uniqKeyed, func(fl *dedupFlight) ([]store.PutResult, error) {
-		return b.putRecords(ctx, topic, fl.keepRecords(chunks), fl.keepInfos(recs))
+		return b.putBatch(ctx, topic, keepBatch(fl, batch))
 	})
 }
 
-// putRecords stores checked records (recs: what checkRecord read of each)
-// and counts them; topic names the send in errors.
-func (b *Broker) putRecords(ctx context.Context, topic string, chunks [][]byte, recs []store.RecordInfo) ([]store.PutResult, error) {
-	res, err := b.store.PutCheckedRecords(ctx, topic, chunks, recs)
+// putBatch stores a checked batch and counts it; topic names the send in
+// errors. Every send, of records or of messages, ends here.
+func (b *Broker) putBatch(ctx context.Context, topic string, batch store.Batch) ([]store.PutResult, error) {
+	res, err := b.store.PutBatch(ctx, batch)
 	if len(res) > 0 {
 		b.msgsPut.Add(int64(len(res)))
 	}
@@ -100,6 +101,15 @@ func (b *Broker) putRecords(ctx context.Context, topic string, chunks [][]byte, 
 		return res, putError(topic, res, err)
 	}
 	return res, nil
+}
+
+// keepBatch returns the records of batch that fl stores: batch itself
+// when none is a duplicate.
+func keepBatch(fl *dedupFlight, batch store.Batch) store.Batch {
+	if fl.storesAll() {
+		return batch
+	}
+	return batch.Keep(fl.stored)
 }
 
 // checkRecord checks the record at the front of b as checkMessage checks a

@@ -13,8 +13,8 @@ import (
 // the store only through the broker's methods (docs/ARCHITECTURE.md).
 type messageStore interface {
 	// writing
-	Put(ctx context.Context, msgs []*message.Message) ([]store.PutResult, error)
-	PutCheckedRecords(ctx context.Context, topic string, pieces [][]byte, recs []store.RecordInfo) ([]store.PutResult, error)
+	Encode(msgs []*message.Message) (store.Batch, error)
+	PutBatch(ctx context.Context, b store.Batch) ([]store.PutResult, error)
 	PutEnd() int64
 	Refusal() error
 
@@ -28,7 +28,7 @@ type messageStore interface {
 
 	// reading by log offset, key or id
 	MessageAt(phys int64) (*message.Message, error)
-	MessageAtShared(phys int64) (m *message.Message, release func(), err error)
+	BorrowMessageAt(phys int64) (m *message.Message, release func(), err error)
 	MessageByOffsetID(id string) (*message.Message, error)
 	MessagesByKey(topic, key string, begin, end int64, max int) ([]*message.Message, error)
 	FindByKey(topic string, key []byte, begin, end int64, match func(message.View) bool) (store.PutResult, bool, error)

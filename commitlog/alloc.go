@@ -130,19 +130,19 @@ func (l *Log) createSegment(ctx context.Context, base int64, populate bool) (*se
 		return fail("map", err)
 	}
 	// A new segment is written and read in order, in bulk: huge pages
-	// (fsx.Mapping.Huge). Not with WriteDirect or WriteHybrid, which write
+	// (fsx.Mapping.Huge). Not with writeDirect or writeHybrid, which write
 	// with pwrite so that no page is zeroed ahead of the writes, where a
 	// reader's fault would fill a 2 MiB folio. Segments reopened at startup
 	// are not asked either: what is read of them is mostly read once, and
 	// a cold fault would read 2-4 MiB.
-	if l.cfg.WriteMode == WriteMapped || l.cfg.WriteMode == WriteBuffered && !l.directOn.Load() {
+	if l.cfg.writeMode == writeMapped || l.cfg.writeMode == writeBuffered && !l.directOn.Load() {
 		if err := m.Huge(0, int(size)); err != nil {
 			l.log.Debug("huge page advice failed", "segment", path, "err", err)
 		}
 	}
 	seg := &segment{base: base, size: size, path: path, file: f, m: m, b: m.Bytes()}
 	l.prepareDirect(seg)
-	if populate && l.prefaultNext.Load() && l.cfg.WriteMode != WriteBuffered { // whose window follows small writes only
+	if populate && l.prefaultNext.Load() && l.cfg.writeMode != writeBuffered { // whose window follows small writes only
 		if _, err := l.populate(ctx, seg, 0, min(l.cfg.PrefaultAhead, size)); err != nil {
 			l.log.Warn("pre-fault of new segment failed; appends will take page faults", "segment", seg.path, "err", err)
 		}
@@ -187,7 +187,7 @@ func (l *Log) prefaultLoop(ctx context.Context) {
 			}
 			from = seg.base + reached
 			if from < end {
-				break // stopped: a WriteHybrid decision against the window
+				break // stopped: a writeHybrid decision against the window
 			}
 		}
 		done = from
@@ -199,12 +199,12 @@ func (l *Log) prefaultLoop(ctx context.Context) {
 }
 
 // populate pre-faults [from, to) of seg in chunks, stopping early when
-// ctx ends or a WriteHybrid decision turned the window off, and returns
+// ctx ends or a writeHybrid decision turned the window off, and returns
 // where it got to. The chunks are small because the kernel holds the
 // process's mmap lock for a whole madvise call: with 64 MiB chunks, mmap
 // calls elsewhere (a new consume-queue file) waited behind it long enough
-// to delay dispatch by more than 50 ms after start-up; 4 MiB takes about a
-// millisecond.
+// to delay dispatch after start-up; a 4 MiB chunk holds it briefly
+// (docs/decisions/0050-commit-log-write-path.md).
 func (l *Log) populate(ctx context.Context, seg *segment, from, to int64) (int64, error) {
 	const chunk = 4 << 20
 	w := l.writer(seg)

@@ -42,7 +42,7 @@ func BenchmarkAppendAsync(b *testing.B) {
 }
 
 func benchAppendAsync(b *testing.B, mode commitlog.WriteMode) {
-	l, err := commitlog.Open(b.Context(), commitlog.Config{Dir: testutil.BenchDir(b), WriteMode: mode})
+	l, err := commitlog.Open(b.Context(), commitlog.Config{Dir: testutil.BenchDir(b)}.Mode(mode))
 	require.NoError(b, err)
 	defer l.Close()
 	batch := kib64(b)
@@ -80,8 +80,7 @@ func BenchmarkAppendSync(b *testing.B) {
 		{"mapped", commitlog.WriteMapped, &no},
 	} {
 		b.Run(mode.name, func(b *testing.B) {
-			l, err := commitlog.Open(b.Context(), commitlog.Config{Dir: testutil.BenchDir(b), FlushMode: commitlog.SyncFlush,
-				WriteMode: mode.mode, ZeroFillAhead: mode.zero})
+			l, err := commitlog.Open(b.Context(), commitlog.Config{Dir: testutil.BenchDir(b), FlushMode: commitlog.SyncFlush, ZeroFillAhead: mode.zero}.Mode(mode.mode))
 			require.NoError(b, err)
 			defer l.Close()
 			rec := kib1(b, 1)
@@ -124,7 +123,7 @@ func BenchmarkAppendSync(b *testing.B) {
 func BenchmarkReadAfterFlush(b *testing.B) {
 	for _, mode := range []commitlog.WriteMode{commitlog.WriteMapped, commitlog.WriteHybrid} {
 		b.Run("write="+mode.String(), func(b *testing.B) {
-			l, err := commitlog.Open(b.Context(), commitlog.Config{Dir: testutil.BenchDir(b), WriteMode: mode})
+			l, err := commitlog.Open(b.Context(), commitlog.Config{Dir: testutil.BenchDir(b)}.Mode(mode))
 			require.NoError(b, err)
 			defer l.Close()
 			batch := kib64(b)

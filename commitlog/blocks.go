@@ -14,11 +14,9 @@ import (
 // A direct write leaves nothing in the page cache, so the log's older
 // bytes, past what the last flushes keep in memory (l.staged), are read
 // from the disk. Through the page cache that read allocates a page for
-// every 4 KiB of the log, which on this project's VM is most of its cost:
-// memory the VM gave back to its host is faulted in again (4-9 µs a page),
-// and a gigabyte read cold took 1.69 s of system time against 0.06 s read
-// with O_DIRECT (docs/BENCHMARKS.md, twenty-first session). So these reads
-// go around the page cache: blockBytes at a time with O_DIRECT
+// every 4 KiB of the log, most of its cost where memory given back to a
+// VM's host is faulted in again (docs/decisions/0051-reading-the-commit-log.md).
+// So these reads go around the page cache: blockBytes at a time with O_DIRECT
 // (fsx.DirectWriter.ReadAtDirect) into a few buffers of the log's own,
 // reused, which readers copy from. A consumer going through a backlog
 // reads each block from the disk once; several going through the same
@@ -26,8 +24,8 @@ import (
 // others has blocks of its own, within cacheBlocks in all.
 
 // blockBytes is the size of a cached block: large enough that a reader
-// going through the log waits for the disk once a MiB (0.25 ms here),
-// small enough that the cache stays a few MiB.
+// going through the log waits for the disk once a MiB, small enough that
+// the cache stays a few MiB.
 const blockBytes = 1 << 20
 
 // cacheBlocks is how many blocks the cache holds at most.
@@ -55,8 +53,8 @@ type blockCache struct {
 	// mapped when a block is first loaded (arenaMap is the whole mapping)
 	// and unmapped at Close or when the log is idle (trim). It is aligned
 	// to a huge page and advised huge: an O_DIRECT read pins every page of
-	// its buffer, and pinning 256 small pages a block was 7.6 % of a
-	// consuming broker's CPU here.
+	// its buffer, and pinning 256 small pages a block was a visible share
+	// of a consuming broker's CPU (docs/decisions/0051-reading-the-commit-log.md).
 	arena, arenaMap []byte
 }
 

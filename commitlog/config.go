@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gantrymq/gantry/internal/fsx"
+	"github.com/gantrymq/gantry/internal/writemode"
 )
 
 // FlushMode says when an append is acknowledged.
@@ -41,74 +42,48 @@ func ParseFlushMode(s string) (FlushMode, error) {
 	return 0, fmt.Errorf("commitlog: unknown flush mode %q (want SYNC_FLUSH or ASYNC_FLUSH)", s)
 }
 
-// WriteMode says how appended bytes reach the segment files.
-type WriteMode int
-
+// How appended bytes reach the segment files is the log's own choice
+// (withDefaults): staged and written whole, with O_DIRECT where the file
+// system takes it (writeBuffered), under either flush mode. The other
+// ways are kept for the module's tests (internal/writemode) and for the
+// measurements that chose between them:
+// docs/decisions/0050-commit-log-write-path.md.
+//
+//   - writeMapped copies records straight into the segment's mapping and
+//     flushes with msync; the segment is pre-faulted ahead of the writes
+//     (PrefaultAhead).
+//   - writeBuffered copies records into a staging buffer, which is written
+//     into the segment files whole, one write per segment: large writes
+//     with O_DIRECT, from the buffer to the disk (stage.go). Readers see
+//     data once written. Under SyncFlush the flusher writes and
+//     fdatasyncs (one syscall pair per group commit, no write faults).
+//     Under AsyncFlush each appender returns once its records are
+//     written, writing what is staged itself when no one else is (group
+//     writes), and small writes (under DirectBytes) are copied into the
+//     mapping instead, a window after them pre-faulted, so that one
+//     message at a time takes neither syscall nor fault; the flusher syncs
+//     every FlushInterval. Large writes touch no page cache, which on a VM
+//     that gives its free memory back to the host costs a page fault on
+//     the host for every new page.
+//   - writeDirect writes each append into its segment file with one pwrite
+//     before the append returns (the records are stamped in a scratch
+//     copy); readers read through the mapping, which shares the page
+//     cache; the flusher fdatasyncs. No page is faulted in for writing,
+//     which costs less CPU than faulting the mapping in, but each append
+//     makes a syscall, which one send at a time waits for. Its page cache
+//     holds small folios: readers of many records copy them (ReadCopy).
+//   - writeHybrid writes an append of DirectBytes or more as writeDirect
+//     does and copies a smaller one into the mapping as writeMapped does;
+//     the flusher msyncs. A page pwrite fills whole is never zeroed first;
+//     but reading pwrite's small folios back through the mapping costs
+//     more, so readers of many records copy them too.
 const (
-	// WriteAuto picks WriteBuffered, or, for AsyncFlush with
-	// NoDirectWrites, WriteMapped.
-	WriteAuto WriteMode = iota
-	// WriteMapped copies records straight into the segment's mapping and
-	// flushes with msync; the segment is pre-faulted ahead of the writes
-	// (PrefaultAhead).
-	WriteMapped
-	// WriteBuffered copies records into a staging buffer, which is written
-	// into the segment files whole, one write per segment: large writes
-	// with O_DIRECT, from the buffer to the disk (see stage.go and
-	// NoDirectWrites). Readers see data once written. Under SyncFlush the
-	// flusher writes and fdatasyncs (one syscall pair per group commit, no
-	// write faults). Under AsyncFlush each appender returns once its
-	// records are written, writing what is staged itself when no one else
-	// is (group writes), and small writes (under DirectBytes) are copied
-	// into the mapping instead, a window after them pre-faulted, so that
-	// one message at a time takes neither syscall nor fault; the flusher
-	// syncs every FlushInterval. Large writes touch no page cache, which on
-	// a VM that gives its free memory back to the host costs a page fault
-	// on the host for every new page (docs/BENCHMARKS.md).
-	WriteBuffered
-	// WriteDirect writes each append into its segment file with one pwrite
-	// before the append returns (the records are stamped in a scratch
-	// copy); readers read through the mapping, which shares the page cache;
-	// the flusher fdatasyncs. No page is faulted in for writing: the
-	// kernel's write path costs the broker less CPU than faulting the
-	// mapping in (a third less per message produced here on 2026-12-02),
-	// but each append makes a syscall: one send at a time waits about
-	// 30 µs longer at the median (see docs/BENCHMARKS.md). The page cache
-	// holds small folios, which readers of many records should copy with
-	// ReadCopy rather than fault in through the mapping. For throughput
-	// over latency, under async flush.
-	WriteDirect
-	// WriteHybrid writes an append of DirectBytes or more as WriteDirect
-	// does and copies a smaller one into the mapping as WriteMapped does;
-	// the flusher msyncs. A page that pwrite fills whole is never zeroed,
-	// where a page of the fallocated segment that is faulted in (by the
-	// pre-faulter or an append) is zeroed and then overwritten: batches, the
-	// bulk of a busy broker's bytes, cost the broker less CPU, and one
-	// message at a time still takes no syscall. The PrefaultAhead window is
-	// kept only while small appends bring most of the bytes, and the
-	// appends' mapping (see segment.writerView) reads nothing ahead. But
-	// pwrite fills the page cache with small folios where faulting the
-	// mapping in (readahead) brings large ones, and reading the records
-	// back through the mapping costs more (a push consumer of freshly
-	// produced messages took the broker 1.35x to 2.5x the CPU here): as for
-	// WriteDirect, readers of many records should use ReadCopy. For
-	// produce-heavy logs, under async flush.
-	WriteHybrid
+	writeAuto     = writemode.Auto
+	writeMapped   = writemode.Mapped
+	writeBuffered = writemode.Buffered
+	writeDirect   = writemode.Direct
+	writeHybrid   = writemode.Hybrid
 )
-
-func (m WriteMode) String() string {
-	switch m {
-	case WriteMapped:
-		return "mapped"
-	case WriteBuffered:
-		return "buffered"
-	case WriteDirect:
-		return "direct"
-	case WriteHybrid:
-		return "hybrid"
-	}
-	return "auto"
-}
 
 // Config configures a Log. The zero value of every field means its default.
 type Config struct {
@@ -123,10 +98,12 @@ type Config struct {
 	// Default 1 GiB. Existing segments keep the size they were created with.
 	SegmentBytes int64
 
-	// FlushMode: AsyncFlush (default) or SyncFlush.
+	// FlushMode: AsyncFlush (default) or SyncFlush. How appends are
+	// written follows from it; see writeBuffered.
 	FlushMode FlushMode
-	// WriteMode: how bytes reach the files. Default WriteAuto.
-	WriteMode WriteMode
+	// writeMode is how bytes reach the files (writeAuto: the log's
+	// choice); set by the module's tests only (internal/writemode).
+	writeMode writemode.Mode
 	// SyncFlushTimeout bounds how long a SyncFlush append waits for its
 	// flush before answering ErrFlushTimeout (the data stays stored). Default 5 s.
 	SyncFlushTimeout time.Duration
@@ -138,34 +115,33 @@ type Config struct {
 	// FlushThoroughInterval: the async flusher flushes whatever is dirty at
 	// least this often (flushCommitLogThoroughInterval). Default 10 s.
 	FlushThoroughInterval time.Duration
-	// MaxPendingBytes bounds the staging buffer of WriteBuffered: appenders
-	// wait while this much is not yet written. Default 64 MiB.
+	// MaxPendingBytes bounds the staging buffer: appenders wait while
+	// this much is not yet written. Default 64 MiB.
 	MaxPendingBytes int
-	// NoDirectWrites has WriteBuffered write every flush through the page
-	// cache, and WriteAuto pick WriteMapped for AsyncFlush. By default
-	// large flushes are written with O_DIRECT where the file system takes
-	// it and SegmentBytes is a multiple of 4 KiB (see stage.go): the page
-	// cache's copy and writeback were most of a sync-flush broker's flush
-	// cost, and new page-cache pages most of an async one's.
-	NoDirectWrites bool
+	// noDirectWrites has writeBuffered write every flush through the page
+	// cache, and writeAuto pick writeMapped for AsyncFlush; set by tests
+	// only. By default large flushes are written with O_DIRECT where the
+	// file system takes it and SegmentBytes is a multiple of 4 KiB (see
+	// stage.go and docs/decisions/0050-commit-log-write-path.md).
+	noDirectWrites bool
 	// ZeroFillAhead has the preallocator write zeros over each new segment
 	// so that later writes land in already-written extents (RocketMQ's
 	// warm-up; on ext4 a write into a fallocated-but-unwritten extent can
-	// cost a journal commit per flush). Default off: measured here, the
-	// extra gigabyte of writes per segment cost more sync-flush throughput
-	// than it saved (see docs/BENCHMARKS.md).
+	// cost a journal commit per flush). Default off: the extra gigabyte of
+	// writes per segment cost more sync-flush throughput than it saved
+	// (docs/decisions/0050-commit-log-write-path.md).
 	ZeroFillAhead *bool
 	// PrefaultAhead is how many bytes ahead of the append position are kept
-	// pre-faulted (MADV_POPULATE_WRITE) in the background with WriteMapped,
+	// pre-faulted (MADV_POPULATE_WRITE) in the background with writeMapped,
 	// so that appends copy into mapped pages instead of taking page faults
 	// under the append lock. The window slides with the writes: an idle log
 	// costs nothing and dirties no page it does not need. Default 64 MiB;
-	// capped at SegmentBytes; negative turns pre-faulting off. WriteBuffered
+	// capped at SegmentBytes; negative turns pre-faulting off. writeBuffered
 	// under AsyncFlush keeps at most 4 MiB after its small writes
 	// (smallWindow).
 	PrefaultAhead int64
-	// DirectBytes is the smallest append WriteHybrid writes with pwrite,
-	// and the smallest write of WriteBuffered under AsyncFlush that is not
+	// DirectBytes is the smallest append writeHybrid writes with pwrite,
+	// and the smallest write of writeBuffered under AsyncFlush that is not
 	// copied into the mapping.
 	// Default 16 KiB: four pages, so that pwrite has the kernel zero at most
 	// the partial first and last pages.
@@ -233,8 +209,9 @@ type Config struct {
 
 const (
 	defaultSegmentBytes = 1 << 30
-	// defaultPrefaultAhead: at the ~150 MB/s of a busy broker, 0.4 s of
-	// appends; pre-faulting runs at about 0.8 GB/s here.
+	// defaultPrefaultAhead: a fraction of a second of a busy broker's
+	// appends, which pre-faulting outruns
+	// (docs/decisions/0050-commit-log-write-path.md).
 	defaultPrefaultAhead = 64 << 20
 	minSegmentBytes      = 4096
 )
@@ -260,10 +237,10 @@ func (c Config) withDefaults() Config {
 		c.PrefaultAhead = defaultPrefaultAhead
 	}
 	c.PrefaultAhead = min(c.PrefaultAhead, c.SegmentBytes)
-	if c.WriteMode == WriteAuto {
-		c.WriteMode = WriteMapped
-		if c.FlushMode == SyncFlush || !c.NoDirectWrites {
-			c.WriteMode = WriteBuffered
+	if c.writeMode == writeAuto {
+		c.writeMode = writeMapped
+		if c.FlushMode == SyncFlush || !c.noDirectWrites {
+			c.writeMode = writeBuffered
 		}
 	}
 	if c.SyncFlushTimeout == 0 {
@@ -330,8 +307,8 @@ func (c Config) Validate() error {
 	if c.FlushMode != AsyncFlush && c.FlushMode != SyncFlush {
 		errs = append(errs, fmt.Errorf("commitlog: unknown FlushMode %d", c.FlushMode))
 	}
-	if c.WriteMode != WriteMapped && c.WriteMode != WriteBuffered && c.WriteMode != WriteDirect && c.WriteMode != WriteHybrid {
-		errs = append(errs, fmt.Errorf("commitlog: unknown WriteMode %d", c.WriteMode))
+	if c.writeMode != writeMapped && c.writeMode != writeBuffered && c.writeMode != writeDirect && c.writeMode != writeHybrid {
+		errs = append(errs, fmt.Errorf("commitlog: unknown write mode %d", c.writeMode))
 	}
 	for name, d := range map[string]time.Duration{
 		"SyncFlushTimeout": c.SyncFlushTimeout, "FlushInterval": c.FlushInterval,

@@ -97,12 +97,12 @@ func runCrashWorkload(t *testing.T, flush commitlog.FlushMode, write commitlog.W
 		target: target,
 		cfg: commitlog.Config{
 			FS: mem, Dir: "/store/commitlog", StateDir: "/store", SegmentBytes: 8 << 10,
-			FlushMode: flush, WriteMode: write, FlushInterval: time.Hour, CheckpointInterval: time.Hour,
+			FlushMode: flush, FlushInterval: time.Hour, CheckpointInterval: time.Hour,
 			SyncFlushTimeout: time.Minute, CleanInterval: -1, FileReservedTime: 30 * time.Second,
 			DeleteWhen: strings.Join(allHours, ";"),
 			Now:        func() time.Time { return time.UnixMilli(clock.Load()).UTC() },
 			Logger:     testLogger(t),
-		},
+		}.Mode(write),
 	}
 	switch {
 	case write == commitlog.WriteHybrid || write == commitlog.WriteBuffered && flush == commitlog.AsyncFlush && !directWrites:

@@ -29,8 +29,8 @@
 //
 //   - Append returns only after its records are readable and in the segment
 //     files, where a crash of the process cannot take them back (under
-//     AsyncFlush with WriteBuffered, the default, the appender writes them
-//     there itself: Log.writeThrough; WriteMapped copies them into the
+//     AsyncFlush with writeBuffered, the default, the appender writes them
+//     there itself: Log.writeThrough; writeMapped copies them into the
 //     file's shared mapping). Under SyncFlush it
 //     returns nil only after they are durable (group commit: one msync or
 //     fdatasync covers every waiting appender); after SyncFlushTimeout it

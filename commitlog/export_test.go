@@ -6,6 +6,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gantrymq/gantry/internal/writemode"
 )
 
 // Abandon simulates the death of the process: the loops stop, nothing is
@@ -140,3 +142,25 @@ func (l *Log) MappedStages() (staged, blocks int) {
 	l.blocks.mu.Unlock()
 	return staged, blocks
 }
+
+// WriteMode is how a log writes its appends, chosen by the log outside
+// tests (writeAuto).
+type WriteMode = writemode.Mode
+
+// The write modes a test may choose.
+const (
+	WriteAuto     = writeAuto
+	WriteMapped   = writeMapped
+	WriteBuffered = writeBuffered
+	WriteDirect   = writeDirect
+	WriteHybrid   = writeHybrid
+)
+
+// Mode returns c set to write in m.
+func (c Config) Mode(m WriteMode) Config { c.writeMode = m; return c }
+
+// NoDirect returns c set to write through the page cache (on) or not.
+func (c Config) NoDirect(on bool) Config { c.noDirectWrites = on; return c }
+
+// WriteMode is how the log writes its appends, writeAuto resolved.
+func (l *Log) WriteMode() WriteMode { return l.cfg.writeMode }

@@ -86,10 +86,11 @@ func (l *Log) kickFlusher() {
 
 // flushLoop runs the flusher. Under SyncFlush it flushes whenever appenders
 // wait, covering every record appended so far in one flush (group commit).
-// One flusher: several flushes in flight were measured slower here
-// (docs/BENCHMARKS.md), as concurrent fdatasyncs split the groups more than
-// they overlap. Under AsyncFlush it flushes every FlushInterval when
-// FlushLeastPages are dirty, and everything every FlushThoroughInterval.
+// One flusher: several flushes in flight were measured slower, as
+// concurrent fdatasyncs split the groups more than they overlap
+// (docs/decisions/0050-commit-log-write-path.md). Under AsyncFlush it
+// flushes every FlushInterval when FlushLeastPages are dirty, and
+// everything every FlushThoroughInterval.
 func (l *Log) flushLoop(ctx context.Context) {
 	if l.cfg.FlushMode != SyncFlush {
 		l.asyncFlushLoop(ctx)
@@ -145,7 +146,7 @@ func (l *Log) flush() error {
 	if p := l.failErr.Load(); p != nil {
 		return *p
 	}
-	if l.cfg.WriteMode == WriteBuffered && l.cfg.FlushMode == SyncFlush {
+	if l.cfg.writeMode == writeBuffered && l.cfg.FlushMode == SyncFlush {
 		for l.flushBufferedOnce() {
 		}
 		if p := l.failErr.Load(); p != nil {
@@ -153,7 +154,7 @@ func (l *Log) flush() error {
 		}
 		return nil
 	}
-	if l.cfg.WriteMode == WriteBuffered {
+	if l.cfg.writeMode == writeBuffered {
 		// AsyncFlush: appenders write their staged bytes themselves
 		// (writeThrough); this writes what is staged now.
 		if err := l.writeThrough(math.MaxInt64); err != nil {
@@ -162,7 +163,7 @@ func (l *Log) flush() error {
 	}
 	from, end := l.flushed.Load(), l.committed.Load()
 	sync := func(s *segment, lo, hi int64) error { return s.m.Sync(int(lo), int(hi-lo)) }
-	if l.cfg.WriteMode == WriteDirect {
+	if l.cfg.writeMode == writeDirect {
 		sync = func(s *segment, _, _ int64) error { return l.syncFile(s) }
 	}
 	err := injectFlush("commitlog/flush-before-sync")
@@ -260,7 +261,7 @@ func (l *Log) flushBufferedOnce() bool {
 
 // writeThrough returns once the log bytes below end, which the caller
 // appended, are written into the segment files (AsyncFlush with
-// WriteBuffered: a process that dies after the append returned must not
+// writeBuffered: a process that dies after the append returned must not
 // lose them), or, for an end past the log (Flush), once everything staged
 // is. Whoever holds l.writeMu writes everything staged so far, so
 // concurrent appenders queue there and find their bytes written by the
@@ -364,21 +365,21 @@ func (l *Log) writeBufferedOnce() (took bool, start, end int64) {
 
 // smallWindow is how far ahead of small writes through the mapping the
 // pre-faulter keeps pages faulted in (writeStaged; at most PrefaultAhead).
-// A window is faulted in half at a time, which holds the processor for
-// about 2.5 ms a MiB; a window of a few hundred KiB, faulted in a piece at
-// a time while sends came one by one, doubled their p99. A larger one
-// costs a burst of large writes after small ones more: whatever of it was
-// faulted in (and dirtied) goes through the page cache, not direct, and
-// its writeback write-protects every page again (a TLB flush on both CPUs
-// each: 8 % of a produce's broker CPU with a 64 MiB window).
+// A window is faulted in half at a time, which holds the processor; a
+// window of a few hundred KiB, faulted in a piece at a time while sends
+// came one by one, raised their tail latency. A larger one costs a burst
+// of large writes after small ones more: whatever of it was faulted in
+// (and dirtied) goes through the page cache, not direct, and its
+// writeback write-protects every page again, a TLB flush on every CPU
+// each (figures: docs/decisions/0050-commit-log-write-path.md).
 const smallWindow = 4 << 20
 
 // writeStaged writes staged bytes b at log offset off, inside one segment,
 // through the page cache. Under AsyncFlush, fewer than DirectBytes are
-// copied into the segment's mapping, as WriteMapped appends are, with a
+// copied into the segment's mapping, as writeMapped appends are, with a
 // window after them pre-faulted (smallWindow), so that one message at a
-// time costs neither a syscall nor a fault: a pwrite was 3.5 µs more at
-// the median of a send's round trip here, a fault 4.5 µs a page.
+// time costs neither a syscall nor a fault, each of which a single send
+// waits for (docs/decisions/0050-commit-log-write-path.md).
 // No direct write starts inside the window (writeBufferedOnce). Larger
 // writes, and every write under SyncFlush, go with pwrite (writeAt).
 // l.writeMu is held.
@@ -437,8 +438,8 @@ func (l *Log) syncFile(seg *segment) error {
 // inlineLimit is how long a system call made inline (fsx.InlineFile) may
 // take before the log stops making them so for a while: the call held its
 // processor, and any stop-the-world phase of the garbage collector, that
-// long. An fdatasync of a few MiB takes 2-15 ms on this project's VM, but
-// one in a few hundred takes 60-150 ms (the disk's hiccups, more of them
+// long. An fdatasync of a few MiB is usually quick, but one in a few
+// hundred takes several times longer (the disk's hiccups, more of them
 // right after large deletes); a disk that stalls takes longer again and
 // again. So a slow call stops them for inlinePauseMin, and each slow one
 // right after a pause doubles the pause, up to inlinePauseMax; a quick one

@@ -15,6 +15,7 @@ import (
 	"github.com/gantrymq/gantry/internal/failpoint"
 	"github.com/gantrymq/gantry/internal/fsx"
 	"github.com/gantrymq/gantry/internal/tick"
+	"github.com/gantrymq/gantry/internal/writemode"
 	"github.com/gantrymq/gantry/message"
 )
 
@@ -44,14 +45,14 @@ type Log struct {
 	segs atomic.Pointer[segList] // immutable; swapped on roll and deletion
 
 	mu           sync.Mutex // the append lock; guards the fields below
-	roomCond     *sync.Cond // WriteBuffered: signalled when the staging buffer is taken
+	roomCond     *sync.Cond // writeBuffered: signalled when the staging buffer is taken
 	active       *segment
 	writeOff     int64    // next append offset
-	pend         []byte   // WriteBuffered: staged bytes for [pendStart, writeOff), in an aligned buffer (stage.go)
-	spares       [][]byte // WriteBuffered: emptied staging buffers to reuse (spareStage)
+	pend         []byte   // writeBuffered: staged bytes for [pendStart, writeOff), in an aligned buffer (stage.go)
+	spares       [][]byte // writeBuffered: emptied staging buffers to reuse (spareStage)
 	pendStart    int64
 	pendSplit    int    // index in pend where the active segment starts after a roll; -1 if none
-	scratch      []byte // WriteDirect, WriteHybrid: the batch being stamped and written (kept up to maxScratch)
+	scratch      []byte // writeDirect, writeHybrid: the batch being stamped and written (kept up to maxScratch)
 	allocPending bool
 	// allocFailed is why the last segment could not be had; until
 	// allocRetryAt rolls fail with it at once instead of trying again
@@ -59,12 +60,12 @@ type Log struct {
 	allocFailed  error
 	allocRetryAt time.Time
 
-	// WriteHybrid (under mu): bytes copied into the mapping and bytes
+	// writeHybrid (under mu): bytes copied into the mapping and bytes
 	// written with pwrite since the last decision on the pre-fault window.
 	hybridMapped, hybridDirect int64
 
 	flushMu sync.Mutex // serializes flushes; taken before writeMu, mu and wmu
-	// writeMu serializes writing the staging buffer (WriteBuffered); taken
+	// writeMu serializes writing the staging buffer (writeBuffered); taken
 	// before mu. gone (under it) is pushStaged's scratch.
 	writeMu sync.Mutex
 	gone    [][]byte
@@ -82,7 +83,7 @@ type Log struct {
 	wmu     sync.Mutex // guards waiters; taken after mu
 	waiters []*waiter  // SyncFlush appenders by End, ascending
 
-	// WriteBuffered (stage.go): directOn says flushes may be written with
+	// writeBuffered (stage.go): directOn says flushes may be written with
 	// O_DIRECT; staged holds the last staging buffers written, oldest
 	// first, which readers copy from, under stageMu.
 	directOn atomic.Bool
@@ -106,7 +107,7 @@ type Log struct {
 	allocRes  chan allocResult
 	// prefaultTo (under mu) is the end the pre-faulter was last asked to
 	// reach; an append that comes within half a window of it kicks it on.
-	// It only grows, so under WriteBuffered (async) it is also the end of
+	// It only grows, so under writeBuffered (async) it is also the end of
 	// what small writes through the mapping and the window after them may
 	// have brought into the page cache: no direct write starts below it.
 	prefaultTo   int64
@@ -114,9 +115,9 @@ type Log struct {
 	prefaulted   chan struct{} // closed after the pre-faulter's first pass
 	// prefaultNext: the pre-faulter keeps a window after the append
 	// position and the allocator pre-faults the start of each new segment
-	// (always with WriteMapped; with WriteHybrid while small appends bring
+	// (always with writeMapped; with writeHybrid while small appends bring
 	// most of the bytes, see tallyHybridLocked). Never set without
-	// pre-faulting (PrefaultAhead > 0, WriteMapped or WriteHybrid).
+	// pre-faulting (PrefaultAhead > 0, writeMapped or writeHybrid).
 	prefaultNext atomic.Bool
 
 	stats  stats
@@ -133,6 +134,9 @@ type Log struct {
 // Open recovers the log in cfg.Dir (creating it if needed) and starts its
 // flusher, preallocator and retention loops. ctx bounds recovery only.
 func Open(ctx context.Context, cfg Config) (*Log, error) {
+	if m := writemode.From(ctx); m != writemode.Auto { // a test's choice
+		cfg.writeMode = m
+	}
 	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -152,7 +156,7 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 	}
 	l.roomCond = sync.NewCond(&l.mu)
 	l.blocks.init()
-	l.directOn.Store(cfg.WriteMode == WriteBuffered && !cfg.NoDirectWrites && cfg.SegmentBytes%fsx.DirectAlign == 0)
+	l.directOn.Store(cfg.writeMode == writeBuffered && !cfg.noDirectWrites && cfg.SegmentBytes%fsx.DirectAlign == 0)
 	for _, d := range []string{cfg.Dir, cfg.StateDir} {
 		if err := l.fs.MkdirAll(d, 0o755); err != nil {
 			return nil, fmt.Errorf("commitlog: create %s: %w", d, err)
@@ -173,10 +177,10 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	l.stop = stop
 	l.prefaulted = make(chan struct{})
-	mapped := l.cfg.WriteMode == WriteMapped || l.cfg.WriteMode == WriteHybrid ||
-		l.cfg.WriteMode == WriteBuffered && l.cfg.FlushMode == AsyncFlush // its small writes (writeStaged)
+	mapped := l.cfg.writeMode == writeMapped || l.cfg.writeMode == writeHybrid ||
+		l.cfg.writeMode == writeBuffered && l.cfg.FlushMode == AsyncFlush // its small writes (writeStaged)
 	if mapped && l.cfg.PrefaultAhead > 0 {
-		// The window after the recovered end (WriteHybrid keeps it while
+		// The window after the recovered end (writeHybrid keeps it while
 		// small appends bring most of the bytes, see tallyHybridLocked).
 		l.prefaultNext.Store(true)
 		l.prefaultTo = l.writeOff + l.prefaultWindow()
@@ -355,7 +359,7 @@ func (l *Log) AppendV(ctx context.Context, chunks [][]byte, stamp Stamper) (Appe
 		return AppendResult{}, err
 	}
 	waitFlush := l.cfg.FlushMode == SyncFlush
-	writeThrough := !waitFlush && l.cfg.WriteMode == WriteBuffered
+	writeThrough := !waitFlush && l.cfg.writeMode == writeBuffered
 	var w *waiter
 	l.mu.Lock()
 	res, err := l.appendLocked(ctx, chunks, size, nrec, stamp)
@@ -465,9 +469,9 @@ func (l *Log) appendLocked(ctx context.Context, chunks [][]byte, size, nrec int,
 		}
 	}
 	start := l.writeOff
-	direct := l.cfg.WriteMode == WriteDirect || l.cfg.WriteMode == WriteHybrid && size >= l.cfg.DirectBytes
+	direct := l.cfg.writeMode == writeDirect || l.cfg.writeMode == writeHybrid && size >= l.cfg.DirectBytes
 	var dst []byte
-	if l.cfg.WriteMode == WriteBuffered {
+	if l.cfg.writeMode == writeBuffered {
 		n := len(l.pend)
 		l.growPend(size)
 		for _, c := range chunks {
@@ -517,10 +521,10 @@ func (l *Log) appendLocked(ctx context.Context, chunks [][]byte, size, nrec int,
 	}
 	l.writeOff = off
 	l.lastTs.Store(now)
-	if l.cfg.WriteMode == WriteBuffered {
+	if l.cfg.writeMode == writeBuffered {
 		return AppendResult{Offset: start, End: off, Records: nrec, StoreTimestamp: now}, nil
 	}
-	if l.cfg.WriteMode == WriteHybrid && l.cfg.PrefaultAhead > 0 {
+	if l.cfg.writeMode == writeHybrid && l.cfg.PrefaultAhead > 0 {
 		l.tallyHybridLocked(size, direct)
 	}
 	if !direct && l.prefaultNext.Load() {
@@ -549,15 +553,15 @@ func (l *Log) tallyHybridLocked(size int, direct bool) {
 	}
 }
 
-// hybridQuantum is how many appended bytes each WriteHybrid decision on the
+// hybridQuantum is how many appended bytes each writeHybrid decision on the
 // window looks at: a sixteenth of the window, at most 4 MiB.
 func hybridQuantum(ahead int64) int64 { return max(min(ahead/16, 4<<20), 1) }
 
 // prefaultWindow is how many bytes after the append position the
-// pre-faulter keeps faulted in: PrefaultAhead, or, with WriteBuffered
+// pre-faulter keeps faulted in: PrefaultAhead, or, with writeBuffered
 // (where only small writes go through the mapping), at most smallWindow.
 func (l *Log) prefaultWindow() int64 {
-	if l.cfg.WriteMode == WriteBuffered {
+	if l.cfg.writeMode == writeBuffered {
 		return min(l.cfg.PrefaultAhead, smallWindow)
 	}
 	return l.cfg.PrefaultAhead
@@ -580,11 +584,11 @@ func (l *Log) kickPrefaultLocked(off int64) {
 
 // makeRoomLocked waits until a batch of n bytes can be appended at writeOff
 // in the active segment, rolling to the next segment when it does not fit.
-// With WriteBuffered it also waits while the staging buffer is full (a batch
+// With writeBuffered it also waits while the staging buffer is full (a batch
 // always fits an empty one) or already holds a roll. l.mu is held; waits
 // release it, so the state is re-checked after each.
 func (l *Log) makeRoomLocked(ctx context.Context, n int) error {
-	buffered := l.cfg.WriteMode == WriteBuffered
+	buffered := l.cfg.writeMode == writeBuffered
 	for {
 		if err := l.writable(); err != nil {
 			return err
@@ -607,7 +611,7 @@ func (l *Log) makeRoomLocked(ctx context.Context, n int) error {
 	}
 }
 
-// maxScratch is the largest WriteDirect scratch buffer kept between appends.
+// maxScratch is the largest writeDirect scratch buffer kept between appends.
 const maxScratch = 8 << 20
 
 // rollLocked seals the active segment with a BLANK filler and makes the
@@ -622,12 +626,12 @@ func (l *Log) rollLocked(ctx context.Context) error {
 	pos := l.writeOff - old.base
 	var blank [message.BlankSize]byte
 	message.AppendBlank(blank[:0], int32(old.size-pos))
-	switch l.cfg.WriteMode {
-	case WriteBuffered:
+	switch l.cfg.writeMode {
+	case writeBuffered:
 		l.growPend(len(blank))
 		l.pend = append(l.pend, blank[:]...)
 		l.pendSplit = len(l.pend)
-	case WriteDirect:
+	case writeDirect:
 		if err := l.writeAt(blank[:], l.writeOff); err != nil {
 			next.retire()
 			return l.failLocked(err)
@@ -641,7 +645,7 @@ func (l *Log) rollLocked(ctx context.Context) error {
 	l.segs.Store(&segList{segs: append(segs, next)})
 	l.active = next
 	l.writeOff = next.base
-	if l.cfg.WriteMode != WriteBuffered {
+	if l.cfg.writeMode != writeBuffered {
 		l.publish(next.base)
 	}
 	l.requestSegmentLocked()
@@ -651,9 +655,9 @@ func (l *Log) rollLocked(ctx context.Context) error {
 }
 
 // writer returns seg's mapping for appends and pre-faulting (see
-// segment.writerView): marked random access under WriteHybrid.
+// segment.writerView): marked random access under writeHybrid.
 func (l *Log) writer(seg *segment) fsx.Mapping {
-	return seg.writerView(l.cfg.WriteMode == WriteHybrid || l.cfg.WriteMode == WriteBuffered)
+	return seg.writerView(l.cfg.writeMode == writeHybrid || l.cfg.writeMode == writeBuffered)
 }
 
 // publish makes [.., end) readable.
@@ -738,8 +742,8 @@ func (l *Log) ReadRecord(off int64) (rec Region, next int64, err error) {
 // It is for a reader that goes through every record once, right behind the
 // appends (the store's dispatcher): pread copies from the page cache
 // through the kernel's own mapping, while the first read of each page
-// through the log's mapping costs a page-table fill (on this project's VM,
-// whose page tables the host shadows, about 1 µs a 1 KiB record).
+// through the log's mapping costs a page-table fill, dear on a VM whose
+// page tables the host shadows (docs/decisions/0051-reading-the-commit-log.md).
 func (l *Log) CopyRecords(off int64, buf []byte) (recs []byte, start, next int64, err error) {
 	for {
 		seg, err := l.acquireRange(off, 8) // a record's front at least
@@ -834,9 +838,12 @@ func (l *Log) MaxOffset() int64 { return l.committed.Load() }
 // past a failed flush.
 func (l *Log) FlushedOffset() int64 { return l.flushed.Load() }
 
-// WriteMode is how appends reach the files: the configured mode, with
-// WriteAuto resolved.
-func (l *Log) WriteMode() WriteMode { return l.cfg.WriteMode }
+// CopyReads reports whether readers of many records should copy them out
+// of the log (ReadCopy, CopyRecords) rather than read them through the
+// segment's mapping: true unless the log is written through the mapping,
+// as pwrite and O_DIRECT writes leave the page cache in small folios or
+// empty, which the mapping faults in a page at a time.
+func (l *Log) CopyReads() bool { return l.cfg.writeMode != writeMapped }
 
 // SegmentBytes is the size of the log's segments.
 func (l *Log) SegmentBytes() int64 { return l.cfg.SegmentBytes }
@@ -853,7 +860,7 @@ type Stats struct {
 	FlushedBytes   int64
 	SegmentsRolled int64
 	SegmentsDelete int64
-	DirectWrites   int64 // WriteBuffered flushes written with O_DIRECT (stage.go)
+	DirectWrites   int64 // writeBuffered flushes written with O_DIRECT (stage.go)
 	BlockReads     int64 // blocks read with O_DIRECT for readers (blocks.go)
 }
 

@@ -30,12 +30,12 @@ func modes() []struct {
 		cfg  commitlog.Config
 	}{
 		{"async-mapped", commitlog.Config{FlushMode: commitlog.AsyncFlush}},
-		{"async-hybrid", commitlog.Config{FlushMode: commitlog.AsyncFlush, WriteMode: commitlog.WriteHybrid}},
-		{"async-hybrid-small", commitlog.Config{FlushMode: commitlog.AsyncFlush, WriteMode: commitlog.WriteHybrid, DirectBytes: 300}},
+		{"async-hybrid", commitlog.Config{FlushMode: commitlog.AsyncFlush}.Mode(commitlog.WriteHybrid)},
+		{"async-hybrid-small", commitlog.Config{FlushMode: commitlog.AsyncFlush, DirectBytes: 300}.Mode(commitlog.WriteHybrid)},
 		{"sync-buffered", commitlog.Config{FlushMode: commitlog.SyncFlush}},
-		{"sync-mapped", commitlog.Config{FlushMode: commitlog.SyncFlush, WriteMode: commitlog.WriteMapped}},
-		{"async-direct", commitlog.Config{FlushMode: commitlog.AsyncFlush, WriteMode: commitlog.WriteDirect}},
-		{"sync-direct", commitlog.Config{FlushMode: commitlog.SyncFlush, WriteMode: commitlog.WriteDirect}},
+		{"sync-mapped", commitlog.Config{FlushMode: commitlog.SyncFlush}.Mode(commitlog.WriteMapped)},
+		{"async-direct", commitlog.Config{FlushMode: commitlog.AsyncFlush}.Mode(commitlog.WriteDirect)},
+		{"sync-direct", commitlog.Config{FlushMode: commitlog.SyncFlush}.Mode(commitlog.WriteDirect)},
 	}
 }
 
@@ -338,7 +338,7 @@ func TestAppendVEqualsAppend(t *testing.T) {
 // segment unmapped.
 func TestPrefaultWindowSlides(t *testing.T) {
 	const page, window, far = 4096, 256 << 10, 4 << 20
-	l := open(t, commitlog.Config{Dir: t.TempDir(), SegmentBytes: 64 << 20, PrefaultAhead: window, WriteMode: commitlog.WriteMapped})
+	l := open(t, commitlog.Config{Dir: t.TempDir(), SegmentBytes: 64 << 20, PrefaultAhead: window}.Mode(commitlog.WriteMapped))
 	defer l.Close()
 	require.NoError(t, l.WaitPrefault(t.Context()))
 	mapped := pageCount(t, l.MappedPages)
@@ -362,7 +362,7 @@ func TestReadersHaveAMappingOfTheirOwn(t *testing.T) {
 	const page, window = 4096, 256 << 10
 	for _, mode := range []commitlog.WriteMode{commitlog.WriteMapped, commitlog.WriteHybrid} {
 		t.Run(mode.String(), func(t *testing.T) {
-			l := open(t, commitlog.Config{Dir: t.TempDir(), SegmentBytes: 64 << 20, PrefaultAhead: window, WriteMode: mode})
+			l := open(t, commitlog.Config{Dir: t.TempDir(), SegmentBytes: 64 << 20, PrefaultAhead: window}.Mode(mode))
 			defer l.Close()
 			require.NoError(t, l.WaitPrefault(t.Context()))
 			readers := pageCount(t, l.ReaderMappedPages)
@@ -390,8 +390,8 @@ func TestReadersHaveAMappingOfTheirOwn(t *testing.T) {
 // readable, and appends go on after them.
 func TestFlushDropsTheAppendsMapping(t *testing.T) {
 	const page, unit = 4096, 2 << 20
-	l := open(t, commitlog.Config{Dir: t.TempDir(), SegmentBytes: 64 << 20, PrefaultAhead: 1 << 20, WriteMode: commitlog.WriteMapped,
-		FlushInterval: time.Hour, FlushThoroughInterval: time.Hour})
+	l := open(t, commitlog.Config{Dir: t.TempDir(), SegmentBytes: 64 << 20, PrefaultAhead: 1 << 20,
+		FlushInterval: time.Hour, FlushThoroughInterval: time.Hour}.Mode(commitlog.WriteMapped))
 	defer l.Close()
 	require.NoError(t, l.WaitPrefault(t.Context()))
 	mapped := pageCount(t, l.MappedPages)
@@ -417,8 +417,7 @@ func TestFlushDropsTheAppendsMapping(t *testing.T) {
 // bytes, the window follows the writes again.
 func TestHybridPrefaultsForSmallAppendsOnly(t *testing.T) {
 	const page, window = 4096, 1 << 20
-	l := open(t, commitlog.Config{Dir: t.TempDir(), SegmentBytes: 64 << 20, PrefaultAhead: window,
-		WriteMode: commitlog.WriteHybrid, DirectBytes: 16 << 10})
+	l := open(t, commitlog.Config{Dir: t.TempDir(), SegmentBytes: 64 << 20, PrefaultAhead: window, DirectBytes: 16 << 10}.Mode(commitlog.WriteHybrid))
 	defer l.Close()
 	require.NoError(t, l.WaitPrefault(t.Context()))
 	resident := pageCount(t, l.ResidentPages)
@@ -480,7 +479,7 @@ func TestSegmentsAskForHugePages(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			l := open(t, commitlog.Config{Dir: t.TempDir(), SegmentBytes: 8 << 20, PrefaultAhead: 1 << 20,
-				FlushMode: tt.flush, WriteMode: tt.mode, NoDirectWrites: tt.noDirect})
+				FlushMode: tt.flush}.Mode(tt.mode).NoDirect(tt.noDirect))
 			defer l.Close()
 			_, err := l.Append(t.Context(), record(t, 1, 100), nil)
 			require.NoError(t, err)
@@ -563,7 +562,7 @@ func TestReadCopy(t *testing.T) {
 // the copy itself are released: regions released early leave the others
 // intact, whatever reads follow.
 func TestReadCopyRegionsOutliveTheCopy(t *testing.T) {
-	l := open(t, commitlog.Config{Dir: t.TempDir(), WriteMode: commitlog.WriteDirect})
+	l := open(t, commitlog.Config{Dir: t.TempDir()}.Mode(commitlog.WriteDirect))
 	defer l.Close()
 	want := appendN(t, l, 0, 40, 1000)
 	end := want[len(want)-1].off + int64(len(want[len(want)-1].b))
@@ -586,7 +585,7 @@ func TestReadCopyRegionsOutliveTheCopy(t *testing.T) {
 // size; WriteBuffered with sync flush, as it is used.
 func openMode(t *testing.T, mode commitlog.WriteMode, segmentBytes int64) *commitlog.Log {
 	t.Helper()
-	cfg := commitlog.Config{Dir: t.TempDir(), SegmentBytes: segmentBytes, WriteMode: mode}
+	cfg := commitlog.Config{Dir: t.TempDir(), SegmentBytes: segmentBytes}.Mode(mode)
 	if mode == commitlog.WriteBuffered {
 		cfg.FlushMode = commitlog.SyncFlush
 	}

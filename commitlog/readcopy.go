@@ -74,11 +74,11 @@ type Span struct{ Off, End int64 }
 // usual.
 //
 // It is for readers of many records at once when the log is written with
-// pwrite (WriteDirect): its pages are then in the page cache in small
+// pwrite (writeDirect): its pages are then in the page cache in small
 // folios that a read through the mapping faults in one 4 KiB page at a
-// time (about 1.3 µs each on this project's VM, whose page tables the
-// host shadows), where pread copies them through the kernel's own mapping.
-// Under WriteBuffered it copies what the last flushes still hold in memory
+// time, where pread copies them through the kernel's own mapping
+// (docs/decisions/0051-reading-the-commit-log.md).
+// Under writeBuffered it copies what the last flushes still hold in memory
 // (stage.go) from there. Safe for concurrent use.
 func (l *Log) ReadCopy(spans []Span) (*Copy, error) {
 	total := int64(0)

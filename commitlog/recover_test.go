@@ -262,7 +262,7 @@ func TestEIOAtFlushIsFinal(t *testing.T) {
 			var faults fsx.Faults
 			dir := t.TempDir()
 			l := open(t, commitlog.Config{Dir: dir, SegmentBytes: 8 << 10, FS: fsx.WithFaults(fsx.OS, &faults),
-				FlushMode: commitlog.SyncFlush, WriteMode: tt.mode, DirectBytes: 1000})
+				FlushMode: commitlog.SyncFlush, DirectBytes: 1000}.Mode(tt.mode))
 			want := appendN(t, l, 0, 5, 100)
 			flushed := l.FlushedOffset()
 			faults.Add(fsx.Fault{Op: tt.op, Path: "/000", Err: syscall.EIO})

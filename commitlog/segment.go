@@ -85,17 +85,17 @@ func (s *segment) retire() {
 // readers' mapping (s.m) is never written through. Writeback write-protects
 // every writable page table entry of the pages it cleans, so that the next
 // write faults to dirty the page again; with one mapping for both, every
-// flush took the readers' entries with it, and on this VM (a guest whose
-// page tables the host shadows) the first read of a flushed page then cost
-// about 1.3 µs, 300-480 ns a 1 KiB record against 34-49 with a mapping of
-// their own (BenchmarkReadAfterFlush). The readers fault their entries in
-// read-only, and writeback leaves those alone.
+// flush took the readers' entries with it, and the first read of a
+// flushed page then cost a page-table fill, several times a record's
+// read through a mapping of their own (BenchmarkReadAfterFlush;
+// docs/decisions/0051-reading-the-commit-log.md). The readers fault their entries in read-only, and
+// writeback leaves those alone.
 //
-// With random (WriteHybrid) the writer's mapping is marked random access,
+// With random (writeHybrid) the writer's mapping is marked random access,
 // so that faulting its pages in reads nothing ahead: readahead past the
 // append position would zero pages that pwrite then overwrites whole, and
 // marks a page to read ahead again once the readers fault it in, so that it
-// would run ahead of the appends for good. WriteMapped keeps readahead,
+// would run ahead of the appends for good. writeMapped keeps readahead,
 // which fills the page cache with large folios, and asks for huge pages. If
 // the second mapping cannot be had, it is the segment's mapping.
 func (s *segment) writerView(random bool) fsx.Mapping {
@@ -111,7 +111,7 @@ func (s *segment) writerView(random bool) fsx.Mapping {
 				return
 			}
 		} else {
-			_ = m.Huge(0, int(s.size)) // WriteMapped: appends fill it in order; advisory
+			_ = m.Huge(0, int(s.size)) // writeMapped: appends fill it in order; advisory
 		}
 		s.wm = m
 		s.wOwn.Store(true)

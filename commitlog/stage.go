@@ -12,15 +12,15 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The staging buffers of WriteBuffered, and direct writes.
+// The staging buffers of writeBuffered, and direct writes.
 //
-// Appends under WriteBuffered are copied into a staging buffer (l.pend);
+// Appends under writeBuffered are copied into a staging buffer (l.pend);
 // the flusher takes it whole, writes it into the segment file and
-// fdatasyncs. Where the file system takes them (and Config.NoDirectWrites
+// fdatasyncs. Where the file system takes them (and Config.noDirectWrites
 // is not set), large flushes are written with O_DIRECT (fsx.DirectWriter):
 // from the staging buffer straight to the disk, without the page cache's
 // copy, page allocation and writeback, most of what a sync-flush broker's
-// flusher cost (docs/BENCHMARKS.md, twenty-first session).
+// flusher cost (docs/decisions/0050-commit-log-write-path.md).
 //
 // A direct write must never cover a range that is in the page cache (see
 // fsx.DirectWriter), and readers bring into it what they read. So a
@@ -56,10 +56,10 @@ const magicPad int32 = 0x50414421 // "PAD!"
 const minStage = 256 << 10
 
 // stageKeep is how many written staging buffers stay readable at most,
-// and stageKeepBytes how large they may be in all, the newest aside: 24
-// MiB is 80 ms of a sync produce at 300 MB/s, in flushes of a few hundred
-// KiB, which is how far behind the flusher the dispatcher was seen to fall
-// (reading the disk instead slows it down, and so it falls further).
+// and stageKeepBytes how large they may be in all, the newest aside: how
+// far behind the flusher the dispatcher was seen to fall under a sync
+// produce, in flushes of a few hundred KiB (reading the disk instead slows
+// it down, and so it falls further; docs/decisions/0051-reading-the-commit-log.md).
 const (
 	stageKeep      = 128
 	stageKeepBytes = 24 << 20
@@ -101,9 +101,8 @@ func alignUp(n int) int { return (n + fsx.DirectAlign - 1) &^ (fsx.DirectAlign -
 // stageSpares and stageSpareBytes bound the emptied staging buffers a
 // log keeps to reuse: the one written last becomes the next pending
 // buffer, and a pending buffer that grows moves into a larger one. Mapping
-// a fresh buffer each time instead faulted every page of it in: 194 MiB,
-// about 50,000 faults, for a million 1 KiB messages produced
-// (docs/BENCHMARKS.md, twenty-fourth session). One spare may be larger,
+// a fresh buffer each time instead faulted every page of it in, for every
+// flush (docs/decisions/0050-commit-log-write-path.md). One spare may be larger,
 // up to twice MaxPendingBytes, as one always could.
 const (
 	stageSpares     = 4

@@ -71,8 +71,7 @@ func TestBufferedDirectWrites(t *testing.T) {
 		noDirect bool
 	}{{"direct", false}, {"page-cache", true}} {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg := commitlog.Config{Dir: t.TempDir(), SegmentBytes: 1 << 20, FlushMode: commitlog.SyncFlush,
-				WriteMode: commitlog.WriteBuffered, NoDirectWrites: tt.noDirect}
+			cfg := commitlog.Config{Dir: t.TempDir(), SegmentBytes: 1 << 20, FlushMode: commitlog.SyncFlush}.Mode(commitlog.WriteBuffered).NoDirect(tt.noDirect)
 			if !tt.noDirect && !directSupported(t, cfg.Dir) {
 				t.Skip("the test directory's file system does not take O_DIRECT")
 			}
@@ -145,8 +144,7 @@ func TestBufferedDirectWrites(t *testing.T) {
 // nothing of them comes into the page cache. Many readers at once, at
 // random places, read what was written.
 func TestDirectSegmentsBlockReads(t *testing.T) {
-	cfg := commitlog.Config{Dir: t.TempDir(), SegmentBytes: 4 << 20, FlushMode: commitlog.SyncFlush,
-		WriteMode: commitlog.WriteBuffered}
+	cfg := commitlog.Config{Dir: t.TempDir(), SegmentBytes: 4 << 20, FlushMode: commitlog.SyncFlush}.Mode(commitlog.WriteBuffered)
 	if !directSupported(t, cfg.Dir) {
 		t.Skip("the test directory's file system does not take O_DIRECT")
 	}

@@ -12,8 +12,8 @@
 // every record before the broker takes a send).
 //
 // Send runs one send through the table; the broker calls it from Send and
-// SendRecords with a put function that stores the messages Flight.Keep
-// (or KeepRecords) leaves.
+// SendRecords with a put function that stores the messages of the send
+// that are no duplicates (Flight.Stored).
 //
 // # Concurrency
 //

@@ -451,70 +451,13 @@ func (t *Table) Held() (keys, retried int) {
 // Duplicates returns how many messages were answered as duplicates.
 func (t *Table) Duplicates() int64 { return t.dups.Load() }
 
-// Keep returns the messages of batch that fl stores: batch itself when
-// none is a duplicate, else a new slice in the same order.
-func (fl *Flight) Keep(batch []*message.Message) []*message.Message {
-	if fl.storesAll() {
-		return batch
-	}
-	out := make([]*message.Message, 0, fl.stores)
-	for i, m := range batch {
-		if fl.stored(i) {
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
-// KeepRecords returns pieces of chunks holding the records that fl stores,
-// in order: chunks itself when none is a duplicate.
-func (fl *Flight) KeepRecords(chunks [][]byte) [][]byte {
-	if fl.storesAll() {
-		return chunks
-	}
-	var out [][]byte
-	i := 0
-	for _, c := range chunks {
-		from := -1 // start of the run of stored records, if any
-		for off := 0; off < len(c); i++ {
-			size, _, _ := message.RecordSize(c[off:])
-			switch {
-			case fl.stored(i) && from < 0:
-				from = off
-			case !fl.stored(i) && from >= 0:
-				out = append(out, c[from:off])
-				from = -1
-			}
-			off += int(size)
-		}
-		if from >= 0 {
-			out = append(out, c[from:])
-		}
-	}
-	return out
-}
-
-// KeepInfos returns the elements of recs (one per message of fl's send)
-// of the records that fl stores: recs itself when none is a duplicate.
-func (fl *Flight) KeepInfos(recs []store.RecordInfo) []store.RecordInfo {
-	if fl.storesAll() {
-		return recs
-	}
-	out := make([]store.RecordInfo, 0, fl.stores)
-	for i, r := range recs {
-		if fl.stored(i) {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
-// storesAll reports whether fl's send stores every message: none is a
+// StoresAll reports whether fl's send stores every message: none is a
 // duplicate, or fl has no marks (a first attempt, which claims nothing).
-func (fl *Flight) storesAll() bool { return fl.stores == len(fl.marks) }
+func (fl *Flight) StoresAll() bool { return fl.stores == len(fl.marks) }
 
-// stored reports whether message i of fl's send is stored.
-func (fl *Flight) stored(i int) bool { return fl.marks[i] == markNone || fl.marks[i] == markNew }
+// Stored reports whether message i of fl's send is stored: it is no
+// duplicate.
+func (fl *Flight) Stored(i int) bool { return fl.marks[i] == markNone || fl.marks[i] == markNew }
 
 // Send runs a user send to topic through t: it claims the
 // messages' keys (keys[i] is message i's, empty for none), looks the

@@ -238,26 +238,6 @@ func TestDedupFoundInIndex(t *testing.T) {
 	assert.Zero(t, tt.claims())
 }
 
-// keepRecords keeps the runs of stored records of each chunk, in order.
-func TestDedupKeepRecords(t *testing.T) {
-	rec := func(b byte, n int) []byte { // a fake record: size, magic, filler
-		r := make([]byte, n)
-		r[3] = byte(n)
-		for i := 8; i < n; i++ {
-			r[i] = b
-		}
-		return r
-	}
-	a, b, c, d := rec('a', 9), rec('b', 10), rec('c', 11), rec('d', 12)
-	chunks := [][]byte{append(append(append([]byte{}, a...), b...), c...), d}
-	fl := &Flight{marks: []int32{markNew, markDup, markNone, 0}, stores: 2}
-	assert.Equal(t, [][]byte{a, c}, fl.KeepRecords(chunks))
-	fl = &Flight{marks: []int32{markDup, markNew, markNew, markNew}, stores: 3}
-	assert.Equal(t, [][]byte{append(append([]byte{}, b...), c...), d}, fl.KeepRecords(chunks))
-	fl.marks[0], fl.stores = markNone, 4
-	assert.Equal(t, chunks, fl.KeepRecords(chunks))
-}
-
 // A key's id: the bytes of a UNIQ_KEY in upper-case hex, else a hash;
 // the same for a string and its bytes; XOR the topic's hash.
 func TestDedupID(t *testing.T) {

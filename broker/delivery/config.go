@@ -25,16 +25,18 @@ type Store interface {
 	// opened with records not dispatched yet.
 	RecoveredQueueEnd(topic string, queueID int32) int64
 	MessageAt(phys int64) (*message.Message, error)
-	// MessageAtShared is MessageAt with a body pointing into the log until
+	// BorrowMessageAt is MessageAt with a body pointing into the log until
 	// release is called.
-	MessageAtShared(phys int64) (m *message.Message, release func(), err error)
+	BorrowMessageAt(phys int64) (m *message.Message, release func(), err error)
 	// TopicDeletedAt reports whether topic was deleted after the record at
 	// phys was stored.
 	TopicDeletedAt(topic string, phys int64) bool
 	// RaiseQueueMin moves a queue's min offset up to off.
 	RaiseQueueMin(topic string, queueID int32, off int64) int64
-	// Put stores messages of any topics as one unit.
-	Put(ctx context.Context, msgs []*message.Message) ([]store.PutResult, error)
+	// Encode encodes messages of any topics into one batch of records;
+	// PutBatch stores a batch as one unit.
+	Encode(msgs []*message.Message) (store.Batch, error)
+	PutBatch(ctx context.Context, b store.Batch) ([]store.PutResult, error)
 }
 
 // CommitLog is the store's commit log as delivery uses it: progress is

@@ -292,7 +292,7 @@ func appendProgress(q []progress, p progress) []progress {
 // log segment holds is stored in halves (if one fails, the first may be
 // delivered again: delivery is at least once).
 func (d *Service) republish(ctx context.Context, msgs []*message.Message, warn func(string, ...any)) bool {
-	res, err := d.store.Put(ctx, msgs)
+	res, err := d.put(ctx, msgs)
 	if len(res) == len(msgs) {
 		return true
 	}
@@ -301,4 +301,14 @@ func (d *Service) republish(ctx context.Context, msgs []*message.Message, warn f
 	}
 	warn("re-publishing parked messages failed; will retry", "messages", len(msgs), "err", err)
 	return false
+}
+
+// put encodes msgs once and stores them as one unit.
+func (d *Service) put(ctx context.Context, msgs []*message.Message) ([]store.PutResult, error) {
+	batch, err := d.store.Encode(msgs)
+	if err != nil {
+		return nil, err
+	}
+	defer batch.Release()
+	return d.store.PutBatch(ctx, batch)
 }

@@ -193,7 +193,7 @@ func (d *Service) sendBackGroup(req SendBackRequest) (metadata.SubscriptionGroup
 // body points into the log: release must be called once it is stored (or
 // given up); it is nil with an error.
 func (d *Service) prepareSendBack(req SendBackRequest, g metadata.SubscriptionGroup) (*message.Message, SendBackResult, func(), error) {
-	m, release, err := d.store.MessageAtShared(req.PhysicalOffset)
+	m, release, err := d.store.BorrowMessageAt(req.PhysicalOffset)
 	if err != nil {
 		return nil, SendBackResult{}, nil, fmt.Errorf("%w: send back: no message at commit-log offset %d: %w", brokererr.ErrInvalidArgument, req.PhysicalOffset, err)
 	}

@@ -51,7 +51,7 @@ func (s *Messaging) send(ctx context.Context, req *gantryv1.SendRequest) (*gantr
 		if len(req.GetMessages()) > 0 {
 			return nil, status.Error(codes.InvalidArgument, "send: give messages or records, not both")
 		}
-		res, err := s.b.SendRecordsAttempt(ctx, req.GetTopic(), req.GetAttempt(), req.GetRecords())
+		res, err := s.b.SendAttempt(ctx, req.GetTopic(), req.GetAttempt(), req.GetRecords())
 		if err != nil {
 			return nil, err
 		}

@@ -68,7 +68,7 @@ func BenchmarkPutDispatch(b *testing.B) {
 				b.RunParallel(func(pb *testing.PB) {
 					for pb.Next() {
 						i := n.Add(1)
-						if _, err := s.Put(ctx, msgs[i%8:i%8+1]); err != nil {
+						if _, err := putMsgs(ctx, s, msgs[i%8:i%8+1]); err != nil {
 							b.Error(err)
 							return
 						}
@@ -81,7 +81,7 @@ func BenchmarkPutDispatch(b *testing.B) {
 					for j := range min(batch, b.N-i) {
 						put = append(put, msgs[(i+j)%8])
 					}
-					if _, err := s.Put(ctx, put); err != nil {
+					if _, err := putMsgs(ctx, s, put); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -105,7 +105,7 @@ func BenchmarkGet(b *testing.B) {
 	m := kibMsg(b, 0, "k")
 	batch := slices.Repeat([]*message.Message{m}, 100)
 	for range n / 100 {
-		_, err := s.Put(b.Context(), batch)
+		_, err := putMsgs(b.Context(), s, batch)
 		require.NoError(b, err)
 	}
 	waitAllDispatched(b, s)
@@ -147,7 +147,7 @@ func BenchmarkKeyLookup(b *testing.B) {
 			batch[j] = &message.Message{Topic: "Bench", QueueID: int32(j % 8), Body: []byte("x"),
 				Properties: message.Properties{{Key: message.PropKeys, Value: keys}}}
 		}
-		_, err := s.Put(b.Context(), batch)
+		_, err := putMsgs(b.Context(), s, batch)
 		require.NoError(b, err)
 	}
 	waitAllDispatched(b, s)
@@ -188,7 +188,7 @@ func BenchmarkRebuild(b *testing.B) {
 		msgs[j] = kibMsg(b, int32(j%8), fmt.Sprintf("order-%d", j))
 	}
 	for s.CommitLog().MaxOffset() < 1<<30-64<<10 {
-		_, err := s.Put(b.Context(), msgs)
+		_, err := putMsgs(b.Context(), s, msgs)
 		require.NoError(b, err)
 	}
 	require.NoError(b, s.Close())

@@ -48,7 +48,7 @@ func deleteTopic(s *store.Store, topic string) error {
 
 func putOne(t *testing.T, s *store.Store, topic string, qid int32, body, key string) store.PutResult {
 	t.Helper()
-	res, err := s.Put(t.Context(), []*message.Message{{Topic: topic, QueueID: qid, Body: []byte(body),
+	res, err := putMsgs(t.Context(), s, []*message.Message{{Topic: topic, QueueID: qid, Body: []byte(body),
 		Properties: message.Properties{{Key: message.PropKeys, Value: key}}}})
 	require.NoError(t, err)
 	return res[0]
@@ -225,7 +225,7 @@ func TestDeleteTopicUnderLoad(t *testing.T) {
 	go func() {
 		defer close(done)
 		for i := range 300 {
-			_, err := s.Put(t.Context(), []*message.Message{{Topic: "Orders", QueueID: 0, Body: fmt.Appendf(nil, "%d", i)}})
+			_, err := putMsgs(t.Context(), s, []*message.Message{{Topic: "Orders", QueueID: 0, Body: fmt.Appendf(nil, "%d", i)}})
 			if err != nil {
 				t.Error(err)
 				return

@@ -25,7 +25,7 @@ var errGap = errors.New("store: consume queue is missing entries")
 // message while the disk is full): records already in the log become
 // readable at the first try that succeeds, even if nothing is appended
 // after them. While it fails the store is stalled (stall.go): it says so
-// in the log, with a pause doubling from 1 s to a minute, and Put refuses
+// in the log, with a pause doubling from 1 s to a minute, and PutBatch refuses
 // messages once it has lasted MaxDispatchStall.
 func (s *Store) dispatchLoop(ctx context.Context) {
 	const firstPause, maxPause = 100 * time.Millisecond, 2 * time.Second
@@ -66,22 +66,21 @@ func (s *Store) dispatchLoop(ctx context.Context) {
 // the dispatch position and the log's readable end, and returns how many
 // records it dispatched.
 //
-// Under a commit log that writes its files with pwrite (sync flush), it
-// copies the records out with pread (CopyRecords) instead of paying the
-// first read of each page through the log's mapping, about 1 µs a 1 KiB
-// record here (see CopyRecords; a consumer reading the record later pays
-// that read instead, but a produce that nothing reads at once does not):
-// a sync produce's broker spent 12-22 % less CPU. Under a log written
-// through its mapping (async flush) the appends already put the pages in
-// the mapping, and the dispatcher's read there spares the consumers
-// theirs, so it reads them there.
+// When the log's readers should copy (commitlog.Log.CopyReads), it copies
+// the records out with pread (CopyRecords) instead of paying the first
+// read of each page through the log's mapping (a consumer reading the
+// record later pays that read instead, but a produce that nothing reads
+// at once does not): a produce then costs the broker less CPU
+// (docs/decisions/0051-reading-the-commit-log.md). Under a log written through its mapping the appends
+// already put the pages there, and the dispatcher's read spares the
+// consumers theirs, so it reads them there.
 func (s *Store) dispatch() (n int64, err error) {
 	s.dispatchMu.Lock()
 	defer s.dispatchMu.Unlock()
 	if err := s.retryCreates(); err != nil {
 		return 0, err
 	}
-	copying := s.cl.WriteMode() != commitlog.WriteMapped
+	copying := s.cl.CopyReads()
 	if copying && s.dbuf == nil {
 		s.dbuf = make([]byte, dispatchChunk)
 	}

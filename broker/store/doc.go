@@ -2,8 +2,11 @@
 // message, in arrival order), one consume queue per (topic, queue) and the
 // key index, kept in step by one dispatcher goroutine.
 //
-// Put assigns each message the next offset of its queue under the commit
-// log's append lock and appends the batch as one unit; the dispatcher follows
+// Records come to PutBatch encoded and checked where they entered the
+// broker (a Batch: the records and what the check read of each; Encode
+// makes one of message structs). PutBatch assigns each record the next
+// offset of its queue under the commit log's append lock and appends the
+// batch as one unit; the dispatcher follows
 // the log right behind the appender (woken by it, not polling), decodes each
 // record once, appends its consume-queue entry, indexes its KEYS, UNIQ_KEY
 // and IDEMPOTENCY_KEY as "topic#key" (a parked record's also under its
@@ -30,7 +33,7 @@
 // even forced by a full disk, never deletes a record before its queue
 // entry exists. A dispatcher that fails (a full disk refusing the next
 // consume-queue or index file) retries on its own and the store is stalled
-// (DispatchState): it logs so with a growing pause, and Put refuses
+// (DispatchState): it logs so with a growing pause, and PutBatch refuses
 // messages with ErrDispatchStalled once the stall lasted MaxDispatchStall
 // or the dispatcher is MaxDispatchLagBytes behind, until it catches up. Open
 // on such a disk opens stalled, with the queue counters read from the log.
@@ -39,5 +42,5 @@
 // damaged range recovery skipped (commitlog.Config.SkipCorrupt) keeps, or
 // gets, a queue entry inside that range; Get steps over such entries.
 //
-// Put, Get and the lookups are safe for concurrent use.
+// PutBatch, Get and the lookups are safe for concurrent use.
 package store

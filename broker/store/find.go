@@ -20,7 +20,7 @@ const findCandidates = 4096
 // dispatched: in its consume queue and in the key index, where Get and
 // FindByKey find it. It only grows while the store is open, and Open
 // returns with every recovered record dispatched unless it opened stalled
-// (Recovery().DispatchError): Put refuses messages until then.
+// (Recovery().DispatchError): PutBatch refuses messages until then.
 func (s *Store) DispatchedOffset() int64 { return s.dispatched.Load() }
 
 // WaitDispatched waits until the dispatcher has passed off (a log offset:
@@ -76,7 +76,7 @@ func (s *Store) dispatchMoved() {
 
 // FindByKey returns where the oldest record that the index holds under
 // (topic, key), stored within [begin, end] (unix ms), and that match
-// accepts was stored, as Put reported it, and whether there is one. The
+// accepts was stored, as PutBatch reported it, and whether there is one. The
 // index holds a record under its topic for each of its KEYS, its UNIQ_KEY
 // and its IDEMPOTENCY_KEY, and under its REAL_TOPIC (a parked record) for
 // its IDEMPOTENCY_KEY, else its UNIQ_KEY. Index hashes collide, so match
@@ -120,7 +120,7 @@ func (s *Store) examine(phys, begin, end int64, match func(message.View) bool) (
 	return s.result(v, phys), true
 }
 
-// ResultAt returns the PutResult of the record at phys, as Put reported
+// ResultAt returns the PutResult of the record at phys, as PutBatch reported
 // it.
 func (s *Store) ResultAt(phys int64) (PutResult, error) {
 	rec, err := s.recordAt(phys)

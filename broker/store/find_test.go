@@ -66,7 +66,7 @@ func TestFindByKey(t *testing.T) {
 	defer s.Close()
 	put := func(m *message.Message) store.PutResult {
 		t.Helper()
-		res, err := s.Put(t.Context(), []*message.Message{m})
+		res, err := putMsgs(t.Context(), s, []*message.Message{m})
 		require.NoError(t, err)
 		return res[0]
 	}
@@ -136,10 +136,11 @@ func TestFindByKeyIndexesOnce(t *testing.T) {
 	cfg := testConfig(t, t.TempDir(), nil)
 	s := openStore(t, cfg)
 	defer s.Close()
-	res, err := s.Put(t.Context(), []*message.Message{
+	res, err := putMsgs(t.Context(), s, []*message.Message{
 		keyedMsg("Orders", "U1", message.PropIdempotencyKey, "U1"),
 		keyedMsg("Orders", "U2", message.PropIdempotencyKey, "k", message.PropKeys, "j k"),
 	})
+
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return s.DispatchedOffset() == s.CommitLog().MaxOffset() }, 5*time.Second, time.Millisecond)
 	for i, key := range []string{"U1", "k"} {
@@ -165,8 +166,9 @@ func TestFindByKeyAfterReopen(t *testing.T) {
 			s := openStore(t, cfg)
 			var want []store.PutResult
 			for i := range 60 {
-				res, err := s.Put(t.Context(), []*message.Message{keyedMsg("Orders", fmt.Sprint("U", i),
+				res, err := putMsgs(t.Context(), s, []*message.Message{keyedMsg("Orders", fmt.Sprint("U", i),
 					message.PropIdempotencyKey, fmt.Sprint("pay-", i))})
+
 				require.NoError(t, err)
 				want = append(want, res[0])
 			}

@@ -203,8 +203,9 @@ func (s *Store) get(k QueueKey, q *cqueue, offset int64, maxMsgs, maxBytes int, 
 	// the log, and a check reads the front and the back of one: reading
 	// those of all the batch's records first, loads that do not wait for
 	// one another, has the memory fetch them side by side instead of one
-	// after the other (a pull of 1 KiB records read back from a log larger
-	// than the caches spent a quarter of the broker's CPU in the checks).
+	// after the other (the checks were a large share of the broker's CPU
+	// for a pull read back from a log larger than the caches;
+	// docs/decisions/0051-reading-the-commit-log.md).
 	touchRecords(res.Records)
 	for j, rec := range res.Records {
 		if p := entryProblem(rec.B, checks[j].e, k, checks[j].qo, false); p != "" {
@@ -216,16 +217,15 @@ func (s *Store) get(k QueueKey, q *cqueue, offset int64, maxMsgs, maxBytes int, 
 }
 
 // readCopied reads the records of checks into res with pread
-// (commitlog.ReadCopy) when the log is written with pwrite (WriteDirect,
-// WriteHybrid: its page cache is in small folios, which a read through the
-// mapping faults in a page at a time; WriteBuffered, whose large flushes
-// bypass the page cache and whose mapping reads nothing ahead, and whose
-// recent flushes ReadCopy copies from memory): one read for each run of
+// (commitlog.ReadCopy) when the log says its readers should copy
+// (CopyReads: written with pwrite or O_DIRECT, its page cache holds small
+// folios or nothing, which a read through the mapping faults in a page at
+// a time; ReadCopy copies recent flushes from memory): one read for each run of
 // records that lie close together, as a queue's messages do when they
 // were sent in batches. It reports false, with res untouched, when they
 // are to be read from the mapping.
 func (s *Store) readCopied(res *GetResult, checks []entryAt) bool {
-	if s.cl.WriteMode() == commitlog.WriteMapped {
+	if !s.cl.CopyReads() {
 		return false
 	}
 	sbuf := spanPool.Get().(*[]commitlog.Span)
@@ -305,12 +305,12 @@ func (s *Store) MessageAt(phys int64) (*message.Message, error) {
 	return m, err
 }
 
-// MessageAtShared is MessageAt without copying the body: the message's
+// BorrowMessageAt is MessageAt without copying the body: the message's
 // Body points into the log's mapping and stays valid until release is
 // called, which the caller must do once it no longer uses the message.
 // The message itself (its Properties slice included) is recycled by
 // release: copy what must outlive it (the property strings may be kept).
-func (s *Store) MessageAtShared(phys int64) (m *message.Message, release func(), err error) {
+func (s *Store) BorrowMessageAt(phys int64) (m *message.Message, release func(), err error) {
 	r, _, err := s.cl.ReadRecord(phys)
 	if err != nil {
 		return nil, nil, err
@@ -319,23 +319,23 @@ func (s *Store) MessageAtShared(phys int64) (m *message.Message, release func(),
 		r.Release()
 		return nil, nil, fmt.Errorf("store: no message starts at %d", phys)
 	}
-	m = sharedMsgPool.Get().(*message.Message)
+	m = borrowedPool.Get().(*message.Message)
 	if _, err := message.DecodeInto(m, r.B, false); err != nil {
 		r.Release()
-		recycleShared(m)
+		recycleBorrowed(m)
 		return nil, nil, err
 	}
-	return m, func() { r.Release(); recycleShared(m) }, nil
+	return m, func() { r.Release(); recycleBorrowed(m) }, nil
 }
 
-// sharedMsgPool recycles MessageAtShared's messages.
-var sharedMsgPool = sync.Pool{New: func() any { return new(message.Message) }}
+// borrowedPool recycles BorrowMessageAt's messages.
+var borrowedPool = sync.Pool{New: func() any { return new(message.Message) }}
 
-func recycleShared(m *message.Message) {
+func recycleBorrowed(m *message.Message) {
 	props := m.Properties
 	clear(props)
 	*m = message.Message{Properties: props[:0]}
-	sharedMsgPool.Put(m)
+	borrowedPool.Put(m)
 }
 
 // MessageByOffsetID returns the message an offset message id names.

@@ -8,12 +8,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gantrymq/gantry/broker/store"
-	"github.com/gantrymq/gantry/commitlog"
+	"github.com/gantrymq/gantry/internal/writemode"
 	"github.com/gantrymq/gantry/message"
 )
 
-// Get returns the same records whatever the log's write mode: under
-// WriteDirect and WriteHybrid it copies runs of records that lie close
+// Get returns the same records however the log writes: when the log is
+// written with pwrite (commitlog.CopyReads) it copies runs of records that lie close
 // together with pread (commitlog.ReadCopy) and reads the rest, and runs
 // that cross a segment's end, from the mapping.
 func TestGetReadsTheSameInEveryWriteMode(t *testing.T) {
@@ -43,11 +43,12 @@ func TestGetReadsTheSameInEveryWriteMode(t *testing.T) {
 		}
 	}
 	var want map[string][]string
-	for _, mode := range []commitlog.WriteMode{commitlog.WriteMapped, commitlog.WriteDirect, commitlog.WriteHybrid} {
+	for _, mode := range []writemode.Mode{writemode.Mapped, writemode.Direct, writemode.Hybrid} {
 		t.Run(mode.String(), func(t *testing.T) {
 			cfg := testConfig(t, t.TempDir(), nil)
-			cfg.Log.WriteMode, cfg.Log.DirectBytes = mode, 2000
-			s := openStore(t, cfg)
+			cfg.Log.DirectBytes = 2000
+			s, err := store.Open(writemode.With(t.Context(), mode), cfg)
+			require.NoError(t, err)
 			defer s.Close()
 			putAll(t, s, 0, 200) // queues interleaved in the log, batches of up to 5
 			for b := range 12 {  // then runs of one queue: records close together
@@ -57,11 +58,11 @@ func TestGetReadsTheSameInEveryWriteMode(t *testing.T) {
 					m.Topic, m.QueueID = "Orders", int32(b%2)
 					batch[j] = m
 				}
-				_, err := s.Put(t.Context(), batch)
+				_, err := putMsgs(t.Context(), s, batch)
 				require.NoError(t, err)
 				big := msg(2000 + b) // another queue's record too big to read along
 				big.Topic, big.QueueID, big.Body = "Audit", 3, make([]byte, 20<<10)
-				_, err = s.Put(t.Context(), []*message.Message{big})
+				_, err = putMsgs(t.Context(), s, []*message.Message{big})
 				require.NoError(t, err)
 			}
 			waitDispatched(t, s)

@@ -162,7 +162,7 @@ func (s *Store) recover(ctx context.Context) error {
 	}
 	logMin = s.cl.MinOffset()
 	for k, q := range s.queues {
-		s.next[k] = max(s.next[k], q.MaxOffset())
+		s.setNext(k, max(s.nextOf(k), q.MaxOffset()))
 		q.logicMin.Store(firstAtOrAbove(q.Queue, logMin))
 	}
 	s.trimmedAt.Store(logMin)
@@ -202,7 +202,7 @@ func (s *Store) openStalled(cause error) error {
 		return fmt.Errorf("store: open with records not dispatched (%v): %w", cause, err)
 	}
 	for k, end := range ends {
-		s.next[k] = end
+		s.setNext(k, end)
 	}
 	s.recoveredEnds = ends
 	s.log.Error("store opened with records not dispatched; sends are refused until they are", "offset", s.dispatched.Load(),

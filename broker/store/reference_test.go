@@ -58,7 +58,7 @@ func refWorkload(t *testing.T, seed uint64, n int) (*store.Store, []refMsg) {
 			batch[i] = m
 		}
 		now.Add(int64(rng.IntN(1500)))
-		res, err := s.Put(t.Context(), batch)
+		res, err := putMsgs(t.Context(), s, batch)
 		require.NoError(t, err)
 		for i, r := range res {
 			m := batch[i]

@@ -37,7 +37,7 @@ func putScale(b *testing.B, s *store.Store, topics, msgs int) {
 					Body: fmt.Appendf(nil, "body-%d", i)})
 			}
 		}
-		_, err := s.Put(b.Context(), batch)
+		_, err := putMsgs(b.Context(), s, batch)
 		require.NoError(b, err)
 	}
 	for s.DispatchedOffset() < s.CommitLog().MaxOffset() {

@@ -7,11 +7,11 @@ import (
 	"time"
 )
 
-// ErrDispatchStalled means Put refused the messages, storing nothing: the
+// ErrDispatchStalled means PutBatch refused the messages, storing nothing: the
 // dispatcher has failed to bring the consume queues and the index up to
 // the log's end for longer than Config.MaxDispatchStall, or lags it by more
 // than Config.MaxDispatchLagBytes, so messages acknowledged now could not
-// be read. It is transient: Put accepts messages again once the dispatcher
+// be read. It is transient: PutBatch accepts messages again once the dispatcher
 // has caught up (typically once disk space is freed).
 var ErrDispatchStalled = errors.New("store: dispatch stalled")
 
@@ -35,12 +35,12 @@ type DispatchStatus struct {
 	Since   time.Time
 	For     time.Duration
 	Err     error
-	// Refusing is true when Put refuses messages with ErrDispatchStalled.
+	// Refusing is true when PutBatch refuses messages with ErrDispatchStalled.
 	Refusing bool
 }
 
 // String says what the status means, "" when the dispatcher is healthy and
-// Put accepts messages.
+// PutBatch accepts messages.
 func (d DispatchStatus) String() string {
 	if d.Stalled {
 		return "dispatch stalled " + d.detail()
@@ -62,11 +62,11 @@ func (d DispatchStatus) detail() string {
 }
 
 // stall is the dispatcher's failure state: written by the dispatcher, read
-// by Put, DispatchState and the metrics.
+// by PutBatch, DispatchState and the metrics.
 type stall struct {
 	since atomic.Int64          // unix ns of the first failure of the current stall; 0: none
 	err   atomic.Pointer[error] // the last failure
-	// refuseNow makes Put refuse at once, not after MaxDispatchStall: set
+	// refuseNow makes PutBatch refuse at once, not after MaxDispatchStall: set
 	// when Open could not dispatch the recovered log (a restart during a
 	// stall), cleared when the dispatcher catches up.
 	refuseNow atomic.Bool
@@ -126,7 +126,7 @@ func (s *Store) resumed(now time.Time) {
 }
 
 // DispatchState returns how far the dispatcher is behind the log and
-// whether Put refuses messages for it. Safe for concurrent use.
+// whether PutBatch refuses messages for it. Safe for concurrent use.
 func (s *Store) DispatchState() DispatchStatus {
 	d := DispatchStatus{Dispatched: s.dispatched.Load(), LogEnd: s.cl.MaxOffset()}
 	d.LagBytes = max(d.LogEnd-d.Dispatched, 0)
@@ -142,7 +142,7 @@ func (s *Store) DispatchState() DispatchStatus {
 }
 
 // refusing decides, from a status with every other field set, whether
-// Put refuses messages.
+// PutBatch refuses messages.
 func (s *Store) refusing(d DispatchStatus) bool {
 	if lim := s.cfg.MaxDispatchLagBytes; lim > 0 && d.LagBytes > lim {
 		return true
@@ -153,9 +153,9 @@ func (s *Store) refusing(d DispatchStatus) bool {
 	return s.stall.refuseNow.Load() || d.For >= s.cfg.MaxDispatchStall
 }
 
-// Refusal returns the error Put would refuse messages with now (wrapping
+// Refusal returns the error PutBatch would refuse messages with now (wrapping
 // ErrDispatchStalled, saying why), nil when it takes them. Safe for
-// concurrent use; Put asks it first.
+// concurrent use; PutBatch asks it first.
 func (s *Store) Refusal() error {
 	if s.stall.since.Load() == 0 {
 		lim := s.cfg.MaxDispatchLagBytes

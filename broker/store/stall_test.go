@@ -47,7 +47,7 @@ func putUntilRefused(t *testing.T, s *store.Store, clock *testutil.Clock, from i
 	t.Helper()
 	var out []store.PutResult
 	put := func(i int) error {
-		res, err := s.Put(t.Context(), []*message.Message{msg(i)})
+		res, err := putMsgs(t.Context(), s, []*message.Message{msg(i)})
 		out = append(out, res...)
 		return err
 	}
@@ -117,7 +117,7 @@ func TestDispatchStallRefusesPutsAndHoldsForcedCleaning(t *testing.T) {
 		require.NoError(t, err, "acknowledged message %s is readable from its queue", r.MsgID)
 		assert.Equal(t, r.PhysicalOffset, got.PhysicalOffset)
 	}
-	_, err = s.Put(t.Context(), []*message.Message{msg(len(acked))})
+	_, err = putMsgs(t.Context(), s, []*message.Message{msg(len(acked))})
 	require.NoError(t, err, "Put accepts messages again")
 }
 
@@ -132,14 +132,14 @@ func TestDispatchLagRefusesPuts(t *testing.T) {
 	defer release() // before Close, which waits for the dispatcher
 	var err error
 	for i := 0; err == nil && i < 1000; i++ {
-		_, err = s.Put(t.Context(), []*message.Message{msg(i)})
+		_, err = putMsgs(t.Context(), s, []*message.Message{msg(i)})
 	}
 	require.ErrorIs(t, err, store.ErrDispatchStalled)
 	assert.Contains(t, err.Error(), "bytes behind the log's end")
 	assert.False(t, s.DispatchState().Stalled, "slow, not failing")
 	release()
 	waitDispatched(t, s)
-	_, err = s.Put(t.Context(), []*message.Message{msg(0)})
+	_, err = putMsgs(t.Context(), s, []*message.Message{msg(0)})
 	require.NoError(t, err)
 }
 
@@ -162,7 +162,7 @@ func TestOpenWhileDispatchStalled(t *testing.T) {
 	defer s.Close()
 	assert.Contains(t, s.Recovery().DispatchError, "no space left on device")
 	assert.True(t, s.DispatchState().Refusing, "refusing at once")
-	_, err = s.Put(t.Context(), []*message.Message{msg(0)})
+	_, err = putMsgs(t.Context(), s, []*message.Message{msg(0)})
 	require.ErrorIs(t, err, store.ErrDispatchStalled)
 
 	ends := map[store.QueueKey]int64{}

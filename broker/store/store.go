@@ -13,7 +13,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/gantrymq/gantry/broker/metadata"
 	"github.com/gantrymq/gantry/commitlog"
@@ -21,7 +20,6 @@ import (
 	"github.com/gantrymq/gantry/index"
 	"github.com/gantrymq/gantry/internal/fsx"
 	"github.com/gantrymq/gantry/internal/tick"
-	"github.com/gantrymq/gantry/message"
 )
 
 // Config configures a Store. The zero value of every field means its default.
@@ -61,13 +59,13 @@ type Config struct {
 	OnDispatch func(topic string, queueID int32, maxOffset int64)
 	// MaxDispatchStall is how long the dispatcher may fail to bring the
 	// consume queues and the index up to the log's end (a full disk
-	// refusing their next file) before Put refuses messages with
+	// refusing their next file) before PutBatch refuses messages with
 	// ErrDispatchStalled, until it catches up: messages acknowledged
 	// meanwhile could not be read. Default 2 s (DefaultMaxDispatchStall);
 	// negative: never refuse for a stall.
 	MaxDispatchStall time.Duration
 	// MaxDispatchLagBytes is how far behind the log's end the dispatcher
-	// may be, failing or not, before Put refuses messages with
+	// may be, failing or not, before PutBatch refuses messages with
 	// ErrDispatchStalled. Default 256 MiB (DefaultMaxDispatchLagBytes);
 	// negative: no limit.
 	MaxDispatchLagBytes int64
@@ -145,9 +143,9 @@ type Store struct {
 	qmu    sync.RWMutex
 	queues map[QueueKey]*cqueue
 
-	// next holds each queue's next queue offset. Only Put's stamper touches
-	// it after Open, under the commit log's append lock.
-	next map[QueueKey]int64
+	// next holds each queue's next queue offset. Only PutBatch's stamper
+	// touches it after Open, under the commit log's append lock (nextOffset).
+	next map[QueueKey]*int64
 
 	dispatched atomic.Int64 // log offset up to which records are dispatched
 	// moved is closed when the dispatch position next grows, nil while
@@ -194,7 +192,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		cfg:    cfg,
 		log:    cfg.Logger.With("component", "store"),
 		queues: map[QueueKey]*cqueue{},
-		next:   map[QueueKey]int64{},
+		next:   map[QueueKey]*int64{},
 		kick:   make(chan struct{}, 1),
 		create: make(chan *cqueue, createBacklog),
 		dcache: map[string]map[int32]*cqueue{},
@@ -312,218 +310,6 @@ func (s *Store) wake() {
 	default:
 	}
 }
-
-// PutResult says where a message was stored.
-type PutResult struct {
-	MsgID          string // offset message id (store host + physical offset)
-	UniqKey        string
-	QueueID        int32
-	QueueOffset    int64
-	PhysicalOffset int64
-	StoreTimestamp int64
-}
-
-// Put stores msgs as one unit: each message gets the next queue offset of
-// its (Topic, QueueID), in order. Under SyncFlush it returns once they are
-// durable. A message without UNIQ_KEY gets one. The messages are not
-// modified. On commitlog.ErrFlushTimeout the results are filled in: the
-// messages are stored but not known durable. While the dispatcher is
-// stalled (see MaxDispatchStall, MaxDispatchLagBytes) it stores nothing
-// and fails with ErrDispatchStalled.
-func (s *Store) Put(ctx context.Context, msgs []*message.Message) ([]PutResult, error) {
-	if len(msgs) == 0 {
-		return nil, errors.New("store: put of no messages")
-	}
-	if err := s.Refusal(); err != nil {
-		return nil, err
-	}
-	results := make([]PutResult, len(msgs))
-	bp := batchPool.Get().(*[]byte)
-	defer func() {
-		if cap(*bp) <= maxPooledBatch {
-			batchPool.Put(bp)
-		}
-	}()
-	batch := (*bp)[:0]
-	for i, m := range msgs {
-		mm := *m
-		mm.StoreHost = s.cfg.StoreHost
-		uniq := mm.UniqKey()
-		var gen string
-		if uniq == "" {
-			uniq = message.NewUniqID()
-			gen = uniq
-		}
-		var err error
-		if batch, err = message.AppendUnsealed(batch, &mm, gen); err != nil { // the log seals it after stamping
-			return nil, fmt.Errorf("store: message %d: %w", i, err)
-		}
-		results[i].UniqKey, results[i].QueueID = uniq, m.QueueID
-	}
-	*bp = batch
-	i := 0
-	res, err := s.cl.Append(ctx, batch, func(rec []byte, off int64) {
-		var qo int64 // prepared and rolled-back transactional messages have no queue entry: offset 0, as in RocketMQ
-		if tx := msgs[i].SysFlag & message.TransactionMask; tx != message.TransactionPrepared && tx != message.TransactionRollback {
-			k := QueueKey{Topic: msgs[i].Topic, QueueID: msgs[i].QueueID}
-			qo = s.next[k]
-			s.next[k] = qo + 1
-		}
-		message.SetQueueOffset(rec, qo)
-		results[i].QueueOffset, results[i].PhysicalOffset = qo, off
-		i++
-	})
-	if i == 0 { // nothing was stored
-		return nil, err
-	}
-	s.notePut(res.End)
-	s.stampResults(results, res.StoreTimestamp)
-	return results, err
-}
-
-// PutRecords stores records already encoded (message.AppendUnsealed or
-// Append), all of topic, given in pieces that each hold whole records, as
-// one unit: like Put, each gets the next offset of its queue (QUEUEID as
-// written), its store host and the log's stamps; the log seals each
-// __CRC32# tail. Every record must carry a UNIQ_KEY and a __CRC32# tail,
-// and its STOREHOST the family of the store's. The pieces are modified in
-// place; n is how many records they hold. PutRecords reads each record to
-// check it; a caller that has done so already calls PutCheckedRecords.
-func (s *Store) PutRecords(ctx context.Context, topic string, pieces [][]byte, n int) ([]PutResult, error) {
-	if n == 0 {
-		return nil, errors.New("store: put of no records")
-	}
-	recs := make([]RecordInfo, 0, n)
-	for _, piece := range pieces {
-		for off := 0; off < len(piece); {
-			v, err := message.NewView(piece[off:])
-			if err != nil {
-				return nil, fmt.Errorf("store: record %d: %w", len(recs), err)
-			}
-			if string(v.Topic()) != topic {
-				return nil, fmt.Errorf("store: record %d is for topic %q, not %q", len(recs), v.Topic(), topic)
-			}
-			uniq, ok := v.Property(message.PropUniqKey)
-			if !ok || len(uniq) == 0 {
-				return nil, fmt.Errorf("store: record %d has no UNIQ_KEY", len(recs))
-			}
-			recs = append(recs, RecordInfo{QueueID: v.QueueID(), UniqKey: uniq})
-			off += len(v.Bytes())
-		}
-	}
-	if len(recs) != n {
-		return nil, fmt.Errorf("store: %d records in the batch, %d announced", len(recs), n)
-	}
-	return s.PutCheckedRecords(ctx, topic, pieces, recs)
-}
-
-// RecordInfo is what PutCheckedRecords takes from its caller of each
-// record: its QUEUEID and its UNIQ_KEY (a view of the record is fine: it
-// is copied).
-type RecordInfo struct {
-	QueueID int32
-	UniqKey []byte
-}
-
-// PutCheckedRecords is PutRecords for records the caller has read and
-// checked already (message.NewView, as the broker's SendRecords does):
-// each is well formed, of topic, with a UNIQ_KEY and a __CRC32# tail, and
-// recs[i] is what record i holds. The log still checks each record's
-// framing and tail before it copies any; the rest is not read again.
-func (s *Store) PutCheckedRecords(ctx context.Context, topic string, pieces [][]byte, recs []RecordInfo) ([]PutResult, error) {
-	n := len(recs)
-	if n == 0 {
-		return nil, errors.New("store: put of no records")
-	}
-	if err := s.Refusal(); err != nil {
-		return nil, err
-	}
-	results := make([]PutResult, n)
-	size := 0
-	for _, r := range recs {
-		size += len(r.UniqKey)
-	}
-	keys := make([]byte, 0, size) // the UNIQ_KEYs back to back: views below
-	i := 0
-	for _, piece := range pieces {
-		for off := 0; off < len(piece); i++ {
-			size, _, ok := message.RecordSize(piece[off:])
-			switch {
-			case !ok || size < message.MinRecordSize || int(size) > len(piece)-off:
-				return nil, fmt.Errorf("store: record %d: size %d does not fit the %d bytes left", i, size, len(piece)-off)
-			case i >= n:
-				return nil, fmt.Errorf("store: more records in the batch than the %d announced", n)
-			}
-			rec := piece[off : off+int(size)]
-			if !message.SetStoreHost(rec, s.cfg.StoreHost) {
-				return nil, fmt.Errorf("store: record %d: store host %s does not fit its STOREHOST field", i, s.cfg.StoreHost)
-			}
-			if len(recs[i].UniqKey) == 0 {
-				return nil, fmt.Errorf("store: record %d has no UNIQ_KEY", i)
-			}
-			at := len(keys)
-			keys = append(keys, recs[i].UniqKey...)
-			results[i] = PutResult{QueueID: recs[i].QueueID, UniqKey: unsafe.String(&keys[at], len(keys)-at)} // keys never grows: sized above
-			off += int(size)
-		}
-	}
-	if i != n {
-		return nil, fmt.Errorf("store: %d records in the batch, %d announced", i, n)
-	}
-	i = 0
-	res, err := s.cl.AppendV(ctx, pieces, func(rec []byte, off int64) {
-		var qo int64
-		if tx := message.SysFlagOf(rec) & message.TransactionMask; tx != message.TransactionPrepared && tx != message.TransactionRollback {
-			k := QueueKey{Topic: topic, QueueID: results[i].QueueID}
-			qo = s.next[k]
-			s.next[k] = qo + 1
-		}
-		message.SetQueueOffset(rec, qo)
-		results[i].QueueOffset, results[i].PhysicalOffset = qo, off
-		i++
-	})
-	if i == 0 {
-		return nil, err
-	}
-	s.notePut(res.End)
-	s.stampResults(results, res.StoreTimestamp)
-	return results, err
-}
-
-// notePut raises PutEnd to end, the log offset past a Put's records.
-func (s *Store) notePut(end int64) {
-	for {
-		cur := s.putEnd.Load()
-		if end <= cur || s.putEnd.CompareAndSwap(cur, end) {
-			return
-		}
-	}
-}
-
-// PutEnd returns the log offset past the last record a Put or
-// PutCheckedRecords of this process stored (0 before the first): once
-// DispatchedOffset reaches it, every message stored so far is in its
-// consume queue and the key index. Unlike the log's MaxOffset it never
-// counts a filler, which the dispatcher passes only when a record follows.
-func (s *Store) PutEnd() int64 { return s.putEnd.Load() }
-
-// stampResults sets the store time and the message id of every result.
-// The ids share one allocation (two with an IPv6 store host): views of a
-// buffer nothing writes again (append moves on to a new one when it grows).
-func (s *Store) stampResults(results []PutResult, ts int64) {
-	ids := make([]byte, 0, len(results)*32) // an IPv4 id's hex digits
-	for j := range results {
-		at := len(ids)
-		ids = message.AppendOffsetMsgID(ids, s.cfg.StoreHost, results[j].PhysicalOffset)
-		results[j].StoreTimestamp = ts
-		results[j].MsgID = unsafe.String(&ids[at], len(ids)-at)
-	}
-}
-
-// batchPool holds Put's encoding buffers; larger ones are dropped.
-var batchPool = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
-
-const maxPooledBatch = 4 << 20
 
 // Metadata returns the store's topics, subscription groups and consumer
 // and delay offsets, saved every MetadataInterval and at Close.

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -55,6 +56,17 @@ func msg(i int) *message.Message {
 	}
 }
 
+// putMsgs stores msgs as the broker stores message structs: encoded once
+// (Encode), then put (PutBatch).
+func putMsgs(ctx context.Context, s *store.Store, msgs []*message.Message) ([]store.PutResult, error) {
+	b, err := s.Encode(msgs)
+	if err != nil {
+		return nil, err
+	}
+	defer b.Release()
+	return s.PutBatch(ctx, b)
+}
+
 // putAll stores n messages in batches of up to 5 and returns the results.
 func putAll(t *testing.T, s *store.Store, from, n int) []store.PutResult {
 	t.Helper()
@@ -66,7 +78,7 @@ func putAll(t *testing.T, s *store.Store, from, n int) []store.PutResult {
 		for j := range batch {
 			batch[j] = msg(i + j)
 		}
-		res, err := s.Put(t.Context(), batch)
+		res, err := putMsgs(t.Context(), s, batch)
 		require.NoError(t, err)
 		out = append(out, res...)
 		i += k
@@ -264,7 +276,7 @@ func TestTransactionalHalfMessagesTakeNoQueueOffset(t *testing.T) {
 		m.SysFlag, m.Body = flag, fmt.Appendf(nil, "tx-%d", i)
 		batch = append(batch, m)
 	}
-	res, err := s.Put(t.Context(), batch)
+	res, err := putMsgs(t.Context(), s, batch)
 	require.NoError(t, err)
 	var offs []int64
 	for _, r := range res {
@@ -298,7 +310,7 @@ func TestRecoveryReportDispatchHookAndSyncFlush(t *testing.T) {
 	}
 	s := openStore(t, cfg)
 	for i := range 50 {
-		res, err := s.Put(t.Context(), []*message.Message{msg(i)})
+		res, err := putMsgs(t.Context(), s, []*message.Message{msg(i)})
 		require.NoError(t, err)
 		assert.GreaterOrEqual(t, s.CommitLog().FlushedOffset(), res[0].PhysicalOffset+1, "durable before Put returns")
 	}
@@ -324,19 +336,23 @@ func TestRecoveryReportDispatchHookAndSyncFlush(t *testing.T) {
 	assert.Equal(t, float64(50), rep["dispatchedRecords"])
 }
 
-// PutRecords stores records the producer encoded, like Put.
-func TestPutRecords(t *testing.T) {
+// PutBatch stores records the producer encoded, as it stores messages
+// (Encode), taking each record's queue and UNIQ_KEY from the check that
+// read it where it entered.
+func TestPutBatch(t *testing.T) {
 	s := openStore(t, testConfig(t, t.TempDir(), nil))
 	defer s.Close()
 	var batch []byte
+	var recs []store.RecordInfo
 	for i := range 5 {
 		m := msg(i * 3) // Orders
 		m.QueueID = int32(i % 2)
 		var err error
 		batch, err = message.AppendUnsealed(batch, m, fmt.Sprintf("U%d", i))
 		require.NoError(t, err)
+		recs = append(recs, store.RecordInfo{QueueID: m.QueueID, UniqKey: fmt.Appendf(nil, "U%d", i)})
 	}
-	res, err := s.PutRecords(t.Context(), "Orders", [][]byte{batch[:0], batch}, 5)
+	res, err := s.PutBatch(t.Context(), store.Batch{Topic: "Orders", Pieces: [][]byte{batch[:0], batch}, Records: recs})
 	require.NoError(t, err)
 	require.Len(t, res, 5)
 	assert.Equal(t, []int64{0, 0, 1, 1, 2}, []int64{res[0].QueueOffset, res[1].QueueOffset, res[2].QueueOffset, res[3].QueueOffset, res[4].QueueOffset})
@@ -351,36 +367,61 @@ func TestPutRecords(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, ms, 1)
 
-	// Wrong topic, no UNIQ_KEY, a count that does not match.
-	rec, err := message.AppendUnsealed(nil, msg(1), "U")
+	// It refuses a count that does not match, a missing key and a record
+	// that does not fit its piece.
+	rec, err := message.AppendUnsealed(nil, msg(0), "U")
 	require.NoError(t, err)
-	_, err = s.PutRecords(t.Context(), "Orders", [][]byte{rec}, 1)
-	assert.ErrorContains(t, err, "not \"Orders\"")
-	rec, err = message.AppendUnsealed(nil, msg(0), "")
-	require.NoError(t, err)
-	_, err = s.PutRecords(t.Context(), "Orders", [][]byte{rec}, 1)
-	assert.ErrorContains(t, err, "UNIQ_KEY")
-	rec, err = message.AppendUnsealed(nil, msg(0), "U")
-	require.NoError(t, err)
-	_, err = s.PutRecords(t.Context(), "Orders", [][]byte{rec}, 2)
-	assert.ErrorContains(t, err, "announced")
-
-	// PutCheckedRecords takes the queue and UNIQ_KEY from its caller, and
-	// still refuses a count that does not match and a missing key.
+	info := func(keys ...string) []store.RecordInfo {
+		out := make([]store.RecordInfo, len(keys))
+		for i, k := range keys {
+			out[i] = store.RecordInfo{UniqKey: []byte(k)}
+		}
+		return out
+	}
 	two := append(bytes.Clone(rec), rec...)
-	_, err = s.PutCheckedRecords(t.Context(), "Orders", [][]byte{two}, []store.RecordInfo{{UniqKey: []byte("U")}})
+	_, err = s.PutBatch(t.Context(), store.Batch{Topic: "Orders", Pieces: [][]byte{two}, Records: info("U")})
 	assert.ErrorContains(t, err, "more records")
-	_, err = s.PutCheckedRecords(t.Context(), "Orders", [][]byte{rec}, []store.RecordInfo{{UniqKey: []byte("U")}, {UniqKey: []byte("V")}})
+	_, err = s.PutBatch(t.Context(), store.Batch{Topic: "Orders", Pieces: [][]byte{rec}, Records: info("U", "V")})
 	assert.ErrorContains(t, err, "announced")
-	_, err = s.PutCheckedRecords(t.Context(), "Orders", [][]byte{rec}, []store.RecordInfo{{}})
+	_, err = s.PutBatch(t.Context(), store.Batch{Topic: "Orders", Pieces: [][]byte{rec}, Records: info("")})
 	assert.ErrorContains(t, err, "UNIQ_KEY")
-	_, err = s.PutCheckedRecords(t.Context(), "Orders", [][]byte{rec[:40]}, []store.RecordInfo{{UniqKey: []byte("U")}})
+	_, err = s.PutBatch(t.Context(), store.Batch{Topic: "Orders", Pieces: [][]byte{rec[:40]}, Records: info("U")})
 	assert.ErrorContains(t, err, "does not fit")
-	res, err = s.PutCheckedRecords(t.Context(), "Orders", [][]byte{rec}, []store.RecordInfo{{QueueID: 0, UniqKey: []byte("U")}})
+	_, err = s.PutBatch(t.Context(), store.Batch{Topic: "Orders", Pieces: [][]byte{rec}})
+	assert.ErrorContains(t, err, "no records")
+	res, err = s.PutBatch(t.Context(), store.Batch{Topic: "Orders", Pieces: [][]byte{rec}, Records: info("U")})
 	require.NoError(t, err)
 	require.Len(t, res, 1)
 	assert.Equal(t, "U", res[0].UniqKey)
 	assert.Equal(t, int64(3), res[0].QueueOffset, "queue 0 held offsets 0, 1 and 2")
+}
+
+// Keep drops records of a batch (de-duplicated sends), their pieces, what
+// the check read of them and, in a batch of several topics, their topics
+// alike.
+func TestBatchKeep(t *testing.T) {
+	s := openStore(t, testConfig(t, t.TempDir(), nil))
+	defer s.Close()
+	msgs := []*message.Message{msg(0), msg(1), msg(2), msg(3), msg(4)} // Orders, Payments, Audit, Orders, Payments
+	b, err := s.Encode(msgs)
+	require.NoError(t, err)
+	defer b.Release()
+	kept := b.Keep(func(i int) bool { return i != 1 && i != 2 })
+	require.Len(t, kept.Records, 3)
+	res, err := s.PutBatch(t.Context(), kept)
+	require.NoError(t, err)
+	require.Len(t, res, 3)
+	waitDispatched(t, s)
+	for j, i := range []int{0, 3, 4} {
+		m, err := s.MessageByOffsetID(res[j].MsgID)
+		require.NoError(t, err)
+		assert.Equal(t, msgs[i].Topic, m.Topic)
+		assert.Equal(t, msgs[i].Body, m.Body)
+		assert.Equal(t, res[j].UniqKey, m.UniqKey())
+		assert.Equal(t, msgs[i].QueueID, res[j].QueueID)
+	}
+	_, maxOff := s.QueueOffsets("Audit", 2)
+	assert.Zero(t, maxOff, "the dropped Audit record is not stored")
 }
 
 // A full disk refusing the index's next file stops dispatching; once it

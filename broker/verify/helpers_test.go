@@ -1,6 +1,7 @@
 package verify_test
 
 import (
+	"context"
 	"crypto/sha256"
 	"fmt"
 	"io/fs"
@@ -68,7 +69,7 @@ func makeStore(t *testing.T, n int) testStore {
 		for j := range batch {
 			batch[j] = msg(i + j)
 		}
-		res, err := s.Put(t.Context(), batch)
+		res, err := putMsgs(t.Context(), s, batch)
 		require.NoError(t, err)
 		out = append(out, res...)
 		i += k
@@ -165,4 +166,15 @@ func describe(rep verify.Report) string {
 		fmt.Fprintf(&b, "  %s %s\n", p.Kind, p)
 	}
 	return b.String()
+}
+
+// putMsgs stores msgs as the broker stores message structs: encoded once
+// (store.Encode), then put (PutBatch).
+func putMsgs(ctx context.Context, s *store.Store, msgs []*message.Message) ([]store.PutResult, error) {
+	b, err := s.Encode(msgs)
+	if err != nil {
+		return nil, err
+	}
+	defer b.Release()
+	return s.PutBatch(ctx, b)
 }

@@ -168,13 +168,14 @@ func TestIndexEntriesOfEveryKind(t *testing.T) {
 		}
 		return p
 	}
-	_, err = s.Put(t.Context(), []*message.Message{
+	_, err = putMsgs(t.Context(), s, []*message.Message{
 		{Topic: "Orders", Body: []byte("a"), Properties: prop(message.PropKeys, "k1", message.PropIdempotencyKey, "pay-1")},
 		{Topic: store.ScheduleTopic, Body: []byte("b"), Properties: prop(message.PropRealTopic, "Orders", message.PropRealQueueID, "0",
 			message.PropDelay, "3", message.PropIdempotencyKey, "pay-2")},
 		{Topic: store.ScheduleTopic, Body: []byte("c"), Properties: prop(message.PropRealTopic, "Orders", message.PropRealQueueID, "0",
 			message.PropDelay, "3", message.PropKeys, "k3")},
 	})
+
 	require.NoError(t, err)
 	require.NoError(t, s.Close())
 	rep := runVerify(t, dir)

@@ -30,7 +30,7 @@ func makeStore(t *testing.T, n int) string {
 	})
 	require.NoError(t, err)
 	for i := range n {
-		_, err := s.Put(t.Context(), []*message.Message{{
+		batch, err := s.Encode([]*message.Message{{
 			Topic: []string{"Orders", "Payments"}[i%2], QueueID: int32(i % 3),
 			Body: fmt.Appendf(nil, "body-%d-%s", i, strings.Repeat("y", 200)),
 			Properties: message.Properties{
@@ -38,6 +38,9 @@ func makeStore(t *testing.T, n int) string {
 				{Key: message.PropKeys, Value: fmt.Sprintf("k%d", i)},
 			},
 		}})
+		require.NoError(t, err)
+		_, err = s.PutBatch(t.Context(), batch)
+		batch.Release()
 		require.NoError(t, err)
 	}
 	require.NoError(t, s.Close())
