@@ -204,7 +204,7 @@ func (l *Log) prefaultLoop(ctx context.Context) {
 // process's mmap lock for a whole madvise call: with 64 MiB chunks, mmap
 // calls elsewhere (a new consume-queue file) waited behind it long enough
 // to delay dispatch after start-up; a 4 MiB chunk holds it briefly
-// (docs/decisions/0050-commit-log-write-path.md).
+// (docs/decisions/0023-commit-log-chooses-how-it-writes.md).
 func (l *Log) populate(ctx context.Context, seg *segment, from, to int64) (int64, error) {
 	const chunk = 4 << 20
 	w := l.writer(seg)

@@ -15,7 +15,7 @@ import (
 // bytes, past what the last flushes keep in memory (l.staged), are read
 // from the disk. Through the page cache that read allocates a page for
 // every 4 KiB of the log, most of its cost where memory given back to a
-// VM's host is faulted in again (docs/decisions/0051-reading-the-commit-log.md).
+// VM's host is faulted in again (docs/decisions/0024-reading-the-commit-log.md).
 // So these reads go around the page cache: blockBytes at a time with O_DIRECT
 // (fsx.DirectWriter.ReadAtDirect) into a few buffers of the log's own,
 // reused, which readers copy from. A consumer going through a backlog
@@ -54,7 +54,7 @@ type blockCache struct {
 	// and unmapped at Close or when the log is idle (trim). It is aligned
 	// to a huge page and advised huge: an O_DIRECT read pins every page of
 	// its buffer, and pinning 256 small pages a block was a visible share
-	// of a consuming broker's CPU (docs/decisions/0051-reading-the-commit-log.md).
+	// of a consuming broker's CPU (docs/decisions/0024-reading-the-commit-log.md).
 	arena, arenaMap []byte
 }
 

@@ -47,7 +47,7 @@ func ParseFlushMode(s string) (FlushMode, error) {
 // system takes it (writeBuffered), under either flush mode. The other
 // ways are kept for the module's tests (internal/writemode) and for the
 // measurements that chose between them:
-// docs/decisions/0050-commit-log-write-path.md.
+// docs/decisions/0023-commit-log-chooses-how-it-writes.md.
 //
 //   - writeMapped copies records straight into the segment's mapping and
 //     flushes with msync; the segment is pre-faulted ahead of the writes
@@ -122,14 +122,14 @@ type Config struct {
 	// cache, and writeAuto pick writeMapped for AsyncFlush; set by tests
 	// only. By default large flushes are written with O_DIRECT where the
 	// file system takes it and SegmentBytes is a multiple of 4 KiB (see
-	// stage.go and docs/decisions/0050-commit-log-write-path.md).
+	// stage.go and docs/decisions/0023-commit-log-chooses-how-it-writes.md).
 	noDirectWrites bool
 	// ZeroFillAhead has the preallocator write zeros over each new segment
 	// so that later writes land in already-written extents (RocketMQ's
 	// warm-up; on ext4 a write into a fallocated-but-unwritten extent can
 	// cost a journal commit per flush). Default off: the extra gigabyte of
 	// writes per segment cost more sync-flush throughput than it saved
-	// (docs/decisions/0050-commit-log-write-path.md).
+	// (docs/decisions/0023-commit-log-chooses-how-it-writes.md).
 	ZeroFillAhead *bool
 	// PrefaultAhead is how many bytes ahead of the append position are kept
 	// pre-faulted (MADV_POPULATE_WRITE) in the background with writeMapped,
@@ -211,7 +211,7 @@ const (
 	defaultSegmentBytes = 1 << 30
 	// defaultPrefaultAhead: a fraction of a second of a busy broker's
 	// appends, which pre-faulting outruns
-	// (docs/decisions/0050-commit-log-write-path.md).
+	// (docs/decisions/0023-commit-log-chooses-how-it-writes.md).
 	defaultPrefaultAhead = 64 << 20
 	minSegmentBytes      = 4096
 )

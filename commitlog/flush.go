@@ -88,7 +88,7 @@ func (l *Log) kickFlusher() {
 // wait, covering every record appended so far in one flush (group commit).
 // One flusher: several flushes in flight were measured slower, as
 // concurrent fdatasyncs split the groups more than they overlap
-// (docs/decisions/0050-commit-log-write-path.md). Under AsyncFlush it
+// (docs/decisions/0023-commit-log-chooses-how-it-writes.md). Under AsyncFlush it
 // flushes every FlushInterval when FlushLeastPages are dirty, and
 // everything every FlushThoroughInterval.
 func (l *Log) flushLoop(ctx context.Context) {
@@ -371,7 +371,7 @@ func (l *Log) writeBufferedOnce() (took bool, start, end int64) {
 // of large writes after small ones more: whatever of it was faulted in
 // (and dirtied) goes through the page cache, not direct, and its
 // writeback write-protects every page again, a TLB flush on every CPU
-// each (figures: docs/decisions/0050-commit-log-write-path.md).
+// each (figures: docs/decisions/0023-commit-log-chooses-how-it-writes.md).
 const smallWindow = 4 << 20
 
 // writeStaged writes staged bytes b at log offset off, inside one segment,
@@ -379,7 +379,7 @@ const smallWindow = 4 << 20
 // copied into the segment's mapping, as writeMapped appends are, with a
 // window after them pre-faulted (smallWindow), so that one message at a
 // time costs neither a syscall nor a fault, each of which a single send
-// waits for (docs/decisions/0050-commit-log-write-path.md).
+// waits for (docs/decisions/0023-commit-log-chooses-how-it-writes.md).
 // No direct write starts inside the window (writeBufferedOnce). Larger
 // writes, and every write under SyncFlush, go with pwrite (writeAt).
 // l.writeMu is held.

@@ -743,7 +743,7 @@ func (l *Log) ReadRecord(off int64) (rec Region, next int64, err error) {
 // appends (the store's dispatcher): pread copies from the page cache
 // through the kernel's own mapping, while the first read of each page
 // through the log's mapping costs a page-table fill, dear on a VM whose
-// page tables the host shadows (docs/decisions/0051-reading-the-commit-log.md).
+// page tables the host shadows (docs/decisions/0024-reading-the-commit-log.md).
 func (l *Log) CopyRecords(off int64, buf []byte) (recs []byte, start, next int64, err error) {
 	for {
 		seg, err := l.acquireRange(off, 8) // a record's front at least

@@ -77,7 +77,7 @@ type Span struct{ Off, End int64 }
 // pwrite (writeDirect): its pages are then in the page cache in small
 // folios that a read through the mapping faults in one 4 KiB page at a
 // time, where pread copies them through the kernel's own mapping
-// (docs/decisions/0051-reading-the-commit-log.md).
+// (docs/decisions/0024-reading-the-commit-log.md).
 // Under writeBuffered it copies what the last flushes still hold in memory
 // (stage.go) from there. Safe for concurrent use.
 func (l *Log) ReadCopy(spans []Span) (*Copy, error) {

@@ -88,7 +88,7 @@ func (s *segment) retire() {
 // flush took the readers' entries with it, and the first read of a
 // flushed page then cost a page-table fill, several times a record's
 // read through a mapping of their own (BenchmarkReadAfterFlush;
-// docs/decisions/0051-reading-the-commit-log.md). The readers fault their entries in read-only, and
+// docs/decisions/0024-reading-the-commit-log.md). The readers fault their entries in read-only, and
 // writeback leaves those alone.
 //
 // With random (writeHybrid) the writer's mapping is marked random access,

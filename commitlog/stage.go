@@ -20,7 +20,7 @@ import (
 // is not set), large flushes are written with O_DIRECT (fsx.DirectWriter):
 // from the staging buffer straight to the disk, without the page cache's
 // copy, page allocation and writeback, most of what a sync-flush broker's
-// flusher cost (docs/decisions/0050-commit-log-write-path.md).
+// flusher cost (docs/decisions/0023-commit-log-chooses-how-it-writes.md).
 //
 // A direct write must never cover a range that is in the page cache (see
 // fsx.DirectWriter), and readers bring into it what they read. So a
@@ -59,7 +59,7 @@ const minStage = 256 << 10
 // and stageKeepBytes how large they may be in all, the newest aside: how
 // far behind the flusher the dispatcher was seen to fall under a sync
 // produce, in flushes of a few hundred KiB (reading the disk instead slows
-// it down, and so it falls further; docs/decisions/0051-reading-the-commit-log.md).
+// it down, and so it falls further; docs/decisions/0024-reading-the-commit-log.md).
 const (
 	stageKeep      = 128
 	stageKeepBytes = 24 << 20
@@ -102,7 +102,7 @@ func alignUp(n int) int { return (n + fsx.DirectAlign - 1) &^ (fsx.DirectAlign -
 // log keeps to reuse: the one written last becomes the next pending
 // buffer, and a pending buffer that grows moves into a larger one. Mapping
 // a fresh buffer each time instead faulted every page of it in, for every
-// flush (docs/decisions/0050-commit-log-write-path.md). One spare may be larger,
+// flush (docs/decisions/0023-commit-log-chooses-how-it-writes.md). One spare may be larger,
 // up to twice MaxPendingBytes, as one always could.
 const (
 	stageSpares     = 4

@@ -71,7 +71,7 @@ func (s *Store) dispatchLoop(ctx context.Context) {
 // read of each page through the log's mapping (a consumer reading the
 // record later pays that read instead, but a produce that nothing reads
 // at once does not): a produce then costs the broker less CPU
-// (docs/decisions/0051-reading-the-commit-log.md). Under a log written through its mapping the appends
+// (docs/decisions/0024-reading-the-commit-log.md). Under a log written through its mapping the appends
 // already put the pages there, and the dispatcher's read spares the
 // consumers theirs, so it reads them there.
 func (s *Store) dispatch() (n int64, err error) {

@@ -205,7 +205,7 @@ func (s *Store) get(k QueueKey, q *cqueue, offset int64, maxMsgs, maxBytes int, 
 	// one another, has the memory fetch them side by side instead of one
 	// after the other (the checks were a large share of the broker's CPU
 	// for a pull read back from a log larger than the caches;
-	// docs/decisions/0051-reading-the-commit-log.md).
+	// docs/decisions/0024-reading-the-commit-log.md).
 	touchRecords(res.Records)
 	for j, rec := range res.Records {
 		if p := entryProblem(rec.B, checks[j].e, k, checks[j].qo, false); p != "" {

@@ -1,6 +1,6 @@
 // Package writemode lets the module's tests choose how a commit log writes
 // its appends. Outside tests the commit log chooses itself from its flush
-// mode (see docs/decisions/0050-commit-log-write-path.md); nothing else
+// mode (see docs/decisions/0023-commit-log-chooses-how-it-writes.md); nothing else
 // in the module sets it.
 package writemode
 
