@@ -160,8 +160,10 @@ func blockEnd(seg *segment, at int64) int64 {
 
 // get returns the block holding log offset at, with a reference the caller
 // releases, reading it from the disk if no block holds it; it waits while
-// another reader loads that block or every block is in use. It returns nil
-// if the cache is off or the read fails.
+// another reader loads that block. It returns nil if the cache is off, the
+// read fails, or every block is in use: the caller then reads through the
+// page cache rather than wait, so that more readers than blocks (a larger
+// machine's) are never held back by the cache's size.
 func (c *blockCache) get(l *Log, seg *segment, d fsx.DirectWriter, at int64) *block {
 	fileOff := (at - seg.base) &^ (blockBytes - 1)
 	base := seg.base + fileOff
@@ -187,8 +189,11 @@ func (c *blockCache) get(l *Log, seg *segment, d fsx.DirectWriter, at int64) *bl
 			return hit
 		case hit == nil && idle != nil:
 			return c.load(l, seg, d, idle, base, at)
+		case hit == nil:
+			c.mu.Unlock()
+			return nil // every block in use
 		}
-		c.changed.Wait()
+		c.changed.Wait() // another reader is loading this block
 	}
 	c.mu.Unlock()
 	return nil
