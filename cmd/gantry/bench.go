@@ -48,7 +48,7 @@ p999) from a histogram. Produced bodies carry a run id and sequence number, so
 	pf.StringVar(&cpuProfile, "cpuprofile", "", "write the client's CPU profile to this file")
 	_ = pf.MarkHidden("cpuprofile")
 	cmd.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
-		clientGC()
+		clientGC(inflight, size)
 		if cpuProfile == "" {
 			return nil
 		}

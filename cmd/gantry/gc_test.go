@@ -37,3 +37,21 @@ func TestServerGCMemoryLimit(t *testing.T) {
 	assert.Equal(t, int64(math.MaxInt64), debug.SetMemoryLimit(-1), "as the runtime read it at start")
 	assert.Equal(t, prevGC, debug.SetGCPercent(prevGC), "GOGC set: the percentage is left alone")
 }
+
+// The load generator's soft limit grows with the bodies in flight, so
+// that it never throttles a load larger than the defaults'.
+func TestBenchMemoryLimit(t *testing.T) {
+	tests := []struct {
+		inflight, size int
+		want           int64
+	}{
+		{4096, 1024, 40 << 20},     // the defaults: 16 MiB in flight
+		{0, 0, 40 << 20},           // consume: no sends
+		{65536, 16 << 10, 4 << 30}, // 1 GiB in flight
+		{-1, 1024, 40 << 20},       // nonsense is not negative
+		{20000, 1000, 80_000_000},  // 4 x 20 MB in flight
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, benchMemoryLimit(tt.inflight, tt.size), "%d in flight of %d bytes", tt.inflight, tt.size)
+	}
+}

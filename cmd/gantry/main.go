@@ -96,15 +96,23 @@ func serverGC(limit int64) string {
 }
 
 // clientGC sets the garbage collector for `gantry bench`, a load
-// generator: GOGC=400 and a soft limit of 40 MiB unless GOGC or GOMEMLIMIT
-// say otherwise. Its heap churns through pull and send buffers; one that
-// stays small reuses its memory, where one that swings touches memory the
-// VM gave back to its host (docs/decisions/0005-memory-limit-sized-from-machine.md).
-func clientGC() {
+// generator: GOGC=400 and a soft limit of 40 MiB, or four times the bodies
+// in flight when more, unless GOGC or GOMEMLIMIT say otherwise. Its heap
+// churns through pull and send buffers; one that stays small reuses its
+// memory, where one that swings touches memory the VM gave back to its
+// host (docs/decisions/0005-memory-limit-sized-from-machine.md); the limit
+// grows with the load so that it never throttles a larger one.
+func clientGC(inflight, size int) {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(400)
 	}
 	if os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(40 << 20)
+		debug.SetMemoryLimit(benchMemoryLimit(inflight, size))
 	}
+}
+
+// benchMemoryLimit is the load generator's soft memory limit: 40 MiB, or
+// four times the bodies in flight when more.
+func benchMemoryLimit(inflight, size int) int64 {
+	return max(40<<20, 4*int64(max(inflight, 0))*int64(max(size, 0)))
 }

@@ -68,8 +68,10 @@ func main() {
 		// (not with an embedded nats-server, which would be held to it
 		// too): a heap that stays small reuses its memory, where one that
 		// swings touches memory the VM gave back to its host
-		// (docs/decisions/0005-memory-limit-sized-from-machine.md).
-		debug.SetMemoryLimit(40 << 20)
+		// (docs/decisions/0005-memory-limit-sized-from-machine.md); four
+		// times the bodies in flight when more, never throttling a larger
+		// load.
+		debug.SetMemoryLimit(max(40<<20, 4*int64(cfg.inflight)*int64(cfg.size)))
 	}
 	cfg.only = map[string]bool{}
 	for _, w := range strings.Split(*only, ",") {
