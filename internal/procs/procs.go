@@ -195,18 +195,19 @@ func (g *Governor) step() {
 }
 
 // busyLow is the share of Low CPUs a look must find used to count towards
-// High when no goroutine was made runnable in it (the scheduler's waits
-// could not be read): a process that fills its processors then is never
-// kept on Low.
+// High when the scheduler's waits cannot be read: a process that fills its
+// processors then is never kept on Low.
 const busyLow = 0.9
 
 // short reports whether Low processors were too few in a look in which dw
 // of the dn goroutines made runnable waited Wait or more and the process
-// used `used` CPUs: more than WaitShare of them waited, or, with none
-// counted (the waits could not be read), the process filled Low.
+// used `used` CPUs: more than WaitShare of them waited, or, where the
+// waits cannot be read (none ever counted), the process filled Low. A look
+// that counted no wake-up where the waits can be read is no sign of
+// waiting: it does not count towards High.
 func (g *Governor) short(dw, dn uint64, used float64) bool {
 	if dn == 0 {
-		return used >= busyLow*float64(g.cfg.Low)
+		return g.woken == 0 && used >= busyLow*float64(g.cfg.Low)
 	}
 	return float64(dw) > g.cfg.WaitShare*float64(dn)
 }
