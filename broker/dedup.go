@@ -5,7 +5,6 @@ import (
 
 	"github.com/gantrymq/gantry/broker/dedup"
 	"github.com/gantrymq/gantry/broker/store"
-	"github.com/gantrymq/gantry/message"
 )
 
 // SendResult says where a message of a Send or SendRecords went: its
@@ -38,28 +37,21 @@ func (b *Broker) openDedup(context.Context) error {
 // consumers write copies of one message to (with its UNIQ_KEY) on purpose.
 func dedupTopic(topic string) bool { return !isGroupTopic(topic) }
 
-// messageKey is a message's de-duplication key: its IDEMPOTENCY_KEY, else
-// its UNIQ_KEY, else "".
-func messageKey(m *message.Message) string { return dedup.MessageKey(m) }
-
-// sendResults converts the results of a send that was not de-duplicated.
-func sendResults(res []store.PutResult) []SendResult { return dedup.Results(res) }
-
-// dedupFlight is a send's claim on its keys, as Send and SendRecords pick
-// the messages it stores.
-type dedupFlight dedup.Flight
-
-func (fl *dedupFlight) storesAll() bool { return (*dedup.Flight)(fl).StoresAll() }
-
-func (fl *dedupFlight) stored(i int) bool { return (*dedup.Flight)(fl).Stored(i) }
-
-// dedupSend runs a user send to topic through the broker's table
-// (dedup.Send): keys[i] is message i's key, attempt the send's
-// SendRequest.attempt (0: not said), uniqKeyed whether every key is its
-// message's UNIQ_KEY; put stores the messages that are not duplicates.
-func dedupSend[K dedup.Key](ctx context.Context, b *Broker, topic string, keys []K, attempt uint32, uniqKeyed bool,
-	put func(fl *dedupFlight) ([]store.PutResult, error)) ([]SendResult, error) {
+// storeSend stores a checked batch of a user send to topic and answers
+// it: through the de-duplication table when dedupOn (keys[i] is record i's
+// key, attempt the send's SendRequest.attempt, uniqKeyed whether every key
+// is its record's UNIQ_KEY; see dedup.Send), the duplicates answered with
+// the stored results and left out of the batch; else straight.
+func storeSend[K dedup.Key](ctx context.Context, b *Broker, topic string, batch store.Batch,
+	dedupOn bool, keys []K, attempt uint32, uniqKeyed bool) ([]SendResult, error) {
+	if !dedupOn {
+		res, err := b.putBatch(ctx, topic, batch)
+		return dedup.Results(res), err
+	}
 	return dedup.Send(ctx, b.dedup, topic, keys, attempt, uniqKeyed, func(fl *dedup.Flight) ([]store.PutResult, error) {
-		return put((*dedupFlight)(fl))
+		if !fl.StoresAll() {
+			batch = batch.Keep(fl.Stored)
+		}
+		return b.putBatch(ctx, topic, batch)
 	})
 }

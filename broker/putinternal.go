@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/gantrymq/gantry/broker/delivery"
 	"github.com/gantrymq/gantry/broker/store"
 	"github.com/gantrymq/gantry/message"
 )
@@ -23,14 +22,6 @@ func (b *Broker) park(m *message.Message, now time.Time, owned bool) (*message.M
 	return b.delivery.Park(m, now, owned)
 }
 
-// delayProps collects a record's delay properties as SendRecords reads
-// them.
-type delayProps struct{ delivery.DelayProps }
-
-func (d *delayProps) see(k string, v []byte) { d.See(k, v) }
-
-func (d *delayProps) delayed() bool { return d.Delayed() }
-
 // putInternal stores messages the broker itself generates (a consumer's
 // send-back to %RETRY%<group> or %DLQ%<group>) as one unit, parking those
 // with DELAY or timer properties like Send does. Unlike Send it accepts
@@ -45,12 +36,6 @@ func (d *delayProps) delayed() bool { return d.Delayed() }
 // did (Close closes the store only after those return).
 func (b *Broker) putInternal(ctx context.Context, msgs []*message.Message) ([]store.PutResult, error) {
 	return b.putInternalMode(ctx, msgs, false)
-}
-
-// putOwned is putInternal of messages the caller built for it and gives
-// up: they are parked in place rather than copied.
-func (b *Broker) putOwned(ctx context.Context, msgs []*message.Message) ([]store.PutResult, error) {
-	return b.putInternalMode(ctx, msgs, true)
 }
 
 func (b *Broker) putInternalMode(ctx context.Context, msgs []*message.Message, owned bool) ([]store.PutResult, error) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/gantrymq/gantry/broker/dedup"
 	"github.com/gantrymq/gantry/broker/metadata"
 	"github.com/gantrymq/gantry/broker/store"
 	"github.com/gantrymq/gantry/commitlog"
@@ -61,17 +62,15 @@ func (b *Broker) Send(ctx context.Context, topic string, msgs []*message.Message
 		return nil, putError(topic, nil, err)
 	}
 	defer batch.Release()
-	if b.dedup == nil || !dedupTopic(topic) {
-		res, err := b.putBatch(ctx, topic, batch)
-		return sendResults(res), err
+	dedupOn := b.dedup != nil && dedupTopic(topic)
+	var keys []string
+	if dedupOn {
+		keys = make([]string, len(msgs))
+		for i, m := range msgs {
+			keys[i] = dedup.MessageKey(m)
+		}
 	}
-	keys := make([]string, len(msgs))
-	for i, m := range msgs {
-		keys[i] = messageKey(m)
-	}
-	return dedupSend(ctx, b, topic, keys, 0, false, func(fl *dedupFlight) ([]store.PutResult, error) {
-		return b.putBatch(ctx, topic, keepBatch(fl, batch))
-	})
+	return storeSend(ctx, b, topic, batch, dedupOn, keys, 0, false)
 }
 
 // sendTopic returns the topic a Send may write to, auto-creating it when
@@ -101,7 +100,7 @@ func (b *Broker) sendTopic(name string) (metadata.TopicConfig, error) {
 
 // prepare checks every message and returns the batch to store: the same
 // messages, copied where the broker picks the queue or parks the message
-// (park.go).
+// (delivery.Service.Park).
 func (b *Broker) prepare(tc metadata.TopicConfig, msgs []*message.Message) ([]*message.Message, error) {
 	if len(msgs) == 0 {
 		return nil, fmt.Errorf("%w: no messages", ErrInvalidMessage)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/gantrymq/gantry/broker/delivery"
 	"github.com/gantrymq/gantry/broker/metadata"
 	"github.com/gantrymq/gantry/broker/store"
 	"github.com/gantrymq/gantry/message"
@@ -45,7 +46,7 @@ func (b *Broker) SendAttempt(ctx context.Context, topic string, attempt uint32, 
 	if err := b.checkSendSize(size); err != nil {
 		return nil, err
 	}
-	dedup := b.dedup != nil && dedupTopic(topic)
+	dedupOn := b.dedup != nil && dedupTopic(topic)
 	var keys [][]byte // per record, when de-duplicating
 	var recs []store.RecordInfo
 	n, delayed, uniqKeyed := 0, false, true
@@ -56,7 +57,7 @@ func (b *Broker) SendAttempt(ctx context.Context, topic string, attempt uint32, 
 				return nil, fmt.Errorf("record %d: %w", n, err)
 			}
 			delayed = delayed || d
-			if dedup {
+			if dedupOn {
 				keys = append(keys, key)
 				uniqKeyed = uniqKeyed && string(key) == string(info.UniqKey)
 			}
@@ -81,13 +82,7 @@ func (b *Broker) SendAttempt(ctx context.Context, topic string, attempt uint32, 
 		defer enc.Release()
 		batch = enc
 	}
-	if !dedup {
-		res, err := b.putBatch(ctx, topic, batch)
-		return sendResults(res), err
-	}
-	return dedupSend(ctx, b, topic, keys, attempt, uniqKeyed, func(fl *dedupFlight) ([]store.PutResult, error) {
-		return b.putBatch(ctx, topic, keepBatch(fl, batch))
-	})
+	return storeSend(ctx, b, topic, batch, dedupOn, keys, attempt, uniqKeyed)
 }
 
 // putBatch stores a checked batch and counts it; topic names the send in
@@ -103,15 +98,6 @@ func (b *Broker) putBatch(ctx context.Context, topic string, batch store.Batch) 
 	return res, nil
 }
 
-// keepBatch returns the records of batch that fl stores: batch itself
-// when none is a duplicate.
-func keepBatch(fl *dedupFlight, batch store.Batch) store.Batch {
-	if fl.storesAll() {
-		return batch
-	}
-	return batch.Keep(fl.stored)
-}
-
 // checkRecord checks the record at the front of b as checkMessage checks a
 // message, picks its queue if asked, and returns the record's bytes,
 // whether it may need parking (a DELAY other than 0, a timer property),
@@ -125,7 +111,7 @@ func (b *Broker) checkRecord(tc metadata.TopicConfig, buf []byte) (rec []byte, d
 	rec = v.Bytes()
 	props := v.PropertiesLen() - message.CRCTailSize
 	var uniq, idem []byte
-	var d delayProps
+	var d delivery.DelayProps
 	for k, val := range v.All() { // one pass; the last of a repeated key wins
 		switch string(k) {
 		case message.PropUniqKey:
@@ -133,7 +119,7 @@ func (b *Broker) checkRecord(tc metadata.TopicConfig, buf []byte) (rec []byte, d
 		case message.PropIdempotencyKey:
 			idem = val
 		case message.PropDelay, message.PropTimerDeliverMS, message.PropTimerDelaySec:
-			d.see(string(k), val)
+			d.See(string(k), val)
 		}
 	}
 	if err := b.checkRecordFields(tc, v, uniq, props); err != nil {
@@ -147,7 +133,7 @@ func (b *Broker) checkRecord(tc metadata.TopicConfig, buf []byte) (rec []byte, d
 	if len(idem) == 0 {
 		idem = uniq
 	}
-	return rec, d.delayed(), info, idem, nil
+	return rec, d.Delayed(), info, idem, nil
 }
 
 // checkRecordFields makes checkRecord's checks of one record.
