@@ -367,10 +367,3 @@ func (t *consumerTable) consumers(group string) []Consumer {
 	}
 	return out
 }
-
-// groups returns the groups with live clients.
-func (t *consumerTable) groups() []string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return slices.Collect(maps.Keys(t.byName))
-}

@@ -142,21 +142,6 @@ func (s *dlqState) mark(group string, off int64) dlqMark {
 	return dlqMark{}
 }
 
-// marks returns group's resend marks at offsets in [from, to).
-func (s *dlqState) marks(group string, from, to int64) map[int64]dlqMark {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := map[int64]dlqMark{}
-	if g := s.groups[group]; g != nil {
-		for off, m := range g.Resends {
-			if off >= from && off < to {
-				out[off] = m
-			}
-		}
-	}
-	return out
-}
-
 // recordResend records a resend of group's entry at off at nowMs and
 // returns the entry's resend count.
 func (s *dlqState) recordResend(group string, off, nowMs int64) int32 {
