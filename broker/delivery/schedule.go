@@ -9,6 +9,7 @@ import (
 
 	"github.com/gantrymq/gantry/broker/store"
 	"github.com/gantrymq/gantry/commitlog"
+	"github.com/gantrymq/gantry/internal/tick"
 	"github.com/gantrymq/gantry/message"
 )
 
@@ -92,16 +93,7 @@ func queueEnd(st Store, topic string, queueID int32) int64 {
 
 // run delivers due messages every Config.Tick until ctx ends.
 func (s *scheduler) run(ctx context.Context) {
-	t := time.NewTicker(s.d.cfg.Tick)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			s.step(ctx)
-		}
-	}
+	tick.Every(ctx, s.d.cfg.Tick, func() { s.step(ctx) })
 }
 
 // step records the progress the log made durable, then delivers rounds

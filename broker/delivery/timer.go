@@ -18,6 +18,7 @@ import (
 	"github.com/gantrymq/gantry/broker/metadata"
 	"github.com/gantrymq/gantry/broker/store"
 	"github.com/gantrymq/gantry/internal/fsx"
+	"github.com/gantrymq/gantry/internal/tick"
 	"github.com/gantrymq/gantry/message"
 )
 
@@ -106,16 +107,7 @@ func openTimer(d *Service) (*timer, error) {
 
 // run delivers due messages every Config.Tick until ctx ends.
 func (t *timer) run(ctx context.Context) {
-	tk := time.NewTicker(t.d.cfg.Tick)
-	defer tk.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tk.C:
-			t.step(ctx)
-		}
-	}
+	tick.Every(ctx, t.d.cfg.Tick, func() { t.step(ctx) })
 }
 
 // step takes in newly parked messages, delivers the due ones, records
