@@ -193,3 +193,32 @@ func TestGovernorKeepsALightLoadOnLow(t *testing.T) {
 		assert.Equal(t, 1, g.procs, "waits readable %v", waitsReadable)
 	}
 }
+
+// Where the scheduler's waits can be read, a look that counted no
+// wake-up is no sign of waiting, however much CPU the process used: it
+// does not count towards High. Where they cannot be read, a process that
+// fills Low does.
+func TestGovernorLookWithoutWakeUps(t *testing.T) {
+	for _, tt := range []struct {
+		name          string
+		waitsReadable bool
+		want          int
+	}{
+		{"waits readable: stays on Low", true, 1},
+		{"waits unreadable: busy on Low switches", false, 2},
+	} {
+		f := &fake{now: time.Unix(1, 0), woken: 100}
+		cfg := f.config()
+		if !tt.waitsReadable {
+			f.woken = 0
+		}
+		g, err := newGovernor(cfg)
+		require.NoError(t, err)
+		for range 10 { // a full CPU on Low, no goroutine made runnable counted
+			f.now = f.now.Add(50 * time.Millisecond)
+			f.cpu += 50 * time.Millisecond
+			g.step()
+		}
+		assert.Equal(t, tt.want, g.procs, tt.name)
+	}
+}
