@@ -88,7 +88,7 @@ func (l *Log) kickFlusher() {
 // wait, covering every record appended so far in one flush (group commit).
 // One flusher: several flushes in flight were measured slower, as
 // concurrent fdatasyncs split the groups more than they overlap
-// (docs/decisions/0023-commit-log-chooses-how-it-writes.md). Under AsyncFlush it
+// (docs/decisions/0013-sync-flush-group-commit-one-flusher.md). Under AsyncFlush it
 // flushes every FlushInterval when FlushLeastPages are dirty, and
 // everything every FlushThoroughInterval.
 func (l *Log) flushLoop(ctx context.Context) {
