@@ -80,7 +80,7 @@ func TestAdminClusterAndStatus(t *testing.T) {
 	ns := startNameServer(t, a, b)
 	adm := newTestAdmin(t, ns)
 	p := newTestProducer(t, testConfig(t, ns), WithQueueSelector(byBroker("b")))
-	_, err := p.Send(t.Context(), &Message{Topic: "T", Body: []byte("x")}, &Message{Topic: "T", Body: []byte("y")})
+	_, err := p.SendBatch(t.Context(), []*Message{{Topic: "T", Body: []byte("x")}, {Topic: "T", Body: []byte("y")}})
 	require.NoError(t, err)
 
 	ci, err := adm.ClusterInfo(t.Context())
@@ -162,8 +162,8 @@ func TestAdminQueryByKeyAggregatesBrokers(t *testing.T) {
 	for i, name := range []string{"a", "b", "a", "b", "b"} {
 		p := newTestProducer(t, testConfig(t, ns), WithQueueSelector(byBroker(name)))
 		body := fmt.Sprint(name, i)
-		_, err := p.Send(t.Context(), &Message{Topic: "T", Body: []byte(body), Keys: []string{"order-7", fmt.Sprint("x", i)}},
-			&Message{Topic: "T", Body: []byte("other"), Keys: []string{"order-8"}})
+		_, err := p.SendBatch(t.Context(), []*Message{{Topic: "T", Body: []byte(body), Keys: []string{"order-7", fmt.Sprint("x", i)}},
+			{Topic: "T", Body: []byte("other"), Keys: []string{"order-8"}}})
 		require.NoError(t, err)
 		want = append(want, body)
 	}
@@ -200,11 +200,11 @@ func TestAdminQueryMessageByID(t *testing.T) {
 	rb, err := pb.Send(t.Context(), &Message{Topic: "T", Body: []byte("on b")})
 	require.NoError(t, err)
 
-	m, err := adm.QueryMessageByID(t.Context(), rb[0].MsgID)
+	m, err := adm.QueryMessageByID(t.Context(), rb.MsgID)
 	require.NoError(t, err)
 	assert.Equal(t, []byte("on b"), m.Body)
 	assert.Equal(t, "b", m.Queue.BrokerName)
-	m, err = adm.QueryMessageByID(t.Context(), ra[0].MsgID)
+	m, err = adm.QueryMessageByID(t.Context(), ra.MsgID)
 	require.NoError(t, err)
 	assert.Equal(t, []byte("on a"), m.Body)
 

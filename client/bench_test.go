@@ -17,7 +17,7 @@ func BenchmarkSendAsync(b *testing.B) {
 	body := bytes.Repeat([]byte{'x'}, 1024)
 	window := make(chan struct{}, 1024)
 	var wg sync.WaitGroup
-	done := func(_ SendResult, err error) {
+	done := func(_ *Message, _ SendResult, err error) {
 		if err != nil {
 			b.Error(err)
 		}

@@ -57,7 +57,7 @@ func newAsyncBodies() *asyncBodies {
 func (a *asyncBodies) send(ctx context.Context, p *Producer, m *Message) {
 	a.wg.Add(1)
 	sent := string(m.Body)
-	p.SendAsync(ctx, m, func(r SendResult, err error) {
+	p.SendAsync(ctx, m, func(_ *Message, r SendResult, err error) {
 		defer a.wg.Done()
 		a.mu.Lock()
 		defer a.mu.Unlock()
@@ -264,7 +264,7 @@ func TestSendAsyncRecycledBatches(t *testing.T) {
 		msgs[i] = m
 		mu.Unlock()
 		wg.Add(1)
-		p.SendAsync(t.Context(), m, func(r SendResult, err error) {
+		p.SendAsync(t.Context(), m, func(_ *Message, r SendResult, err error) {
 			defer wg.Done()
 			assert.NoError(t, err)
 			mu.Lock()

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"log/slog"
 	"testing"
 	"time"
@@ -29,7 +30,7 @@ func newTestProducer(t testing.TB, cfg Config, opts ...ProducerOption) *Producer
 	t.Helper()
 	p, err := NewProducer(t.Context(), cfg, opts...)
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = p.Close() })
+	t.Cleanup(func() { _ = p.Close(context.Background()) })
 	return p
 }
 

@@ -32,7 +32,7 @@
 //
 // # Producer
 //
-// Send stores one message or a batch of one topic in one queue. The queue
+// Send stores one message, SendBatch a batch of one topic in one queue. The queue
 // comes from a QueueSelector over the topic's writable queues (each broker
 // of the route whose perm includes PermWrite contributes WriteQueueNums
 // queues, addressed to its master): RoundRobin by default, ByShardingKey
@@ -137,7 +137,7 @@
 //     it go takes it back only after that commit. A queue never has two
 //     live consumers.
 //   - Delivery: one long-polling pull loop per queue into a process queue
-//     with flow control (WithPullThreshold, WithMaxSpan: pulling pauses, a
+//     with flow control (WithFetchThreshold, WithMaxSpan: pulling pauses, a
 //     pull never asks for more than the limit leaves); concurrent handling
 //     on a pool of WithConsumeConcurrency goroutines, or with WithOrdered
 //     one goroutine per queue in offset order. A failed pull is logged at
@@ -194,7 +194,6 @@
 //   - WithQueueSelector(s): default a RoundRobin.
 //   - WithRetries(n): extra attempts after retryable errors; default 2.
 //   - WithBackoff(base, max): full-jitter exponential backoff; default 50 ms, 1 s.
-//   - WithRandom(f): the jitter's random source; default math/rand/v2.
 //   - WithRetryIndeterminate(b): retry indeterminate errors; default false.
 //   - WithSendTimeout(d): bound of each attempt; default 3 s.
 //   - WithMaxBatch(msgs, bytes): coalescing limits; default 256, 1 MiB.
@@ -209,10 +208,10 @@
 //   - WithAllocateStrategy(s): default AllocateAveragely.
 //   - WithConsumeBatchSize(n): messages per handler call; default 1.
 //   - WithConsumeConcurrency(n): concurrent handler calls; default 20.
-//   - WithPullBatchSize(n): messages per pull; default 256.
-//   - WithPullThreshold(msgs, bytes): per-queue cache limit; default 1,024, 64 MiB.
+//   - WithFetchBatchSize(n): messages per pull; default 256.
+//   - WithFetchThreshold(msgs, bytes): per-queue cache limit; default 1,024, 64 MiB.
 //   - WithMaxSpan(n): per-queue offset span of the cache; default 2,000.
-//   - WithPullHold(d): long-polling hold; default 15 s.
+//   - WithFetchHold(d): long-polling hold; default 15 s.
 //   - WithRebalanceInterval(d), WithCommitInterval(d), WithHeartbeatInterval(d),
 //     WithLockRenewInterval(d): defaults 20 s, 5 s, 30 s, 20 s.
 //   - WithRetryDelay(d), WithSuspendTime(d): defaults 1 s.
@@ -243,7 +242,7 @@
 //	if err != nil {
 //		return err
 //	}
-//	defer p.Close()
+//	defer p.Close(context.Background())
 //	res, err := p.Send(ctx, &client.Message{Topic: "orders", Body: []byte("hello"), Tags: "new", Keys: []string{"order-1"}})
 //	if err != nil {
 //		var ind *client.IndeterminateError
@@ -252,13 +251,13 @@
 //		}
 //		return err
 //	}
-//	log.Printf("stored as %s in queue %d at %d", res[0].MsgID, res[0].QueueID, res[0].QueueOffset)
+//	log.Printf("stored as %s in queue %d at %d", res.MsgID, res.QueueID, res.QueueOffset)
 //
 //	c, err := client.NewPullConsumer(ctx, cfg, "billing")
 //	if err != nil {
 //		return err
 //	}
-//	defer c.Close()
+//	defer c.Close(context.Background())
 //	queues, err := c.Queues(ctx, "orders")
 //	if err != nil {
 //		return err
@@ -271,7 +270,7 @@
 //	if !found {
 //		off, _, err = c.QueueOffsets(ctx, q) // from the start
 //	}
-//	r, err := c.Pull(ctx, q, off, 32, "new", 10*time.Second)
+//	r, err := c.Pull(ctx, q, off, client.PullOptions{Filter: "new", Hold: 10 * time.Second})
 //	if err != nil {
 //		return err
 //	}

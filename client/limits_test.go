@@ -2,6 +2,7 @@ package client
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -59,7 +60,7 @@ func TestRequestsStayWithinSendLimit(t *testing.T) {
 	assert.Greater(t, largest.Load(), int64(2<<20), "sends were still coalesced")
 
 	before := a.sendRequests.Load()
-	_, err = p.Send(t.Context(), &Message{Topic: "T", Body: make([]byte, 3<<20)}, &Message{Topic: "T", Body: make([]byte, 3<<20)})
+	_, err = p.SendBatch(t.Context(), []*Message{{Topic: "T", Body: make([]byte, 3<<20)}, {Topic: "T", Body: make([]byte, 3<<20)}})
 	require.ErrorIs(t, err, ErrInvalidArgument)
 	assert.ErrorContains(t, err, fmt.Sprintf("the 2 messages take 6291764 bytes as records, more than the %d one Send may carry", message.MaxBatchBytes))
 	assert.Equal(t, before, a.sendRequests.Load(), "nothing was sent")
@@ -76,10 +77,10 @@ func TestPullOfLargestMessage(t *testing.T) {
 	require.NoError(t, err)
 	pc, err := NewPullConsumer(t.Context(), cfg, "g")
 	require.NoError(t, err)
-	t.Cleanup(func() { pc.Close() })
+	t.Cleanup(func() { pc.Close(context.Background()) })
 	qs, err := pc.Queues(t.Context(), "T")
 	require.NoError(t, err)
-	r, err := pc.Pull(t.Context(), qs[0], 0, 32, "", 0)
+	r, err := pc.Pull(t.Context(), qs[0], 0, PullOptions{MaxMessages: 32})
 	require.NoError(t, err)
 	require.Len(t, r.Messages, 1)
 	assert.True(t, bytes.Equal(body, r.Messages[0].Body))

@@ -175,9 +175,9 @@ func WithBackoff(base, maxDelay time.Duration) ProducerOption {
 	return func(o *producerOptions) { o.backoffBase, o.backoffMax = base, maxDelay }
 }
 
-// WithRandom sets the random source of the backoff jitter: rnd(n) returns
+// withRandom sets the random source of the backoff jitter: rnd(n) returns
 // a number in [0, n). Default math/rand/v2.Int64N. For tests.
-func WithRandom(rnd func(n int64) int64) ProducerOption {
+func withRandom(rnd func(n int64) int64) ProducerOption {
 	return func(o *producerOptions) { o.random = rnd }
 }
 

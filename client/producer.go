@@ -184,7 +184,7 @@ type asyncAttempt struct {
 	ctx      context.Context
 	q        Queue
 	writable []Queue
-	cb       func(SendResult, error)
+	cb       SendCallback
 }
 
 // completeOp implements opCompleter: it finishes the SendAsync, or hands a
@@ -197,7 +197,7 @@ func (a *asyncAttempt) completeOp(res []*gantryv1.SendResult, err error) {
 		return
 	}
 	b.release()
-	a.cb(p.result(a.q, b, 0, res[0], 1), nil)
+	a.cb(b.msgs[0], p.result(a.q, b, 0, res[0], 1), nil)
 	p.async.done()
 	b.recycle()
 }
@@ -343,13 +343,30 @@ func (b *batch) release() {
 	encPool.Put(p)
 }
 
-// Send stores msgs, which must share one topic, as one batch in one queue,
-// in order, and returns one result per message. Concurrent sends to the
-// same queue may share one request (see the package doc). Retryable
+// Send stores msg and returns where it was stored. Concurrent sends to
+// the same queue may share one request (see the package doc). Retryable
 // failures are retried (see IsRetryable and the options); ctx bounds the
 // whole send, retries and backoff included. An error is either definite
 // (nothing was stored) or an *IndeterminateError.
-func (p *Producer) Send(ctx context.Context, msgs ...*Message) ([]SendResult, error) {
+func (p *Producer) Send(ctx context.Context, msg *Message) (SendResult, error) {
+	if p.isClosed() {
+		return SendResult{}, ErrClosed
+	}
+	b, err := prepareOne(msg)
+	if err != nil {
+		return SendResult{}, err
+	}
+	res, err := p.send(ctx, b)
+	if err != nil {
+		return SendResult{}, err
+	}
+	return res[0], nil
+}
+
+// SendBatch stores msgs, which must share one topic, as one batch in one
+// queue, in order, and returns one result per message; it is Send for
+// several messages, and fails or succeeds for all of them together.
+func (p *Producer) SendBatch(ctx context.Context, msgs []*Message) ([]SendResult, error) {
 	if p.isClosed() {
 		return nil, ErrClosed
 	}
@@ -359,6 +376,11 @@ func (p *Producer) Send(ctx context.Context, msgs ...*Message) ([]SendResult, er
 	}
 	return p.send(ctx, b)
 }
+
+// SendCallback receives the outcome of a SendAsync: the message it was
+// given (so that one function value can serve every message, with no
+// closure per send), and its result or error.
+type SendCallback func(msg *Message, res SendResult, err error)
 
 // SendAsync sends msg in the background like Send and calls cb with the
 // result, exactly once. ctx bounds the send as in Send. The message is
@@ -371,14 +393,14 @@ func (p *Producer) Send(ctx context.Context, msgs ...*Message) ([]SendResult, er
 // yours. For an invalid message or a closed producer cb runs before
 // SendAsync returns. Close waits for pending asynchronous sends, so cb must
 // not call Close.
-func (p *Producer) SendAsync(ctx context.Context, msg *Message, cb func(SendResult, error)) {
+func (p *Producer) SendAsync(ctx context.Context, msg *Message, cb SendCallback) {
 	b, err := prepareAsync(msg)
 	if err != nil {
-		cb(SendResult{}, err)
+		cb(msg, SendResult{}, err)
 		return
 	}
 	if p.isClosed() || !p.async.add() {
-		cb(SendResult{}, ErrClosed)
+		cb(msg, SendResult{}, ErrClosed)
 		return
 	}
 	q, writable, err := p.pick(ctx, b.topic, b.msgs[0])
@@ -408,16 +430,16 @@ func (p *Producer) SendAsync(ctx context.Context, msg *Message, cb func(SendResu
 
 // asyncFailed finishes a SendAsync whose first attempt failed: it retries
 // on a goroutine when the error allows, like Send, else reports err.
-func (p *Producer) asyncFailed(ctx context.Context, b *batch, q Queue, writable []Queue, err error, cb func(SendResult, error)) {
+func (p *Producer) asyncFailed(ctx context.Context, b *batch, q Queue, writable []Queue, err error, cb SendCallback) {
 	r := retryState{last: err}
 	if p.opts.retries == 0 || !p.retryable(ctx, &r, err, q, writable) {
-		cb(SendResult{}, err)
+		cb(b.msgs[0], SendResult{}, err)
 		p.async.done()
 		return
 	}
 	if b.enc == nil { // it failed before it was encoded: SendAsync has not returned
 		if err := b.encode(); err != nil {
-			cb(SendResult{}, err)
+			cb(b.msgs[0], SendResult{}, err)
 			p.async.done()
 			return
 		}
@@ -426,10 +448,10 @@ func (p *Producer) asyncFailed(ctx context.Context, b *batch, q Queue, writable 
 		defer p.async.done()
 		res, err := p.sendFrom(ctx, b, 1, r)
 		if err != nil {
-			cb(SendResult{}, err)
+			cb(b.msgs[0], SendResult{}, err)
 			return
 		}
-		cb(res[0], nil)
+		cb(b.msgs[0], res[0], nil)
 	}()
 }
 
@@ -466,7 +488,7 @@ func (p *Producer) SendOneway(ctx context.Context, msg *Message) error {
 // asynchronous sends and queued sends complete (or fail with ErrClosed when
 // they would need another attempt), the background goroutines stop and the
 // connections close. Later calls return ErrClosed.
-func (p *Producer) Close() error {
+func (p *Producer) Close(ctx context.Context) error {
 	p.mu.Lock()
 	p.closeCalls++
 	if p.closeCalls > 1 {
@@ -793,7 +815,7 @@ func (b *batch) fill(encode bool) (*batch, error) {
 		if i == 0 {
 			b.topic = m.Topic
 		} else if m.Topic != b.topic {
-			return nil, fmt.Errorf("client: message %d: topic %q differs from %q; one Send takes one topic: %w", i, m.Topic, b.topic, ErrInvalidArgument)
+			return nil, fmt.Errorf("client: message %d: topic %q differs from %q; one SendBatch takes one topic: %w", i, m.Topic, b.topic, ErrInvalidArgument)
 		}
 		n, err := validateMessage(m)
 		if err != nil {

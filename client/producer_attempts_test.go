@@ -74,7 +74,7 @@ func TestSendAttemptsKeepUniqKeys(t *testing.T) {
 				return nil
 			})
 			p := newTestProducer(t, testConfig(t, startNameServer(t, a)), WithRetryIndeterminate(true))
-			res, err := p.Send(t.Context(), &Message{Topic: "T", Body: []byte("x")}, &Message{Topic: "T", Body: []byte("y")})
+			res, err := p.SendBatch(t.Context(), []*Message{{Topic: "T", Body: []byte("x")}, {Topic: "T", Body: []byte("y")}})
 			require.NoError(t, err)
 			require.Len(t, res, 2)
 			assert.Equal(t, []int{tt.want, tt.want}, []int{res[0].Attempts, res[1].Attempts})
@@ -97,7 +97,7 @@ func TestSendAttemptsKeepUniqKeys(t *testing.T) {
 				return nil
 			})
 			got := make(chan SendResult, 1)
-			p.SendAsync(t.Context(), &Message{Topic: "T", Body: []byte("z")}, func(r SendResult, err error) {
+			p.SendAsync(t.Context(), &Message{Topic: "T", Body: []byte("z")}, func(_ *Message, r SendResult, err error) {
 				assert.NoError(t, err)
 				got <- r
 			})
@@ -124,7 +124,7 @@ func TestSendAsyncAttempts(t *testing.T) {
 	results := make(chan SendResult, 2)
 	for _, body := range []string{"retried", "at once"} {
 		done := make(chan struct{})
-		p.SendAsync(t.Context(), &Message{Topic: "T", Body: []byte(body)}, func(r SendResult, err error) {
+		p.SendAsync(t.Context(), &Message{Topic: "T", Body: []byte(body)}, func(_ *Message, r SendResult, err error) {
 			assert.NoError(t, err)
 			results <- r
 			close(done)
@@ -146,7 +146,7 @@ func TestSendIdempotencyKey(t *testing.T) {
 	p := newTestProducer(t, testConfig(t, startNameServer(t, a)))
 	res, err := p.Send(t.Context(), &Message{Topic: "T", Body: []byte("pay"), IdempotencyKey: "order-42/pay"})
 	require.NoError(t, err)
-	m := storedMessage(t, a, "T", res[0])
+	m := storedMessage(t, a, "T", res)
 	k, _ := m.Properties.Get(message.PropIdempotencyKey)
 	assert.Equal(t, "order-42/pay", k)
 
@@ -189,8 +189,8 @@ func TestRetryIndeterminateStaysOnQueue(t *testing.T) {
 		})))
 	res, err := p.Send(t.Context(), &Message{Topic: "T", Body: []byte("x")})
 	require.NoError(t, err)
-	assert.Equal(t, 4, res[0].Attempts)
-	assert.Equal(t, "b", res[0].Broker, "after the definite failure")
+	assert.Equal(t, 4, res.Attempts)
+	assert.Equal(t, "b", res.Broker, "after the definite failure")
 	assert.Equal(t, int64(3), a.sendRequests.Load())
 	mu.Lock()
 	defer mu.Unlock()

@@ -36,8 +36,7 @@ func TestSendSingle(t *testing.T) {
 	msg := &Message{Topic: "T", Body: []byte("hello"), Tags: "tagA", Keys: []string{"k1", "k2"}, Properties: map[string]string{"color": "red"}}
 	res, err := p.Send(t.Context(), msg)
 	require.NoError(t, err)
-	require.Len(t, res, 1)
-	r := res[0]
+	r := res
 	assert.Equal(t, "a", r.Broker)
 	assert.Len(t, r.UniqKey, 32)
 	assert.Equal(t, r.QueueID, msg.QueueID)
@@ -59,7 +58,7 @@ func TestSendBatch(t *testing.T) {
 	p := newTestProducer(t, testConfig(t, ns))
 
 	msgs := []*Message{{Topic: "T", Body: []byte("1")}, {Topic: "T", Body: []byte("2")}, {Topic: "T", Body: []byte("3")}}
-	res, err := p.Send(t.Context(), msgs...)
+	res, err := p.SendBatch(t.Context(), msgs)
 	require.NoError(t, err)
 	require.Len(t, res, 3)
 	for i, r := range res {
@@ -90,7 +89,7 @@ func TestSendRejectsInvalidInput(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := p.Send(t.Context(), tt.msgs...)
+			_, err := p.SendBatch(t.Context(), tt.msgs)
 			require.ErrorIs(t, err, ErrInvalidArgument)
 		})
 	}
@@ -109,7 +108,7 @@ func TestSendAsync(t *testing.T) {
 	for i := range n {
 		wg.Add(1)
 		body := fmt.Sprint("m", i)
-		p.SendAsync(t.Context(), &Message{Topic: "T", Body: []byte(body)}, func(r SendResult, err error) {
+		p.SendAsync(t.Context(), &Message{Topic: "T", Body: []byte(body)}, func(_ *Message, r SendResult, err error) {
 			defer wg.Done()
 			assert.NoError(t, err)
 			mu.Lock()
@@ -124,7 +123,7 @@ func TestSendAsync(t *testing.T) {
 	}
 
 	var got error
-	p.SendAsync(t.Context(), &Message{Topic: "T"}, func(_ SendResult, err error) { got = err })
+	p.SendAsync(t.Context(), &Message{Topic: "T"}, func(_ *Message, _ SendResult, err error) { got = err })
 	assert.ErrorIs(t, got, ErrInvalidArgument, "an invalid message is reported at once")
 }
 
@@ -148,7 +147,7 @@ func TestSendOnewayFlushedByClose(t *testing.T) {
 	for range 10 {
 		require.NoError(t, p.SendOneway(t.Context(), &Message{Topic: "T", Body: []byte("x")}))
 	}
-	require.NoError(t, p.Close())
+	require.NoError(t, p.Close(context.Background()))
 	assert.Len(t, b.records("T", 0), 10, "Close lets the broker answer what was written")
 }
 
@@ -162,7 +161,7 @@ func TestRoundRobinTwoBrokers(t *testing.T) {
 	for range 12 {
 		res, err := p.Send(t.Context(), &Message{Topic: "T", Body: []byte("x")})
 		require.NoError(t, err)
-		counts[fmt.Sprint(res[0].Broker, "#", res[0].QueueID)]++
+		counts[fmt.Sprint(res.Broker, "#", res.QueueID)]++
 	}
 	assert.Equal(t, map[string]int{"a#0": 3, "a#1": 3, "b#0": 3, "b#1": 3}, counts)
 }
@@ -182,8 +181,8 @@ func TestByShardingKey(t *testing.T) {
 		for range 3 {
 			res, err := p.Send(t.Context(), &Message{Topic: "T", Body: []byte("x"), ShardingKey: key})
 			require.NoError(t, err)
-			got := int(res[0].QueueID)
-			if res[0].Broker == "b" {
+			got := int(res.QueueID)
+			if res.Broker == "b" {
 				got += 4
 			}
 			assert.Equal(t, want, got, "key %s", key)
@@ -202,8 +201,8 @@ func TestCustomSelector(t *testing.T) {
 	for range 3 {
 		res, err := p.Send(t.Context(), &Message{Topic: "T", Body: []byte("x")})
 		require.NoError(t, err)
-		assert.Equal(t, "b", res[0].Broker)
-		assert.Equal(t, int32(1), res[0].QueueID)
+		assert.Equal(t, "b", res.Broker)
+		assert.Equal(t, int32(1), res.QueueID)
 	}
 
 	bogus := SelectorFunc(func(string, []Queue, *Message) Queue { return Queue{Topic: "T", BrokerName: "zz", Broker: "x:1"} })
@@ -224,7 +223,7 @@ func TestRetryAvoidsFailedBroker(t *testing.T) {
 	for range 3 {
 		res, err := p.Send(t.Context(), &Message{Topic: "T", Body: []byte("x")})
 		require.NoError(t, err)
-		assert.Equal(t, "b", res[0].Broker)
+		assert.Equal(t, "b", res.Broker)
 	}
 	assert.Equal(t, int64(1), a.sendRequests.Load(), "a failed once, then was avoided")
 	assert.Equal(t, int64(3), b.sendRequests.Load())
@@ -239,7 +238,7 @@ func TestRetryAfterConnectionRefused(t *testing.T) {
 
 	res, err := p.Send(t.Context(), &Message{Topic: "T", Body: []byte("x")})
 	require.NoError(t, err)
-	assert.Equal(t, "b", res[0].Broker)
+	assert.Equal(t, "b", res.Broker)
 }
 
 func TestRetryOnceThenSucceedSameBroker(t *testing.T) {
@@ -254,7 +253,7 @@ func TestRetryOnceThenSucceedSameBroker(t *testing.T) {
 	p := newTestProducer(t, testConfig(t, ns))
 	res, err := p.Send(t.Context(), &Message{Topic: "T", Body: []byte("x")})
 	require.NoError(t, err, "the only broker is tried again")
-	assert.Equal(t, "a", res[0].Broker)
+	assert.Equal(t, "a", res.Broker)
 	assert.Equal(t, int64(2), a.sendRequests.Load())
 }
 
@@ -270,7 +269,7 @@ func TestDiskFullGoesElsewhereOnly(t *testing.T) {
 		p := newTestProducer(t, testConfig(t, ns), WithQueueSelector(first))
 		res, err := p.Send(t.Context(), &Message{Topic: "T", Body: []byte("x")})
 		require.NoError(t, err)
-		assert.Equal(t, "b", res[0].Broker)
+		assert.Equal(t, "b", res.Broker)
 	})
 	t.Run("single broker", func(t *testing.T) {
 		a := startBroker(t, "a", 1, "T")
@@ -391,7 +390,7 @@ func TestLargeRequestGoesUnary(t *testing.T) {
 	big := make([]byte, largeRequestBytes+1)
 	res, err := p.Send(t.Context(), &Message{Topic: "T", Body: big})
 	require.NoError(t, err)
-	assert.Len(t, storedMessage(t, a, "T", res[0]).Body, len(big))
+	assert.Len(t, storedMessage(t, a, "T", res).Body, len(big))
 	assert.Zero(t, a.streams.Load(), "a large request never risks the shared stream")
 	_, err = p.Send(t.Context(), &Message{Topic: "T", Body: []byte("small")})
 	require.NoError(t, err)
@@ -405,7 +404,7 @@ func TestBackoffNeverPassesDeadline(t *testing.T) {
 	})
 	ns := startNameServer(t, a)
 	maxJitter := func(n int64) int64 { return n - 1 } // sleeps ~50, 100, 200 ms...
-	p := newTestProducer(t, testConfig(t, ns), WithRetries(1000), WithRandom(maxJitter))
+	p := newTestProducer(t, testConfig(t, ns), WithRetries(1000), withRandom(maxJitter))
 	_, err := p.c.routes.get(t.Context(), "T") // read the route first
 	require.NoError(t, err)
 
@@ -451,7 +450,7 @@ func TestTopicNotFoundRefreshesRouteOnce(t *testing.T) {
 		before := ns.routeCalls.Load()
 		if async {
 			errc := make(chan error, 1)
-			p.SendAsync(t.Context(), &Message{Topic: "Unknown", Body: []byte("x")}, func(_ SendResult, err error) { errc <- err })
+			p.SendAsync(t.Context(), &Message{Topic: "Unknown", Body: []byte("x")}, func(_ *Message, _ SendResult, err error) { errc <- err })
 			err = <-errc
 		} else {
 			_, err = p.Send(t.Context(), &Message{Topic: "Unknown", Body: []byte("x")})
@@ -476,7 +475,7 @@ func TestRouteKeptWhenNameServersDown(t *testing.T) {
 	for range 4 {
 		res, err := p.Send(t.Context(), &Message{Topic: "T", Body: []byte("after")})
 		require.NoError(t, err)
-		assert.Equal(t, "a", res[0].Broker)
+		assert.Equal(t, "a", res.Broker)
 	}
 	_, err = p.Send(t.Context(), &Message{Topic: "Other", Body: []byte("x")})
 	require.ErrorIs(t, err, ErrUnavailable, "an uncached topic needs a nameserver")
@@ -497,11 +496,7 @@ func TestConcurrentSendsCoalesce(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			var res []SendResult
-			res, errs[i] = p.Send(t.Context(), &Message{Topic: "T", Body: fmt.Appendf(nil, "m%d", i)})
-			if errs[i] == nil {
-				results[i] = res[0]
-			}
+			results[i], errs[i] = p.Send(t.Context(), &Message{Topic: "T", Body: fmt.Appendf(nil, "m%d", i)})
 		})
 	}
 	wg.Wait()
@@ -565,23 +560,23 @@ func TestCloseCompletesPendingAsyncSends(t *testing.T) {
 	var done atomic.Int64
 	var out closeOutcomes
 	for i := range n {
-		p.SendAsync(t.Context(), &Message{Topic: "T", Body: fmt.Appendf(nil, "%d", i)}, func(_ SendResult, err error) {
+		p.SendAsync(t.Context(), &Message{Topic: "T", Body: fmt.Appendf(nil, "%d", i)}, func(_ *Message, _ SendResult, err error) {
 			out.count(t, i, err)
 			done.Add(1)
 		})
 	}
-	require.NoError(t, p.Close())
+	require.NoError(t, p.Close(context.Background()))
 	assert.Equal(t, int64(n), done.Load(), "every callback ran before Close returned")
 	assert.Equal(t, int64(n), out.ok.Load()+out.closed.Load())
 	assert.Equal(t, int(out.ok.Load()), len(a.records("T", 0))+len(a.records("T", 1)))
 
 	var got error
-	p.SendAsync(t.Context(), &Message{Topic: "T", Body: []byte("late")}, func(_ SendResult, err error) { got = err })
+	p.SendAsync(t.Context(), &Message{Topic: "T", Body: []byte("late")}, func(_ *Message, _ SendResult, err error) { got = err })
 	require.ErrorIs(t, got, ErrClosed)
 	_, err = p.Send(t.Context(), &Message{Topic: "T", Body: []byte("late")})
 	require.ErrorIs(t, err, ErrClosed)
 	require.ErrorIs(t, p.SendOneway(t.Context(), &Message{Topic: "T", Body: []byte("late")}), ErrClosed)
-	require.ErrorIs(t, p.Close(), ErrClosed)
+	require.ErrorIs(t, p.Close(context.Background()), ErrClosed)
 }
 
 func TestFailedBrokersExpire(t *testing.T) {
@@ -637,12 +632,12 @@ func TestCloseFailsRetriesOfAsyncSends(t *testing.T) {
 	var calls [n]atomic.Int32
 	var out closeOutcomes
 	for i := range n {
-		p.SendAsync(t.Context(), &Message{Topic: "T", Body: fmt.Appendf(nil, "%d", i)}, func(_ SendResult, err error) {
+		p.SendAsync(t.Context(), &Message{Topic: "T", Body: fmt.Appendf(nil, "%d", i)}, func(_ *Message, _ SendResult, err error) {
 			calls[i].Add(1)
 			out.count(t, i, err)
 		})
 	}
-	require.NoError(t, p.Close())
+	require.NoError(t, p.Close(context.Background()))
 	for i := range n {
 		require.Equal(t, int32(1), calls[i].Load(), "callbacks of message %d before Close returned", i)
 	}

@@ -240,15 +240,26 @@ func (pc *PullConsumer) Queues(ctx context.Context, topic string) ([]Queue, erro
 	return append([]Queue(nil), rt.read...), nil
 }
 
-// Pull reads up to maxMessages (default 32 when <= 0) of q from
-// offset, keeping those whose tag matches filter ("" or "*" for every
-// message, else tags joined by "||"). With hold > 0 and nothing to read the
-// broker waits up to hold for a message; the call's deadline is then hold
-// plus the hold margin, unless ctx ends earlier. When a record does not
-// decode, Pull returns the messages before it and the error.
-func (pc *PullConsumer) Pull(ctx context.Context, q Queue, offset int64, maxMessages int, filter string, hold time.Duration) (PullResult, error) {
-	return pullQueue(ctx, pc.c, pullCall{group: pc.group, q: q, offset: offset, maxMsgs: maxMessages, maxBytes: pc.opts.maxBytes,
-		filter: filter, hold: hold, holdMargin: pc.opts.holdMargin})
+// PullOptions are the optional parts of a Pull; the zero value reads up to
+// DefaultPullMaxMessages messages of every tag without waiting.
+type PullOptions struct {
+	// MaxMessages is the most messages to return; default
+	// DefaultPullMaxMessages (32) when <= 0.
+	MaxMessages int
+	// Filter keeps the messages whose tag matches: "" or "*" for every
+	// message, else tags joined by "||".
+	Filter string
+	// Hold, when > 0, makes the broker wait up to Hold for a message when
+	// there is nothing to read (long polling); the call's deadline is then
+	// Hold plus the hold margin (WithHoldMargin), unless ctx ends earlier.
+	Hold time.Duration
+}
+
+// Pull reads q from offset as opts say. When a record does not decode,
+// Pull returns the messages before it and the error.
+func (pc *PullConsumer) Pull(ctx context.Context, q Queue, offset int64, opts PullOptions) (PullResult, error) {
+	return pullQueue(ctx, pc.c, pullCall{group: pc.group, q: q, offset: offset, maxMsgs: opts.MaxMessages, maxBytes: pc.opts.maxBytes,
+		filter: opts.Filter, hold: opts.Hold, holdMargin: pc.opts.holdMargin})
 }
 
 // pullCall is one Pull request.
@@ -342,7 +353,7 @@ func (pc *PullConsumer) QueueOffsets(ctx context.Context, q Queue) (minOffset, m
 
 // Close stops the route refresher and closes the connections. Later calls
 // return ErrClosed.
-func (pc *PullConsumer) Close() error {
+func (pc *PullConsumer) Close(ctx context.Context) error {
 	err := ErrClosed
 	pc.closeOnce.Do(func() { err = pc.c.close() })
 	return err

@@ -23,7 +23,7 @@ func pullSetup(t *testing.T, queues int32) (*fakeBroker, *Producer, *PullConsume
 	p := newTestProducer(t, testConfig(t, ns), WithQueueSelector(first))
 	c, err := NewPullConsumer(t.Context(), testConfig(t, ns), "g")
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = c.Close() })
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
 	return b, p, c
 }
 
@@ -34,7 +34,7 @@ func TestPullDecodesRecords(t *testing.T) {
 		{Topic: "T", Body: []byte("two"), Tags: "b", Keys: []string{"k2", "k3"}},
 		{Topic: "T", Body: []byte("three"), Tags: "a"},
 	}
-	res, err := p.Send(t.Context(), sent...)
+	res, err := p.SendBatch(t.Context(), sent)
 	require.NoError(t, err)
 
 	queues, err := c.Queues(t.Context(), "T")
@@ -44,7 +44,7 @@ func TestPullDecodesRecords(t *testing.T) {
 	assert.Equal(t, Queue{Topic: "T", BrokerName: "a", Broker: q.Broker, ID: 0}, q)
 
 	before := time.Now().Add(-time.Second)
-	r, err := c.Pull(t.Context(), q, 0, 10, "", 0)
+	r, err := c.Pull(t.Context(), q, 0, PullOptions{MaxMessages: 10})
 	require.NoError(t, err)
 	assert.Equal(t, PullFound, r.Status)
 	assert.Equal(t, int64(3), r.NextOffset)
@@ -69,27 +69,27 @@ func TestPullDecodesRecords(t *testing.T) {
 	assert.Equal(t, "1", r.Messages[0].Property("p"))
 	assert.Equal(t, "1", r.Messages[0].Properties()["p"])
 
-	r, err = c.Pull(t.Context(), q, 0, 10, "b", 0)
+	r, err = c.Pull(t.Context(), q, 0, PullOptions{MaxMessages: 10, Filter: "b"})
 	require.NoError(t, err)
 	require.Len(t, r.Messages, 1)
 	assert.Equal(t, []byte("two"), r.Messages[0].Body)
 
-	r, err = c.Pull(t.Context(), q, 0, 1, "*", 0)
+	r, err = c.Pull(t.Context(), q, 0, PullOptions{MaxMessages: 1, Filter: "*"})
 	require.NoError(t, err)
 	assert.Len(t, r.Messages, 1)
 	assert.Equal(t, int64(1), r.NextOffset)
 
-	r, err = c.Pull(t.Context(), q, 3, 10, "", 0)
+	r, err = c.Pull(t.Context(), q, 3, PullOptions{MaxMessages: 10})
 	require.NoError(t, err)
 	assert.Equal(t, PullNoNewMessage, r.Status)
 	assert.Empty(t, r.Messages)
 
-	r, err = c.Pull(t.Context(), q, 2, 10, "zzz", 0)
+	r, err = c.Pull(t.Context(), q, 2, PullOptions{MaxMessages: 10, Filter: "zzz"})
 	require.NoError(t, err)
 	assert.Equal(t, PullNoMatchedMessage, r.Status)
 	assert.Equal(t, int64(3), r.NextOffset)
 
-	r, err = c.Pull(t.Context(), q, 99, 10, "", 0)
+	r, err = c.Pull(t.Context(), q, 99, PullOptions{MaxMessages: 10})
 	require.NoError(t, err)
 	assert.Equal(t, PullOffsetIllegal, r.Status)
 	assert.Equal(t, int64(3), r.NextOffset)
@@ -102,9 +102,9 @@ func TestPullErrors(t *testing.T) {
 	require.ErrorIs(t, err, ErrTopicNotFound)
 	queues, err := c.Queues(t.Context(), "T")
 	require.NoError(t, err)
-	_, err = c.Pull(t.Context(), Queue{Topic: "Gone", BrokerName: "a", Broker: queues[0].Broker}, 0, 1, "", 0)
+	_, err = c.Pull(t.Context(), Queue{Topic: "Gone", BrokerName: "a", Broker: queues[0].Broker}, 0, PullOptions{MaxMessages: 1})
 	require.ErrorIs(t, err, ErrTopicNotFound)
-	_, err = c.Pull(t.Context(), Queue{Topic: "T"}, 0, 1, "", 0)
+	_, err = c.Pull(t.Context(), Queue{Topic: "T"}, 0, PullOptions{MaxMessages: 1})
 	require.ErrorIs(t, err, ErrInvalidArgument, "a queue without broker")
 }
 
@@ -120,7 +120,7 @@ func TestPullHoldDeadline(t *testing.T) {
 	}
 
 	start := time.Now()
-	r, err := c.Pull(t.Context(), q, 0, 1, "", time.Second)
+	r, err := c.Pull(t.Context(), q, 0, PullOptions{MaxMessages: 1, Hold: time.Second})
 	require.NoError(t, err)
 	assert.Equal(t, PullNoNewMessage, r.Status)
 	dl, ok := lastDeadline()
@@ -130,13 +130,13 @@ func TestPullHoldDeadline(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 	defer cancel()
 	start = time.Now()
-	_, err = c.Pull(ctx, q, 0, 1, "", 10*time.Second)
+	_, err = c.Pull(ctx, q, 0, PullOptions{MaxMessages: 1, Hold: 10 * time.Second})
 	require.NoError(t, err)
 	dl, ok = lastDeadline()
 	require.True(t, ok)
 	assert.WithinRange(t, dl, start.Add(time.Second), start.Add(2*time.Second+100*time.Millisecond), "the earlier context deadline stays")
 
-	_, err = c.Pull(t.Context(), q, 0, 1, "", 0)
+	_, err = c.Pull(t.Context(), q, 0, PullOptions{MaxMessages: 1})
 	require.NoError(t, err)
 	_, ok = lastDeadline()
 	assert.False(t, ok, "no hold, no deadline added")

@@ -233,19 +233,20 @@ func WithConsumeConcurrency(n int) PushConsumerOption {
 	return func(o *pushOptions) { o.concurrency = n }
 }
 
-// WithPullBatchSize sets the most messages one pull asks for (default 256).
-func WithPullBatchSize(n int) PushConsumerOption {
+// WithFetchBatchSize sets the most messages one of the push consumer's
+// fetches from the broker asks for (default 256).
+func WithFetchBatchSize(n int) PushConsumerOption {
 	return func(o *pushOptions) { o.pullBatch = n }
 }
 
-// WithPullThreshold sets the flow control of each queue: pulling pauses
+// WithFetchThreshold sets the flow control of each queue: pulling pauses
 // while the queue holds this many messages not handled yet, or this many
 // body bytes (defaults 1,024 and 64 MiB); a pull never asks for more than
 // the message limit leaves. Both count the messages not handled yet: the
 // consumer lets go of a handled message even while one before it still
 // runs (or waits to go back to the broker, as a copy), keeping only its
 // offset for the commit; WithMaxSpan bounds those offsets.
-func WithPullThreshold(messages int, bytes int64) PushConsumerOption {
+func WithFetchThreshold(messages int, bytes int64) PushConsumerOption {
 	return func(o *pushOptions) { o.threshMsgs, o.threshBytes = messages, bytes }
 }
 
@@ -272,9 +273,9 @@ func WithHeartbeatInterval(d time.Duration) PushConsumerOption {
 	return func(o *pushOptions) { o.heartbeatEvery = d }
 }
 
-// WithPullHold sets how long a pull waits on the broker for new messages
+// WithFetchHold sets how long a pull waits on the broker for new messages
 // (default 15 s, long polling).
-func WithPullHold(d time.Duration) PushConsumerOption { return func(o *pushOptions) { o.hold = d } }
+func WithFetchHold(d time.Duration) PushConsumerOption { return func(o *pushOptions) { o.hold = d } }
 
 // WithRetryDelay sets how long a concurrent consumer waits before handing
 // a batch that asked for ConsumeRetryLater to the handler again (default

@@ -32,7 +32,7 @@ func TestPushQueueMovedBack(t *testing.T) {
 			got = append(got, string(m.Body))
 		}
 		return ConsumeSuccess
-	}, WithConsumeModel(Broadcasting), WithPullHold(10*time.Millisecond))
+	}, WithConsumeModel(Broadcasting), WithFetchHold(10*time.Millisecond))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.c.close() })
 	// Its parts, by hand: started, one worker, the queue held from offset 5,

@@ -25,7 +25,7 @@ func BenchmarkSendOne(b *testing.B) {
 	b.Run("client", func(b *testing.B) {
 		p, err := client.NewProducer(b.Context(), client.Config{NameServers: []string{c.NameServerAddr()}})
 		require.NoError(b, err)
-		defer p.Close()
+		defer p.Close(context.Background())
 		_, err = p.Send(b.Context(), &client.Message{Topic: "One", Body: body})
 		require.NoError(b, err)
 		for b.Loop() {

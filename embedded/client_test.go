@@ -24,8 +24,8 @@ func newClients(t *testing.T, c *embedded.Cluster) (*client.Producer, *client.Pu
 	a, err := client.NewAdmin(t.Context(), cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() {
-		require.NoError(t, p.Close())
-		require.NoError(t, pc.Close())
+		require.NoError(t, p.Close(context.Background()))
+		require.NoError(t, pc.Close(context.Background()))
 		require.NoError(t, a.Close())
 	})
 	return p, pc, a
@@ -41,7 +41,7 @@ func drain(t *testing.T, pc *client.PullConsumer, topic, filter string) []*clien
 		off, _, err := pc.CommittedOffset(t.Context(), q)
 		require.NoError(t, err)
 		for {
-			r, err := pc.Pull(t.Context(), q, off, 64, filter, 500*time.Millisecond) // the hold covers the dispatch after the acks
+			r, err := pc.Pull(t.Context(), q, off, client.PullOptions{MaxMessages: 64, Filter: filter, Hold: 500 * time.Millisecond}) // the hold covers the dispatch after the acks
 			require.NoError(t, err)
 			out = append(out, r.Messages...)
 			if r.Status == client.PullNoNewMessage {
@@ -68,19 +68,18 @@ func TestClientEndToEnd(t *testing.T) {
 
 	res, err := p.Send(t.Context(), &client.Message{Topic: "Orders", Body: []byte("one"), Tags: "TagA", Keys: []string{"k-1"}, Properties: map[string]string{"p": "v"}})
 	require.NoError(t, err)
-	require.Len(t, res, 1)
 	var batch []*client.Message
 	for i := range 20 {
 		batch = append(batch, &client.Message{Topic: "Orders", Body: fmt.Appendf(nil, "batch-%d", i), Tags: "TagB"})
 	}
-	_, err = p.Send(t.Context(), batch...)
+	_, err = p.SendBatch(t.Context(), batch)
 	require.NoError(t, err)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var asyncErrs []error
 	for i := range 200 {
 		wg.Add(1)
-		p.SendAsync(t.Context(), &client.Message{Topic: "Orders", Body: fmt.Appendf(nil, "async-%d", i), Tags: "TagC"}, func(_ client.SendResult, err error) {
+		p.SendAsync(t.Context(), &client.Message{Topic: "Orders", Body: fmt.Appendf(nil, "async-%d", i), Tags: "TagC"}, func(_ *client.Message, _ client.SendResult, err error) {
 			defer wg.Done()
 			if err != nil {
 				mu.Lock()
@@ -104,9 +103,9 @@ func TestClientEndToEnd(t *testing.T) {
 	assert.Equal(t, "TagA", first.Tags)
 	assert.Equal(t, []string{"k-1"}, first.Keys())
 	assert.Equal(t, "v", first.Property("p"))
-	assert.Equal(t, res[0].MsgID, first.MsgID())
-	assert.NotEmpty(t, res[0].UniqKey)
-	assert.Equal(t, res[0].UniqKey, first.UniqKey, "the producer's id is the stored UNIQ_KEY")
+	assert.Equal(t, res.MsgID, first.MsgID())
+	assert.NotEmpty(t, res.UniqKey)
+	assert.Equal(t, res.UniqKey, first.UniqKey, "the producer's id is the stored UNIQ_KEY")
 	assert.Len(t, drain(t, pc, "Orders", "TagB"), 0, "committed offsets: nothing left")
 
 	// Resume after a broker restart from the committed offsets.
@@ -120,7 +119,7 @@ func TestClientEndToEnd(t *testing.T) {
 	byKey, err := a.QueryMessageByKey(t.Context(), "Orders", "k-1", time.Time{}, time.Now().Add(time.Hour), 10)
 	require.NoError(t, err)
 	require.Len(t, byKey, 1)
-	byID, err := a.QueryMessageByID(t.Context(), res[0].MsgID)
+	byID, err := a.QueryMessageByID(t.Context(), res.MsgID)
 	require.NoError(t, err)
 	assert.Equal(t, "one", string(byID.Body))
 }

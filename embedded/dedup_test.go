@@ -159,13 +159,13 @@ func retryStorm(t *testing.T, c *embedded.Cluster, n, retries int, sendTimeout t
 				cancel()
 				out[i].err = err
 				if err == nil {
-					out[i].res = res[0]
+					out[i].res = res
 				}
 			}
 		})
 	}
 	wg.Wait()
-	require.NoError(t, p.Close())
+	require.NoError(t, p.Close(context.Background()))
 	return out, proxy.cuts.Load()
 }
 
@@ -326,12 +326,12 @@ func TestDedupIdempotencyKeyEndToEnd(t *testing.T) {
 	c, cl := start(t, embedded.Options{}) // de-duplication is on by default
 	p, err := client.NewProducer(t.Context(), client.Config{NameServers: []string{c.NameServerAddr()}})
 	require.NoError(t, err)
-	defer p.Close()
+	defer p.Close(context.Background())
 	send := func() client.SendResult {
 		t.Helper()
 		res, err := p.Send(t.Context(), &client.Message{Topic: "Pay", Body: []byte("charge 42"), IdempotencyKey: "order-42"})
 		require.NoError(t, err)
-		return res[0]
+		return res
 	}
 	first := send()
 	assert.False(t, first.Duplicate)
@@ -348,7 +348,7 @@ func TestDedupIdempotencyKeyEndToEnd(t *testing.T) {
 		if err != nil {
 			return false
 		}
-		third = res[0]
+		third = res
 		return true
 	}, 10*time.Second, 10*time.Millisecond)
 	assert.True(t, third.Duplicate)

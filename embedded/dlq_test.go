@@ -3,6 +3,7 @@ package embedded_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -31,12 +32,12 @@ func dlqCluster(t *testing.T, clk *fakeClock, group string, n int) (*embedded.Cl
 		res, err := p.Send(t.Context(), &client.Message{Topic: "Orders", Body: fmt.Appendf(nil, "order %d", i), Tags: "created",
 			Keys: []string{fmt.Sprintf("key-%d", i)}, Properties: map[string]string{"tenant": "acme"}})
 		require.NoError(t, err)
-		_, phys, err := message.DecodeOffsetMsgID(res[0].MsgID)
+		_, phys, err := message.DecodeOffsetMsgID(res.MsgID)
 		require.NoError(t, err)
 		sb, err := c.Broker().SendBack(t.Context(), broker.SendBackRequest{Group: group, PhysicalOffset: phys, DelayLevel: -1, Reason: "handler gave up"})
 		require.NoError(t, err)
 		require.True(t, sb.DeadLettered)
-		sent = append(sent, res[0])
+		sent = append(sent, res)
 		clk.Advance(time.Minute)
 	}
 	require.Eventually(t, func() bool {
@@ -94,7 +95,7 @@ func TestDLQAdminEndToEnd(t *testing.T) {
 	// Resend one to Orders, twice: it arrives with DLQ_RESENDS 1, then 2.
 	pc, err := client.NewPullConsumer(t.Context(), cfg, "inspect")
 	require.NoError(t, err)
-	defer pc.Close()
+	defer pc.Close(context.Background())
 	one := client.DLQSelection{Filter: client.DLQFilter{Group: "billing", MsgID: sent[0].UniqKey}}
 	for n := 1; n <= 2; n++ {
 		res, err := a.DLQResend(t.Context(), one, false)
@@ -189,7 +190,7 @@ func drainAll(t *testing.T, pc *client.PullConsumer, topic string) []*client.Mes
 	var out []*client.MessageExt
 	for _, q := range qs {
 		for off := int64(0); ; {
-			r, err := pc.Pull(t.Context(), q, off, 64, "", 0)
+			r, err := pc.Pull(t.Context(), q, off, client.PullOptions{MaxMessages: 64})
 			require.NoError(t, err)
 			out = append(out, r.Messages...)
 			if len(r.Messages) == 0 || r.NextOffset == off {

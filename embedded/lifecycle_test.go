@@ -52,7 +52,7 @@ func checkFresh(t *testing.T, c *embedded.Cluster, p *client.Producer, old *clie
 	}
 	fresh, err := client.NewPullConsumer(t.Context(), client.Config{NameServers: []string{c.NameServerAddr()}}, "fresh")
 	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, fresh.Close()) })
+	t.Cleanup(func() { require.NoError(t, fresh.Close(context.Background())) })
 	assert.Empty(t, drain(t, old, "Orders", ""), "the old group")
 	assert.Empty(t, drain(t, fresh, "Orders", ""), "a new group")
 	for i := range 3 {

@@ -52,7 +52,7 @@ func TestMaxBodyMessageIsReadable(t *testing.T) {
 		pull, err := client.NewPullConsumer(t.Context(), pc.cfg, fmt.Sprintf("big-pull-%d", i), opts...)
 		require.NoError(t, err)
 		got := drain(t, pull, topic, "")
-		require.NoError(t, pull.Close())
+		require.NoError(t, pull.Close(context.Background()))
 		require.Len(t, got, len(want))
 		for i, m := range got {
 			assert.True(t, bytes.Equal(want[i], m.Body), "message %d reads back whole", i)
@@ -91,13 +91,13 @@ func TestSendRequestLimits(t *testing.T) {
 	const topic = "Batches"
 	pc := newPushCluster(t, topic, 1)
 	two := []*client.Message{{Topic: topic, Body: bigBody(3<<20, 1)}, {Topic: topic, Body: bigBody(3<<20, 2)}}
-	_, err := pc.p.Send(t.Context(), two...)
+	_, err := pc.p.SendBatch(t.Context(), two)
 	require.ErrorIs(t, err, client.ErrInvalidArgument)
 	assert.ErrorContains(t, err, "more than the 4227313 one Send may carry")
 
 	p, err := client.NewProducer(t.Context(), pc.cfg, client.WithMaxBatch(1024, 1<<30))
 	require.NoError(t, err)
-	t.Cleanup(func() { p.Close() })
+	t.Cleanup(func() { p.Close(context.Background()) })
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
 	for i := range 8 {
@@ -113,7 +113,7 @@ func TestSendRequestLimits(t *testing.T) {
 	}
 	pull, err := client.NewPullConsumer(t.Context(), pc.cfg, "batches")
 	require.NoError(t, err)
-	t.Cleanup(func() { pull.Close() })
+	t.Cleanup(func() { pull.Close(context.Background()) })
 	assert.Len(t, drain(t, pull, topic, ""), 8)
 }
 
@@ -131,7 +131,7 @@ func TestPushConsumerReportsPullFailures(t *testing.T) {
 	cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	c, err := client.NewPushConsumer(t.Context(), cfg, group, func(context.Context, []*client.MessageExt) client.ConsumeResult {
 		return client.ConsumeSuccess
-	}, client.WithConsumeFrom(client.ConsumeFromFirstOffset), client.WithPullHold(time.Second))
+	}, client.WithConsumeFrom(client.ConsumeFromFirstOffset), client.WithFetchHold(time.Second))
 	require.NoError(t, err)
 	require.NoError(t, c.Subscribe(topic, "*"))
 	require.NoError(t, c.Start(t.Context()))

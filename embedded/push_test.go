@@ -46,7 +46,7 @@ func startPushCluster(t *testing.T, opts embedded.Options, topic string, queues 
 	require.NoError(t, err)
 	a, err := client.NewAdmin(t.Context(), cfg)
 	require.NoError(t, err)
-	t.Cleanup(func() { p.Close(); a.Close() })
+	t.Cleanup(func() { p.Close(context.Background()); a.Close() })
 	require.NoError(t, a.CreateTopic(t.Context(), client.TopicConfig{Name: topic, ReadQueueNums: queues, WriteQueueNums: queues}))
 	require.Eventually(t, func() bool { _, err := a.Route(t.Context(), topic); return err == nil }, 5*time.Second, 10*time.Millisecond)
 	return &pushCluster{c: c, cfg: cfg, p: p, admin: a}
@@ -57,7 +57,7 @@ func (pc *pushCluster) consumer(t *testing.T, id, group, topic, expr string, h c
 	t.Helper()
 	cfg := pc.cfg
 	cfg.ClientID = id
-	opts = append([]client.PushConsumerOption{client.WithConsumeFrom(client.ConsumeFromFirstOffset), client.WithPullHold(time.Second)}, opts...)
+	opts = append([]client.PushConsumerOption{client.WithConsumeFrom(client.ConsumeFromFirstOffset), client.WithFetchHold(time.Second)}, opts...)
 	c, err := client.NewPushConsumer(t.Context(), cfg, group, h, opts...)
 	require.NoError(t, err)
 	require.NoError(t, c.Subscribe(topic, expr))
@@ -81,7 +81,7 @@ func (pc *pushCluster) send(t *testing.T, topic, prefix string, from, n int, key
 		}
 		window <- struct{}{}
 		wg.Add(1)
-		pc.p.SendAsync(t.Context(), m, func(_ client.SendResult, err error) {
+		pc.p.SendAsync(t.Context(), m, func(_ *client.Message, _ client.SendResult, err error) {
 			if err != nil {
 				failed.Add(1)
 			}
@@ -343,7 +343,7 @@ func TestPushFlowControl(t *testing.T) {
 		handled.Add(int64(len(msgs)))
 		return client.ConsumeSuccess
 	}
-	c := pc.consumer(t, "slow-1", "slow", "Slow", "*", h, client.WithPullThreshold(50, 1<<20), client.WithConsumeConcurrency(4))
+	c := pc.consumer(t, "slow-1", "slow", "Slow", "*", h, client.WithFetchThreshold(50, 1<<20), client.WithConsumeConcurrency(4))
 	peak := 0
 	require.Eventually(t, func() bool {
 		for _, s := range c.Stats() {

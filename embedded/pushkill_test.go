@@ -51,7 +51,7 @@ func runPushChild() int {
 	ctx := context.Background()
 	commitEvery, _ := time.ParseDuration(os.Getenv("GANTRY_CHILD_COMMIT"))
 	c, err := client.NewPushConsumer(ctx, cfg, os.Getenv("GANTRY_CHILD_GROUP"), h,
-		client.WithConsumeFrom(client.ConsumeFromFirstOffset), client.WithPullHold(time.Second),
+		client.WithConsumeFrom(client.ConsumeFromFirstOffset), client.WithFetchHold(time.Second),
 		client.WithCommitInterval(cmp.Or(commitEvery, client.DefaultCommitInterval)))
 	if err == nil {
 		err = c.Subscribe(os.Getenv("GANTRY_CHILD_TOPIC"), "*")
@@ -244,7 +244,7 @@ func TestPushMemberKilled(t *testing.T) {
 	_ = pp.children[0].cmd.Wait()
 	pull, err := client.NewPullConsumer(t.Context(), pc.cfg, "kills")
 	require.NoError(t, err)
-	defer pull.Close()
+	defer pull.Close(context.Background())
 	qs, err := pull.Queues(t.Context(), "Kills")
 	require.NoError(t, err)
 	committed := map[int32]int64{}

@@ -101,7 +101,7 @@ func TestRetryLadderToDeadLetter(t *testing.T) {
 	require.Len(t, got, 17, "1 + 16 deliveries, then none")
 	for k, d := range got {
 		assert.Equal(t, "Pay", d.topic, "delivery %d sees the original topic", k)
-		assert.Equal(t, res[0].UniqKey, d.uniq, "delivery %d keeps the message id", k)
+		assert.Equal(t, res.UniqKey, d.uniq, "delivery %d keeps the message id", k)
 		assert.Equal(t, int32(k), d.reconsumeTimes)
 		if k > 0 {
 			want := levels[3+k-2]
@@ -113,18 +113,18 @@ func TestRetryLadderToDeadLetter(t *testing.T) {
 	// The dead letter.
 	pull, err := client.NewPullConsumer(t.Context(), pc.cfg, "inspect")
 	require.NoError(t, err)
-	defer pull.Close()
+	defer pull.Close(context.Background())
 	qs, err := pull.Queues(t.Context(), "%DLQ%pay")
 	require.NoError(t, err)
 	require.Len(t, qs, 1)
-	r, err := pull.Pull(t.Context(), qs[0], 0, 10, "", 0)
+	r, err := pull.Pull(t.Context(), qs[0], 0, client.PullOptions{MaxMessages: 10})
 	require.NoError(t, err)
 	require.Len(t, r.Messages, 1)
 	dl := r.Messages[0]
 	assert.Equal(t, "charge 42", string(dl.Body))
 	assert.Equal(t, "Pay", dl.Property(message.PropDLQOriginTopic))
-	assert.Equal(t, res[0].UniqKey, dl.Property(message.PropDLQOriginMessageID))
-	assert.Equal(t, res[0].UniqKey, dl.UniqKey)
+	assert.Equal(t, res.UniqKey, dl.Property(message.PropDLQOriginMessageID))
+	assert.Equal(t, res.UniqKey, dl.UniqKey)
 	assert.Equal(t, int32(16), dl.ReconsumeTimes)
 	assert.Equal(t, []string{"order-42"}, dl.Keys())
 	assert.Contains(t, dl.Property(message.PropDLQReason), "RETRY_LATER")
@@ -159,7 +159,7 @@ func TestRetryThenSuccess(t *testing.T) {
 	assert.Equal(t, int64(4), n.Load())
 	pull, err := client.NewPullConsumer(t.Context(), pc.cfg, "inspect")
 	require.NoError(t, err)
-	defer pull.Close()
+	defer pull.Close(context.Background())
 	_, err = pull.Queues(t.Context(), "%DLQ%ship")
 	assert.ErrorIs(t, err, client.ErrTopicNotFound, "no dead-letter topic: nothing was dead-lettered")
 }
@@ -262,12 +262,12 @@ func TestRetryCounts(t *testing.T) {
 
 	pull, err := client.NewPullConsumer(t.Context(), pc.cfg, "inspect")
 	require.NoError(t, err)
-	defer pull.Close()
+	defer pull.Close(context.Background())
 	qs, err := pull.Queues(t.Context(), "%DLQ%jobs")
 	require.NoError(t, err)
 	seen := map[string]bool{}
 	for off := int64(0); ; {
-		r, err := pull.Pull(t.Context(), qs[0], off, 256, "", 0)
+		r, err := pull.Pull(t.Context(), qs[0], off, client.PullOptions{MaxMessages: 256})
 		require.NoError(t, err)
 		for _, m := range r.Messages {
 			require.Equal(t, int32(16), m.ReconsumeTimes)

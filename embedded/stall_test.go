@@ -1,6 +1,7 @@
 package embedded_test
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -52,7 +53,7 @@ func TestDispatchStallVisibleAndSendsRefused(t *testing.T) {
 	// its bound.
 	p0, err := client.NewProducer(t.Context(), client.Config{NameServers: []string{c.NameServerAddr()}}, client.WithRetries(0))
 	require.NoError(t, err)
-	defer p0.Close()
+	defer p0.Close(context.Background())
 	acked := 0
 	require.Eventually(t, func() bool {
 		_, err := p0.Send(t.Context(), &client.Message{Topic: "Full", Body: []byte("c" + strconv.Itoa(acked))})
@@ -101,7 +102,7 @@ func clientError(t *testing.T, c *embedded.Cluster, topic string) error {
 	t.Helper()
 	p, err := client.NewProducer(t.Context(), client.Config{NameServers: []string{c.NameServerAddr()}})
 	require.NoError(t, err)
-	defer p.Close()
+	defer p.Close(context.Background())
 	_, err = p.Send(t.Context(), &client.Message{Topic: topic, Body: []byte("x")})
 	require.Error(t, err)
 	var ind *client.IndeterminateError

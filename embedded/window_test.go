@@ -36,14 +36,14 @@ func TestOneAtATimeSendsNoPings(t *testing.T) {
 	p, err := client.NewProducer(t.Context(), client.Config{NameServers: []string{c.NameServerAddr()},
 		DialOptions: []grpc.DialOption{grpc.WithContextDialer(dial)}})
 	require.NoError(t, err)
-	defer p.Close()
+	defer p.Close(context.Background())
 	body := make([]byte, 1024)
 	const sends = 200
 	for range sends {
 		_, err := p.Send(t.Context(), &client.Message{Topic: "Pings", Body: body})
 		require.NoError(t, err)
 	}
-	require.NoError(t, p.Close())
+	require.NoError(t, p.Close(context.Background()))
 	in, out := fromBroker.snapshot(), toBroker.snapshot()
 	assert.GreaterOrEqual(t, in.data, sends, "DATA frames from the broker")
 	assert.GreaterOrEqual(t, out.data, sends, "DATA frames to the broker")

@@ -115,13 +115,13 @@ func TestAdminVerbsAnswerClearly(t *testing.T) {
 	cfg := client.Config{NameServers: []string{c.NameServerAddr()}}
 	p, err := client.NewProducer(t.Context(), cfg)
 	require.NoError(t, err)
-	t.Cleanup(func() { p.Close() })
+	t.Cleanup(func() { p.Close(context.Background()) })
 	require.Eventually(t, func() bool { code, _, _ := admin("topicRoute", "-t", "Orders"); return code == exitOK }, 5*time.Second, 10*time.Millisecond)
 	res, err := p.Send(t.Context(), &client.Message{Topic: "Orders", Body: []byte("order 1"), Keys: []string{"k1"}})
 	require.NoError(t, err)
 	pc, err := client.NewPullConsumer(t.Context(), cfg, "billing")
 	require.NoError(t, err)
-	t.Cleanup(func() { pc.Close() })
+	t.Cleanup(func() { pc.Close(context.Background()) })
 	qs, err := pc.Queues(t.Context(), "Orders")
 	require.NoError(t, err)
 	require.NoError(t, pc.CommitOffset(t.Context(), qs[0], 0))
@@ -134,16 +134,16 @@ func TestAdminVerbsAnswerClearly(t *testing.T) {
 	assert.Equal(t, exitUsage, code)
 	assert.Contains(t, errOut, "-t needs -g")
 
-	for _, id := range []string{res[0].MsgID, res[0].UniqKey, strings.ToLower(res[0].MsgID)} {
+	for _, id := range []string{res.MsgID, res.UniqKey, strings.ToLower(res.MsgID)} {
 		code, out, errOut = admin("queryMsgById", "-i", id)
 		require.Equal(t, exitOK, code, "queryMsgById -i %s: %s", id, errOut)
-		assert.Contains(t, out, "OffsetID:            "+res[0].MsgID+"\n")
-		assert.Contains(t, out, "Uniq Key:            "+res[0].UniqKey+"\n")
+		assert.Contains(t, out, "OffsetID:            "+res.MsgID+"\n")
+		assert.Contains(t, out, "Uniq Key:            "+res.UniqKey+"\n")
 		assert.Contains(t, out, `Message Body:        "order 1"`)
 	}
-	code, out, errOut = admin("queryMsgByUniqueKey", "-t", "Orders", "-i", res[0].UniqKey)
+	code, out, errOut = admin("queryMsgByUniqueKey", "-t", "Orders", "-i", res.UniqKey)
 	require.Equal(t, exitOK, code, errOut)
-	assert.Contains(t, out, "OffsetID:            "+res[0].MsgID+"\n")
+	assert.Contains(t, out, "OffsetID:            "+res.MsgID+"\n")
 	code, _, errOut = admin("queryMsgById", "-i", "0A0000010D9B18B4AAC2A5E1E1F10000")
 	assert.Equal(t, exitProblems, code)
 	assert.Contains(t, errOut, "message 0A0000010D9B18B4AAC2A5E1E1F10000 (an offset message id or UNIQ_KEY): client: not found")

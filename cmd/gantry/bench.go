@@ -76,7 +76,7 @@ p999) from a histogram. Produced bodies carry a run id and sequence number, so
 			if err != nil {
 				return &exitError{code: exitUsage, err: err}
 			}
-			defer p.Close()
+			defer p.Close(context.Background())
 			out := cmd.OutOrStdout()
 			printFlushModes(ctx, out, nameServers())
 			run := benchkit.NewRunID()
@@ -120,7 +120,7 @@ p999) from a histogram. Produced bodies carry a run id and sequence number, so
 				if perr != nil {
 					return &exitError{code: exitUsage, err: perr}
 				}
-				defer pc.Close()
+				defer pc.Close(context.Background())
 				fmt.Fprintf(out, "consuming %s as group %s: %s\n", topic, group, amount(count, duration))
 				res, err = benchkit.ConsumeGantry(ctx, pc, topic, cc, &v)
 			}

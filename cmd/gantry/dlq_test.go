@@ -32,18 +32,18 @@ func TestAdminDLQVerbs(t *testing.T) {
 	require.NoError(t, err)
 	p, err := client.NewProducer(t.Context(), cfg)
 	require.NoError(t, err)
-	t.Cleanup(func() { p.Close(); a.Close() })
+	t.Cleanup(func() { p.Close(context.Background()); a.Close() })
 	require.NoError(t, a.CreateTopic(t.Context(), client.TopicConfig{Name: "Orders", ReadQueueNums: 1, WriteQueueNums: 1}))
 	require.Eventually(t, func() bool { _, err := a.Route(t.Context(), "Orders"); return err == nil }, 5*time.Second, 10*time.Millisecond)
 	var ids, offsetIDs []string
 	for i := range 3 {
 		res, err := p.Send(t.Context(), &client.Message{Topic: "Orders", Body: fmt.Appendf(nil, "order %d", i), Tags: "created", Keys: []string{fmt.Sprintf("key-%d", i)}})
 		require.NoError(t, err)
-		_, phys, err := message.DecodeOffsetMsgID(res[0].MsgID)
+		_, phys, err := message.DecodeOffsetMsgID(res.MsgID)
 		require.NoError(t, err)
 		_, err = c.Broker().SendBack(t.Context(), broker.SendBackRequest{Group: "billing", PhysicalOffset: phys, DelayLevel: -1, Reason: "gave up"})
 		require.NoError(t, err)
-		ids, offsetIDs = append(ids, res[0].UniqKey), append(offsetIDs, res[0].MsgID)
+		ids, offsetIDs = append(ids, res.UniqKey), append(offsetIDs, res.MsgID)
 	}
 	require.Eventually(t, func() bool {
 		_, maxOff := c.Broker().QueueOffsets("%DLQ%billing", 0)

@@ -15,7 +15,7 @@ import (
 // GantrySender sends to topic through a Gantry producer.
 func GantrySender(p *client.Producer, topic string) AsyncSender {
 	return func(ctx context.Context, body []byte, done func(error)) {
-		p.SendAsync(ctx, &client.Message{Topic: topic, Body: body}, func(_ client.SendResult, err error) { done(err) })
+		p.SendAsync(ctx, &client.Message{Topic: topic, Body: body}, func(_ *client.Message, _ client.SendResult, err error) { done(err) })
 	}
 }
 
@@ -72,7 +72,7 @@ func ConsumeGantry(ctx context.Context, pc *client.PullConsumer, topic string, c
 			}
 			for err == nil && ctx.Err() == nil {
 				var r client.PullResult
-				r, err = pc.Pull(ctx, q, off, cfg.Batch, "", time.Second)
+				r, err = pc.Pull(ctx, q, off, client.PullOptions{MaxMessages: cfg.Batch, Hold: time.Second})
 				if err != nil {
 					break
 				}
@@ -212,9 +212,9 @@ func ConsumePush(ctx context.Context, ccfg client.Config, group, topic string, c
 		}
 		return client.ConsumeSuccess
 	}
-	opts := []client.PushConsumerOption{client.WithConsumeFrom(client.ConsumeFromFirstOffset), client.WithPullHold(time.Second)}
+	opts := []client.PushConsumerOption{client.WithConsumeFrom(client.ConsumeFromFirstOffset), client.WithFetchHold(time.Second)}
 	if cfg.PullBatch > 0 {
-		opts = append(opts, client.WithPullBatchSize(cfg.PullBatch))
+		opts = append(opts, client.WithFetchBatchSize(cfg.PullBatch))
 	}
 	pc, err := client.NewPushConsumer(ctx, ccfg, group, h, opts...)
 	if err != nil {

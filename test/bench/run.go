@@ -200,7 +200,7 @@ func gantryProduce(ctx context.Context, g *gantryProc, topic string, cfg config)
 	if err != nil {
 		return benchkit.Result{}, err
 	}
-	defer p.Close()
+	defer p.Close(context.Background())
 	warm(ctx, p, topic)
 	cpu := benchkit.StartCPU(g.cmd.Process.Pid)
 	res, err := benchkit.Produce(ctx, benchkit.GantrySender(p, topic), benchkit.ProduceConfig{
@@ -223,7 +223,7 @@ func gantryConsume(ctx context.Context, g *gantryProc, topic string, cfg config)
 	if err != nil {
 		return benchkit.Result{}, err
 	}
-	defer pc.Close()
+	defer pc.Close(context.Background())
 	var v benchkit.Verifier
 	cpu := benchkit.StartCPU(g.cmd.Process.Pid)
 	res, err := benchkit.ConsumeGantry(ctx, pc, topic, benchkit.ConsumeConfig{Count: cfg.count, FromMin: true}, &v)
@@ -254,7 +254,7 @@ func gantryLatencySender(ctx context.Context, g *gantryProc, topic string) (func
 	return func(ctx context.Context, body []byte) error {
 		_, err := p.Send(ctx, &client.Message{Topic: topic, Body: body})
 		return err
-	}, func() { p.Close() }, nil
+	}, func() { p.Close(context.Background()) }, nil
 }
 
 // latencyRounds is how many rounds the one-at-a-time sends are made in,

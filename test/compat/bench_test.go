@@ -122,7 +122,7 @@ func benchSenders2(t testing.TB, e *env) (official, gantry func(context.Context)
 	}
 	gp, err := client.NewProducer(t.Context(), e.cfg)
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = gp.Close() })
+	t.Cleanup(func() { _ = gp.Close(context.Background()) })
 	gantry = func(ctx context.Context) error {
 		_, err := gp.Send(ctx, &client.Message{Topic: "T_bench_gantry", Body: body})
 		return err

@@ -66,7 +66,7 @@ func TestCrossProtocol(t *testing.T) {
 		cfg := e.cfg
 		cfg.ClientID = instanceName(t, "gantry-push")
 		c, err := client.NewPushConsumer(t.Context(), cfg, group, h,
-			client.WithConsumeFrom(client.ConsumeFromFirstOffset), client.WithPullHold(time.Second))
+			client.WithConsumeFrom(client.ConsumeFromFirstOffset), client.WithFetchHold(time.Second))
 		require.NoError(t, err)
 		require.NoError(t, c.Subscribe(topic, "*"))
 		require.NoError(t, c.Start(t.Context()))
@@ -101,7 +101,7 @@ func TestCrossProtocol(t *testing.T) {
 		e.createTopic(topic, 4)
 		gp, err := client.NewProducer(t.Context(), e.cfg)
 		require.NoError(t, err)
-		defer gp.Close()
+		defer gp.Close(context.Background())
 		var want []sent
 		for i := range crossMessages {
 			m := &client.Message{
@@ -111,7 +111,7 @@ func TestCrossProtocol(t *testing.T) {
 			}
 			rs, err := gp.Send(t.Context(), m)
 			require.NoError(t, err)
-			r := rs[0]
+			r := rs
 			// The same message as the official client would build it, to
 			// compare with.
 			pm := primitive.NewMessage(topic, m.Body)

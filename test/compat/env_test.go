@@ -251,7 +251,7 @@ func (e *env) readTopic(topic string) map[[2]int64]*client.MessageExt {
 	ctx := e.t.Context()
 	pc, err := client.NewPullConsumer(ctx, e.cfg, "compat_reader")
 	require.NoError(e.t, err)
-	defer pc.Close()
+	defer pc.Close(context.Background())
 	qs, err := pc.Queues(ctx, topic)
 	require.NoError(e.t, err)
 	out := map[[2]int64]*client.MessageExt{}
@@ -259,7 +259,7 @@ func (e *env) readTopic(topic string) map[[2]int64]*client.MessageExt {
 		_, maxOff, err := pc.QueueOffsets(ctx, q)
 		require.NoError(e.t, err)
 		for off := int64(0); off < maxOff; {
-			r, err := pc.Pull(ctx, q, off, 256, "", 0)
+			r, err := pc.Pull(ctx, q, off, client.PullOptions{MaxMessages: 256})
 			require.NoError(e.t, err)
 			require.Equal(e.t, client.PullFound, r.Status, "pull %s/%d at %d", topic, q.ID, off)
 			for _, m := range r.Messages {

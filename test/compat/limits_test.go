@@ -39,7 +39,7 @@ func TestMaxBodyAcrossClients(t *testing.T) {
 		e.createTopic(topic, 1)
 		gp, err := client.NewProducer(t.Context(), e.cfg)
 		require.NoError(t, err)
-		defer gp.Close()
+		defer gp.Close(context.Background())
 		big := patterned(message.MaxBodyBytes, 3)
 		for _, b := range [][]byte{big, []byte("after")} {
 			_, err := gp.Send(t.Context(), &client.Message{Topic: topic, Body: b})

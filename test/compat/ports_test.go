@@ -67,13 +67,13 @@ func TestEitherNameServerPort(t *testing.T) {
 	cfg := client.Config{NameServers: []string{e.c.NameServerRemotingAddr()}}
 	p, err := client.NewProducer(t.Context(), cfg)
 	require.NoError(t, err)
-	defer p.Close()
+	defer p.Close(context.Background())
 	res, err := p.Send(t.Context(), &client.Message{Topic: "Ports_remoting_port", Body: []byte("from Gantry's client")})
 	require.NoError(t, err)
 	a, err := client.NewAdmin(t.Context(), cfg)
 	require.NoError(t, err)
 	defer a.Close()
-	m, err := a.QueryMessageByID(t.Context(), res[0].MsgID)
+	m, err := a.QueryMessageByID(t.Context(), res.MsgID)
 	require.NoError(t, err)
 	require.Equal(t, "from Gantry's client", string(m.Body))
 }

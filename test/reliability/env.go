@@ -520,7 +520,7 @@ func (e *Env) Committed(group string) {
 	e.T.Helper()
 	pc, err := client.NewPullConsumer(e.T.Context(), workload.ClientConfig([]string{e.NSAddr}, nil), group)
 	require.NoError(e.T, err)
-	defer pc.Close()
+	defer pc.Close(context.Background())
 	qs, err := pc.Queues(e.T.Context(), e.Topic)
 	require.NoError(e.T, err)
 	var evs []history.Event

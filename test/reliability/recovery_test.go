@@ -131,7 +131,7 @@ func fillTail(t *testing.T, e *Env, n int) ([]bool, []error) {
 	t.Helper()
 	p, err := client.NewProducer(t.Context(), workload.ClientConfig([]string{e.NSAddr}, nil), client.WithSendTimeout(30*time.Second))
 	require.NoError(t, err)
-	defer p.Close()
+	defer p.Close(context.Background())
 	acked := make([]bool, n)
 	var (
 		mu   sync.Mutex
@@ -166,7 +166,7 @@ func checkTail(t *testing.T, e *Env, acked []bool, r *checker.Result) {
 	t.Helper()
 	pc, err := client.NewPullConsumer(t.Context(), workload.ClientConfig([]string{e.NSAddr}, nil), "reliability-tail-check")
 	require.NoError(t, err)
-	defer pc.Close()
+	defer pc.Close(context.Background())
 	seen := make([]int, len(acked))
 	corrupt := 0
 	err = eachTailMessage(t.Context(), pc, func(m *client.MessageExt) {
@@ -209,7 +209,7 @@ func eachTailMessage(ctx context.Context, pc *client.PullConsumer, f func(*clien
 			return err
 		}
 		for off := lo; off < hi; {
-			res, err := pc.Pull(ctx, q, off, 8, "", 0) // 2 MiB: under gRPC's 4 MiB default
+			res, err := pc.Pull(ctx, q, off, client.PullOptions{MaxMessages: 8}) // 2 MiB: under gRPC's 4 MiB default
 			if err != nil {
 				return fmt.Errorf("queue %d at %d: %w", q.ID, off, err)
 			}

@@ -150,7 +150,7 @@ func run(ctx context.Context, cfg config) error {
 		if err != nil {
 			return err
 		}
-		defer p.Close()
+		defer p.Close(context.Background())
 		pwg.Go(func() { produce(pctx, p, cfg, &sent, &sendErrs) })
 	}
 	if !sleepCtx(ctx, cfg.settle) {
@@ -342,7 +342,7 @@ func produce(ctx context.Context, p *client.Producer, cfg config, sent, errs *at
 		due := int64(time.Since(start).Seconds() * float64(cfg.rate))
 		for ; n < due; n++ {
 			sent.Add(1)
-			p.SendAsync(ctx, &client.Message{Topic: topicName(int(n) % cfg.topics), Body: body}, func(_ client.SendResult, err error) {
+			p.SendAsync(ctx, &client.Message{Topic: topicName(int(n) % cfg.topics), Body: body}, func(_ *client.Message, _ client.SendResult, err error) {
 				if err != nil && ctx.Err() == nil {
 					errs.Add(1)
 				}

@@ -190,7 +190,7 @@ func sendToQueues(ctx context.Context, p *client.Producer, prefix string, n, que
 				}
 				wg.Add(1)
 				topic := topicName(prefix, t)
-				p.SendAsync(ctx, &client.Message{Topic: topic, Body: body, ShardingKey: queueKey(q)}, func(r client.SendResult, err error) {
+				p.SendAsync(ctx, &client.Message{Topic: topic, Body: body, ShardingKey: queueKey(q)}, func(_ *client.Message, r client.SendResult, err error) {
 					defer wg.Done()
 					defer func() { <-sem }()
 					if err == nil && o.strict && int(r.QueueID) != q {

@@ -242,7 +242,7 @@ func produceNewTopics(ctx context.Context, b *broker, prefix string, cfg config)
 	failedNew, err := sendToQueues(ctx, p, prefix, cfg.newTopics, cfg.queues,
 		sendOpts{msgs: cfg.msgs, size: cfg.size, inflight: 16 * cfg.concurrency, strict: cfg.create != "auto", tolerate: true})
 	r.sendTook = time.Since(sendStart)
-	p.Close()
+	p.Close(context.Background())
 	if ctx.Err() != nil {
 		return r, ctx.Err()
 	}
@@ -322,7 +322,7 @@ func (st *steadyLoad) startSender(ctx context.Context, cfg config, topic string)
 				binary.BigEndian.PutUint64(body, uint64(due.UnixNano()))
 				st.sent.Add(1)
 				senders.Add(1)
-				st.sp.SendAsync(ctx, &client.Message{Topic: topic, Body: body}, func(_ client.SendResult, err error) {
+				st.sp.SendAsync(ctx, &client.Message{Topic: topic, Body: body}, func(_ *client.Message, _ client.SendResult, err error) {
 					defer senders.Done()
 					if err != nil {
 						st.failed.Add(1)
@@ -370,7 +370,7 @@ func (st *steadyLoad) close() {
 	st.stopMonitor()
 	st.stopSender()
 	if st.sp != nil {
-		st.sp.Close()
+		st.sp.Close(context.Background())
 	}
 	if st.pc != nil {
 		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -404,7 +404,7 @@ func prepareExisting(ctx context.Context, b *broker, prefix string, cfg config) 
 	}
 	_, err = sendToQueues(ctx, p, prefix, cfg.newTopics, cfg.queues,
 		sendOpts{msgs: 1, size: cfg.size, inflight: 16 * cfg.concurrency, strict: true})
-	p.Close()
+	p.Close(context.Background())
 	if err != nil {
 		return err
 	}

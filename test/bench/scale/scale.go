@@ -177,7 +177,7 @@ func scaleOne(ctx context.Context, cfg config, bin, work string, n int) (scaleRo
 	start := time.Now()
 	_, err = sendToQueues(ctx, p, prefix, n, cfg.queues, sendOpts{msgs: cfg.msgs, size: cfg.size, inflight: 16 * cfg.concurrency, strict: true})
 	r.send = time.Since(start)
-	p.Close()
+	p.Close(context.Background())
 	if err != nil {
 		return r, err
 	}

@@ -71,7 +71,7 @@ func RunConsumer(ctx context.Context, spec ConsumerSpec) (handled int64, err err
 	cfg.ClientID = spec.Worker
 	c, err := client.NewPushConsumer(ctx, cfg, spec.Group, h,
 		client.WithConsumeFrom(client.ConsumeFromFirstOffset), client.WithConsumeBatchSize(spec.BatchSize),
-		client.WithCommitInterval(spec.CommitInterval), client.WithPullHold(time.Second),
+		client.WithCommitInterval(spec.CommitInterval), client.WithFetchHold(time.Second),
 		client.WithRebalanceInterval(time.Second), client.WithHeartbeatInterval(time.Second))
 	if err != nil {
 		return 0, err

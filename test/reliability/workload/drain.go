@@ -22,7 +22,7 @@ func Drain(ctx context.Context, cfg client.Config, topic string, w *history.Writ
 	if err != nil {
 		return 0, err
 	}
-	defer pc.Close()
+	defer pc.Close(context.Background())
 	qs, err := pc.Queues(ctx, topic)
 	if err != nil {
 		return 0, err
@@ -47,7 +47,7 @@ func drainQueue(ctx context.Context, pc *client.PullConsumer, q client.Queue, w 
 		Time: history.Now()})
 	n := 0
 	for off := lo; off < hi; {
-		r, err := pc.Pull(ctx, q, off, 256, "", 0)
+		r, err := pc.Pull(ctx, q, off, client.PullOptions{MaxMessages: 256})
 		for _, m := range r.Messages {
 			w.Add(ReadEvent(history.Drain, "drain", m))
 			n++

@@ -90,7 +90,7 @@ func RunProducer(ctx context.Context, spec ProducerSpec) (Stats, error) {
 	if err != nil {
 		return st, err
 	}
-	defer p.Close()
+	defer p.Close(context.Background())
 	if spec.OnStarted != nil {
 		spec.OnStarted()
 	}
@@ -139,7 +139,7 @@ func sendRound(p *client.Producer, w *history.Writer, spec ProducerSpec, seq, n 
 			}
 			res, err := p.Send(ctx, m)
 			if err == nil {
-				events[i] = ackEvent(spec.Worker, spec.Topic, id, res[0])
+				events[i] = ackEvent(spec.Worker, spec.Topic, id, res)
 				if delayed {
 					events[i].Note = history.NoteDelayed
 				}
