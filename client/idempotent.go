@@ -194,7 +194,7 @@ type idempotent struct {
 	calls       atomic.Uint64 // numbers the calls' tokens
 
 	mu       sync.Mutex
-	inflight map[string]chan struct{} // keys being handled, closed when their call ends
+	inflight map[string]chan struct{} // keys being handled -> their call's channel, closed when it ends
 }
 
 func (w *idempotent) handle(ctx context.Context, msgs []*MessageExt) ConsumeResult {
@@ -369,9 +369,13 @@ func (w *idempotent) tryClaimLocal(keys []string) ([]string, <-chan struct{}) {
 		}
 	}
 	var claimed []string
+	var ch chan struct{} // one for all the call's keys
 	for _, k := range keys {
 		if _, ok := w.inflight[k]; k != "" && !ok {
-			w.inflight[k] = make(chan struct{})
+			if ch == nil {
+				ch = make(chan struct{})
+			}
+			w.inflight[k] = ch
 			claimed = append(claimed, k)
 		}
 	}
@@ -383,8 +387,8 @@ func (w *idempotent) tryClaimLocal(keys []string) ([]string, <-chan struct{}) {
 func (w *idempotent) releaseLocal(claimed []string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	close(w.inflight[claimed[0]])
 	for _, k := range claimed {
-		close(w.inflight[k])
 		delete(w.inflight, k)
 	}
 }
