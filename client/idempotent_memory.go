@@ -184,7 +184,7 @@ func (s *MemoryIdempotencyStore) claim(now int64, key, token string, lease time.
 		if s.ttl <= 0 || now < until {
 			return AlreadyDone, nil
 		}
-		s.forget(key) // expired, but behind a later one in order
+		s.forget(key) // expired; expire drops such keys first, this is a safeguard
 	}
 	c, ok := s.claims[key]
 	if ok && now < c.until && c.token != token {
@@ -198,8 +198,11 @@ func (s *MemoryIdempotencyStore) claim(now int64, key, token string, lease time.
 			s.pop()
 		}
 		if s.over(1, len(key)) {
-			return 0, fmt.Errorf("client: memory idempotency store: %d claims fill its bound (%d keys, %d bytes)",
-				len(s.claims), s.maxKeys, s.maxBytes)
+			if s.maxBytes > 0 {
+				return 0, fmt.Errorf("client: memory idempotency store: %d live claims fill its bound of %d keys or %d bytes",
+					len(s.claims), s.maxKeys, s.maxBytes)
+			}
+			return 0, fmt.Errorf("client: memory idempotency store: %d live claims fill its bound of %d keys", len(s.claims), s.maxKeys)
 		}
 		c.key = strings.Clone(key)
 		s.keyBytes += int64(len(key))

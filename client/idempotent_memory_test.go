@@ -104,7 +104,7 @@ func TestMemoryIdempotencyStoreClaimBound(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"a", "b"}, heldKeys(s), "the done key made room")
 	_, err = s.Claim(ctx, "c", "A", time.Minute)
-	require.ErrorContains(t, err, "2 claims fill its bound (2 keys")
+	require.ErrorContains(t, err, "2 live claims fill its bound of 2 keys")
 	clk.Add(time.Minute)
 	st, err := s.Claim(ctx, "a", "B", time.Minute)
 	require.NoError(t, err)
