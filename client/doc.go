@@ -93,12 +93,16 @@
 // each message at most once among its successful calls, by key: the
 // IDEMPOTENCY_KEY property (Message.IdempotencyKey) if set, else the
 // UNIQ_KEY, which retries and resends keep (IdempotencyKeyOf;
-// WithIdempotencyKeyFunc chooses another). Keys recorded Done in an
-// IdempotencyStore are skipped as handled; the others go to the handler,
-// and are recorded once it returns ConsumeSuccess. NewMemoryIdempotencyStore
-// keeps them in memory for a TTL, up to a bound (WithMaxKeys), with no
-// goroutine; a store shared by the members of a group (a database table,
-// a cache) implements the two methods of IdempotencyStore.
+// WithIdempotencyKeyFunc chooses another). Each call claims its keys in
+// an IdempotencyStore for a lease (WithClaimLease), so that two members
+// sharing the store never handle a key at once; keys recorded Done are
+// skipped as handled; the others go to the handler, and are recorded Done
+// once it returns ConsumeSuccess (released otherwise), even if the call's
+// context has ended. NewMemoryIdempotencyStore keeps them in memory for a
+// TTL, up to a bound (WithMaxKeys, WithMaxBytes; IdempotencyKeyCost per
+// key), with no goroutine; a store shared by the members of a group (a
+// database table, a cache) implements IdempotencyStore, and
+// BatchIdempotencyStore for one round trip per batch.
 //
 // # PullConsumer
 //

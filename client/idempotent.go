@@ -2,34 +2,127 @@ package client
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gantrymq/gantry/message"
 )
 
-// IdempotencyStore records the keys of the messages an Idempotent handler
-// has handled. Implementations must be safe for concurrent use; a shared
-// one (a database, a cache) lets the members of a group skip each other's
-// handled messages.
-type IdempotencyStore interface {
-	// Seen reports whether key is recorded as handled.
-	Seen(ctx context.Context, key string) (bool, error)
-	// Done records key as handled.
-	Done(ctx context.Context, key string) error
+// ClaimState is what an IdempotencyStore answers to a claim of a key.
+type ClaimState int
+
+const (
+	// Claimed: the key is the caller's until its lease ends (or the
+	// caller's Done or Release): no other claim of it succeeds meanwhile.
+	Claimed ClaimState = iota + 1
+	// AlreadyDone: the key is recorded as handled; nothing was claimed.
+	AlreadyDone
+	// HeldByOther: another claim of the key (another token) has a lease
+	// that has not ended; nothing was claimed.
+	HeldByOther
+)
+
+func (s ClaimState) String() string {
+	switch s {
+	case Claimed:
+		return "Claimed"
+	case AlreadyDone:
+		return "AlreadyDone"
+	case HeldByOther:
+		return "HeldByOther"
+	}
+	return "ClaimState(" + strconv.Itoa(int(s)) + ")"
 }
+
+// IdempotencyStore records which keys are being handled (claims, each with
+// a lease) and which were handled (Done), for Idempotent. A store shared
+// by the members of a group (a database table, a cache) keeps two of them
+// from handling one key at once and lets each skip the others' handled
+// keys; MemoryIdempotencyStore is one for a single process.
+//
+// A claim is made with a token, unique to the Idempotent call making it,
+// so that a Release after the claim's lease ended cannot end the claim
+// another caller made since. A claim outlives a crashed process only until
+// its lease ends; then another caller may claim the key.
+//
+// Implementations must be safe for concurrent use, and each method must be
+// atomic for its key (a conditional insert or update, a compare-and-set).
+type IdempotencyStore interface {
+	// Claim claims key for token until lease has passed: AlreadyDone if
+	// key is recorded Done, HeldByOther if another token's claim of it
+	// has not ended, else Claimed (a claim by the same token is renewed).
+	Claim(ctx context.Context, key, token string, lease time.Duration) (ClaimState, error)
+	// Done records key as handled, for as long as the store keeps
+	// records, and ends any claim of it.
+	Done(ctx context.Context, key string) error
+	// Release ends token's claim of key if the claim is still token's; a
+	// key recorded Done stays Done.
+	Release(ctx context.Context, key, token string) error
+}
+
+// BatchIdempotencyStore is an IdempotencyStore that also takes the keys of
+// a batch at once. Idempotent uses these methods when the store has them:
+// a handler call then costs one ClaimBatch and one DoneBatch or
+// ReleaseBatch, one round trip each for a database store. keys are
+// distinct and not "". ClaimBatch returns one state per key, in order;
+// each key's claim is atomic, the batch need not be. After a ClaimBatch
+// error, Idempotent releases every key of the batch with token.
+type BatchIdempotencyStore interface {
+	IdempotencyStore
+	ClaimBatch(ctx context.Context, keys []string, token string, lease time.Duration) ([]ClaimState, error)
+	DoneBatch(ctx context.Context, keys []string) error
+	ReleaseBatch(ctx context.Context, keys []string, token string) error
+}
+
+// DefaultClaimLease is how long an Idempotent claim lasts by default: the
+// push consumer's default consume timeout, past which it counts a call as
+// failed and delivers the messages again, so the lease covers every call
+// the consumer lets finish.
+const DefaultClaimLease = DefaultConsumeTimeout
+
+// idempotencyRecordTimeout bounds each Done or Release after a handler
+// call: it runs without the call's context (ended or not), so it needs a
+// bound of its own, short next to a lease.
+const idempotencyRecordTimeout = 10 * time.Second
 
 // IdempotentOption configures Idempotent.
 type IdempotentOption func(*idempotentOptions)
 
 type idempotentOptions struct {
-	key func(*MessageExt) string
+	key   func(*MessageExt) string
+	lease time.Duration
+	log   *slog.Logger
 }
 
 // WithIdempotencyKeyFunc makes Idempotent key messages with f instead of
 // IdempotencyKeyOf. A message whose key is "" is always handled.
 func WithIdempotencyKeyFunc(f func(*MessageExt) string) IdempotentOption {
 	return func(o *idempotentOptions) { o.key = f }
+}
+
+// WithClaimLease sets how long Idempotent's claims last (default
+// DefaultClaimLease; d <= 0 keeps it). Make it at least the push
+// consumer's WithConsumeTimeout: a handler call still running when its
+// lease ends may see another member claim and handle its keys. A shorter
+// lease lets another member take over sooner the keys of a member that
+// crashed while handling them.
+func WithClaimLease(d time.Duration) IdempotentOption {
+	return func(o *idempotentOptions) {
+		if d > 0 {
+			o.lease = d
+		}
+	}
+}
+
+// WithIdempotencyLogger makes Idempotent log the store's failures to l
+// (default: discard, as Config.Logger's nil).
+func WithIdempotencyLogger(l *slog.Logger) IdempotentOption {
+	return func(o *idempotentOptions) { o.log = l }
 }
 
 // IdempotencyKeyOf returns the key Idempotent handles a message once by:
@@ -48,90 +141,212 @@ func IdempotencyKeyOf(m *MessageExt) string {
 
 // Idempotent wraps h so that it handles each message at most once among
 // the calls that succeeded, by key (IdempotencyKeyOf, or
-// WithIdempotencyKeyFunc): a message whose key store reports Seen is
-// skipped and counts as handled; the others (each key once per batch) go
-// to h, and when h returns ConsumeSuccess their keys are recorded Done.
-// Any other result is returned as it is and records nothing, so the
-// messages come again and are handled again. A batch all of whose messages
-// are skipped is ConsumeSuccess without calling h.
+// WithIdempotencyKeyFunc), recording keys in store:
 //
-// Within one process a key is handled by one call at a time: a call
-// meeting a key that another call is handling waits for it (until ctx
-// ends: then ConsumeRetryLater) and skips the key if that call succeeded.
-// Across processes sharing a store, Seen then Done is not atomic: two
-// members handling one key at the same moment may both handle it.
+//   - Each call claims the keys of its batch (each key once) for the lease
+//     (WithClaimLease). Messages whose key is AlreadyDone are skipped and
+//     count as handled; a batch all of whose messages are skipped is
+//     ConsumeSuccess without calling h.
+//   - If another member holds a claim of one of the keys (HeldByOther),
+//     the call releases what it claimed and returns ConsumeRetryLater
+//     without calling h: the batch comes again, by then Done or free. h
+//     never gets part of a batch while another part waits, which keeps an
+//     ordered consumer's order.
+//   - Within one Idempotent handler, a call meeting a key that another of
+//     its calls is handling waits for that call (until ctx ends: then
+//     ConsumeRetryLater) instead, and then skips the key if it was done.
+//   - h gets the claimed messages (and those whose key is ""). When it
+//     returns ConsumeSuccess their keys are recorded Done; on any other
+//     result, or a panic, they are released so that a redelivery handles
+//     them. The result is returned as it is.
 //
-// A Seen error makes the call ConsumeRetryLater without calling h. A Done
-// error after h succeeded is not reported (the store's implementation
-// should log it): the messages are handled, so the call still succeeds,
-// and a redelivery of them would be handled again.
+// Done and Release run with ctx's values but not its cancellation, each
+// bounded by a few seconds of its own: a call whose context ended (the
+// consume timeout, Shutdown) still records what h handled. A store error
+// on Claim makes the call ConsumeRetryLater without calling h. A Done or
+// Release error is logged (WithIdempotencyLogger) and not returned: the
+// messages were handled, and their claims end with their lease.
+//
+// Store calls use the batch methods when store is a BatchIdempotencyStore,
+// else one call per key.
 func Idempotent(store IdempotencyStore, h MessageHandler, opts ...IdempotentOption) MessageHandler {
-	o := idempotentOptions{key: IdempotencyKeyOf}
+	o := idempotentOptions{key: IdempotencyKeyOf, lease: DefaultClaimLease}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	w := &idempotent{store: store, h: h, key: o.key, inflight: map[string]chan struct{}{}}
+	if o.log == nil {
+		o.log = slog.New(slog.DiscardHandler)
+	}
+	w := &idempotent{store: store, h: h, opts: o, inflight: map[string]chan struct{}{},
+		tokenPrefix: fmt.Sprintf("%016x-", rand.Uint64())}
+	w.batch, _ = store.(BatchIdempotencyStore)
 	return w.handle
 }
 
 // idempotent is the state of an Idempotent handler.
 type idempotent struct {
 	store IdempotencyStore
+	batch BatchIdempotencyStore // store, if it takes batches
 	h     MessageHandler
-	key   func(*MessageExt) string
+	opts  idempotentOptions
+
+	tokenPrefix string        // random, so that tokens differ between processes
+	calls       atomic.Uint64 // numbers the calls' tokens
 
 	mu       sync.Mutex
-	inflight map[string]chan struct{} // keys being handled, closed when their call ends
+	inflight map[string]chan struct{} // keys being handled -> their call's channel, closed when it ends
 }
 
 func (w *idempotent) handle(ctx context.Context, msgs []*MessageExt) ConsumeResult {
 	keys := make([]string, len(msgs))
 	for i, m := range msgs {
-		keys[i] = w.key(m)
+		keys[i] = w.opts.key(m)
 	}
-	claimed, err := w.claim(ctx, keys)
+	local, err := w.claimLocal(ctx, keys)
 	if err != nil {
 		return ConsumeRetryLater
 	}
-	defer w.release(claimed)
-	todo, todoKeys := make([]*MessageExt, 0, len(msgs)), make([]string, 0, len(msgs))
-	checked := make(map[string]bool, len(claimed))
-	for i, m := range msgs {
-		if k := keys[i]; k != "" {
-			if checked[k] {
-				continue // a repeat of a key earlier in the batch
-			}
-			checked[k] = true
-			seen, err := w.store.Seen(ctx, k)
-			if err != nil {
-				return ConsumeRetryLater
-			}
-			if seen {
-				continue
-			}
-			todoKeys = append(todoKeys, k)
+	if len(local) == 0 { // no keys: nothing to skip or record
+		return w.h(ctx, msgs)
+	}
+	defer w.releaseLocal(local)
+
+	token := w.tokenPrefix + strconv.FormatUint(w.calls.Add(1), 10)
+	states, err := w.claim(ctx, local, token)
+	if err != nil {
+		w.opts.log.Warn("idempotent: claiming keys failed; the batch will be retried", "keys", len(local), "err", err)
+		w.release(ctx, local, token) // a failed batch may have claimed some
+		return ConsumeRetryLater
+	}
+	claimed := make([]string, 0, len(local))
+	state := make(map[string]ClaimState, len(local))
+	held := false
+	for i, k := range local {
+		state[k] = states[i]
+		switch states[i] {
+		case Claimed:
+			claimed = append(claimed, k)
+		case HeldByOther:
+			held = true
 		}
-		todo = append(todo, m)
+	}
+	if held {
+		w.release(ctx, claimed, token)
+		return ConsumeRetryLater
+	}
+	todo := make([]*MessageExt, 0, len(msgs))
+	for i, m := range msgs {
+		k := keys[i]
+		if k == "" {
+			todo = append(todo, m)
+		} else if state[k] == Claimed {
+			todo = append(todo, m)
+			state[k] = AlreadyDone // later repeats of k in the batch are skipped
+		}
 	}
 	if len(todo) == 0 {
 		return ConsumeSuccess
 	}
-	r := w.h(ctx, todo)
-	if r == ConsumeSuccess {
-		for _, k := range todoKeys {
-			_ = w.store.Done(ctx, k) // see Idempotent: a failure is the store's to report
+	finished := false
+	defer func() {
+		if !finished { // h panicked: let a redelivery handle them
+			w.release(ctx, claimed, token)
 		}
+	}()
+	r := w.h(ctx, todo)
+	finished = true
+	if r == ConsumeSuccess {
+		w.done(ctx, claimed)
+	} else {
+		w.release(ctx, claimed, token)
 	}
 	return r
 }
 
-// claim marks the batch's keys as being handled by this call and returns
-// them (each once). If another call holds one, it takes none, waits for
-// that call to end and starts over, so calls never wait for each other in
-// a cycle.
-func (w *idempotent) claim(ctx context.Context, keys []string) ([]string, error) {
+// claim claims keys in the store, checking that it answers a known state
+// per key.
+func (w *idempotent) claim(ctx context.Context, keys []string, token string) ([]ClaimState, error) {
+	var states []ClaimState
+	if w.batch != nil {
+		var err error
+		if states, err = w.batch.ClaimBatch(ctx, keys, token, w.opts.lease); err != nil {
+			return nil, err
+		}
+		if len(states) != len(keys) {
+			return nil, fmt.Errorf("idempotency store answered %d claim states for %d keys", len(states), len(keys))
+		}
+	} else {
+		states = make([]ClaimState, len(keys))
+		for i, k := range keys {
+			s, err := w.store.Claim(ctx, k, token, w.opts.lease)
+			if err != nil {
+				return nil, err
+			}
+			states[i] = s
+		}
+	}
+	for i, s := range states {
+		if s < Claimed || s > HeldByOther {
+			return nil, fmt.Errorf("idempotency store answered %v for key %q", s, keys[i])
+		}
+	}
+	return states, nil
+}
+
+// done records keys Done, bounded by its own timeout rather than ctx.
+func (w *idempotent) done(ctx context.Context, keys []string) {
+	if len(keys) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), idempotencyRecordTimeout)
+	defer cancel()
+	var err error
+	if w.batch != nil {
+		err = w.batch.DoneBatch(ctx, keys)
+	} else {
+		for _, k := range keys {
+			if e := w.store.Done(ctx, k); e != nil && err == nil {
+				err = e
+			}
+		}
+	}
+	if err != nil {
+		w.opts.log.Error("idempotent: recording handled keys failed; they may be handled again once their claims end",
+			"keys", len(keys), "err", err)
+	}
+}
+
+// release ends token's claims of keys, bounded by its own timeout rather
+// than ctx.
+func (w *idempotent) release(ctx context.Context, keys []string, token string) {
+	if len(keys) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), idempotencyRecordTimeout)
+	defer cancel()
+	var err error
+	if w.batch != nil {
+		err = w.batch.ReleaseBatch(ctx, keys, token)
+	} else {
+		for _, k := range keys {
+			if e := w.store.Release(ctx, k, token); e != nil && err == nil {
+				err = e
+			}
+		}
+	}
+	if err != nil {
+		w.opts.log.Warn("idempotent: releasing keys failed; they stay claimed until their lease ends",
+			"keys", len(keys), "err", err)
+	}
+}
+
+// claimLocal marks the batch's keys as being handled by this call and
+// returns them (each once, "" left out). If another call holds one, it
+// takes none, waits for that call to end and starts over, so calls never
+// wait for each other in a cycle.
+func (w *idempotent) claimLocal(ctx context.Context, keys []string) ([]string, error) {
 	for {
-		claimed, wait := w.tryClaim(keys)
+		claimed, wait := w.tryClaimLocal(keys)
 		if wait == nil {
 			return claimed, nil
 		}
@@ -143,9 +358,9 @@ func (w *idempotent) claim(ctx context.Context, keys []string) ([]string, error)
 	}
 }
 
-// tryClaim claims every key and returns them, or claims none and returns
-// the channel of a key another call holds.
-func (w *idempotent) tryClaim(keys []string) ([]string, <-chan struct{}) {
+// tryClaimLocal claims every key and returns them, or claims none and
+// returns the channel of a key another call holds.
+func (w *idempotent) tryClaimLocal(keys []string) ([]string, <-chan struct{}) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, k := range keys {
@@ -153,128 +368,27 @@ func (w *idempotent) tryClaim(keys []string) ([]string, <-chan struct{}) {
 			return nil, ch
 		}
 	}
-	claimed := make([]string, 0, len(keys))
+	var claimed []string
+	var ch chan struct{} // one for all the call's keys
 	for _, k := range keys {
 		if _, ok := w.inflight[k]; k != "" && !ok {
-			w.inflight[k] = make(chan struct{})
+			if ch == nil {
+				ch = make(chan struct{})
+			}
+			w.inflight[k] = ch
 			claimed = append(claimed, k)
 		}
 	}
 	return claimed, nil
 }
 
-// release ends this call's claims, waking the calls waiting for them.
-func (w *idempotent) release(claimed []string) {
+// releaseLocal ends this call's local claims, waking the calls waiting
+// for them.
+func (w *idempotent) releaseLocal(claimed []string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	close(w.inflight[claimed[0]])
 	for _, k := range claimed {
-		close(w.inflight[k])
 		delete(w.inflight, k)
-	}
-}
-
-// MemoryStoreOption configures a MemoryIdempotencyStore.
-type MemoryStoreOption func(*MemoryIdempotencyStore)
-
-// DefaultIdempotencyMaxKeys is how many keys a MemoryIdempotencyStore
-// holds by default.
-const DefaultIdempotencyMaxKeys = 1 << 20
-
-// WithMaxKeys bounds how many keys a MemoryIdempotencyStore holds: past
-// it, the oldest is forgotten. Default DefaultIdempotencyMaxKeys.
-func WithMaxKeys(n int) MemoryStoreOption {
-	return func(s *MemoryIdempotencyStore) { s.max = n }
-}
-
-// MemoryIdempotencyStore is an IdempotencyStore in memory, for one
-// process: a key is Seen for the TTL after its Done, and at most MaxKeys
-// keys are kept (the oldest go first). Expired keys are dropped by the
-// calls themselves (no goroutine). Each key costs about 100 bytes plus its
-// length. It is safe for concurrent use.
-type MemoryIdempotencyStore struct {
-	ttl time.Duration
-	max int
-	now func() time.Time
-
-	mu    sync.Mutex
-	until map[string]int64 // key -> end of its TTL (unix ns)
-	order []keyExpiry      // keys in the order they were done, from head
-	head  int
-}
-
-// keyExpiry is a key of MemoryIdempotencyStore.order and the end of its
-// TTL then; a later Done of the key makes it stale.
-type keyExpiry struct {
-	key   string
-	until int64
-}
-
-// NewMemoryIdempotencyStore returns an empty store whose keys are Seen for
-// ttl after their Done; ttl <= 0 keeps them until the key bound pushes
-// them out.
-func NewMemoryIdempotencyStore(ttl time.Duration, opts ...MemoryStoreOption) *MemoryIdempotencyStore {
-	s := &MemoryIdempotencyStore{ttl: ttl, max: DefaultIdempotencyMaxKeys, now: time.Now, until: map[string]int64{}}
-	for _, opt := range opts {
-		opt(s)
-	}
-	s.max = max(s.max, 1)
-	return s
-}
-
-// Seen implements IdempotencyStore.
-func (s *MemoryIdempotencyStore) Seen(_ context.Context, key string) (bool, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := s.now().UnixNano()
-	s.expire(now)
-	until, ok := s.until[key]
-	return ok && (s.ttl <= 0 || now < until), nil
-}
-
-// Done implements IdempotencyStore.
-func (s *MemoryIdempotencyStore) Done(_ context.Context, key string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := s.now().UnixNano()
-	s.expire(now)
-	until := now + int64(s.ttl)
-	s.until[key] = until
-	s.order = append(s.order, keyExpiry{key: key, until: until})
-	for len(s.until) > s.max || len(s.order)-s.head > 2*s.max { // stale entries (keys done again) count too
-		s.pop()
-	}
-	return nil
-}
-
-// Len returns how many keys the store holds (expired ones not yet dropped
-// included).
-func (s *MemoryIdempotencyStore) Len() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.until)
-}
-
-// expire drops the keys whose TTL ended by now, oldest first.
-func (s *MemoryIdempotencyStore) expire(now int64) {
-	if s.ttl <= 0 {
-		return
-	}
-	for s.head < len(s.order) && s.order[s.head].until <= now {
-		s.pop()
-	}
-}
-
-// pop forgets the oldest entry of order (and its key, unless a later Done
-// renewed it), compacting order once half of it is popped.
-func (s *MemoryIdempotencyStore) pop() {
-	e := s.order[s.head]
-	s.order[s.head] = keyExpiry{}
-	s.head++
-	if s.until[e.key] == e.until {
-		delete(s.until, e.key)
-	}
-	if s.head > len(s.order)/2 && s.head > 64 {
-		s.order = append(s.order[:0], s.order[s.head:]...)
-		s.head = 0
 	}
 }
