@@ -88,8 +88,9 @@ type fakeBroker struct {
 	pullHasDL  bool
 	sendGroups []string
 
-	// Offset commits: CommitOffset and CommitOffsets calls counted, and
-	// CommitOffsets answered UNIMPLEMENTED (an older broker) when set.
+	// Offset commits: CommitOffset and CommitOffsets calls counted (those
+	// answered UNIMPLEMENTED too), and CommitOffsets answered UNIMPLEMENTED
+	// (an older broker) when noBatchCommit is set.
 	commitCalls, batchCommitCalls atomic.Int64
 	noBatchCommit                 atomic.Bool
 }
@@ -416,6 +417,7 @@ func (f *fakeMessaging) CommitOffset(_ context.Context, req *gantryv1.CommitOffs
 }
 
 func (f *fakeMessaging) CommitOffsets(_ context.Context, req *gantryv1.CommitOffsetsRequest) (*gantryv1.CommitOffsetsResponse, error) {
+	f.b.batchCommitCalls.Add(1)
 	if f.b.noBatchCommit.Load() {
 		return nil, status.Error(codes.Unimplemented, "method CommitOffsets not implemented")
 	}
@@ -424,7 +426,6 @@ func (f *fakeMessaging) CommitOffsets(_ context.Context, req *gantryv1.CommitOff
 	}
 	f.b.mu.Lock()
 	defer f.b.mu.Unlock()
-	f.b.batchCommitCalls.Add(1)
 	out := &gantryv1.CommitOffsetsResponse{}
 	for _, e := range req.GetEntries() {
 		r := &gantryv1.CommitOffsetResult{}
