@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -45,7 +46,7 @@ type commits struct {
 
 	mu      sync.Mutex
 	marks   map[markKey]*mark
-	noBatch map[string]bool // brokers that answered CommitOffsets UNIMPLEMENTED
+	noBatch map[string]bool // brokers that answered CommitOffsets UNIMPLEMENTED, for the consumer's life
 
 	stopAuto context.CancelFunc // nil without auto-commit
 	autoDone chan struct{}
@@ -143,6 +144,11 @@ func (pc *PullConsumer) commitMarked(ctx context.Context) error {
 	if len(byBroker) == 0 {
 		return errors.Join(errs...)
 	}
+	for _, ps := range byBroker { // requests and errors in queue order
+		slices.SortFunc(ps, func(a, b *pending) int {
+			return cmp.Or(cmp.Compare(a.k.topic, b.k.topic), cmp.Compare(a.k.brokerName, b.k.brokerName), cmp.Compare(a.k.id, b.k.id))
+		})
+	}
 
 	brokerErrs := make(map[string]error, len(byBroker))
 	var mu sync.Mutex
@@ -217,7 +223,9 @@ func (pc *PullConsumer) commitBroker(ctx context.Context, addr string, ps []*pen
 }
 
 // commitBatch sends one CommitOffsets request. Each queue's own error is
-// set on its pending; the request's error is returned (and set on each).
+// set on its pending; a failure of the request as a whole marks them all
+// failed and is returned, as is UNIMPLEMENTED (an older broker), which
+// marks nothing.
 func (pc *PullConsumer) commitBatch(ctx context.Context, m gantryv1.MessagingClient, addr string, ps []*pending) error {
 	req := &gantryv1.CommitOffsetsRequest{Group: pc.group, Entries: make([]*gantryv1.OffsetEntry, len(ps))}
 	entries := make([]gantryv1.OffsetEntry, len(ps)) // one allocation for the request
