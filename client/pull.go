@@ -70,8 +70,8 @@ type PullResult struct {
 // Keeping one message, or one of its slices or strings, so keeps the whole
 // buffer in memory. A message kept after it is handled (queued for later,
 // cached) should be kept as its Detach copy. Nothing modifies the buffer,
-// so the aliases stay valid; a message must not be modified in place
-// either (its body is shared).
+// so the views stay valid; the bytes of a body must not be modified in
+// place either (they are the response's).
 type MessageExt struct {
 	// Message is the decoded record, every stored field included.
 	Message *message.Message
@@ -136,7 +136,7 @@ func newMessageExt(e *MessageExt, m *message.Message, q Queue) *MessageExt {
 // Detach returns a copy of e that shares no memory with the pull response
 // it came in: the body, the stored record's body, the topic, the tags and
 // every property are copied, so that keeping the copy does not keep the
-// response and its other messages in memory. It costs about four
+// response and its other messages in memory. It costs at most four
 // allocations and the bytes of the message; e is unchanged.
 func (e *MessageExt) Detach() *MessageExt {
 	d := new(detachedMsg)
@@ -273,8 +273,10 @@ func decodeRecords(b []byte, q Queue, count int) ([]*MessageExt, error) {
 }
 
 // PullConsumer reads queues for one consumer group; the application picks
-// the queues and offsets and commits offsets itself. It is safe for
-// concurrent use.
+// the queues and offsets and says what it has handled: MarkOffset marks
+// it, and the marks are committed by Commit, every auto-commit interval
+// (WithAutoCommitInterval, 5 s by default) and by Close. CommitOffset
+// commits (or resets) one offset at once. It is safe for concurrent use.
 type PullConsumer struct {
 	c       *core
 	group   string
