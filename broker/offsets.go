@@ -42,6 +42,11 @@ func (b *Broker) commitOffset(group, holder, topic string, queueID int32, offset
 		return ErrShuttingDown
 	}
 	defer b.calls.leave()
+	return b.commitEntered(group, holder, topic, queueID, offset)
+}
+
+// commitEntered is commitOffset inside a call (b.calls entered).
+func (b *Broker) commitEntered(group, holder, topic string, queueID int32, offset int64) error {
 	if err := b.checkCommit(group, topic, queueID, offset); err != nil {
 		return err
 	}
@@ -71,6 +76,12 @@ func (b *Broker) CommitClientOffset(group, clientID, topic string, queueID int32
 		return ErrShuttingDown
 	}
 	defer b.calls.leave()
+	return b.commitClientEntered(group, clientID, topic, queueID, offset)
+}
+
+// commitClientEntered is CommitClientOffset inside a call (b.calls
+// entered).
+func (b *Broker) commitClientEntered(group, clientID, topic string, queueID int32, offset int64) error {
 	if clientID == "" {
 		return fmt.Errorf("%w: client offset without a client id", ErrInvalidArgument)
 	}
@@ -81,6 +92,39 @@ func (b *Broker) CommitClientOffset(group, clientID, topic string, queueID int32
 		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
 	return nil
+}
+
+// OffsetCommit is one queue's offset in CommitOffsets.
+type OffsetCommit struct {
+	Topic   string
+	QueueID int32
+	Offset  int64
+}
+
+// CommitOffsets commits several offsets of group in one call: each entry as
+// CommitClientOffset does when clientID is set, else as CommitHeldOffset
+// does when holder is set, else as CommitOffset does. errs holds each
+// entry's error, in order, nil for those committed. err is the call's own,
+// and then nothing was committed: ErrShuttingDown, or the group's (an
+// invalid name, ErrGroupNotFound with autoCreateSubscriptionGroup off,
+// ErrTooManyGroups). The caller bounds len(commits).
+func (b *Broker) CommitOffsets(group, clientID, holder string, commits []OffsetCommit) (errs []error, err error) {
+	if !b.calls.enter() {
+		return nil, ErrShuttingDown
+	}
+	defer b.calls.leave()
+	if _, err := b.ensureGroup(group); err != nil {
+		return nil, err
+	}
+	errs = make([]error, len(commits))
+	for i, c := range commits {
+		if clientID != "" {
+			errs[i] = b.commitClientEntered(group, clientID, c.Topic, c.QueueID, c.Offset)
+		} else {
+			errs[i] = b.commitEntered(group, holder, c.Topic, c.QueueID, c.Offset)
+		}
+	}
+	return errs, nil
 }
 
 // checkCommit checks an offset commit and creates its group if need be.

@@ -155,6 +155,34 @@ func TestOffsetCallsAfterClose(t *testing.T) {
 	require.ErrorIs(t, b.CommitOffset("G", "T", 0, 1), broker.ErrShuttingDown)
 	_, err := b.ResetOffsetByTime("G", "T", 0)
 	require.ErrorIs(t, err, broker.ErrShuttingDown)
+	_, err = b.CommitOffsets("G", "", "", []broker.OffsetCommit{{Topic: "T", Offset: 1}})
+	require.ErrorIs(t, err, broker.ErrShuttingDown)
+}
+
+// CommitOffsets fails as a whole, committing nothing, when its group
+// cannot be had; otherwise each entry is answered on its own.
+func TestCommitOffsetsGroupChecked(t *testing.T) {
+	cfg := testConfig(t)
+	off := false
+	cfg.AutoCreateSubscriptionGroup = &off
+	b := openBroker(t, cfg)
+	createTopic(t, b, "T", 2)
+	commits := []broker.OffsetCommit{{Topic: "T", QueueID: 0, Offset: 3}, {Topic: "T", QueueID: 5, Offset: 1}}
+	_, err := b.CommitOffsets("Nope", "", "", commits)
+	require.ErrorIs(t, err, broker.ErrGroupNotFound)
+	_, ok := b.QueryOffset("Nope", "T", 0)
+	assert.False(t, ok)
+
+	b2 := openBroker(t, testConfig(t)) // auto-creation on
+	createTopic(t, b2, "T", 2)
+	errs, err := b2.CommitOffsets("G", "", "", commits)
+	require.NoError(t, err)
+	require.Len(t, errs, 2)
+	assert.NoError(t, errs[0])
+	assert.ErrorIs(t, errs[1], broker.ErrInvalidArgument)
+	got, ok := b2.QueryOffset("G", "T", 0)
+	assert.True(t, ok)
+	assert.Equal(t, int64(3), got)
 }
 
 // Broadcast consumption: each client has offsets of its own, beside the

@@ -109,9 +109,12 @@
 // A PullConsumer reads queues the application chooses, from offsets it
 // manages: Queues lists the readable queues of a topic, Pull reads from an
 // offset (optionally holding the call until a message arrives),
-// CommitOffset and CommittedOffset store and read the group's offsets,
-// SeekByTime and QueueOffsets find offsets. Pulled records are decoded
-// with package message into MessageExt values.
+// MarkOffset marks a queue's offset as handled and Commit commits the
+// marks (one request per broker; also every 5 s by itself and at Close),
+// CommitOffset commits (or resets) one offset at once, CommittedOffset
+// reads it, SeekByTime and QueueOffsets find offsets. Pulled records are
+// decoded with package message into MessageExt values, which view the
+// pull's response: Detach copies one out of it.
 //
 // # PushConsumer
 //
@@ -227,6 +230,8 @@
 //
 //   - WithPullMaxBytes(n): bytes per Pull; default the broker's limit.
 //   - WithHoldMargin(d): a held Pull's deadline is hold + d; default 5 s.
+//   - WithAutoCommitInterval(d), WithoutAutoCommit(): commit the marks
+//     every d (default 5 s), or only on Commit and Close.
 //
 // # Concurrency
 //

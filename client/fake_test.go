@@ -87,6 +87,12 @@ type fakeBroker struct {
 	pullDL     time.Time // deadline of the last Pull, zero if none
 	pullHasDL  bool
 	sendGroups []string
+
+	// Offset commits: CommitOffset and CommitOffsets calls counted (those
+	// answered UNIMPLEMENTED too), and CommitOffsets answered UNIMPLEMENTED
+	// (an older broker) when noBatchCommit is set.
+	commitCalls, batchCommitCalls atomic.Int64
+	noBatchCommit                 atomic.Bool
 }
 
 var fakeHostSeq atomic.Int32
@@ -406,7 +412,32 @@ func (f *fakeMessaging) CommitOffset(_ context.Context, req *gantryv1.CommitOffs
 		return nil, err
 	}
 	f.b.offsets[offsetKey(req.GetGroup(), req.GetTopic(), req.GetQueueId())] = req.GetOffset()
+	f.b.commitCalls.Add(1)
 	return &gantryv1.CommitOffsetResponse{}, nil
+}
+
+func (f *fakeMessaging) CommitOffsets(_ context.Context, req *gantryv1.CommitOffsetsRequest) (*gantryv1.CommitOffsetsResponse, error) {
+	f.b.batchCommitCalls.Add(1)
+	if f.b.noBatchCommit.Load() {
+		return nil, status.Error(codes.Unimplemented, "method CommitOffsets not implemented")
+	}
+	if n := len(req.GetEntries()); n == 0 || n > gantryv1.MaxCommitOffsetsEntries {
+		return nil, status.Errorf(codes.InvalidArgument, "commit offsets: %d entries", n)
+	}
+	f.b.mu.Lock()
+	defer f.b.mu.Unlock()
+	out := &gantryv1.CommitOffsetsResponse{}
+	for _, e := range req.GetEntries() {
+		r := &gantryv1.CommitOffsetResult{}
+		if _, err := f.queue(e.GetTopic(), e.GetQueueId()); err != nil {
+			st := status.Convert(err)
+			r.Error = &gantryv1.Error{Code: int32(st.Code()), Message: st.Message()}
+		} else {
+			f.b.offsets[offsetKey(req.GetGroup(), e.GetTopic(), e.GetQueueId())] = e.GetOffset()
+		}
+		out.Results = append(out.Results, r)
+	}
+	return out, nil
 }
 
 func (f *fakeMessaging) GetQueueOffsets(_ context.Context, req *gantryv1.GetQueueOffsetsRequest) (*gantryv1.GetQueueOffsetsResponse, error) {

@@ -220,9 +220,15 @@ type PullConsumerOption func(*pullOptions)
 
 // pullOptions are a PullConsumer's settings after its options.
 type pullOptions struct {
-	maxBytes   int32
-	holdMargin time.Duration
+	maxBytes     int32
+	holdMargin   time.Duration
+	autoCommit   time.Duration
+	noAutoCommit bool
 }
+
+// DefaultAutoCommitInterval is how often a PullConsumer commits its marked
+// offsets by itself (WithAutoCommitInterval).
+const DefaultAutoCommitInterval = 5 * time.Second
 
 // WithPullMaxBytes limits the bytes of records one Pull returns. Default 0:
 // the broker's limit.
@@ -235,4 +241,19 @@ func WithPullMaxBytes(n int32) PullConsumerOption {
 // unless its context ends earlier. Default 5 s.
 func WithHoldMargin(d time.Duration) PullConsumerOption {
 	return func(o *pullOptions) { o.holdMargin = d }
+}
+
+// WithAutoCommitInterval sets how often the consumer commits the offsets
+// marked with MarkOffset, on a goroutine of its own: a consumer that dies
+// without Close re-delivers at most what it marked in one interval (plus
+// a commit in flight). Default 5 s; d must be positive.
+func WithAutoCommitInterval(d time.Duration) PullConsumerOption {
+	return func(o *pullOptions) { o.autoCommit, o.noAutoCommit = d, false }
+}
+
+// WithoutAutoCommit turns auto-commit off: marked offsets are committed
+// only by Commit and by Close. Of it and WithAutoCommitInterval, the last
+// given wins.
+func WithoutAutoCommit() PullConsumerOption {
+	return func(o *pullOptions) { o.noAutoCommit = true }
 }

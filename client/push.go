@@ -57,7 +57,9 @@ func (r ConsumeResult) String() string {
 // MessageHandler handles a batch of messages of one queue (at most the
 // consume batch size, 1 by default). ctx ends at the consume timeout
 // (WithConsumeTimeout) or when Shutdown's context does. A panic, or a call
-// that outlasts the consume timeout, counts as ConsumeRetryLater.
+// that outlasts the consume timeout, counts as ConsumeRetryLater. The
+// messages alias their pull's response (see MessageExt): Detach those kept
+// after the handler returns.
 type MessageHandler func(ctx context.Context, msgs []*MessageExt) ConsumeResult
 
 // ConsumeModel is how the members of a group share the messages.

@@ -337,6 +337,36 @@ func (s *Messaging) CommitOffset(_ context.Context, req *gantryv1.CommitOffsetRe
 	return &gantryv1.CommitOffsetResponse{}, nil
 }
 
+// CommitOffsets implements the service: CommitOffset of each entry, with
+// the request's client_id or lock_holder, each entry answered in order.
+func (s *Messaging) CommitOffsets(_ context.Context, req *gantryv1.CommitOffsetsRequest) (*gantryv1.CommitOffsetsResponse, error) {
+	entries := req.GetEntries()
+	switch n := len(entries); {
+	case n == 0:
+		return nil, status.Error(codes.InvalidArgument, "commit offsets: no entries")
+	case n > gantryv1.MaxCommitOffsetsEntries:
+		return nil, status.Errorf(codes.InvalidArgument, "commit offsets: %d entries, at most %d (MaxCommitOffsetsEntries)", n, gantryv1.MaxCommitOffsetsEntries)
+	}
+	commits := make([]broker.OffsetCommit, len(entries))
+	for i, e := range entries {
+		commits[i] = broker.OffsetCommit{Topic: e.GetTopic(), QueueID: e.GetQueueId(), Offset: e.GetOffset()}
+	}
+	errs, err := s.b.CommitOffsets(req.GetGroup(), req.GetClientId(), req.GetLockHolder(), commits)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	results := make([]gantryv1.CommitOffsetResult, len(errs)) // one allocation for the request
+	out := &gantryv1.CommitOffsetsResponse{Results: make([]*gantryv1.CommitOffsetResult, len(errs))}
+	for i, err := range errs {
+		out.Results[i] = &results[i]
+		if err != nil {
+			st := status.Convert(toStatus(err))
+			results[i].Error = &gantryv1.Error{Code: int32(st.Code()), Message: st.Message()}
+		}
+	}
+	return out, nil
+}
+
 // GetQueueOffsets implements the service.
 func (s *Messaging) GetQueueOffsets(_ context.Context, req *gantryv1.GetQueueOffsetsRequest) (*gantryv1.GetQueueOffsetsResponse, error) {
 	if err := s.checkQueue(req.GetTopic(), req.GetQueueId()); err != nil {

@@ -1000,6 +1000,229 @@ func (*CommitOffsetResponse) Descriptor() ([]byte, []int) {
 	return file_messaging_proto_rawDescGZIP(), []int{10}
 }
 
+type CommitOffsetsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Group string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	// client_id and lock_holder: as in CommitOffsetRequest, for every entry
+	// (client_id wins when both are set).
+	ClientId   string `protobuf:"bytes,2,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	LockHolder string `protobuf:"bytes,3,opt,name=lock_holder,json=lockHolder,proto3" json:"lock_holder,omitempty"`
+	// entries: the offsets to commit, at most 1024.
+	Entries       []*OffsetEntry `protobuf:"bytes,4,rep,name=entries,proto3" json:"entries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CommitOffsetsRequest) Reset() {
+	*x = CommitOffsetsRequest{}
+	mi := &file_messaging_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CommitOffsetsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CommitOffsetsRequest) ProtoMessage() {}
+
+func (x *CommitOffsetsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_messaging_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CommitOffsetsRequest.ProtoReflect.Descriptor instead.
+func (*CommitOffsetsRequest) Descriptor() ([]byte, []int) {
+	return file_messaging_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *CommitOffsetsRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *CommitOffsetsRequest) GetClientId() string {
+	if x != nil {
+		return x.ClientId
+	}
+	return ""
+}
+
+func (x *CommitOffsetsRequest) GetLockHolder() string {
+	if x != nil {
+		return x.LockHolder
+	}
+	return ""
+}
+
+func (x *CommitOffsetsRequest) GetEntries() []*OffsetEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+// OffsetEntry is one queue's offset in CommitOffsets.
+type OffsetEntry struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	QueueId       int32                  `protobuf:"varint,2,opt,name=queue_id,json=queueId,proto3" json:"queue_id,omitempty"`
+	Offset        int64                  `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OffsetEntry) Reset() {
+	*x = OffsetEntry{}
+	mi := &file_messaging_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OffsetEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OffsetEntry) ProtoMessage() {}
+
+func (x *OffsetEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_messaging_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OffsetEntry.ProtoReflect.Descriptor instead.
+func (*OffsetEntry) Descriptor() ([]byte, []int) {
+	return file_messaging_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *OffsetEntry) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *OffsetEntry) GetQueueId() int32 {
+	if x != nil {
+		return x.QueueId
+	}
+	return 0
+}
+
+func (x *OffsetEntry) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+type CommitOffsetsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// results: one per entry, in order.
+	Results       []*CommitOffsetResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CommitOffsetsResponse) Reset() {
+	*x = CommitOffsetsResponse{}
+	mi := &file_messaging_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CommitOffsetsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CommitOffsetsResponse) ProtoMessage() {}
+
+func (x *CommitOffsetsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_messaging_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CommitOffsetsResponse.ProtoReflect.Descriptor instead.
+func (*CommitOffsetsResponse) Descriptor() ([]byte, []int) {
+	return file_messaging_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *CommitOffsetsResponse) GetResults() []*CommitOffsetResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+type CommitOffsetResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// error: why this entry's offset was not committed (nothing changed for
+	// its queue); unset on success.
+	Error         *Error `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CommitOffsetResult) Reset() {
+	*x = CommitOffsetResult{}
+	mi := &file_messaging_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CommitOffsetResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CommitOffsetResult) ProtoMessage() {}
+
+func (x *CommitOffsetResult) ProtoReflect() protoreflect.Message {
+	mi := &file_messaging_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CommitOffsetResult.ProtoReflect.Descriptor instead.
+func (*CommitOffsetResult) Descriptor() ([]byte, []int) {
+	return file_messaging_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *CommitOffsetResult) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
 type GetQueueOffsetsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
@@ -1010,7 +1233,7 @@ type GetQueueOffsetsRequest struct {
 
 func (x *GetQueueOffsetsRequest) Reset() {
 	*x = GetQueueOffsetsRequest{}
-	mi := &file_messaging_proto_msgTypes[11]
+	mi := &file_messaging_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1022,7 +1245,7 @@ func (x *GetQueueOffsetsRequest) String() string {
 func (*GetQueueOffsetsRequest) ProtoMessage() {}
 
 func (x *GetQueueOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_messaging_proto_msgTypes[11]
+	mi := &file_messaging_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1035,7 +1258,7 @@ func (x *GetQueueOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetQueueOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*GetQueueOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_messaging_proto_rawDescGZIP(), []int{11}
+	return file_messaging_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GetQueueOffsetsRequest) GetTopic() string {
@@ -1062,7 +1285,7 @@ type GetQueueOffsetsResponse struct {
 
 func (x *GetQueueOffsetsResponse) Reset() {
 	*x = GetQueueOffsetsResponse{}
-	mi := &file_messaging_proto_msgTypes[12]
+	mi := &file_messaging_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1074,7 +1297,7 @@ func (x *GetQueueOffsetsResponse) String() string {
 func (*GetQueueOffsetsResponse) ProtoMessage() {}
 
 func (x *GetQueueOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_messaging_proto_msgTypes[12]
+	mi := &file_messaging_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1087,7 +1310,7 @@ func (x *GetQueueOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetQueueOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*GetQueueOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_messaging_proto_rawDescGZIP(), []int{12}
+	return file_messaging_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetQueueOffsetsResponse) GetMinOffset() int64 {
@@ -1115,7 +1338,7 @@ type SearchOffsetRequest struct {
 
 func (x *SearchOffsetRequest) Reset() {
 	*x = SearchOffsetRequest{}
-	mi := &file_messaging_proto_msgTypes[13]
+	mi := &file_messaging_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1127,7 +1350,7 @@ func (x *SearchOffsetRequest) String() string {
 func (*SearchOffsetRequest) ProtoMessage() {}
 
 func (x *SearchOffsetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_messaging_proto_msgTypes[13]
+	mi := &file_messaging_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1140,7 +1363,7 @@ func (x *SearchOffsetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchOffsetRequest.ProtoReflect.Descriptor instead.
 func (*SearchOffsetRequest) Descriptor() ([]byte, []int) {
-	return file_messaging_proto_rawDescGZIP(), []int{13}
+	return file_messaging_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SearchOffsetRequest) GetTopic() string {
@@ -1173,7 +1396,7 @@ type SearchOffsetResponse struct {
 
 func (x *SearchOffsetResponse) Reset() {
 	*x = SearchOffsetResponse{}
-	mi := &file_messaging_proto_msgTypes[14]
+	mi := &file_messaging_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1185,7 +1408,7 @@ func (x *SearchOffsetResponse) String() string {
 func (*SearchOffsetResponse) ProtoMessage() {}
 
 func (x *SearchOffsetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_messaging_proto_msgTypes[14]
+	mi := &file_messaging_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1198,7 +1421,7 @@ func (x *SearchOffsetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchOffsetResponse.ProtoReflect.Descriptor instead.
 func (*SearchOffsetResponse) Descriptor() ([]byte, []int) {
-	return file_messaging_proto_rawDescGZIP(), []int{14}
+	return file_messaging_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SearchOffsetResponse) GetOffset() int64 {
@@ -1218,7 +1441,7 @@ type Subscription struct {
 
 func (x *Subscription) Reset() {
 	*x = Subscription{}
-	mi := &file_messaging_proto_msgTypes[15]
+	mi := &file_messaging_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1230,7 +1453,7 @@ func (x *Subscription) String() string {
 func (*Subscription) ProtoMessage() {}
 
 func (x *Subscription) ProtoReflect() protoreflect.Message {
-	mi := &file_messaging_proto_msgTypes[15]
+	mi := &file_messaging_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1243,7 +1466,7 @@ func (x *Subscription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Subscription.ProtoReflect.Descriptor instead.
 func (*Subscription) Descriptor() ([]byte, []int) {
-	return file_messaging_proto_rawDescGZIP(), []int{15}
+	return file_messaging_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Subscription) GetTopic() string {
@@ -1276,7 +1499,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_messaging_proto_msgTypes[16]
+	mi := &file_messaging_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1288,7 +1511,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_messaging_proto_msgTypes[16]
+	mi := &file_messaging_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1301,7 +1524,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_messaging_proto_rawDescGZIP(), []int{16}
+	return file_messaging_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *HeartbeatRequest) GetClientId() string {
@@ -1354,7 +1577,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_messaging_proto_msgTypes[17]
+	mi := &file_messaging_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1366,7 +1589,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_messaging_proto_msgTypes[17]
+	mi := &file_messaging_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1379,7 +1602,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_messaging_proto_rawDescGZIP(), []int{17}
+	return file_messaging_proto_rawDescGZIP(), []int{21}
 }
 
 type GetConsumerListRequest struct {
@@ -1391,7 +1614,7 @@ type GetConsumerListRequest struct {
 
 func (x *GetConsumerListRequest) Reset() {
 	*x = GetConsumerListRequest{}
-	mi := &file_messaging_proto_msgTypes[18]
+	mi := &file_messaging_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1403,7 +1626,7 @@ func (x *GetConsumerListRequest) String() string {
 func (*GetConsumerListRequest) ProtoMessage() {}
 
 func (x *GetConsumerListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_messaging_proto_msgTypes[18]
+	mi := &file_messaging_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1416,7 +1639,7 @@ func (x *GetConsumerListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConsumerListRequest.ProtoReflect.Descriptor instead.
 func (*GetConsumerListRequest) Descriptor() ([]byte, []int) {
-	return file_messaging_proto_rawDescGZIP(), []int{18}
+	return file_messaging_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GetConsumerListRequest) GetGroup() string {
@@ -1435,7 +1658,7 @@ type GetConsumerListResponse struct {
 
 func (x *GetConsumerListResponse) Reset() {
 	*x = GetConsumerListResponse{}
-	mi := &file_messaging_proto_msgTypes[19]
+	mi := &file_messaging_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1447,7 +1670,7 @@ func (x *GetConsumerListResponse) String() string {
 func (*GetConsumerListResponse) ProtoMessage() {}
 
 func (x *GetConsumerListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_messaging_proto_msgTypes[19]
+	mi := &file_messaging_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1460,7 +1683,7 @@ func (x *GetConsumerListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConsumerListResponse.ProtoReflect.Descriptor instead.
 func (*GetConsumerListResponse) Descriptor() ([]byte, []int) {
-	return file_messaging_proto_rawDescGZIP(), []int{19}
+	return file_messaging_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GetConsumerListResponse) GetClientIds() []string {
@@ -1492,7 +1715,7 @@ type SendBackRequest struct {
 
 func (x *SendBackRequest) Reset() {
 	*x = SendBackRequest{}
-	mi := &file_messaging_proto_msgTypes[20]
+	mi := &file_messaging_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1504,7 +1727,7 @@ func (x *SendBackRequest) String() string {
 func (*SendBackRequest) ProtoMessage() {}
 
 func (x *SendBackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_messaging_proto_msgTypes[20]
+	mi := &file_messaging_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1517,7 +1740,7 @@ func (x *SendBackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendBackRequest.ProtoReflect.Descriptor instead.
 func (*SendBackRequest) Descriptor() ([]byte, []int) {
-	return file_messaging_proto_rawDescGZIP(), []int{20}
+	return file_messaging_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SendBackRequest) GetGroup() string {
@@ -1575,7 +1798,7 @@ type SendBackResponse struct {
 
 func (x *SendBackResponse) Reset() {
 	*x = SendBackResponse{}
-	mi := &file_messaging_proto_msgTypes[21]
+	mi := &file_messaging_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1587,7 +1810,7 @@ func (x *SendBackResponse) String() string {
 func (*SendBackResponse) ProtoMessage() {}
 
 func (x *SendBackResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_messaging_proto_msgTypes[21]
+	mi := &file_messaging_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1600,7 +1823,7 @@ func (x *SendBackResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendBackResponse.ProtoReflect.Descriptor instead.
 func (*SendBackResponse) Descriptor() ([]byte, []int) {
-	return file_messaging_proto_rawDescGZIP(), []int{21}
+	return file_messaging_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *SendBackResponse) GetDeadLettered() bool {
@@ -1627,7 +1850,7 @@ type QueueRef struct {
 
 func (x *QueueRef) Reset() {
 	*x = QueueRef{}
-	mi := &file_messaging_proto_msgTypes[22]
+	mi := &file_messaging_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1639,7 +1862,7 @@ func (x *QueueRef) String() string {
 func (*QueueRef) ProtoMessage() {}
 
 func (x *QueueRef) ProtoReflect() protoreflect.Message {
-	mi := &file_messaging_proto_msgTypes[22]
+	mi := &file_messaging_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1652,7 +1875,7 @@ func (x *QueueRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueRef.ProtoReflect.Descriptor instead.
 func (*QueueRef) Descriptor() ([]byte, []int) {
-	return file_messaging_proto_rawDescGZIP(), []int{22}
+	return file_messaging_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *QueueRef) GetTopic() string {
@@ -1680,7 +1903,7 @@ type LockQueuesRequest struct {
 
 func (x *LockQueuesRequest) Reset() {
 	*x = LockQueuesRequest{}
-	mi := &file_messaging_proto_msgTypes[23]
+	mi := &file_messaging_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1692,7 +1915,7 @@ func (x *LockQueuesRequest) String() string {
 func (*LockQueuesRequest) ProtoMessage() {}
 
 func (x *LockQueuesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_messaging_proto_msgTypes[23]
+	mi := &file_messaging_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1705,7 +1928,7 @@ func (x *LockQueuesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockQueuesRequest.ProtoReflect.Descriptor instead.
 func (*LockQueuesRequest) Descriptor() ([]byte, []int) {
-	return file_messaging_proto_rawDescGZIP(), []int{23}
+	return file_messaging_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *LockQueuesRequest) GetGroup() string {
@@ -1738,7 +1961,7 @@ type LockQueuesResponse struct {
 
 func (x *LockQueuesResponse) Reset() {
 	*x = LockQueuesResponse{}
-	mi := &file_messaging_proto_msgTypes[24]
+	mi := &file_messaging_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1750,7 +1973,7 @@ func (x *LockQueuesResponse) String() string {
 func (*LockQueuesResponse) ProtoMessage() {}
 
 func (x *LockQueuesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_messaging_proto_msgTypes[24]
+	mi := &file_messaging_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1763,7 +1986,7 @@ func (x *LockQueuesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockQueuesResponse.ProtoReflect.Descriptor instead.
 func (*LockQueuesResponse) Descriptor() ([]byte, []int) {
-	return file_messaging_proto_rawDescGZIP(), []int{24}
+	return file_messaging_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *LockQueuesResponse) GetLocked() []*QueueRef {
@@ -1784,7 +2007,7 @@ type UnlockQueuesRequest struct {
 
 func (x *UnlockQueuesRequest) Reset() {
 	*x = UnlockQueuesRequest{}
-	mi := &file_messaging_proto_msgTypes[25]
+	mi := &file_messaging_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1796,7 +2019,7 @@ func (x *UnlockQueuesRequest) String() string {
 func (*UnlockQueuesRequest) ProtoMessage() {}
 
 func (x *UnlockQueuesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_messaging_proto_msgTypes[25]
+	mi := &file_messaging_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1809,7 +2032,7 @@ func (x *UnlockQueuesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnlockQueuesRequest.ProtoReflect.Descriptor instead.
 func (*UnlockQueuesRequest) Descriptor() ([]byte, []int) {
-	return file_messaging_proto_rawDescGZIP(), []int{25}
+	return file_messaging_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *UnlockQueuesRequest) GetGroup() string {
@@ -1841,7 +2064,7 @@ type UnlockQueuesResponse struct {
 
 func (x *UnlockQueuesResponse) Reset() {
 	*x = UnlockQueuesResponse{}
-	mi := &file_messaging_proto_msgTypes[26]
+	mi := &file_messaging_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1853,7 +2076,7 @@ func (x *UnlockQueuesResponse) String() string {
 func (*UnlockQueuesResponse) ProtoMessage() {}
 
 func (x *UnlockQueuesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_messaging_proto_msgTypes[26]
+	mi := &file_messaging_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1866,7 +2089,7 @@ func (x *UnlockQueuesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnlockQueuesResponse.ProtoReflect.Descriptor instead.
 func (*UnlockQueuesResponse) Descriptor() ([]byte, []int) {
-	return file_messaging_proto_rawDescGZIP(), []int{26}
+	return file_messaging_proto_rawDescGZIP(), []int{30}
 }
 
 type WatchGroupRequest struct {
@@ -1879,7 +2102,7 @@ type WatchGroupRequest struct {
 
 func (x *WatchGroupRequest) Reset() {
 	*x = WatchGroupRequest{}
-	mi := &file_messaging_proto_msgTypes[27]
+	mi := &file_messaging_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1891,7 +2114,7 @@ func (x *WatchGroupRequest) String() string {
 func (*WatchGroupRequest) ProtoMessage() {}
 
 func (x *WatchGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_messaging_proto_msgTypes[27]
+	mi := &file_messaging_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1904,7 +2127,7 @@ func (x *WatchGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchGroupRequest.ProtoReflect.Descriptor instead.
 func (*WatchGroupRequest) Descriptor() ([]byte, []int) {
-	return file_messaging_proto_rawDescGZIP(), []int{27}
+	return file_messaging_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *WatchGroupRequest) GetGroup() string {
@@ -1941,7 +2164,7 @@ type GroupEvent struct {
 
 func (x *GroupEvent) Reset() {
 	*x = GroupEvent{}
-	mi := &file_messaging_proto_msgTypes[28]
+	mi := &file_messaging_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1953,7 +2176,7 @@ func (x *GroupEvent) String() string {
 func (*GroupEvent) ProtoMessage() {}
 
 func (x *GroupEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_messaging_proto_msgTypes[28]
+	mi := &file_messaging_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1966,7 +2189,7 @@ func (x *GroupEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupEvent.ProtoReflect.Descriptor instead.
 func (*GroupEvent) Descriptor() ([]byte, []int) {
-	return file_messaging_proto_rawDescGZIP(), []int{28}
+	return file_messaging_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *GroupEvent) GetGroup() string {
@@ -2004,7 +2227,7 @@ type OffsetReset struct {
 
 func (x *OffsetReset) Reset() {
 	*x = OffsetReset{}
-	mi := &file_messaging_proto_msgTypes[29]
+	mi := &file_messaging_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2016,7 +2239,7 @@ func (x *OffsetReset) String() string {
 func (*OffsetReset) ProtoMessage() {}
 
 func (x *OffsetReset) ProtoReflect() protoreflect.Message {
-	mi := &file_messaging_proto_msgTypes[29]
+	mi := &file_messaging_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2029,7 +2252,7 @@ func (x *OffsetReset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetReset.ProtoReflect.Descriptor instead.
 func (*OffsetReset) Descriptor() ([]byte, []int) {
-	return file_messaging_proto_rawDescGZIP(), []int{29}
+	return file_messaging_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *OffsetReset) GetTopic() string {
@@ -2063,7 +2286,7 @@ type SendBackBatchRequest struct {
 
 func (x *SendBackBatchRequest) Reset() {
 	*x = SendBackBatchRequest{}
-	mi := &file_messaging_proto_msgTypes[30]
+	mi := &file_messaging_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2075,7 +2298,7 @@ func (x *SendBackBatchRequest) String() string {
 func (*SendBackBatchRequest) ProtoMessage() {}
 
 func (x *SendBackBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_messaging_proto_msgTypes[30]
+	mi := &file_messaging_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2088,7 +2311,7 @@ func (x *SendBackBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendBackBatchRequest.ProtoReflect.Descriptor instead.
 func (*SendBackBatchRequest) Descriptor() ([]byte, []int) {
-	return file_messaging_proto_rawDescGZIP(), []int{30}
+	return file_messaging_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SendBackBatchRequest) GetRequests() []*SendBackRequest {
@@ -2108,7 +2331,7 @@ type SendBackBatchResponse struct {
 
 func (x *SendBackBatchResponse) Reset() {
 	*x = SendBackBatchResponse{}
-	mi := &file_messaging_proto_msgTypes[31]
+	mi := &file_messaging_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2120,7 +2343,7 @@ func (x *SendBackBatchResponse) String() string {
 func (*SendBackBatchResponse) ProtoMessage() {}
 
 func (x *SendBackBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_messaging_proto_msgTypes[31]
+	mi := &file_messaging_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2133,7 +2356,7 @@ func (x *SendBackBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendBackBatchResponse.ProtoReflect.Descriptor instead.
 func (*SendBackBatchResponse) Descriptor() ([]byte, []int) {
-	return file_messaging_proto_rawDescGZIP(), []int{31}
+	return file_messaging_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *SendBackBatchResponse) GetResults() []*SendBackResult {
@@ -2156,7 +2379,7 @@ type SendBackResult struct {
 
 func (x *SendBackResult) Reset() {
 	*x = SendBackResult{}
-	mi := &file_messaging_proto_msgTypes[32]
+	mi := &file_messaging_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2168,7 +2391,7 @@ func (x *SendBackResult) String() string {
 func (*SendBackResult) ProtoMessage() {}
 
 func (x *SendBackResult) ProtoReflect() protoreflect.Message {
-	mi := &file_messaging_proto_msgTypes[32]
+	mi := &file_messaging_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2181,7 +2404,7 @@ func (x *SendBackResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendBackResult.ProtoReflect.Descriptor instead.
 func (*SendBackResult) Descriptor() ([]byte, []int) {
-	return file_messaging_proto_rawDescGZIP(), []int{32}
+	return file_messaging_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *SendBackResult) GetError() *Error {
@@ -2285,7 +2508,21 @@ const file_messaging_proto_rawDesc = "" +
 	"\tclient_id\x18\x05 \x01(\tR\bclientId\x12\x1f\n" +
 	"\vlock_holder\x18\x06 \x01(\tR\n" +
 	"lockHolder\"\x16\n" +
-	"\x14CommitOffsetResponse\"I\n" +
+	"\x14CommitOffsetResponse\"\x9c\x01\n" +
+	"\x14CommitOffsetsRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x1b\n" +
+	"\tclient_id\x18\x02 \x01(\tR\bclientId\x12\x1f\n" +
+	"\vlock_holder\x18\x03 \x01(\tR\n" +
+	"lockHolder\x120\n" +
+	"\aentries\x18\x04 \x03(\v2\x16.gantry.v1.OffsetEntryR\aentries\"V\n" +
+	"\vOffsetEntry\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x19\n" +
+	"\bqueue_id\x18\x02 \x01(\x05R\aqueueId\x12\x16\n" +
+	"\x06offset\x18\x03 \x01(\x03R\x06offset\"P\n" +
+	"\x15CommitOffsetsResponse\x127\n" +
+	"\aresults\x18\x01 \x03(\v2\x1d.gantry.v1.CommitOffsetResultR\aresults\"<\n" +
+	"\x12CommitOffsetResult\x12&\n" +
+	"\x05error\x18\x01 \x01(\v2\x10.gantry.v1.ErrorR\x05error\"I\n" +
 	"\x16GetQueueOffsetsRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x19\n" +
 	"\bqueue_id\x18\x02 \x01(\x05R\aqueueId\"W\n" +
@@ -2376,14 +2613,15 @@ const file_messaging_proto_rawDesc = "" +
 	"\x1aPULL_STATUS_OFFSET_ILLEGAL\x10\x04*L\n" +
 	"\fConsumeModel\x12\x1c\n" +
 	"\x18CONSUME_MODEL_CLUSTERING\x10\x00\x12\x1e\n" +
-	"\x1aCONSUME_MODEL_BROADCASTING\x10\x012\xa6\b\n" +
+	"\x1aCONSUME_MODEL_BROADCASTING\x10\x012\xfa\b\n" +
 	"\tMessaging\x127\n" +
 	"\x04Send\x12\x16.gantry.v1.SendRequest\x1a\x17.gantry.v1.SendResponse\x12A\n" +
 	"\n" +
 	"SendStream\x12\x16.gantry.v1.SendRequest\x1a\x17.gantry.v1.SendResponse(\x010\x01\x127\n" +
 	"\x04Pull\x12\x16.gantry.v1.PullRequest\x1a\x17.gantry.v1.PullResponse\x12L\n" +
 	"\vQueryOffset\x12\x1d.gantry.v1.QueryOffsetRequest\x1a\x1e.gantry.v1.QueryOffsetResponse\x12O\n" +
-	"\fCommitOffset\x12\x1e.gantry.v1.CommitOffsetRequest\x1a\x1f.gantry.v1.CommitOffsetResponse\x12X\n" +
+	"\fCommitOffset\x12\x1e.gantry.v1.CommitOffsetRequest\x1a\x1f.gantry.v1.CommitOffsetResponse\x12R\n" +
+	"\rCommitOffsets\x12\x1f.gantry.v1.CommitOffsetsRequest\x1a .gantry.v1.CommitOffsetsResponse\x12X\n" +
 	"\x0fGetQueueOffsets\x12!.gantry.v1.GetQueueOffsetsRequest\x1a\".gantry.v1.GetQueueOffsetsResponse\x12O\n" +
 	"\fSearchOffset\x12\x1e.gantry.v1.SearchOffsetRequest\x1a\x1f.gantry.v1.SearchOffsetResponse\x12F\n" +
 	"\tHeartbeat\x12\x1b.gantry.v1.HeartbeatRequest\x1a\x1c.gantry.v1.HeartbeatResponse\x12X\n" +
@@ -2409,7 +2647,7 @@ func file_messaging_proto_rawDescGZIP() []byte {
 }
 
 var file_messaging_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_messaging_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_messaging_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_messaging_proto_goTypes = []any{
 	(PullStatus)(0),                 // 0: gantry.v1.PullStatus
 	(ConsumeModel)(0),               // 1: gantry.v1.ConsumeModel
@@ -2424,81 +2662,90 @@ var file_messaging_proto_goTypes = []any{
 	(*QueryOffsetResponse)(nil),     // 10: gantry.v1.QueryOffsetResponse
 	(*CommitOffsetRequest)(nil),     // 11: gantry.v1.CommitOffsetRequest
 	(*CommitOffsetResponse)(nil),    // 12: gantry.v1.CommitOffsetResponse
-	(*GetQueueOffsetsRequest)(nil),  // 13: gantry.v1.GetQueueOffsetsRequest
-	(*GetQueueOffsetsResponse)(nil), // 14: gantry.v1.GetQueueOffsetsResponse
-	(*SearchOffsetRequest)(nil),     // 15: gantry.v1.SearchOffsetRequest
-	(*SearchOffsetResponse)(nil),    // 16: gantry.v1.SearchOffsetResponse
-	(*Subscription)(nil),            // 17: gantry.v1.Subscription
-	(*HeartbeatRequest)(nil),        // 18: gantry.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),       // 19: gantry.v1.HeartbeatResponse
-	(*GetConsumerListRequest)(nil),  // 20: gantry.v1.GetConsumerListRequest
-	(*GetConsumerListResponse)(nil), // 21: gantry.v1.GetConsumerListResponse
-	(*SendBackRequest)(nil),         // 22: gantry.v1.SendBackRequest
-	(*SendBackResponse)(nil),        // 23: gantry.v1.SendBackResponse
-	(*QueueRef)(nil),                // 24: gantry.v1.QueueRef
-	(*LockQueuesRequest)(nil),       // 25: gantry.v1.LockQueuesRequest
-	(*LockQueuesResponse)(nil),      // 26: gantry.v1.LockQueuesResponse
-	(*UnlockQueuesRequest)(nil),     // 27: gantry.v1.UnlockQueuesRequest
-	(*UnlockQueuesResponse)(nil),    // 28: gantry.v1.UnlockQueuesResponse
-	(*WatchGroupRequest)(nil),       // 29: gantry.v1.WatchGroupRequest
-	(*GroupEvent)(nil),              // 30: gantry.v1.GroupEvent
-	(*OffsetReset)(nil),             // 31: gantry.v1.OffsetReset
-	(*SendBackBatchRequest)(nil),    // 32: gantry.v1.SendBackBatchRequest
-	(*SendBackBatchResponse)(nil),   // 33: gantry.v1.SendBackBatchResponse
-	(*SendBackResult)(nil),          // 34: gantry.v1.SendBackResult
-	nil,                             // 35: gantry.v1.Message.PropertiesEntry
-	nil,                             // 36: gantry.v1.OffsetReset.OffsetsEntry
+	(*CommitOffsetsRequest)(nil),    // 13: gantry.v1.CommitOffsetsRequest
+	(*OffsetEntry)(nil),             // 14: gantry.v1.OffsetEntry
+	(*CommitOffsetsResponse)(nil),   // 15: gantry.v1.CommitOffsetsResponse
+	(*CommitOffsetResult)(nil),      // 16: gantry.v1.CommitOffsetResult
+	(*GetQueueOffsetsRequest)(nil),  // 17: gantry.v1.GetQueueOffsetsRequest
+	(*GetQueueOffsetsResponse)(nil), // 18: gantry.v1.GetQueueOffsetsResponse
+	(*SearchOffsetRequest)(nil),     // 19: gantry.v1.SearchOffsetRequest
+	(*SearchOffsetResponse)(nil),    // 20: gantry.v1.SearchOffsetResponse
+	(*Subscription)(nil),            // 21: gantry.v1.Subscription
+	(*HeartbeatRequest)(nil),        // 22: gantry.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),       // 23: gantry.v1.HeartbeatResponse
+	(*GetConsumerListRequest)(nil),  // 24: gantry.v1.GetConsumerListRequest
+	(*GetConsumerListResponse)(nil), // 25: gantry.v1.GetConsumerListResponse
+	(*SendBackRequest)(nil),         // 26: gantry.v1.SendBackRequest
+	(*SendBackResponse)(nil),        // 27: gantry.v1.SendBackResponse
+	(*QueueRef)(nil),                // 28: gantry.v1.QueueRef
+	(*LockQueuesRequest)(nil),       // 29: gantry.v1.LockQueuesRequest
+	(*LockQueuesResponse)(nil),      // 30: gantry.v1.LockQueuesResponse
+	(*UnlockQueuesRequest)(nil),     // 31: gantry.v1.UnlockQueuesRequest
+	(*UnlockQueuesResponse)(nil),    // 32: gantry.v1.UnlockQueuesResponse
+	(*WatchGroupRequest)(nil),       // 33: gantry.v1.WatchGroupRequest
+	(*GroupEvent)(nil),              // 34: gantry.v1.GroupEvent
+	(*OffsetReset)(nil),             // 35: gantry.v1.OffsetReset
+	(*SendBackBatchRequest)(nil),    // 36: gantry.v1.SendBackBatchRequest
+	(*SendBackBatchResponse)(nil),   // 37: gantry.v1.SendBackBatchResponse
+	(*SendBackResult)(nil),          // 38: gantry.v1.SendBackResult
+	nil,                             // 39: gantry.v1.Message.PropertiesEntry
+	nil,                             // 40: gantry.v1.OffsetReset.OffsetsEntry
 }
 var file_messaging_proto_depIdxs = []int32{
-	35, // 0: gantry.v1.Message.properties:type_name -> gantry.v1.Message.PropertiesEntry
+	39, // 0: gantry.v1.Message.properties:type_name -> gantry.v1.Message.PropertiesEntry
 	2,  // 1: gantry.v1.SendRequest.messages:type_name -> gantry.v1.Message
 	4,  // 2: gantry.v1.SendResponse.results:type_name -> gantry.v1.SendResult
 	6,  // 3: gantry.v1.SendResponse.error:type_name -> gantry.v1.Error
 	0,  // 4: gantry.v1.PullResponse.status:type_name -> gantry.v1.PullStatus
-	17, // 5: gantry.v1.HeartbeatRequest.subscriptions:type_name -> gantry.v1.Subscription
-	1,  // 6: gantry.v1.HeartbeatRequest.model:type_name -> gantry.v1.ConsumeModel
-	24, // 7: gantry.v1.HeartbeatRequest.assigned:type_name -> gantry.v1.QueueRef
-	24, // 8: gantry.v1.LockQueuesRequest.queues:type_name -> gantry.v1.QueueRef
-	24, // 9: gantry.v1.LockQueuesResponse.locked:type_name -> gantry.v1.QueueRef
-	24, // 10: gantry.v1.UnlockQueuesRequest.queues:type_name -> gantry.v1.QueueRef
-	31, // 11: gantry.v1.GroupEvent.offset_reset:type_name -> gantry.v1.OffsetReset
-	36, // 12: gantry.v1.OffsetReset.offsets:type_name -> gantry.v1.OffsetReset.OffsetsEntry
-	22, // 13: gantry.v1.SendBackBatchRequest.requests:type_name -> gantry.v1.SendBackRequest
-	34, // 14: gantry.v1.SendBackBatchResponse.results:type_name -> gantry.v1.SendBackResult
-	6,  // 15: gantry.v1.SendBackResult.error:type_name -> gantry.v1.Error
-	3,  // 16: gantry.v1.Messaging.Send:input_type -> gantry.v1.SendRequest
-	3,  // 17: gantry.v1.Messaging.SendStream:input_type -> gantry.v1.SendRequest
-	7,  // 18: gantry.v1.Messaging.Pull:input_type -> gantry.v1.PullRequest
-	9,  // 19: gantry.v1.Messaging.QueryOffset:input_type -> gantry.v1.QueryOffsetRequest
-	11, // 20: gantry.v1.Messaging.CommitOffset:input_type -> gantry.v1.CommitOffsetRequest
-	13, // 21: gantry.v1.Messaging.GetQueueOffsets:input_type -> gantry.v1.GetQueueOffsetsRequest
-	15, // 22: gantry.v1.Messaging.SearchOffset:input_type -> gantry.v1.SearchOffsetRequest
-	18, // 23: gantry.v1.Messaging.Heartbeat:input_type -> gantry.v1.HeartbeatRequest
-	20, // 24: gantry.v1.Messaging.GetConsumerList:input_type -> gantry.v1.GetConsumerListRequest
-	22, // 25: gantry.v1.Messaging.SendBack:input_type -> gantry.v1.SendBackRequest
-	32, // 26: gantry.v1.Messaging.SendBackBatch:input_type -> gantry.v1.SendBackBatchRequest
-	25, // 27: gantry.v1.Messaging.LockQueues:input_type -> gantry.v1.LockQueuesRequest
-	27, // 28: gantry.v1.Messaging.UnlockQueues:input_type -> gantry.v1.UnlockQueuesRequest
-	29, // 29: gantry.v1.Messaging.WatchGroup:input_type -> gantry.v1.WatchGroupRequest
-	5,  // 30: gantry.v1.Messaging.Send:output_type -> gantry.v1.SendResponse
-	5,  // 31: gantry.v1.Messaging.SendStream:output_type -> gantry.v1.SendResponse
-	8,  // 32: gantry.v1.Messaging.Pull:output_type -> gantry.v1.PullResponse
-	10, // 33: gantry.v1.Messaging.QueryOffset:output_type -> gantry.v1.QueryOffsetResponse
-	12, // 34: gantry.v1.Messaging.CommitOffset:output_type -> gantry.v1.CommitOffsetResponse
-	14, // 35: gantry.v1.Messaging.GetQueueOffsets:output_type -> gantry.v1.GetQueueOffsetsResponse
-	16, // 36: gantry.v1.Messaging.SearchOffset:output_type -> gantry.v1.SearchOffsetResponse
-	19, // 37: gantry.v1.Messaging.Heartbeat:output_type -> gantry.v1.HeartbeatResponse
-	21, // 38: gantry.v1.Messaging.GetConsumerList:output_type -> gantry.v1.GetConsumerListResponse
-	23, // 39: gantry.v1.Messaging.SendBack:output_type -> gantry.v1.SendBackResponse
-	33, // 40: gantry.v1.Messaging.SendBackBatch:output_type -> gantry.v1.SendBackBatchResponse
-	26, // 41: gantry.v1.Messaging.LockQueues:output_type -> gantry.v1.LockQueuesResponse
-	28, // 42: gantry.v1.Messaging.UnlockQueues:output_type -> gantry.v1.UnlockQueuesResponse
-	30, // 43: gantry.v1.Messaging.WatchGroup:output_type -> gantry.v1.GroupEvent
-	30, // [30:44] is the sub-list for method output_type
-	16, // [16:30] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	14, // 5: gantry.v1.CommitOffsetsRequest.entries:type_name -> gantry.v1.OffsetEntry
+	16, // 6: gantry.v1.CommitOffsetsResponse.results:type_name -> gantry.v1.CommitOffsetResult
+	6,  // 7: gantry.v1.CommitOffsetResult.error:type_name -> gantry.v1.Error
+	21, // 8: gantry.v1.HeartbeatRequest.subscriptions:type_name -> gantry.v1.Subscription
+	1,  // 9: gantry.v1.HeartbeatRequest.model:type_name -> gantry.v1.ConsumeModel
+	28, // 10: gantry.v1.HeartbeatRequest.assigned:type_name -> gantry.v1.QueueRef
+	28, // 11: gantry.v1.LockQueuesRequest.queues:type_name -> gantry.v1.QueueRef
+	28, // 12: gantry.v1.LockQueuesResponse.locked:type_name -> gantry.v1.QueueRef
+	28, // 13: gantry.v1.UnlockQueuesRequest.queues:type_name -> gantry.v1.QueueRef
+	35, // 14: gantry.v1.GroupEvent.offset_reset:type_name -> gantry.v1.OffsetReset
+	40, // 15: gantry.v1.OffsetReset.offsets:type_name -> gantry.v1.OffsetReset.OffsetsEntry
+	26, // 16: gantry.v1.SendBackBatchRequest.requests:type_name -> gantry.v1.SendBackRequest
+	38, // 17: gantry.v1.SendBackBatchResponse.results:type_name -> gantry.v1.SendBackResult
+	6,  // 18: gantry.v1.SendBackResult.error:type_name -> gantry.v1.Error
+	3,  // 19: gantry.v1.Messaging.Send:input_type -> gantry.v1.SendRequest
+	3,  // 20: gantry.v1.Messaging.SendStream:input_type -> gantry.v1.SendRequest
+	7,  // 21: gantry.v1.Messaging.Pull:input_type -> gantry.v1.PullRequest
+	9,  // 22: gantry.v1.Messaging.QueryOffset:input_type -> gantry.v1.QueryOffsetRequest
+	11, // 23: gantry.v1.Messaging.CommitOffset:input_type -> gantry.v1.CommitOffsetRequest
+	13, // 24: gantry.v1.Messaging.CommitOffsets:input_type -> gantry.v1.CommitOffsetsRequest
+	17, // 25: gantry.v1.Messaging.GetQueueOffsets:input_type -> gantry.v1.GetQueueOffsetsRequest
+	19, // 26: gantry.v1.Messaging.SearchOffset:input_type -> gantry.v1.SearchOffsetRequest
+	22, // 27: gantry.v1.Messaging.Heartbeat:input_type -> gantry.v1.HeartbeatRequest
+	24, // 28: gantry.v1.Messaging.GetConsumerList:input_type -> gantry.v1.GetConsumerListRequest
+	26, // 29: gantry.v1.Messaging.SendBack:input_type -> gantry.v1.SendBackRequest
+	36, // 30: gantry.v1.Messaging.SendBackBatch:input_type -> gantry.v1.SendBackBatchRequest
+	29, // 31: gantry.v1.Messaging.LockQueues:input_type -> gantry.v1.LockQueuesRequest
+	31, // 32: gantry.v1.Messaging.UnlockQueues:input_type -> gantry.v1.UnlockQueuesRequest
+	33, // 33: gantry.v1.Messaging.WatchGroup:input_type -> gantry.v1.WatchGroupRequest
+	5,  // 34: gantry.v1.Messaging.Send:output_type -> gantry.v1.SendResponse
+	5,  // 35: gantry.v1.Messaging.SendStream:output_type -> gantry.v1.SendResponse
+	8,  // 36: gantry.v1.Messaging.Pull:output_type -> gantry.v1.PullResponse
+	10, // 37: gantry.v1.Messaging.QueryOffset:output_type -> gantry.v1.QueryOffsetResponse
+	12, // 38: gantry.v1.Messaging.CommitOffset:output_type -> gantry.v1.CommitOffsetResponse
+	15, // 39: gantry.v1.Messaging.CommitOffsets:output_type -> gantry.v1.CommitOffsetsResponse
+	18, // 40: gantry.v1.Messaging.GetQueueOffsets:output_type -> gantry.v1.GetQueueOffsetsResponse
+	20, // 41: gantry.v1.Messaging.SearchOffset:output_type -> gantry.v1.SearchOffsetResponse
+	23, // 42: gantry.v1.Messaging.Heartbeat:output_type -> gantry.v1.HeartbeatResponse
+	25, // 43: gantry.v1.Messaging.GetConsumerList:output_type -> gantry.v1.GetConsumerListResponse
+	27, // 44: gantry.v1.Messaging.SendBack:output_type -> gantry.v1.SendBackResponse
+	37, // 45: gantry.v1.Messaging.SendBackBatch:output_type -> gantry.v1.SendBackBatchResponse
+	30, // 46: gantry.v1.Messaging.LockQueues:output_type -> gantry.v1.LockQueuesResponse
+	32, // 47: gantry.v1.Messaging.UnlockQueues:output_type -> gantry.v1.UnlockQueuesResponse
+	34, // 48: gantry.v1.Messaging.WatchGroup:output_type -> gantry.v1.GroupEvent
+	34, // [34:49] is the sub-list for method output_type
+	19, // [19:34] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_messaging_proto_init() }
@@ -2512,7 +2759,7 @@ func file_messaging_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_messaging_proto_rawDesc), len(file_messaging_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   35,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

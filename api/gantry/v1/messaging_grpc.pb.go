@@ -27,6 +27,7 @@ const (
 	Messaging_Pull_FullMethodName            = "/gantry.v1.Messaging/Pull"
 	Messaging_QueryOffset_FullMethodName     = "/gantry.v1.Messaging/QueryOffset"
 	Messaging_CommitOffset_FullMethodName    = "/gantry.v1.Messaging/CommitOffset"
+	Messaging_CommitOffsets_FullMethodName   = "/gantry.v1.Messaging/CommitOffsets"
 	Messaging_GetQueueOffsets_FullMethodName = "/gantry.v1.Messaging/GetQueueOffsets"
 	Messaging_SearchOffset_FullMethodName    = "/gantry.v1.Messaging/SearchOffset"
 	Messaging_Heartbeat_FullMethodName       = "/gantry.v1.Messaging/Heartbeat"
@@ -65,6 +66,13 @@ type MessagingClient interface {
 	QueryOffset(ctx context.Context, in *QueryOffsetRequest, opts ...grpc.CallOption) (*QueryOffsetResponse, error)
 	// CommitOffset records a group's offset of a queue.
 	CommitOffset(ctx context.Context, in *CommitOffsetRequest, opts ...grpc.CallOption) (*CommitOffsetResponse, error)
+	// CommitOffsets records a group's offsets of several queues in one call:
+	// each entry is checked and committed as CommitOffset would, and gets
+	// its own result. A request of more than 1024 entries
+	// (MaxCommitOffsetsEntries), or of none, is refused as a whole
+	// (INVALID_ARGUMENT), as is one the broker cannot take at all (its
+	// group is invalid or cannot be created, the broker is shutting down).
+	CommitOffsets(ctx context.Context, in *CommitOffsetsRequest, opts ...grpc.CallOption) (*CommitOffsetsResponse, error)
 	// GetQueueOffsets returns a queue's min and max (next) offsets.
 	GetQueueOffsets(ctx context.Context, in *GetQueueOffsetsRequest, opts ...grpc.CallOption) (*GetQueueOffsetsResponse, error)
 	// SearchOffset returns the first offset stored at or after a time.
@@ -157,6 +165,16 @@ func (c *messagingClient) CommitOffset(ctx context.Context, in *CommitOffsetRequ
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CommitOffsetResponse)
 	err := c.cc.Invoke(ctx, Messaging_CommitOffset_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *messagingClient) CommitOffsets(ctx context.Context, in *CommitOffsetsRequest, opts ...grpc.CallOption) (*CommitOffsetsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CommitOffsetsResponse)
+	err := c.cc.Invoke(ctx, Messaging_CommitOffsets_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -289,6 +307,13 @@ type MessagingServer interface {
 	QueryOffset(context.Context, *QueryOffsetRequest) (*QueryOffsetResponse, error)
 	// CommitOffset records a group's offset of a queue.
 	CommitOffset(context.Context, *CommitOffsetRequest) (*CommitOffsetResponse, error)
+	// CommitOffsets records a group's offsets of several queues in one call:
+	// each entry is checked and committed as CommitOffset would, and gets
+	// its own result. A request of more than 1024 entries
+	// (MaxCommitOffsetsEntries), or of none, is refused as a whole
+	// (INVALID_ARGUMENT), as is one the broker cannot take at all (its
+	// group is invalid or cannot be created, the broker is shutting down).
+	CommitOffsets(context.Context, *CommitOffsetsRequest) (*CommitOffsetsResponse, error)
 	// GetQueueOffsets returns a queue's min and max (next) offsets.
 	GetQueueOffsets(context.Context, *GetQueueOffsetsRequest) (*GetQueueOffsetsResponse, error)
 	// SearchOffset returns the first offset stored at or after a time.
@@ -348,6 +373,9 @@ func (UnimplementedMessagingServer) QueryOffset(context.Context, *QueryOffsetReq
 }
 func (UnimplementedMessagingServer) CommitOffset(context.Context, *CommitOffsetRequest) (*CommitOffsetResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CommitOffset not implemented")
+}
+func (UnimplementedMessagingServer) CommitOffsets(context.Context, *CommitOffsetsRequest) (*CommitOffsetsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CommitOffsets not implemented")
 }
 func (UnimplementedMessagingServer) GetQueueOffsets(context.Context, *GetQueueOffsetsRequest) (*GetQueueOffsetsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetQueueOffsets not implemented")
@@ -472,6 +500,24 @@ func _Messaging_CommitOffset_Handler(srv interface{}, ctx context.Context, dec f
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(MessagingServer).CommitOffset(ctx, req.(*CommitOffsetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Messaging_CommitOffsets_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CommitOffsetsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MessagingServer).CommitOffsets(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Messaging_CommitOffsets_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MessagingServer).CommitOffsets(ctx, req.(*CommitOffsetsRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -653,6 +699,10 @@ var Messaging_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CommitOffset",
 			Handler:    _Messaging_CommitOffset_Handler,
+		},
+		{
+			MethodName: "CommitOffsets",
+			Handler:    _Messaging_CommitOffsets_Handler,
 		},
 		{
 			MethodName: "GetQueueOffsets",
