@@ -238,7 +238,8 @@ func (p *Producer) Close(ctx context.Context) error {
 		s.abort()
 	}
 	if abandoned != nil {
-		p.c.stop()
+		p.c.stop()                                           // ends the streams and their requests
+		abandoned = errors.Join(abandoned, p.c.pool.close()) // and unary calls
 	}
 	p.senders.wait()
 	p.async.wait()

@@ -324,6 +324,28 @@ func TestCloseAbandonsAtCtxEnd(t *testing.T) {
 	}
 }
 
+// Close wakes the sends waiting for room: they fail with ErrClosed.
+func TestCloseWakesBlockedSends(t *testing.T) {
+	a := startBroker(t, "a", 1, "T")
+	holdSends(t, a)
+	p, err := NewProducer(t.Context(), testConfig(t, startNameServer(t, a)), WithMaxBuffered(1, 1<<20))
+	require.NoError(t, err)
+	errs := make(chan error, 3)
+	cb := func(_ *Message, _ SendResult, err error) { errs <- err }
+	p.SendAsync(t.Context(), &Message{Topic: "T", Body: []byte("in")}, cb)
+	go p.SendAsync(t.Context(), &Message{Topic: "T", Body: []byte("waits")}, cb)
+	go func() {
+		_, err := p.Send(t.Context(), &Message{Topic: "T", Body: []byte("waits too")})
+		errs <- err
+	}()
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	require.ErrorIs(t, p.Close(ctx), context.DeadlineExceeded)
+	for range 3 {
+		assert.ErrorIs(t, <-errs, ErrClosed)
+	}
+}
+
 // Warm-up loads the routes and connects before NewProducer returns; a
 // missing topic or a wrong nameserver fails it, naming them.
 func TestWarmUp(t *testing.T) {
