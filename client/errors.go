@@ -116,12 +116,12 @@ func (e *IndeterminateError) Error() string {
 	if e.Queue.Topic == "" {
 		return fmt.Sprintf("client: send to %s is indeterminate (the messages may have been stored): %v", e.Broker, e.Err)
 	}
-	what := fmt.Sprintf("%d messages", len(e.UniqKeys))
 	if len(e.UniqKeys) == 1 {
-		what = "message " + e.UniqKeys[0]
+		return fmt.Sprintf("client: send of message %s to %s (%s) is indeterminate (it may have been stored): %v; "+
+			"check with Admin.QueryMessageByUniqKey(ctx, %q, %q)", e.UniqKeys[0], e.Queue, e.Broker, e.Err, e.Queue.Topic, e.UniqKeys[0])
 	}
-	return fmt.Sprintf("client: send of %s to %s (%s) is indeterminate (it may have been stored): %v; "+
-		"check with Admin.QueryMessageByUniqKey(%q, uniq key) for each of IndeterminateError.UniqKeys", what, e.Queue, e.Broker, e.Err, e.Queue.Topic)
+	return fmt.Sprintf("client: send of %d messages to %s (%s) is indeterminate (they may have been stored): %v; "+
+		"check each of IndeterminateError.UniqKeys with Admin.QueryMessageByUniqKey(ctx, %q, key)", len(e.UniqKeys), e.Queue, e.Broker, e.Err, e.Queue.Topic)
 }
 
 // Unwrap returns the cause.

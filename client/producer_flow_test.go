@@ -142,6 +142,9 @@ func TestIndeterminateErrorCarriesQueueAndKeys(t *testing.T) {
 		require.Len(t, ind.UniqKeys, n)
 		assert.Equal(t, lastSent(), ind.UniqKeys, "the ids of the messages sent, in order")
 		assert.Contains(t, err.Error(), "QueryMessageByUniqKey")
+		if n == 1 {
+			assert.Contains(t, err.Error(), ind.UniqKeys[0], "the id to check")
+		}
 	}
 
 	_, err := p.Send(t.Context(), &Message{Topic: "T", Body: []byte("x")})
