@@ -309,6 +309,25 @@ func (s *queueSender) run() {
 	}
 }
 
+// abort stops the sender for Close: its queued ops fail with ErrClosed,
+// unsent (none are left unless Close abandoned sends).
+func (s *queueSender) abort() {
+	s.mu.Lock()
+	s.gone = ErrClosed
+	chunks := s.chunks
+	s.chunks = nil
+	s.mu.Unlock()
+	for _, c := range chunks {
+		for _, op := range c.ops {
+			if op.state.CompareAndSwap(opQueued, opAbandoned) {
+				op.finish(nil, ErrClosed)
+			}
+		}
+		c.release()
+	}
+	close(s.quit)
+}
+
 // retireIfIdle stops the sender if it has nothing queued; the caller holds
 // Producer.mu.
 func (s *queueSender) retireIfIdle() bool {

@@ -35,8 +35,10 @@
 // Send stores one message, SendBatch a batch of one topic in one queue. The queue
 // comes from a QueueSelector over the topic's writable queues (each broker
 // of the route whose perm includes PermWrite contributes WriteQueueNums
-// queues, addressed to its master): RoundRobin by default, ByShardingKey
-// for per-key order, or your own.
+// queues, addressed to its master): by default ByShardingKey, which keeps
+// each Message.ShardingKey on one queue (per-key order) and goes
+// round-robin without a key; RoundRobin (which refuses a ShardingKey); or
+// your own.
 //
 // Retries: a failed send is tried again, up to WithRetries more times,
 // only when that is safe and may help (IsRetryable): UNAVAILABLE before
@@ -82,8 +84,12 @@
 // because a unary call does not say whether its request was written.
 //
 // SendAsync runs a Send in the background and reports to a callback;
-// SendOneway writes a message without waiting for the answer. Close waits
-// for asynchronous and queued sends, then stops the goroutines.
+// SendOneway writes a message without waiting for the answer. Sends
+// accepted and not completed are bounded (WithMaxBuffered): past the
+// bound Send and SendAsync block until there is room. Flush waits for the
+// sends accepted before it; Close waits for the accepted sends within its
+// ctx (or a 5 s grace when ctx has already ended), fails the rest, then
+// stops the goroutines.
 //
 // # Idempotent consumers
 //
@@ -198,13 +204,15 @@
 // Producer options (NewProducer):
 //
 //   - WithProducerGroup(g): producer group of the requests; default "".
-//   - WithQueueSelector(s): default a RoundRobin.
+//   - WithQueueSelector(s): default a ByShardingKey.
 //   - WithRetries(n): extra attempts after retryable errors; default 2.
 //   - WithBackoff(base, max): full-jitter exponential backoff; default 50 ms, 1 s.
 //   - WithRetryIndeterminate(b): retry indeterminate errors; default false.
 //   - WithSendTimeout(d): bound of each attempt; default 3 s.
 //   - WithMaxBatch(msgs, bytes): coalescing limits; default 256, 1 MiB.
 //   - WithUnarySend(): unary Send instead of SendStream.
+//   - WithMaxBuffered(msgs, bytes): sends accepted and not completed; default 10,000, 64 MiB.
+//   - WithWarmUp(topics...): NewProducer loads the routes and connects first.
 //
 // PushConsumer options (NewPushConsumer):
 //

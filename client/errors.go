@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"google.golang.org/grpc/codes"
@@ -89,24 +90,55 @@ func (e *StatusError) GRPCStatus() *status.Status { return e.st }
 // connection was lost or the deadline passed after the request was written.
 // Match it with errors.As; Err is the cause (usually a *StatusError).
 //
-// A Producer does not retry an indeterminate send unless
-// WithRetryIndeterminate(true); then the broker's de-duplication (on by
-// default: duplicationWindow, 5 minutes) keeps a retry of a stored send from storing it
-// twice.
+// To learn what happened, look each of UniqKeys up in Queue.Topic with
+// Admin.QueryMessageByUniqKey(ctx, e.Queue.Topic, key): a message found
+// was stored (in Queue, unless a retry went elsewhere); one not found was
+// not stored yet, and may be sent again. A Producer does not retry an
+// indeterminate send unless WithRetryIndeterminate(true); then the
+// broker's de-duplication (on by default: duplicationWindow, 5 minutes)
+// keeps a retry of a stored send from storing it twice.
 type IndeterminateError struct {
 	// Broker is the gRPC address of the broker the request went to.
 	Broker string
+	// Queue is the queue the request went to; Queue.Topic is the topic.
+	// It is set by a Producer for every send (zero only for an error made
+	// outside a send).
+	Queue Queue
+	// UniqKeys are the client message ids (UNIQ_KEY, SendResult.UniqKey)
+	// of the send's messages, in the order they were given.
+	UniqKeys []string
 	// Err is the cause.
 	Err error
 }
 
-// Error says the send may have been stored, and why.
+// Error says the send may have been stored, why, and how to check.
 func (e *IndeterminateError) Error() string {
-	return fmt.Sprintf("client: send to %s is indeterminate (the messages may have been stored): %v", e.Broker, e.Err)
+	if e.Queue.Topic == "" {
+		return fmt.Sprintf("client: send to %s is indeterminate (the messages may have been stored): %v", e.Broker, e.Err)
+	}
+	if len(e.UniqKeys) == 1 {
+		return fmt.Sprintf("client: send of message %s to %s (%s) is indeterminate (it may have been stored): %v; "+
+			"check with Admin.QueryMessageByUniqKey(ctx, %q, %q)", e.UniqKeys[0], e.Queue, e.Broker, e.Err, e.Queue.Topic, e.UniqKeys[0])
+	}
+	return fmt.Sprintf("client: send of %d messages to %s (%s) is indeterminate (they may have been stored): %v; "+
+		"check each of IndeterminateError.UniqKeys with Admin.QueryMessageByUniqKey(ctx, %q, key)", len(e.UniqKeys), e.Queue, e.Broker, e.Err, e.Queue.Topic)
 }
 
 // Unwrap returns the cause.
 func (e *IndeterminateError) Unwrap() error { return e.Err }
+
+// indeterminateOf returns err, and if it is an *IndeterminateError, a copy
+// naming the queue and the client message ids of the send it ended (the
+// error itself may be shared by the sends of one request).
+func indeterminateOf(err error, q Queue, uniq []string) error {
+	ind, ok := err.(*IndeterminateError)
+	if !ok {
+		return err
+	}
+	c := *ind
+	c.Queue, c.UniqKeys = q, slices.Clone(uniq)
+	return &c
+}
 
 // IsRetryable reports whether a send that failed with err may be tried
 // again: only definite, transient failures are. That is

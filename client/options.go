@@ -23,6 +23,8 @@ const (
 	DefaultSendTimeout      = 3 * time.Second
 	DefaultMaxBatchMessages = 256
 	DefaultMaxBatchBytes    = 1 << 20
+	DefaultMaxBufferedMsgs  = 10000
+	DefaultMaxBufferedBytes = 64 << 20
 	DefaultHoldMargin       = 5 * time.Second
 	DefaultPullMaxMessages  = 32
 	failedBrokerExpiry      = 30 * time.Second // how long a broker that failed a send is avoided
@@ -113,11 +115,16 @@ type producerOptions struct {
 	maxBatchMessages   int
 	maxBatchBytes      int64
 	unary              bool
+	// maxBufferedMessages and maxBufferedBytes bound the sends accepted
+	// and not completed (WithMaxBuffered).
+	maxBufferedMessages int
+	maxBufferedBytes    int64
+	warmUp              []string // topics NewProducer loads and connects to
 }
 
 func defaultProducerOptions() producerOptions {
 	return producerOptions{
-		selector:         &RoundRobin{},
+		selector:         &ByShardingKey{},
 		retries:          DefaultRetries,
 		backoffBase:      DefaultBackoffBase,
 		backoffMax:       DefaultBackoffMax,
@@ -125,6 +132,9 @@ func defaultProducerOptions() producerOptions {
 		sendTimeout:      DefaultSendTimeout,
 		maxBatchMessages: DefaultMaxBatchMessages,
 		maxBatchBytes:    DefaultMaxBatchBytes,
+
+		maxBufferedMessages: DefaultMaxBufferedMsgs,
+		maxBufferedBytes:    DefaultMaxBufferedBytes,
 	}
 }
 
@@ -148,6 +158,14 @@ func (o producerOptions) validate() error {
 	if o.maxBatchMessages <= 0 || o.maxBatchBytes <= 0 {
 		errs = append(errs, fmt.Errorf("client: batch limits must be positive, got %d messages and %d bytes", o.maxBatchMessages, o.maxBatchBytes))
 	}
+	if o.maxBufferedMessages <= 0 || o.maxBufferedBytes <= 0 {
+		errs = append(errs, fmt.Errorf("client: WithMaxBuffered limits must be positive, got %d messages and %d bytes", o.maxBufferedMessages, o.maxBufferedBytes))
+	}
+	for _, t := range o.warmUp {
+		if err := validTopic(t); err != nil {
+			errs = append(errs, fmt.Errorf("client: WithWarmUp: %w", err))
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -157,7 +175,10 @@ func WithProducerGroup(group string) ProducerOption {
 	return func(o *producerOptions) { o.group = group }
 }
 
-// WithQueueSelector sets how Send picks a queue. Default: a RoundRobin.
+// WithQueueSelector sets how a send picks its queue. Default: a
+// ByShardingKey, which keeps the order of each Message.ShardingKey and
+// goes round-robin for messages without one. A RoundRobin refuses messages
+// with a ShardingKey (see RoundRobin).
 func WithQueueSelector(s QueueSelector) ProducerOption {
 	return func(o *producerOptions) { o.selector = s }
 }
@@ -205,6 +226,35 @@ func WithSendTimeout(d time.Duration) ProducerOption {
 // Send may carry at most.
 func WithMaxBatch(messages int, bytes int64) ProducerOption {
 	return func(o *producerOptions) { o.maxBatchMessages, o.maxBatchBytes = messages, bytes }
+}
+
+// WithMaxBuffered bounds the sends a producer has accepted and not yet
+// completed (Send, SendBatch and SendAsync, until their result is
+// returned or their callback has returned): at most messages messages and
+// bytes bytes (bodies, tags, keys and properties, as WithMaxBatch counts
+// them). A send that would pass the bound blocks until there is room or
+// its context ends (then it fails with the context's error, through the
+// callback for SendAsync): a producer faster than its brokers slows down
+// instead of growing its memory without limit. A send larger than the
+// bound on its own is admitted when nothing else is buffered.
+//
+// Defaults 10,000 messages and 64 MiB: 10,000 is franz-go's
+// MaxBufferedRecords; 64 MiB is twice Kafka's buffer.memory (32 MiB),
+// since one Gantry body may be 4 MiB (MaxBodyBytes) against Kafka's 1 MiB
+// default, so the bound still holds 16 of the largest messages.
+func WithMaxBuffered(messages int, bytes int64) ProducerOption {
+	return func(o *producerOptions) { o.maxBufferedMessages, o.maxBufferedBytes = messages, bytes }
+}
+
+// WithWarmUp makes NewProducer prepare the topics before it returns,
+// within its ctx: it reads each topic's route from the nameservers (a
+// nameserver that cannot be reached fails NewProducer, naming the
+// addresses; a topic without a route fails it with ErrTopicNotFound) and
+// connects to the topics' brokers, waiting until each connection is
+// ready. Without it NewProducer does neither and the first send of a topic
+// pays for both. Several calls add up.
+func WithWarmUp(topics ...string) ProducerOption {
+	return func(o *producerOptions) { o.warmUp = append(o.warmUp, topics...) }
 }
 
 // WithUnarySend makes the producer use the unary Send call instead of the

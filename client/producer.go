@@ -56,9 +56,11 @@ type Message struct {
 	// (72 h by default). A time already past delivers at once. It
 	// overrides DelayLevel.
 	DeliverAt time.Time
-	// ShardingKey, when set, makes a queue selector such as ByShardingKey
-	// send every message with the same key to the same queue (per-key
-	// order). It stays on the client: it is not sent.
+	// ShardingKey, when set, sends every message with the same key to the
+	// same queue, which keeps their order: the default selector
+	// (ByShardingKey) hashes it. A RoundRobin selector refuses it
+	// (ErrInvalidArgument); a custom selector gets it. It stays on the
+	// client: it is not sent.
 	ShardingKey string
 	// IdempotencyKey, when set, is sent as the IDEMPOTENCY_KEY property:
 	// the broker de-duplicates sends to the topic by it instead of by the
@@ -102,17 +104,20 @@ type Producer struct {
 	opts    producerOptions
 	log     *slog.Logger
 	failed  *failedBrokers
-	closing chan struct{} // closed when Close begins
+	closing chan struct{} // closed when Close stops waiting: retries end
 	senders group         // queue sender goroutines
+	buf     *sendBuffer   // sends accepted and not completed (WithMaxBuffered)
+	keys    keyRule       // what the selector does with ShardingKeys
 
 	// What every send reads: written rarely, and kept off the cache lines
 	// that the senders write for every request (ids, async), which made
 	// each SendAsync's read of them a cache miss
 	// (docs/decisions/0020-client-hot-paths.md).
-	_      cpu.CacheLinePad
-	closed atomic.Bool                            // set under mu by Close
-	live   atomic.Pointer[map[Queue]*queueSender] // a copy of queues, replaced under mu
-	_      cpu.CacheLinePad
+	_        cpu.CacheLinePad
+	refusing atomic.Bool                            // set when Close begins: new sends fail
+	closed   atomic.Bool                            // set under mu by Close once it stops waiting for sends
+	live     atomic.Pointer[map[Queue]*queueSender] // a copy of queues, replaced under mu
+	_        cpu.CacheLinePad
 
 	ids   atomic.Uint64 // SendStream request ids
 	async group         // SendAsync goroutines
@@ -125,8 +130,9 @@ type Producer struct {
 }
 
 // NewProducer returns a producer for the cluster of cfg. It connects
-// lazily: the first Send of a topic reads its route. ctx is not used after
-// NewProducer returns.
+// lazily: the first Send of a topic reads its route; WithWarmUp makes it
+// read the routes of topics and connect to their brokers first, within
+// ctx. ctx is not used after NewProducer returns.
 func NewProducer(ctx context.Context, cfg Config, opts ...ProducerOption) (*Producer, error) {
 	o := defaultProducerOptions()
 	for _, opt := range opts {
@@ -139,10 +145,15 @@ func NewProducer(ctx context.Context, cfg Config, opts ...ProducerOption) (*Prod
 	if err != nil {
 		return nil, err
 	}
-	return &Producer{
+	p := &Producer{
 		c: c, opts: o, log: c.log, failed: newFailedBrokers(), closing: make(chan struct{}),
+		buf: newSendBuffer(o.maxBufferedMessages, o.maxBufferedBytes), keys: keyRuleOf(o.selector),
 		queues: map[Queue]*queueSender{}, brokers: map[string]*brokerSender{},
-	}, nil
+	}
+	if err := p.warmUp(ctx); err != nil {
+		return nil, errors.Join(err, p.Close(context.Background()))
+	}
+	return p, nil
 }
 
 // batch is a validated Send: its messages with the client message ids and
@@ -155,6 +166,7 @@ type batch struct {
 	born  int64
 	bytes int64
 	enc   []byte // the messages encoded, queue id 0; nil until a SendAsync's first attempt fails
+	epoch uint64 // the sendBuffer epoch it was accepted in
 	// encSize is the size of the encoding of a SendAsync's message, which
 	// its first attempt writes straight into its request (sendOp.lazy).
 	encSize int
@@ -193,12 +205,11 @@ func (a *asyncAttempt) completeOp(res []*gantryv1.SendResult, err error) {
 	p, b := a.p, a.b
 	if err != nil {
 		p.c.brokerFailed(b.topic, err)
-		p.asyncFailed(a.ctx, b, a.q, a.writable, err, a.cb)
+		p.asyncFailed(a.ctx, b, a.q, a.writable, indeterminateOf(err, a.q, b.uniq), a.cb)
 		return
 	}
 	b.release()
-	a.cb(b.msgs[0], p.result(a.q, b, 0, res[0], 1), nil)
-	p.async.done()
+	p.asyncDone(b, p.result(a.q, b, 0, res[0], 1), nil, a.cb)
 	b.recycle()
 }
 
@@ -346,8 +357,10 @@ func (b *batch) release() {
 // Send stores msg and returns where it was stored. Concurrent sends to
 // the same queue may share one request (see the package doc). Retryable
 // failures are retried (see IsRetryable and the options); ctx bounds the
-// whole send, retries and backoff included. An error is either definite
-// (nothing was stored) or an *IndeterminateError.
+// whole send, retries and backoff included, and the wait for room when
+// the producer's buffer is full (WithMaxBuffered). An error is either
+// definite (nothing was stored) or an *IndeterminateError, which names the
+// queue and the messages' ids to check.
 func (p *Producer) Send(ctx context.Context, msg *Message) (SendResult, error) {
 	if p.isClosed() {
 		return SendResult{}, ErrClosed
@@ -356,7 +369,7 @@ func (p *Producer) Send(ctx context.Context, msg *Message) (SendResult, error) {
 	if err != nil {
 		return SendResult{}, err
 	}
-	res, err := p.send(ctx, b)
+	res, err := p.sendAccepted(ctx, b)
 	if err != nil {
 		return SendResult{}, err
 	}
@@ -365,7 +378,10 @@ func (p *Producer) Send(ctx context.Context, msg *Message) (SendResult, error) {
 
 // SendBatch stores msgs, which must share one topic, as one batch in one
 // queue, in order, and returns one result per message; it is Send for
-// several messages, and fails or succeeds for all of them together.
+// several messages, and fails or succeeds for all of them together. The
+// queue selector gets the first message with a ShardingKey (else the
+// first message); with the default selector the messages' ShardingKeys,
+// where set, must be equal.
 func (p *Producer) SendBatch(ctx context.Context, msgs []*Message) ([]SendResult, error) {
 	if p.isClosed() {
 		return nil, ErrClosed
@@ -374,7 +390,7 @@ func (p *Producer) SendBatch(ctx context.Context, msgs []*Message) ([]SendResult
 	if err != nil {
 		return nil, err
 	}
-	return p.send(ctx, b)
+	return p.sendAccepted(ctx, b)
 }
 
 // SendCallback receives the outcome of a SendAsync: the message it was
@@ -383,16 +399,18 @@ func (p *Producer) SendBatch(ctx context.Context, msgs []*Message) ([]SendResult
 type SendCallback func(msg *Message, res SendResult, err error)
 
 // SendAsync sends msg in the background like Send and calls cb with the
-// result, exactly once. ctx bounds the send as in Send. The message is
-// encoded into its queue's next request before SendAsync returns, so the
-// caller may reuse the body's buffer at once (retries send that encoding);
-// msg itself is the producer's until cb (it records the queue in it).
+// result, exactly once. ctx bounds the send as in Send. When the
+// producer's buffer is full (WithMaxBuffered) SendAsync blocks until there
+// is room; if ctx ends first, cb gets ctx's error. The message is encoded
+// into its queue's next request before SendAsync returns, so the caller
+// may reuse the body's buffer at once (retries send that encoding); msg
+// itself is the producer's until cb (it records the queue in it).
 // It joins the request without a goroutine of its own; cb runs on the
 // producer's sender goroutine for that queue (or, after a retry, on
-// another), so it must return quickly: hand slow work to a goroutine of
-// yours. For an invalid message or a closed producer cb runs before
-// SendAsync returns. Close waits for pending asynchronous sends, so cb must
-// not call Close.
+// another), so it must return quickly and must not send, Flush or Close
+// (the sends it would wait for may need that goroutine): hand such work
+// to a goroutine of yours. For an invalid message, a closed producer or
+// no room within ctx, cb runs before SendAsync returns.
 func (p *Producer) SendAsync(ctx context.Context, msg *Message, cb SendCallback) {
 	b, err := prepareAsync(msg)
 	if err != nil {
@@ -403,7 +421,12 @@ func (p *Producer) SendAsync(ctx context.Context, msg *Message, cb SendCallback)
 		cb(msg, SendResult{}, ErrClosed)
 		return
 	}
-	q, writable, err := p.pick(ctx, b.topic, b.msgs[0])
+	if err := p.accept(ctx, b); err != nil {
+		cb(msg, SendResult{}, err)
+		p.async.done()
+		return
+	}
+	q, writable, err := p.pick(ctx, b.topic, b.selectMsg())
 	if err != nil {
 		p.asyncFailed(ctx, b, Queue{}, nil, err, cb)
 		return
@@ -432,26 +455,24 @@ func (p *Producer) SendAsync(ctx context.Context, msg *Message, cb SendCallback)
 // on a goroutine when the error allows, like Send, else reports err.
 func (p *Producer) asyncFailed(ctx context.Context, b *batch, q Queue, writable []Queue, err error, cb SendCallback) {
 	r := retryState{last: err}
+	r.note(err)
 	if p.opts.retries == 0 || !p.retryable(ctx, &r, err, q, writable) {
-		cb(b.msgs[0], SendResult{}, err)
-		p.async.done()
+		p.asyncDone(b, SendResult{}, err, cb)
 		return
 	}
 	if b.enc == nil { // it failed before it was encoded: SendAsync has not returned
 		if err := b.encode(); err != nil {
-			cb(b.msgs[0], SendResult{}, err)
-			p.async.done()
+			p.asyncDone(b, SendResult{}, err, cb)
 			return
 		}
 	}
 	go func() {
-		defer p.async.done()
 		res, err := p.sendFrom(ctx, b, 1, r)
 		if err != nil {
-			cb(b.msgs[0], SendResult{}, err)
+			p.asyncDone(b, SendResult{}, err, cb)
 			return
 		}
-		cb(b.msgs[0], res[0], nil)
+		p.asyncDone(b, res[0], nil, cb)
 	}()
 }
 
@@ -468,6 +489,9 @@ func (p *Producer) SendOneway(ctx context.Context, msg *Message) error {
 	if err != nil {
 		return err
 	}
+	if err := p.checkSharding(b); err != nil {
+		return err
+	}
 	q, _, err := p.pick(ctx, b.topic, msg)
 	if err != nil {
 		return err
@@ -479,41 +503,12 @@ func (p *Producer) SendOneway(ctx context.Context, msg *Message) error {
 	req := &gantryv1.SendRequest{Topic: b.topic, Records: [][]byte{b.records(q.ID)}, ProducerGroup: p.opts.group, Attempt: 1}
 	if err := bs.oneway(ctx, req, b.bytes); err != nil {
 		p.c.brokerFailed(b.topic, err)
-		return err
+		return indeterminateOf(err, q, b.uniq)
 	}
 	return nil
 }
 
-// Close stops the producer: new sends fail with ErrClosed, pending
-// asynchronous sends and queued sends complete (or fail with ErrClosed when
-// they would need another attempt), the background goroutines stop and the
-// connections close. Later calls return ErrClosed.
-func (p *Producer) Close(ctx context.Context) error {
-	p.mu.Lock()
-	p.closeCalls++
-	if p.closeCalls > 1 {
-		p.mu.Unlock()
-		return ErrClosed
-	}
-	p.closed.Store(true)
-	close(p.closing)
-	p.mu.Unlock()
-
-	p.async.wait()
-	p.mu.Lock()
-	queues, brokers := slices.Collect(maps.Values(p.queues)), slices.Collect(maps.Values(p.brokers))
-	p.mu.Unlock()
-	for _, s := range queues {
-		close(s.quit)
-	}
-	p.senders.wait()
-	for _, b := range brokers {
-		b.close(streamCloseGrace)
-	}
-	return p.c.close()
-}
-
-func (p *Producer) isClosed() bool { return p.closed.Load() }
+func (p *Producer) isClosed() bool { return p.refusing.Load() }
 
 // send is Send after validation: attempts with backoff until one succeeds,
 // an error is not retryable, the retries are used up or ctx ends.
@@ -528,12 +523,12 @@ func (p *Producer) sendFrom(ctx context.Context, b *batch, start int, r retrySta
 		if attempt > 0 {
 			if err := sleep(ctx, p.opts.backoffDelay(attempt), p.closing); err != nil {
 				if errors.Is(err, ErrClosed) {
-					return nil, fmt.Errorf("%w; last error: %w", ErrClosed, r.last)
+					return nil, fmt.Errorf("%w; last error: %w", ErrClosed, r.final(r.last))
 				}
-				return nil, r.last
+				return nil, r.final(r.last)
 			}
 		}
-		q, writable, err := p.pick(ctx, b.topic, b.msgs[0])
+		q, writable, err := p.pick(ctx, b.topic, b.selectMsg())
 		if r.stick.Broker != "" { // after an indeterminate failure: see retryable
 			q, err, r.stick = r.stick, nil, Queue{}
 		}
@@ -544,62 +539,15 @@ func (p *Producer) sendFrom(ctx context.Context, b *batch, start int, r retrySta
 				return p.results(q, b, res, attempt+1), nil
 			}
 			p.c.brokerFailed(b.topic, err)
+			err = indeterminateOf(err, q, b.uniq)
+			r.note(err)
 		}
 		r.last = err
 		if !p.retryable(ctx, &r, err, q, writable) || attempt >= p.opts.retries {
-			return nil, err
+			return nil, r.final(err)
 		}
 		p.log.Debug("send failed; retrying", "topic", b.topic, "queue", q, "attempt", attempt+1, "err", err)
 	}
-}
-
-// retryState is what the retry loop remembers between attempts.
-type retryState struct {
-	last      error
-	refreshed bool  // the route was refreshed after NOT_FOUND
-	stick     Queue // set after an indeterminate failure: the queue to try again
-}
-
-// retryable decides whether to try again after err from queue q (the zero
-// Queue when no queue was picked), and prepares the next attempt: a broker
-// that failed is avoided, a broker's NOT_FOUND refreshes the route once.
-func (p *Producer) retryable(ctx context.Context, r *retryState, err error, q Queue, writable []Queue) bool {
-	if ctx.Err() != nil {
-		return false
-	}
-	var ind *IndeterminateError
-	if errors.As(err, &ind) {
-		if p.opts.retryIndeterminate && !errors.Is(err, context.Canceled) {
-			// The same queue again: the broker that may have stored the
-			// messages is the one that can answer the retry as a duplicate.
-			r.stick = q
-			return true
-		}
-		return false
-	}
-	switch {
-	case errors.Is(err, ErrTopicNotFound):
-		if r.refreshed || q.Broker == "" {
-			// Not again; nor when the nameservers said so just now (no
-			// queue was picked): a missing topic is a definite error.
-			return false
-		}
-		r.refreshed = true
-		_, rerr := p.c.routes.refresh(ctx, q.Topic)
-		return rerr == nil || IsRetryable(rerr)
-	case errors.Is(err, ErrDiskFull):
-		if q.Broker == "" {
-			return false
-		}
-		p.failed.add(q.Broker)
-		return len(p.failed.filter(writable)) > 0 // never the same broker again
-	case errors.Is(err, ErrUnavailable):
-		if q.Broker != "" {
-			p.failed.add(q.Broker)
-		}
-		return true
-	}
-	return false
 }
 
 // pick chooses the queue of a send and returns it with the topic's

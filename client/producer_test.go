@@ -614,9 +614,10 @@ func TestIdleQueueSenderRetires(t *testing.T) {
 	require.NoError(t, err, "a new sender takes over")
 }
 
-// Asynchronous sends whose attempts fail with a retryable error while
-// Close runs: each callback runs exactly once before Close returns, with
-// ErrClosed (the retry it would need) or a result.
+// Asynchronous sends whose attempts fail with a retryable error and wait
+// for their retry when Close's ctx ends: each callback runs exactly once
+// before Close returns, with ErrClosed (the retry it would need) or a
+// result, and Close reports the abandoned sends with ctx's error.
 func TestCloseFailsRetriesOfAsyncSends(t *testing.T) {
 	a := startBroker(t, "a", 2, "T")
 	a.configure(func(b *fakeBroker) { b.delay = 10 * time.Millisecond })
@@ -626,7 +627,8 @@ func TestCloseFailsRetriesOfAsyncSends(t *testing.T) {
 		}
 		return nil
 	})
-	p, err := NewProducer(t.Context(), testConfig(t, startNameServer(t, a)), WithBackoff(50*time.Millisecond, time.Second))
+	p, err := NewProducer(t.Context(), testConfig(t, startNameServer(t, a)), WithBackoff(time.Minute, time.Minute),
+		withRandom(func(n int64) int64 { return n - 1 })) // every retry waits a minute
 	require.NoError(t, err)
 	const n = 200
 	var calls [n]atomic.Int32
@@ -637,7 +639,9 @@ func TestCloseFailsRetriesOfAsyncSends(t *testing.T) {
 			out.count(t, i, err)
 		})
 	}
-	require.NoError(t, p.Close(context.Background()))
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	require.ErrorIs(t, p.Close(ctx), context.DeadlineExceeded, "sends were abandoned")
 	for i := range n {
 		require.Equal(t, int32(1), calls[i].Load(), "callbacks of message %d before Close returned", i)
 	}

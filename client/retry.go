@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -84,4 +85,74 @@ func sleep(ctx context.Context, d time.Duration, quit <-chan struct{}) error {
 	case <-quit:
 		return ErrClosed
 	}
+}
+
+// retryState is what the retry loop remembers between attempts.
+type retryState struct {
+	last      error
+	refreshed bool  // the route was refreshed after NOT_FOUND
+	stick     Queue // set after an indeterminate failure: the queue to try again
+	// ind is an indeterminate failure of an earlier attempt: the send stays
+	// indeterminate whatever the later attempts answer, short of success.
+	ind *IndeterminateError
+}
+
+// note remembers err if it is indeterminate.
+func (r *retryState) note(err error) {
+	var ind *IndeterminateError
+	if errors.As(err, &ind) {
+		r.ind = ind
+	}
+}
+
+// final is the send's error when its last attempt failed with err.
+func (r *retryState) final(err error) error {
+	var ind *IndeterminateError
+	if r.ind == nil || errors.As(err, &ind) {
+		return err
+	}
+	return &IndeterminateError{Broker: r.ind.Broker, Queue: r.ind.Queue, UniqKeys: r.ind.UniqKeys,
+		Err: fmt.Errorf("an earlier attempt is indeterminate (%w), and the last one failed: %w", r.ind.Err, err)}
+}
+
+// retryable decides whether to try again after err from queue q (the zero
+// Queue when no queue was picked), and prepares the next attempt: a broker
+// that failed is avoided, a broker's NOT_FOUND refreshes the route once.
+func (p *Producer) retryable(ctx context.Context, r *retryState, err error, q Queue, writable []Queue) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	var ind *IndeterminateError
+	if errors.As(err, &ind) {
+		if p.opts.retryIndeterminate && !errors.Is(err, context.Canceled) {
+			// The same queue again: the broker that may have stored the
+			// messages is the one that can answer the retry as a duplicate.
+			r.stick = q
+			return true
+		}
+		return false
+	}
+	switch {
+	case errors.Is(err, ErrTopicNotFound):
+		if r.refreshed || q.Broker == "" {
+			// Not again; nor when the nameservers said so just now (no
+			// queue was picked): a missing topic is a definite error.
+			return false
+		}
+		r.refreshed = true
+		_, rerr := p.c.routes.refresh(ctx, q.Topic)
+		return rerr == nil || IsRetryable(rerr)
+	case errors.Is(err, ErrDiskFull):
+		if q.Broker == "" {
+			return false
+		}
+		p.failed.add(q.Broker)
+		return len(p.failed.filter(writable)) > 0 // never the same broker again
+	case errors.Is(err, ErrUnavailable):
+		if q.Broker != "" {
+			p.failed.add(q.Broker)
+		}
+		return true
+	}
+	return false
 }

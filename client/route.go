@@ -138,21 +138,20 @@ type topicRoute struct {
 // first send (autoCreateTopicEnable) register it with the inherit bit.
 const AutoCreateTemplate = "TBW102"
 
-// autoCreateQueues is how many queues a producer spreads a topic that does
-// not exist yet over, per broker (RocketMQ's defaultTopicQueueNums).
-const autoCreateQueues = 4
-
 // templateRoute is the route a producer uses for a topic nobody created
 // yet: the brokers whose TBW102 perm has the inherit bit, which create the
-// topic on its first message. The route is not cached: once the topic
-// exists, its own route is used.
+// topic on its first message, each with as many queues as TBW102 has (the
+// broker's defaultTopicQueueNums). The same count as the topic will have
+// keeps a ShardingKey's queue when the topic's own route replaces this
+// one. The route is not cached: once the topic exists, its own route is
+// used.
 func templateRoute(topic string, tmpl *Route) *topicRoute {
 	r := &Route{Topic: topic, Brokers: tmpl.Brokers}
 	for _, q := range tmpl.Queues {
 		if q.Perm&PermInherit == 0 {
 			continue
 		}
-		n := min(q.WriteQueueNums, autoCreateQueues)
+		n := q.WriteQueueNums
 		r.Queues = append(r.Queues, QueueData{BrokerName: q.BrokerName, ReadQueueNums: n, WriteQueueNums: n, Perm: PermRead | PermWrite})
 	}
 	return newTopicRoute(r)
