@@ -111,6 +111,7 @@ const (
 	DefaultRetryDelay         = time.Second      // ConsumeRetryLater, concurrent
 	DefaultSuspendTime        = time.Second      // ConsumeSuspend, ordered
 	DefaultConsumeTimeout     = 15 * time.Minute // a handler call taking longer counts as failed
+	DefaultShutdownTimeout    = 15 * time.Second // Shutdown's drain when its context has already ended
 	DefaultLockRenewInterval  = 20 * time.Second // ordered: locks live 60 s on the broker
 	lockLocalExpiry           = 30 * time.Second // ordered: a lock not renewed for this long is not trusted
 	flowControlPause          = 50 * time.Millisecond
@@ -147,6 +148,7 @@ type pushOptions struct {
 	lockRenewEvery time.Duration
 	maxReconsume   int // <= 0: the group's (concurrent) or unlimited (ordered)
 	consumeTimeout time.Duration
+	shutdownGrace  time.Duration
 	backLinger     time.Duration // sendBackLinger; tests change it
 }
 
@@ -157,7 +159,7 @@ func defaultPushOptions() pushOptions {
 		maxSpan: DefaultMaxSpan, rebalanceEvery: DefaultRebalanceInterval, commitEvery: DefaultCommitInterval,
 		heartbeatEvery: DefaultHeartbeatInterval, hold: DefaultPushPullHold, holdMargin: DefaultHoldMargin,
 		retryDelay: DefaultRetryDelay, suspendTime: DefaultSuspendTime, lockRenewEvery: DefaultLockRenewInterval,
-		consumeTimeout: DefaultConsumeTimeout, backLinger: sendBackLinger,
+		consumeTimeout: DefaultConsumeTimeout, shutdownGrace: DefaultShutdownTimeout, backLinger: sendBackLinger,
 	}
 }
 
@@ -177,7 +179,7 @@ func (o pushOptions) validate() error {
 	for name, d := range map[string]time.Duration{
 		"rebalance interval": o.rebalanceEvery, "commit interval": o.commitEvery, "heartbeat interval": o.heartbeatEvery,
 		"pull hold": o.hold, "retry delay": o.retryDelay, "suspend time": o.suspendTime, "lock renew interval": o.lockRenewEvery,
-		"consume timeout": o.consumeTimeout,
+		"consume timeout": o.consumeTimeout, "shutdown timeout": o.shutdownGrace,
 	} {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("client: push consumer option %s must be positive, got %s", name, d))
@@ -297,6 +299,15 @@ func WithConsumeTimeout(d time.Duration) PushConsumerOption {
 	return func(o *pushOptions) { o.consumeTimeout = d }
 }
 
+// WithShutdownTimeout sets how long Shutdown lets the handlers in flight
+// finish when the context it is given has already ended at the call, as
+// the one of a `defer c.Shutdown(ctx)` whose ctx a signal ended (default
+// 15 s); their contexts are canceled then. A context still live at the
+// call bounds the drain instead.
+func WithShutdownTimeout(d time.Duration) PushConsumerOption {
+	return func(o *pushOptions) { o.shutdownGrace = d }
+}
+
 // WithMaxReconsumeTimes sets how many times a failed message is retried
 // before it is dead-lettered. Default: the group's retryMaxTimes on the
 // broker (16) for concurrent consumption, unlimited for ordered.
@@ -346,7 +357,7 @@ type PushConsumer struct {
 
 	mu     sync.Mutex
 	subs   map[string]string // topic -> expression
-	state  int               // pushNew, pushStarted, pushShut
+	state  int               // pushNew, pushStarted, pushAborted, pushShut
 	queues map[queueKey]*assignedQueue
 	// releasing holds the queues a rebalance let go of whose release (the
 	// end of their batches and the commit of their offsets) has not ended:
@@ -386,6 +397,7 @@ func keyOf(q Queue) queueKey { return queueKey{q.Topic, q.BrokerName, q.ID} }
 const (
 	pushNew = iota
 	pushStarted
+	pushAborted // Start failed and released everything; Shutdown has not run
 	pushShut
 )
 
@@ -513,7 +525,7 @@ func (p *PushConsumer) Start(ctx context.Context) error {
 // abortStart undoes a failed Start.
 func (p *PushConsumer) abortStart() {
 	p.mu.Lock()
-	p.state = pushShut
+	p.state = pushAborted
 	links := slices.Collect(maps.Values(p.brokers))
 	clear(p.brokers)
 	p.mu.Unlock()
@@ -533,22 +545,44 @@ func (p *PushConsumer) topics() []string {
 	return slices.Sorted(maps.Keys(p.subs))
 }
 
-// Shutdown stops pulling and rebalancing, waits for the handlers in
-// flight until ctx ends (then cancels their context), commits every
-// queue's offset, releases ordered queue locks, leaves the group and
-// closes the connections. No goroutine of the consumer outlives it (a
-// handler that ignores its context delays it). It returns ctx's error if
-// handlers were still running when ctx ended.
+// Shutdown stops pulling and rebalancing, lets the handlers in flight
+// finish, commits every queue's offset, releases ordered queue locks,
+// leaves the group and closes the connections. No goroutine of the
+// consumer outlives it (a handler that ignores its context delays it).
+//
+// ctx bounds the wait for the handlers: when it ends their contexts are
+// canceled. A ctx that has already ended at the call (`defer
+// c.Shutdown(ctx)` with the context a signal ended) does not cancel them
+// at once: they get the consumer's own grace, WithShutdownTimeout (15 s by
+// default). Committing, unlocking and leaving run after the handlers,
+// each under its own short timeout whatever ctx says. Shutdown returns
+// the context error of the wait if handlers were still running when it
+// ended, else nil.
+//
+// Shutdown of a consumer never started, or whose Start failed, releases
+// what NewPushConsumer holds and returns nil. A second Shutdown returns
+// ErrClosed.
 func (p *PushConsumer) Shutdown(ctx context.Context) error {
 	p.mu.Lock()
-	if p.state != pushStarted {
-		p.mu.Unlock()
-		return ErrClosed
-	}
+	state := p.state
 	p.state = pushShut
 	p.mu.Unlock()
+	switch state {
+	case pushShut:
+		return ErrClosed
+	case pushNew:
+		return p.c.close()
+	case pushAborted:
+		return nil // abortStart released everything
+	}
 	p.stopLife()
-	stop := context.AfterFunc(ctx, p.stopHandle)
+	drain := ctx
+	if ctx.Err() != nil {
+		var cancel context.CancelFunc
+		drain, cancel = context.WithTimeout(context.WithoutCancel(ctx), p.opts.shutdownGrace)
+		defer cancel()
+	}
+	stop := context.AfterFunc(drain, p.stopHandle)
 	defer stop()
 
 	<-p.rebalanced // no rebalance takes or releases queues any more
@@ -562,7 +596,7 @@ func (p *PushConsumer) Shutdown(ctx context.Context) error {
 	p.releases.Wait()
 	close(p.work) // every queue is released: nobody sends on it
 	p.closeBackSenders()
-	err := ctx.Err()
+	err := drain.Err()
 	p.stopHandle()
 	// Leave: a final heartbeat with nothing assigned, then the watch
 	// streams end, which unregisters the client at once.
