@@ -35,7 +35,8 @@ const (
 	// batch is dead-lettered and the queue goes on.
 	ConsumeSuspend
 	// ConsumeDeadLetter: move the batch to the group's dead-letter topic at
-	// once, without retries (clustering).
+	// once, without retries (in broadcasting too: each member that
+	// dead-letters its copy stores one).
 	ConsumeDeadLetter
 )
 
@@ -56,8 +57,13 @@ func (r ConsumeResult) String() string {
 
 // MessageHandler handles a batch of messages of one queue (at most the
 // consume batch size, 1 by default). ctx ends at the consume timeout
-// (WithConsumeTimeout) or when Shutdown's context does. A panic, or a call
-// that outlasts the consume timeout, counts as ConsumeRetryLater.
+// (WithConsumeTimeout) or when Shutdown stops waiting for handlers. A
+// panic, or a call that outlasts the consume timeout, counts as
+// ConsumeRetryLater.
+//
+// The result settles the whole batch. To settle a message of it apart,
+// call its RetryAfter or DeadLetter before returning: the result then
+// applies to the other messages only.
 type MessageHandler func(ctx context.Context, msgs []*MessageExt) ConsumeResult
 
 // ConsumeModel is how the members of a group share the messages.
