@@ -104,6 +104,21 @@ func delayLevelFor(d time.Duration) int32 {
 // if it is dead-lettered for having failed too often.
 const retryAfterReason = "handler called RetryAfter"
 
+// settledAs is how m is settled after its batch's handler call returned
+// res: as its RetryAfter (ConsumeRetryLater) or DeadLetter
+// (ConsumeDeadLetter) asked, else by res. It holds from the call's return
+// until the consumer settles the batch, which clears the marks: consume
+// hooks read it there.
+func (e *MessageExt) settledAs(res ConsumeResult) ConsumeResult {
+	switch s := e.settle; {
+	case s == nil:
+		return res
+	case s.dead:
+		return ConsumeDeadLetter
+	}
+	return ConsumeRetryLater
+}
+
 // anySettled reports whether the handler settled a message of msgs apart
 // from the batch.
 func anySettled(msgs []*MessageExt) bool {

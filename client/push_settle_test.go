@@ -55,4 +55,8 @@ func TestSettlementMarks(t *testing.T) {
 	m.RetryAfter(-time.Second)
 	assert.Equal(t, &settlement{}, m.settle, "a negative delay is none")
 	assert.True(t, anySettled([]*MessageExt{{}, m}))
+	assert.Equal(t, ConsumeRetryLater, m.settledAs(ConsumeSuccess))
+	m.DeadLetter("x")
+	assert.Equal(t, ConsumeDeadLetter, m.settledAs(ConsumeSuccess))
+	assert.Equal(t, ConsumeSuspend, (&MessageExt{}).settledAs(ConsumeSuspend), "unmarked: the batch's")
 }
