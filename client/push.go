@@ -99,7 +99,7 @@ const (
 	ConsumeFromFirstOffset
 	// ConsumeFromTimestamp starts at the first message stored at or after
 	// the time given by WithConsumeTimestamp (default: 30 minutes before
-	// Start).
+	// NewPushConsumer).
 	ConsumeFromTimestamp
 )
 
