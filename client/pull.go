@@ -90,6 +90,8 @@ type MessageExt struct {
 	// (zlib, as Java clients write it; left as stored if it does not
 	// inflate).
 	Body []byte
+
+	settle *settlement // RetryAfter or DeadLetter, in a push consumer's handler (push_settle.go)
 }
 
 // MsgID returns the offset message id (store host and physical offset).

@@ -35,7 +35,8 @@ const (
 	// batch is dead-lettered and the queue goes on.
 	ConsumeSuspend
 	// ConsumeDeadLetter: move the batch to the group's dead-letter topic at
-	// once, without retries (clustering).
+	// once, without retries (in broadcasting too: each member that
+	// dead-letters its copy stores one).
 	ConsumeDeadLetter
 )
 
@@ -56,10 +57,14 @@ func (r ConsumeResult) String() string {
 
 // MessageHandler handles a batch of messages of one queue (at most the
 // consume batch size, 1 by default). ctx ends at the consume timeout
-// (WithConsumeTimeout) or when Shutdown's context does. A panic, or a call
-// that outlasts the consume timeout, counts as ConsumeRetryLater. The
-// messages alias their pull's response (see MessageExt): Detach those kept
-// after the handler returns.
+// (WithConsumeTimeout) or when Shutdown stops waiting for handlers. A
+// panic, or a call that outlasts the consume timeout, counts as
+// ConsumeRetryLater. The messages alias their pull's response (see
+// MessageExt): Detach those kept after the handler returns.
+//
+// The result settles the whole batch. To settle a message of it apart,
+// call its RetryAfter or DeadLetter before returning: the result then
+// applies to the other messages only.
 type MessageHandler func(ctx context.Context, msgs []*MessageExt) ConsumeResult
 
 // ConsumeModel is how the members of a group share the messages.
@@ -95,27 +100,28 @@ const (
 	ConsumeFromFirstOffset
 	// ConsumeFromTimestamp starts at the first message stored at or after
 	// the time given by WithConsumeTimestamp (default: 30 minutes before
-	// Start).
+	// NewPushConsumer).
 	ConsumeFromTimestamp
 )
 
 // Defaults of the push consumer's options (RocketMQ's, unless said).
 const (
-	DefaultConsumeConcurrency = 20
-	DefaultPushPullBatch      = 256              // messages per pull (RocketMQ: 32, which pulls 2-3x slower here)
-	DefaultPullThresholdMsgs  = 1024             // cached messages per queue
-	DefaultPullThresholdBytes = 64 << 20         // cached body bytes per queue (RocketMQ: 512 MiB)
-	DefaultMaxSpan            = 2000             // offset span of cached messages per queue
-	DefaultRebalanceInterval  = 20 * time.Second //
-	DefaultCommitInterval     = 5 * time.Second
-	DefaultHeartbeatInterval  = 30 * time.Second // liveness only: membership rides on the group watch
-	DefaultPushPullHold       = 15 * time.Second // long polling
-	DefaultRetryDelay         = time.Second      // ConsumeRetryLater, concurrent
-	DefaultSuspendTime        = time.Second      // ConsumeSuspend, ordered
-	DefaultConsumeTimeout     = 15 * time.Minute // a handler call taking longer counts as failed
-	DefaultLockRenewInterval  = 20 * time.Second // ordered: locks live 60 s on the broker
-	lockLocalExpiry           = 30 * time.Second // ordered: a lock not renewed for this long is not trusted
-	flowControlPause          = 50 * time.Millisecond
+	DefaultConsumeConcurrency     = 20
+	DefaultFetchBatchSize         = 256              // messages per fetch (RocketMQ: 32, which fetches slower here)
+	DefaultFetchThresholdMessages = 1024             // cached messages per queue
+	DefaultFetchThresholdBytes    = 64 << 20         // cached body bytes per queue (RocketMQ: 512 MiB)
+	DefaultMaxSpan                = 2000             // offset span of cached messages per queue
+	DefaultRebalanceInterval      = 20 * time.Second //
+	DefaultCommitInterval         = 5 * time.Second
+	DefaultHeartbeatInterval      = 30 * time.Second // liveness only: membership rides on the group watch
+	DefaultFetchHold              = 15 * time.Second // long polling
+	DefaultRetryDelay             = time.Second      // local retries of a concurrent consumer
+	DefaultSuspendTime            = time.Second      // ConsumeSuspend, ordered
+	DefaultConsumeTimeout         = 15 * time.Minute // a handler call taking longer counts as failed
+	DefaultShutdownTimeout        = 15 * time.Second // Shutdown's drain when its context has already ended
+	DefaultLockRenewInterval      = 20 * time.Second // clustering: locks live 60 s on the broker
+	lockLocalExpiry               = 30 * time.Second // clustering: a lock not renewed for this long is not trusted
+	flowControlPause              = 50 * time.Millisecond
 	// workBuffer is how many tasks wait for the workers at most. Memory is
 	// bounded by the process queues' limits, not by this buffer: it is
 	// large so that a pull loop hands a pull's tasks over and pulls again
@@ -149,17 +155,18 @@ type pushOptions struct {
 	lockRenewEvery time.Duration
 	maxReconsume   int // <= 0: the group's (concurrent) or unlimited (ordered)
 	consumeTimeout time.Duration
+	shutdownGrace  time.Duration
 	backLinger     time.Duration // sendBackLinger; tests change it
 }
 
 func defaultPushOptions() pushOptions {
 	return pushOptions{
 		strategy: AllocateAveragely, batchSize: 1, concurrency: DefaultConsumeConcurrency,
-		pullBatch: DefaultPushPullBatch, threshMsgs: DefaultPullThresholdMsgs, threshBytes: DefaultPullThresholdBytes,
+		pullBatch: DefaultFetchBatchSize, threshMsgs: DefaultFetchThresholdMessages, threshBytes: DefaultFetchThresholdBytes,
 		maxSpan: DefaultMaxSpan, rebalanceEvery: DefaultRebalanceInterval, commitEvery: DefaultCommitInterval,
-		heartbeatEvery: DefaultHeartbeatInterval, hold: DefaultPushPullHold, holdMargin: DefaultHoldMargin,
+		heartbeatEvery: DefaultHeartbeatInterval, hold: DefaultFetchHold, holdMargin: DefaultHoldMargin,
 		retryDelay: DefaultRetryDelay, suspendTime: DefaultSuspendTime, lockRenewEvery: DefaultLockRenewInterval,
-		consumeTimeout: DefaultConsumeTimeout, backLinger: sendBackLinger,
+		consumeTimeout: DefaultConsumeTimeout, shutdownGrace: DefaultShutdownTimeout, backLinger: sendBackLinger,
 	}
 }
 
@@ -172,14 +179,14 @@ func (o pushOptions) validate() error {
 	}
 	positive("consume batch size", int64(o.batchSize))
 	positive("consume concurrency", int64(o.concurrency))
-	positive("pull batch size", int64(o.pullBatch))
-	positive("pull threshold messages", int64(o.threshMsgs))
-	positive("pull threshold bytes", o.threshBytes)
+	positive("fetch batch size", int64(o.pullBatch))
+	positive("fetch threshold messages", int64(o.threshMsgs))
+	positive("fetch threshold bytes", o.threshBytes)
 	positive("max span", o.maxSpan)
 	for name, d := range map[string]time.Duration{
 		"rebalance interval": o.rebalanceEvery, "commit interval": o.commitEvery, "heartbeat interval": o.heartbeatEvery,
-		"pull hold": o.hold, "retry delay": o.retryDelay, "suspend time": o.suspendTime, "lock renew interval": o.lockRenewEvery,
-		"consume timeout": o.consumeTimeout,
+		"fetch hold": o.hold, "retry delay": o.retryDelay, "suspend time": o.suspendTime, "lock renew interval": o.lockRenewEvery,
+		"consume timeout": o.consumeTimeout, "shutdown timeout": o.shutdownGrace,
 	} {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("client: push consumer option %s must be positive, got %s", name, d))
@@ -197,33 +204,41 @@ func (o pushOptions) validate() error {
 	return nil
 }
 
-// WithConsumeModel sets clustering (the default) or broadcasting.
+// WithConsumeModel sets how the members of the group share the messages:
+// Clustering (the default: each queue to one member) or Broadcasting
+// (every member gets every message).
 func WithConsumeModel(m ConsumeModel) PushConsumerOption {
 	return func(o *pushOptions) { o.model = m }
 }
 
 // WithOrdered makes the consumer handle each queue strictly in offset
-// order, one batch at a time, on one goroutine per queue.
+// order, one batch at a time, on one goroutine per queue (default:
+// concurrent, on WithConsumeConcurrency goroutines). A failed batch pauses
+// its queue for WithSuspendTime and is handed again; nothing later in the
+// queue overtakes it.
 func WithOrdered() PushConsumerOption { return func(o *pushOptions) { o.ordered = true } }
 
-// WithConsumeFrom sets where a queue without a committed offset starts.
+// WithConsumeFrom sets where a queue the group has no committed offset
+// for starts (default ConsumeFromLastOffset: only messages stored from
+// then on).
 func WithConsumeFrom(f ConsumeFrom) PushConsumerOption {
 	return func(o *pushOptions) { o.from = f }
 }
 
-// WithConsumeTimestamp sets the time for ConsumeFromTimestamp.
+// WithConsumeTimestamp sets the time ConsumeFromTimestamp starts at
+// (default 30 minutes before NewPushConsumer).
 func WithConsumeTimestamp(t time.Time) PushConsumerOption {
 	return func(o *pushOptions) { o.fromTime = t }
 }
 
-// WithAllocateStrategy sets how queues are shared (AllocateAveragely by
-// default).
+// WithAllocateStrategy sets how the group's members share the queues in
+// clustering (default AllocateAveragely).
 func WithAllocateStrategy(s AllocateStrategy) PushConsumerOption {
 	return func(o *pushOptions) { o.strategy = s }
 }
 
-// WithConsumeBatchSize sets the most messages the handler gets at once
-// (default 1).
+// WithConsumeBatchSize sets the most messages of one queue the handler
+// gets in one call (default 1).
 func WithConsumeBatchSize(n int) PushConsumerOption {
 	return func(o *pushOptions) { o.batchSize = n }
 }
@@ -236,14 +251,15 @@ func WithConsumeConcurrency(n int) PushConsumerOption {
 }
 
 // WithFetchBatchSize sets the most messages one of the push consumer's
-// fetches from the broker asks for (default 256).
+// background fetches of a queue asks the broker for (default 256), within
+// what WithFetchThreshold leaves.
 func WithFetchBatchSize(n int) PushConsumerOption {
 	return func(o *pushOptions) { o.pullBatch = n }
 }
 
-// WithFetchThreshold sets the flow control of each queue: pulling pauses
+// WithFetchThreshold sets the flow control of each queue: fetching pauses
 // while the queue holds this many messages not handled yet, or this many
-// body bytes (defaults 1,024 and 64 MiB); a pull never asks for more than
+// body bytes (defaults 1,024 and 64 MiB); a fetch never asks for more than
 // the message limit leaves. Both count the messages not handled yet: the
 // consumer lets go of a handled message even while one before it still
 // runs (or waits to go back to the broker, as a copy), keeping only its
@@ -252,42 +268,49 @@ func WithFetchThreshold(messages int, bytes int64) PushConsumerOption {
 	return func(o *pushOptions) { o.threshMsgs, o.threshBytes = messages, bytes }
 }
 
-// WithMaxSpan pauses pulling a queue while the offsets it holds span more
+// WithMaxSpan pauses fetching a queue while the offsets it holds span more
 // than n (default 2,000): one slow message does not let the rest run ahead
 // without bound. Concurrent consumption only.
 func WithMaxSpan(n int64) PushConsumerOption { return func(o *pushOptions) { o.maxSpan = n } }
 
-// WithRebalanceInterval sets the safety-net rebalance period (default
-// 20 s); membership changes rebalance at once.
+// WithRebalanceInterval sets how often the consumer recomputes its share
+// of the queues when nothing changed (default 20 s): a safety net, since a
+// member joining or leaving rebalances at once.
 func WithRebalanceInterval(d time.Duration) PushConsumerOption {
 	return func(o *pushOptions) { o.rebalanceEvery = d }
 }
 
-// WithCommitInterval sets how often offsets are committed (default 5 s);
-// they are also committed when a queue is released and at Shutdown.
+// WithCommitInterval sets how often the consumer commits its queues'
+// offsets to the brokers (default 5 s); they are also committed when a
+// queue is released and at Shutdown. After a crash at most this much is
+// handled again.
 func WithCommitInterval(d time.Duration) PushConsumerOption {
 	return func(o *pushOptions) { o.commitEvery = d }
 }
 
 // WithHeartbeatInterval sets how often the consumer heartbeats to its
-// brokers (default 10 s).
+// brokers (default 30 s). It keeps the member alive only: joins and leaves
+// reach the other members through the group watch at once.
 func WithHeartbeatInterval(d time.Duration) PushConsumerOption {
 	return func(o *pushOptions) { o.heartbeatEvery = d }
 }
 
-// WithFetchHold sets how long a pull waits on the broker for new messages
+// WithFetchHold sets how long each of the push consumer's background
+// fetches waits on the broker for new messages when its queue has none
 // (default 15 s, long polling).
 func WithFetchHold(d time.Duration) PushConsumerOption { return func(o *pushOptions) { o.hold = d } }
 
-// WithRetryDelay sets how long a concurrent consumer waits before handing
-// a batch that asked for ConsumeRetryLater to the handler again (default
-// 1 s).
+// WithRetryDelay sets how long a concurrent consumer waits before it
+// hands a failed batch (ConsumeRetryLater) to the handler again itself
+// (default 1 s): in broadcasting, and when the broker does not take a
+// message back. In clustering the broker's retry ladder times retries.
 func WithRetryDelay(d time.Duration) PushConsumerOption {
 	return func(o *pushOptions) { o.retryDelay = d }
 }
 
 // WithSuspendTime sets how long an ordered queue pauses after a failed
-// batch (default 1 s).
+// batch before it is handed again (default 1 s); MessageExt.RetryAfter
+// pauses it for its own delay instead.
 func WithSuspendTime(d time.Duration) PushConsumerOption {
 	return func(o *pushOptions) { o.suspendTime = d }
 }
@@ -299,6 +322,15 @@ func WithConsumeTimeout(d time.Duration) PushConsumerOption {
 	return func(o *pushOptions) { o.consumeTimeout = d }
 }
 
+// WithShutdownTimeout sets how long Shutdown lets the handlers in flight
+// finish when the context it is given has already ended at the call, as
+// the one of a `defer c.Shutdown(ctx)` whose ctx a signal ended (default
+// 15 s); their contexts are canceled then. A context still live at the
+// call bounds the drain instead.
+func WithShutdownTimeout(d time.Duration) PushConsumerOption {
+	return func(o *pushOptions) { o.shutdownGrace = d }
+}
+
 // WithMaxReconsumeTimes sets how many times a failed message is retried
 // before it is dead-lettered. Default: the group's retryMaxTimes on the
 // broker (16) for concurrent consumption, unlimited for ordered.
@@ -306,8 +338,9 @@ func WithMaxReconsumeTimes(n int) PushConsumerOption {
 	return func(o *pushOptions) { o.maxReconsume = n }
 }
 
-// WithLockRenewInterval sets how often an ordered consumer renews its queue
-// locks (default 20 s, below 30 s).
+// WithLockRenewInterval sets how often a consumer in clustering renews the
+// locks of its queues on the brokers (default 20 s; below 30 s, after
+// which a lock not renewed is not trusted).
 func WithLockRenewInterval(d time.Duration) PushConsumerOption {
 	return func(o *pushOptions) { o.lockRenewEvery = d }
 }
@@ -348,7 +381,7 @@ type PushConsumer struct {
 
 	mu     sync.Mutex
 	subs   map[string]string // topic -> expression
-	state  int               // pushNew, pushStarted, pushShut
+	state  int               // pushNew, pushStarted, pushAborted, pushShut
 	queues map[queueKey]*assignedQueue
 	// releasing holds the queues a rebalance let go of whose release (the
 	// end of their batches and the commit of their offsets) has not ended:
@@ -388,6 +421,7 @@ func keyOf(q Queue) queueKey { return queueKey{q.Topic, q.BrokerName, q.ID} }
 const (
 	pushNew = iota
 	pushStarted
+	pushAborted // Start failed and released everything; Shutdown has not run
 	pushShut
 )
 
@@ -515,7 +549,7 @@ func (p *PushConsumer) Start(ctx context.Context) error {
 // abortStart undoes a failed Start.
 func (p *PushConsumer) abortStart() {
 	p.mu.Lock()
-	p.state = pushShut
+	p.state = pushAborted
 	links := slices.Collect(maps.Values(p.brokers))
 	clear(p.brokers)
 	p.mu.Unlock()
@@ -535,22 +569,44 @@ func (p *PushConsumer) topics() []string {
 	return slices.Sorted(maps.Keys(p.subs))
 }
 
-// Shutdown stops pulling and rebalancing, waits for the handlers in
-// flight until ctx ends (then cancels their context), commits every
-// queue's offset, releases ordered queue locks, leaves the group and
-// closes the connections. No goroutine of the consumer outlives it (a
-// handler that ignores its context delays it). It returns ctx's error if
-// handlers were still running when ctx ended.
+// Shutdown stops pulling and rebalancing, lets the handlers in flight
+// finish, commits every queue's offset, releases ordered queue locks,
+// leaves the group and closes the connections. No goroutine of the
+// consumer outlives it (a handler that ignores its context delays it).
+//
+// ctx bounds the wait for the handlers: when it ends their contexts are
+// canceled. A ctx that has already ended at the call (`defer
+// c.Shutdown(ctx)` with the context a signal ended) does not cancel them
+// at once: they get the consumer's own grace, WithShutdownTimeout (15 s by
+// default). Committing, unlocking and leaving run after the handlers,
+// each under its own short timeout whatever ctx says. Shutdown returns
+// the context error of the wait if handlers were still running when it
+// ended, else nil.
+//
+// Shutdown of a consumer never started, or whose Start failed, releases
+// what NewPushConsumer holds and returns nil. A second Shutdown returns
+// ErrClosed.
 func (p *PushConsumer) Shutdown(ctx context.Context) error {
 	p.mu.Lock()
-	if p.state != pushStarted {
-		p.mu.Unlock()
-		return ErrClosed
-	}
+	state := p.state
 	p.state = pushShut
 	p.mu.Unlock()
+	switch state {
+	case pushShut:
+		return ErrClosed
+	case pushNew:
+		return p.c.close()
+	case pushAborted:
+		return nil // abortStart released everything
+	}
 	p.stopLife()
-	stop := context.AfterFunc(ctx, p.stopHandle)
+	drain := ctx
+	if ctx.Err() != nil {
+		var cancel context.CancelFunc
+		drain, cancel = context.WithTimeout(context.WithoutCancel(ctx), p.opts.shutdownGrace)
+		defer cancel()
+	}
+	stop := context.AfterFunc(drain, p.stopHandle)
 	defer stop()
 
 	<-p.rebalanced // no rebalance takes or releases queues any more
@@ -564,7 +620,7 @@ func (p *PushConsumer) Shutdown(ctx context.Context) error {
 	p.releases.Wait()
 	close(p.work) // every queue is released: nobody sends on it
 	p.closeBackSenders()
-	err := ctx.Err()
+	err := drain.Err()
 	p.stopHandle()
 	// Leave: a final heartbeat with nothing assigned, then the watch
 	// streams end, which unregisters the client at once.

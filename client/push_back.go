@@ -33,7 +33,8 @@ const (
 type backItem struct {
 	aq     *assignedQueue
 	m      *msgCopy
-	dead   bool
+	level  int32         // the wire's delay_level: 0 the retry ladder, > 0 that level, < 0 dead-letter
+	after  time.Duration // the wait before a retry here, if the broker does not take it
 	reason string
 }
 
@@ -89,9 +90,12 @@ func (p *PushConsumer) backSenderFor(addr string) *backSender {
 	return s
 }
 
-// sendBackAsync queues msgs for their broker. Each holds one count of
-// aq.inflight until the broker took it or it was retried here.
-func (p *PushConsumer) sendBackAsync(aq *assignedQueue, msgs []*msgCopy, dead bool, reason string) {
+// sendBackAsync queues msgs for their broker, for a retry at delay level
+// level (0: the retry ladder's next) or the dead-letter topic (level < 0);
+// a message the broker does not take is retried here after after. Each
+// holds one count of aq.inflight until the broker took it or it was
+// retried here.
+func (p *PushConsumer) sendBackAsync(aq *assignedQueue, msgs []*msgCopy, level int32, after time.Duration, reason string) {
 	addr, err := p.c.brokerAddr(aq.q)
 	var s *backSender
 	if err == nil {
@@ -99,11 +103,11 @@ func (p *PushConsumer) sendBackAsync(aq *assignedQueue, msgs []*msgCopy, dead bo
 	}
 	for _, m := range msgs {
 		if s == nil {
-			p.retryLocally(aq, []*MessageExt{&m.ext})
+			p.retryLocally(aq, []*MessageExt{&m.ext}, after)
 			aq.inflight.Done()
 			continue
 		}
-		s.ch <- backItem{aq: aq, m: m, dead: dead, reason: reason}
+		s.ch <- backItem{aq: aq, m: m, level: level, after: after, reason: reason}
 	}
 }
 
@@ -155,7 +159,7 @@ func (p *PushConsumer) sendBackBatch(addr string, batch []backItem) {
 	reqs := make([]gantryv1.SendBackRequest, len(batch))
 	req := &gantryv1.SendBackBatchRequest{Requests: make([]*gantryv1.SendBackRequest, len(batch))}
 	for i, it := range batch {
-		p.fillSendBack(&reqs[i], &it.m.ext, it.dead, it.reason)
+		p.fillSendBack(&reqs[i], &it.m.ext, it.level, it.reason)
 		req.Requests[i] = &reqs[i]
 	}
 	ctx, cancel := context.WithTimeout(p.c.life, nameServerCallTimeout)
@@ -192,7 +196,7 @@ func (p *PushConsumer) sendBackBatch(addr string, batch []backItem) {
 		}
 		if ierr != nil {
 			p.c.log.Warn("send back failed; retrying the message here", "queue", it.aq.q, "offset", it.m.ext.QueueOffset, "err", ierr)
-			p.retryLocally(it.aq, []*MessageExt{&it.m.ext})
+			p.retryLocally(it.aq, []*MessageExt{&it.m.ext}, it.after)
 			batch[i].m = nil // the handler's now: not recycled
 			continue
 		}
@@ -212,17 +216,20 @@ func (p *PushConsumer) sendBackBatch(addr string, batch []backItem) {
 // message id for the broker to check.
 func (p *PushConsumer) sendBackRequest(m *MessageExt, dead bool, reason string) *gantryv1.SendBackRequest {
 	req := &gantryv1.SendBackRequest{MsgId: m.MsgID()}
-	p.fillSendBack(req, m, dead, reason)
+	level := int32(0)
+	if dead {
+		level = -1
+	}
+	p.fillSendBack(req, m, level, reason)
 	return req
 }
 
 // fillSendBack sets what every send-back of m carries: the group, where
-// the message is, the retry limit and, for a dead letter, level -1.
-func (p *PushConsumer) fillSendBack(r *gantryv1.SendBackRequest, m *MessageExt, dead bool, reason string) {
+// the message is, the retry limit and the delay level (-1 for a dead
+// letter).
+func (p *PushConsumer) fillSendBack(r *gantryv1.SendBackRequest, m *MessageExt, level int32, reason string) {
 	r.Group, r.PhysicalOffset, r.MaxReconsumeTimes, r.Reason = p.group, m.PhysicalOffset, int32(max(p.opts.maxReconsume, 0)), reason
-	if dead {
-		r.DelayLevel = -1
-	}
+	r.DelayLevel = level
 }
 
 // closeBackSenders ends the senders once nothing can be queued any more.

@@ -214,57 +214,62 @@ func (p *PushConsumer) consume(t consumeTask) {
 		var res ConsumeResult
 		var reason string
 		res, reason, start = p.call(msgs, start)
-		if res == ConsumeSuccess {
+		if res == ConsumeSuccess && !anySettled(msgs) {
 			continue
 		}
 		if ok < i {
 			t.aq.pq.done(t.msgs[ok:i])
 		}
 		ok = i + len(msgs)
-		p.settleFailed(t.aq, msgs, res, reason)
+		p.settle(t.aq, msgs, res, reason)
 	}
 	if ok < len(t.msgs) {
 		t.aq.pq.done(t.msgs[ok:])
 	}
 }
 
-// settleFailed settles a batch whose handler call failed: sent back to
-// the broker, or retried here.
+// settleFailed settles messages of a batch whose handler call failed:
+// sent back to the broker, or retried here. A dead letter goes to the
+// broker in broadcasting too: it is the only place that can keep it.
 func (p *PushConsumer) settleFailed(aq *assignedQueue, msgs []*MessageExt, res ConsumeResult, reason string) {
 	// What waits is a copy: the pull the messages came in, and every
 	// message of it, can then be freed once the others are handled (the
 	// process queue holds offsets only). In a retry storm nearly every
 	// pull holds a failed message, and holding those pulls tripled the
 	// consumer's live heap (and its GC work).
-	if p.opts.model == Clustering {
+	if p.opts.model == Clustering || res == ConsumeDeadLetter {
 		// Back to the broker, which retries through the group's retry
 		// topic (or dead-letters); each message is in flight until then.
 		backs := make([]*msgCopy, len(msgs))
 		for i, m := range msgs {
 			backs[i] = newBackCopy(m)
 		}
+		level := int32(0) // the retry ladder
+		if res == ConsumeDeadLetter {
+			level = -1
+		}
 		aq.inflight.Add(len(msgs))
-		p.sendBackAsync(aq, backs, res == ConsumeDeadLetter, reason)
+		p.sendBackAsync(aq, backs, level, p.opts.retryDelay, reason)
 		return
 	}
 	copies := make([]*MessageExt, len(msgs))
 	for i, m := range msgs {
 		copies[i] = m.detached()
 	}
-	p.retryLocally(aq, copies)
+	p.retryLocally(aq, copies, p.opts.retryDelay)
 }
 
-// retryLocally hands msgs to the handler again after the retry delay,
-// counting one more attempt. It holds one count of aq.inflight until a
-// worker finishes the batch.
-func (p *PushConsumer) retryLocally(aq *assignedQueue, msgs []*MessageExt) {
+// retryLocally hands msgs to the handler again after delay, counting one
+// more attempt. It holds one count of aq.inflight until a worker finishes
+// the batch.
+func (p *PushConsumer) retryLocally(aq *assignedQueue, msgs []*MessageExt, delay time.Duration) {
 	for _, m := range msgs {
 		m.ReconsumeTimes++
 	}
 	t := consumeTask{aq: aq, msgs: msgs}
 	aq.inflight.Add(1)
 	again := func() {
-		if !sleepCtx(t.aq.ctx, p.opts.retryDelay) {
+		if !sleepCtx(t.aq.ctx, delay) {
 			t.aq.inflight.Done()
 			return
 		}
@@ -354,32 +359,20 @@ func (p *PushConsumer) orderedLoop(aq *assignedQueue) {
 		}
 		msgs := aq.pq.take(p.opts.batchSize)
 		res, reason, _ := p.call(msgs, time.Now())
-		if res == ConsumeSuccess {
+		if res == ConsumeSuccess && !anySettled(msgs) {
 			aq.pq.done(msgs)
 			continue
 		}
-		if p.opts.model == Clustering && (res == ConsumeDeadLetter || (p.opts.maxReconsume > 0 && int(msgs[0].ReconsumeTimes) >= p.opts.maxReconsume)) {
-			if p.deadLetter(aq, msgs, reason) {
-				aq.pq.done(msgs)
-				continue
-			}
-		}
-		aq.pq.untake(len(msgs))
-		for _, m := range msgs {
-			m.ReconsumeTimes++
-		}
-		sleepCtx(aq.ctx, p.opts.suspendTime)
+		p.settleOrdered(aq, msgs, res, reason)
 	}
 }
 
-// deadLetter moves an ordered batch to the dead-letter topic; false if
-// the broker did not take every message (the batch is then retried).
-func (p *PushConsumer) deadLetter(aq *assignedQueue, msgs []*MessageExt, reason string) bool {
-	for _, m := range msgs {
-		if err := p.sendBack(aq, m, true, reason); err != nil {
-			p.c.log.Warn("dead-lettering failed; retrying the batch", "queue", aq.q, "offset", m.QueueOffset, "err", err)
-			return false
-		}
+// deadLetter moves an ordered consumer's message to the dead-letter
+// topic; false if the broker did not take it (it is then retried).
+func (p *PushConsumer) deadLetter(aq *assignedQueue, m *MessageExt, reason string) bool {
+	if err := p.sendBack(aq, m, true, reason); err != nil {
+		p.c.log.Warn("dead-lettering failed; retrying the message", "queue", aq.q, "offset", m.QueueOffset, "err", err)
+		return false
 	}
 	return true
 }
