@@ -1,0 +1,195 @@
+package client
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// allHooks implements every hook interface and records what it saw.
+type allHooks struct {
+	mu          sync.Mutex
+	sends       []string
+	sendDone    []string
+	consumes    []string
+	consumeDone []ConsumeResult
+	states      map[string][]ConnState
+}
+
+type ctxKey struct{}
+
+func (h *allHooks) OnSend(ctx context.Context, m *Message) context.Context {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.sends = append(h.sends, string(m.Body))
+	return context.WithValue(ctx, ctxKey{}, "send:"+string(m.Body))
+}
+
+func (h *allHooks) OnSendDone(ctx context.Context, m *Message, _ SendResult, _ error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.sendDone = append(h.sendDone, ctx.Value(ctxKey{}).(string))
+}
+
+func (h *allHooks) OnConsume(ctx context.Context, m *MessageExt) context.Context {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.consumes = append(h.consumes, string(m.Body))
+	return context.WithValue(ctx, ctxKey{}, "consume:"+string(m.Body))
+}
+
+func (h *allHooks) OnConsumeDone(ctx context.Context, m *MessageExt, r ConsumeResult) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.consumes = append(h.consumes, ctx.Value(ctxKey{}).(string)+" done")
+	h.consumeDone = append(h.consumeDone, r)
+}
+
+func (h *allHooks) OnConnState(addr string, s ConnState) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.states == nil {
+		h.states = map[string][]ConnState{}
+	}
+	h.states[addr] = append(h.states[addr], s)
+}
+
+func (h *allHooks) statesOf(addr string) []ConnState {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]ConnState(nil), h.states[addr]...)
+}
+
+type onlySendDone struct{}
+
+func (onlySendDone) OnSendDone(context.Context, *Message, SendResult, error) {}
+
+type notAHook struct{}
+
+func TestConfigValidateHooks(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		hooks []Hook
+		err   string
+	}{
+		{"none", nil, ""},
+		{"every kind", []Hook{&allHooks{}}, ""},
+		{"one kind", []Hook{onlySendDone{}}, ""},
+		{"nil", []Hook{onlySendDone{}, nil}, "Config.Hooks[1] is nil"},
+		{"no interface", []Hook{notAHook{}}, "Config.Hooks[0] (client.notAHook) implements none of SendHook, SendDoneHook, ConsumeHook, ConsumeDoneHook, ConnStateHook"},
+		{"a function", []Hook{func() {}}, "Config.Hooks[0] (func()) implements none of"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := Config{Hooks: tc.hooks}.withDefaults().Validate()
+			if tc.err == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorIs(t, err, ErrInvalidArgument)
+			assert.Contains(t, err.Error(), tc.err)
+		})
+	}
+}
+
+func TestNewHookSetSortsByInterface(t *testing.T) {
+	a, b := &allHooks{}, onlySendDone{}
+	s := newHookSet([]Hook{a, b})
+	assert.Equal(t, []SendHook{a}, s.send)
+	assert.Equal(t, []SendDoneHook{a, b}, s.sendDone, "in the order of Config.Hooks")
+	assert.Equal(t, []ConsumeHook{a}, s.consume)
+	assert.Equal(t, []ConsumeDoneHook{a}, s.consumeDone)
+	assert.Equal(t, []ConnStateHook{a}, s.conn)
+	assert.True(t, s.sends())
+	assert.False(t, (&hookSet{}).sends())
+}
+
+func TestConnStateString(t *testing.T) {
+	for s, want := range map[ConnState]string{ConnIdle: "IDLE", ConnConnecting: "CONNECTING", ConnReady: "READY",
+		ConnTransientFailure: "TRANSIENT_FAILURE", ConnShutdown: "SHUTDOWN", ConnState(9): "ConnState(9)"} {
+		assert.Equal(t, want, s.String())
+	}
+}
+
+// nilCtxHook returns a nil context, which the client ignores.
+type nilCtxHook struct{}
+
+func (nilCtxHook) OnSend(context.Context, *Message) context.Context       { return nil }
+func (nilCtxHook) OnConsume(context.Context, *MessageExt) context.Context { return nil }
+
+func TestSendHooksChainContexts(t *testing.T) {
+	a := &allHooks{}
+	s := newHookSet([]Hook{nilCtxHook{}, a})
+	msgs := []*Message{{Body: []byte("m0")}, {Body: []byte("m1")}}
+	ctxs := s.onSendBatch(t.Context(), msgs)
+	s.onSendBatchDone(ctxs, msgs, []SendResult{{}, {}}, nil)
+	assert.Equal(t, []string{"m0", "m1"}, a.sends)
+	assert.Equal(t, []string{"send:m0", "send:m1"}, a.sendDone, "each message's done hook gets the context its send hook returned")
+}
+
+func TestConsumeCall(t *testing.T) {
+	a := &allHooks{}
+	s := newHookSet([]Hook{nilCtxHook{}, a})
+	one := []*MessageExt{{Body: []byte("m0")}}
+	var c consumeCall
+	ctx := c.start(&s, t.Context(), one)
+	assert.Equal(t, "consume:m0", ctx.Value(ctxKey{}), "a batch of one: the handler gets the hook's context")
+	res := ConsumeRetryLater
+	c.done(one, &res)
+
+	two := []*MessageExt{{Body: []byte("m1")}, {Body: []byte("m2")}}
+	c = consumeCall{}
+	ctx = c.start(&s, t.Context(), two)
+	assert.Nil(t, ctx.Value(ctxKey{}), "a larger batch: the handler gets the consumer's context")
+	res = ConsumeSuccess
+	c.done(two, &res)
+
+	assert.Equal(t, []string{"m0", "consume:m0 done", "m1", "m2", "consume:m1 done", "consume:m2 done"}, a.consumes)
+	assert.Equal(t, []ConsumeResult{ConsumeRetryLater, ConsumeSuccess, ConsumeSuccess}, a.consumeDone)
+}
+
+// Without hooks the call sites allocate nothing.
+func TestNoHooksAllocateNothing(t *testing.T) {
+	var s hookSet
+	ctx := t.Context()
+	msgs := []*MessageExt{{}, {}}
+	allocs := testing.AllocsPerRun(100, func() {
+		var c consumeCall
+		if c.start(&s, ctx, msgs) != ctx {
+			t.Fatal("context changed")
+		}
+		res := ConsumeSuccess
+		c.done(msgs, &res)
+		if s.sends() {
+			t.Fatal("sends without hooks")
+		}
+	})
+	assert.Zero(t, allocs)
+}
+
+// A ConnStateHook sees every connection reach READY and, when the client
+// closes, SHUTDOWN last; the watchers end with Close (goleak checks).
+func TestConnStateHook(t *testing.T) {
+	br := startBroker(t, "a", 1, "T")
+	ns := startNameServer(t, br)
+	h := &allHooks{}
+	cfg := testConfig(t, ns)
+	cfg.Hooks = []Hook{h}
+	a, err := NewAdmin(t.Context(), cfg)
+	require.NoError(t, err)
+	_, err = a.TopicStatus(t.Context(), "T") // the nameserver, then the broker
+	require.NoError(t, err)
+	require.NoError(t, a.Close())
+
+	for _, addr := range []string{ns.addr, br.addr} {
+		states := h.statesOf(addr)
+		require.NotEmpty(t, states, addr)
+		assert.Contains(t, states, ConnReady, addr)
+		assert.Equal(t, ConnShutdown, states[len(states)-1], "%s: %v", addr, states)
+		for i := 1; i < len(states); i++ {
+			assert.NotEqual(t, states[i-1], states[i], "%s: each change reported once: %v", addr, states)
+		}
+	}
+}
