@@ -169,8 +169,12 @@ func validateHook(i int, h Hook) error {
 func (s *hookSet) sends() bool { return len(s.send) > 0 || len(s.sendDone) > 0 }
 
 // onSend runs the SendHooks for m and returns the context for its
-// SendDoneHooks.
+// SendDoneHooks. A nil message, which the send refuses, is not shown to
+// hooks.
 func (s *hookSet) onSend(ctx context.Context, m *Message) context.Context {
+	if m == nil {
+		return ctx
+	}
 	for _, h := range s.send {
 		if next := h.OnSend(ctx, m); next != nil {
 			ctx = next
@@ -181,6 +185,9 @@ func (s *hookSet) onSend(ctx context.Context, m *Message) context.Context {
 
 // onSendDone runs the SendDoneHooks for m.
 func (s *hookSet) onSendDone(ctx context.Context, m *Message, r SendResult, err error) {
+	if m == nil {
+		return
+	}
 	for _, h := range s.sendDone {
 		h.OnSendDone(ctx, m, r, err)
 	}

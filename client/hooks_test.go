@@ -3,7 +3,9 @@ package client
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -122,9 +124,9 @@ func (nilCtxHook) OnConsume(context.Context, *MessageExt) context.Context { retu
 func TestSendHooksChainContexts(t *testing.T) {
 	a := &allHooks{}
 	s := newHookSet([]Hook{nilCtxHook{}, a})
-	msgs := []*Message{{Body: []byte("m0")}, {Body: []byte("m1")}}
+	msgs := []*Message{{Body: []byte("m0")}, nil, {Body: []byte("m1")}} // a nil message is refused, unseen
 	ctxs := s.onSendBatch(t.Context(), msgs)
-	s.onSendBatchDone(ctxs, msgs, []SendResult{{}, {}}, nil)
+	s.onSendBatchDone(ctxs, msgs, []SendResult{{}, {}, {}}, nil)
 	assert.Equal(t, []string{"m0", "m1"}, a.sends)
 	assert.Equal(t, []string{"send:m0", "send:m1"}, a.sendDone, "each message's done hook gets the context its send hook returned")
 }
@@ -193,3 +195,44 @@ func TestConnStateHook(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkPushHandlerCall measures one push handler call of one message,
+// the per-delivery work around the handler (its context, the consume
+// hooks): allocs/op is per message delivered.
+//
+//	go test -run=^$ -bench=PushHandlerCall -benchmem ./client
+func BenchmarkPushHandlerCall(b *testing.B) {
+	for _, bc := range []struct {
+		name  string
+		hooks []Hook
+	}{
+		{"no hooks", nil},
+		{"one hook", []Hook{&countHook{}}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			br := startBroker(b, "a", 1, "T")
+			cfg := testConfig(b, startNameServer(b, br))
+			cfg.Hooks = bc.hooks
+			p, err := NewPushConsumer(b.Context(), cfg, "g", func(context.Context, []*MessageExt) ConsumeResult { return ConsumeSuccess })
+			require.NoError(b, err)
+			b.Cleanup(func() { _ = p.c.close() })
+			msgs := []*MessageExt{{Body: []byte("x")}}
+			b.ReportAllocs()
+			for b.Loop() {
+				if res, _, _ := p.call(msgs, time.Now()); res != ConsumeSuccess {
+					b.Fatal(res)
+				}
+			}
+		})
+	}
+}
+
+// countHook counts consume calls without allocating.
+type countHook struct{ n atomic.Int64 }
+
+func (h *countHook) OnConsume(ctx context.Context, _ *MessageExt) context.Context {
+	h.n.Add(1)
+	return ctx
+}
+
+func (h *countHook) OnConsumeDone(context.Context, *MessageExt, ConsumeResult) { h.n.Add(1) }
