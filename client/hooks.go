@@ -215,6 +215,16 @@ func (s *hookSet) onSendBatchDone(ctxs []context.Context, msgs []*Message, res [
 	}
 }
 
+// onSendAsync runs the SendHooks for a SendAsync of m and returns its
+// callback wrapped to run the SendDoneHooks first.
+func (s *hookSet) onSendAsync(ctx context.Context, m *Message, cb SendCallback) SendCallback {
+	hctx := s.onSend(ctx, m)
+	return func(m *Message, r SendResult, err error) {
+		s.onSendDone(hctx, m, r, err)
+		cb(m, r, err)
+	}
+}
+
 // consumeCall runs the consume hooks around one handler call. Its zero
 // value, and the value of a consumer without consume hooks, does nothing
 // and allocates nothing.

@@ -2,6 +2,9 @@ package client
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -9,6 +12,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+
+	gantryv1 "github.com/gantrymq/gantry/api/gantry/v1"
+	"github.com/gantrymq/gantry/message"
 )
 
 // allHooks implements every hook interface and records what it saw.
@@ -236,3 +243,114 @@ func (h *countHook) OnConsume(ctx context.Context, _ *MessageExt) context.Contex
 }
 
 func (h *countHook) OnConsumeDone(context.Context, *MessageExt, ConsumeResult) { h.n.Add(1) }
+
+// sendRecorder is a send hook that adds a property and records each
+// outcome with whether its context was the one OnSend returned.
+type sendRecorder struct {
+	mu   sync.Mutex
+	done []string
+}
+
+func (h *sendRecorder) OnSend(ctx context.Context, m *Message) context.Context {
+	m.Properties = map[string]string{"hooked": string(m.Body)}
+	return context.WithValue(ctx, ctxKey{}, m)
+}
+
+func (h *sendRecorder) OnSendDone(ctx context.Context, m *Message, r SendResult, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	kind := "<nil>"
+	switch {
+	case errors.Is(err, ErrInvalidArgument):
+		kind = "invalid"
+	case err != nil:
+		kind = err.Error()
+	}
+	h.done = append(h.done, fmt.Sprintf("%s attempts=%d err=%s ctx=%v", m.Body, r.Attempts, kind, ctx.Value(ctxKey{}) == m))
+}
+
+func (h *sendRecorder) outcomes() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.done)
+}
+
+// Each message's SendDoneHooks run once, with the final outcome after
+// retries, and what the SendHooks added to its properties is stored.
+func TestSendHooksOncePerMessage(t *testing.T) {
+	a := startBroker(t, "a", 1, "T")
+	a.setFault(func(n int64, _ *gantryv1.SendRequest) *sendFault {
+		if n%2 == 1 { // every send's first attempt fails
+			return &sendFault{code: codes.DeadlineExceeded, msg: "flush timeout", indeterminate: true}
+		}
+		return nil
+	})
+	h := &sendRecorder{}
+	cfg := testConfig(t, startNameServer(t, a))
+	cfg.Hooks = []Hook{h}
+	p := newTestProducer(t, cfg, WithRetryIndeterminate(true))
+
+	_, err := p.Send(t.Context(), &Message{Topic: "T", Body: []byte("send")})
+	require.NoError(t, err)
+	_, err = p.SendBatch(t.Context(), []*Message{{Topic: "T", Body: []byte("batch0")}, {Topic: "T", Body: []byte("batch1")}})
+	require.NoError(t, err)
+	done := make(chan string, 1)
+	p.SendAsync(t.Context(), &Message{Topic: "T", Body: []byte("async")}, func(m *Message, _ SendResult, err error) {
+		assert.NoError(t, err)
+		out := h.outcomes()
+		done <- out[len(out)-1] // the hook ran before the callback
+	})
+	assert.Equal(t, "async attempts=2 err=<nil> ctx=true", <-done)
+	a.setFault(nil)
+	require.NoError(t, p.SendOneway(t.Context(), &Message{Topic: "T", Body: []byte("oneway")}))
+	_, err = p.Send(t.Context(), &Message{Topic: "T"})
+	require.ErrorIs(t, err, ErrInvalidArgument)
+	require.NoError(t, p.Close(t.Context()))
+	_, err = p.Send(t.Context(), &Message{Topic: "T", Body: []byte("closed")})
+	require.ErrorIs(t, err, ErrClosed)
+
+	assert.Equal(t, []string{
+		"send attempts=2 err=<nil> ctx=true",
+		"batch0 attempts=2 err=<nil> ctx=true", "batch1 attempts=2 err=<nil> ctx=true",
+		"async attempts=2 err=<nil> ctx=true",
+		"oneway attempts=0 err=<nil> ctx=true",
+		" attempts=0 err=invalid ctx=true",
+		"closed attempts=0 err=client: closed ctx=true",
+	}, h.outcomes())
+	require.Eventually(t, func() bool { return len(a.records("T", 0)) == 5 }, 5*time.Second, time.Millisecond, "oneway stored")
+	var hooked []string
+	for _, rec := range a.records("T", 0) {
+		m, _, err := message.Decode(rec)
+		require.NoError(t, err)
+		v, _ := m.Properties.Get("hooked")
+		hooked = append(hooked, v)
+	}
+	assert.Equal(t, []string{"send", "batch0", "batch1", "async", "oneway"}, hooked, "what OnSend added is stored")
+}
+
+// The ConsumeDoneHooks get the call's final result: a panic or a call
+// past the consume timeout is ConsumeRetryLater whatever the handler said.
+func TestConsumeHooksSeeTheFinalResult(t *testing.T) {
+	b := startBroker(t, "a", 1, "T")
+	h := &allHooks{}
+	cfg := testConfig(t, startNameServer(t, b))
+	cfg.Hooks = []Hook{h}
+	p, err := NewPushConsumer(t.Context(), cfg, "g", func(ctx context.Context, msgs []*MessageExt) ConsumeResult {
+		switch string(msgs[0].Body) {
+		case "panic":
+			panic("boom")
+		case "suspend":
+			return ConsumeSuspend
+		}
+		return ConsumeSuccess
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.c.close() })
+
+	for _, body := range []string{"ok", "panic", "suspend"} {
+		p.call([]*MessageExt{{Body: []byte(body)}}, time.Now())
+	}
+	p.call([]*MessageExt{{Body: []byte("late")}}, time.Now().Add(-DefaultConsumeTimeout-time.Second))
+	assert.Equal(t, []ConsumeResult{ConsumeSuccess, ConsumeRetryLater, ConsumeSuspend, ConsumeRetryLater}, h.consumeDone)
+	assert.Equal(t, []string{"ok", "consume:ok done", "panic", "consume:panic done", "suspend", "consume:suspend done", "late", "consume:late done"}, h.consumes)
+}

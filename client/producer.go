@@ -361,7 +361,11 @@ func (b *batch) release() {
 // the producer's buffer is full (WithMaxBuffered). An error is either
 // definite (nothing was stored) or an *IndeterminateError, which names the
 // queue and the messages' ids to check.
-func (p *Producer) Send(ctx context.Context, msg *Message) (SendResult, error) {
+func (p *Producer) Send(ctx context.Context, msg *Message) (sr SendResult, err error) {
+	if h := &p.c.hooks; h.sends() {
+		hctx := h.onSend(ctx, msg)
+		defer func() { h.onSendDone(hctx, msg, sr, err) }()
+	}
 	if p.isClosed() {
 		return SendResult{}, ErrClosed
 	}
@@ -382,7 +386,11 @@ func (p *Producer) Send(ctx context.Context, msg *Message) (SendResult, error) {
 // queue selector gets the first message with a ShardingKey (else the
 // first message); with the default selector the messages' ShardingKeys,
 // where set, must be equal.
-func (p *Producer) SendBatch(ctx context.Context, msgs []*Message) ([]SendResult, error) {
+func (p *Producer) SendBatch(ctx context.Context, msgs []*Message) (res []SendResult, err error) {
+	if h := &p.c.hooks; h.sends() {
+		ctxs := h.onSendBatch(ctx, msgs)
+		defer func() { h.onSendBatchDone(ctxs, msgs, res, err) }()
+	}
 	if p.isClosed() {
 		return nil, ErrClosed
 	}
@@ -412,6 +420,9 @@ type SendCallback func(msg *Message, res SendResult, err error)
 // to a goroutine of yours. For an invalid message, a closed producer or
 // no room within ctx, cb runs before SendAsync returns.
 func (p *Producer) SendAsync(ctx context.Context, msg *Message, cb SendCallback) {
+	if h := &p.c.hooks; h.sends() {
+		cb = h.onSendAsync(ctx, msg, cb)
+	}
 	b, err := prepareAsync(msg)
 	if err != nil {
 		cb(msg, SendResult{}, err)
@@ -481,7 +492,11 @@ func (p *Producer) asyncFailed(ctx context.Context, b *batch, q Queue, writable 
 // On SendStream it returns once the request is written; against a broker
 // without SendStream (unary Send) it waits for the call but ignores its
 // result.
-func (p *Producer) SendOneway(ctx context.Context, msg *Message) error {
+func (p *Producer) SendOneway(ctx context.Context, msg *Message) (err error) {
+	if h := &p.c.hooks; h.sends() {
+		hctx := h.onSend(ctx, msg)
+		defer func() { h.onSendDone(hctx, msg, SendResult{}, err) }()
+	}
 	if p.isClosed() {
 		return ErrClosed
 	}
