@@ -164,14 +164,15 @@ func validateHook(i int, h Hook) error {
 	return fmt.Errorf("client: Config.Hooks[%d] (%T) implements none of %s: %w", i, h, strings.Join(names, ", "), ErrInvalidArgument)
 }
 
-// sends reports whether any hook watches sends: the producer's call sites
-// skip everything else when none does.
-func (s *hookSet) sends() bool { return len(s.send) > 0 || len(s.sendDone) > 0 }
+// The producer's call sites: Send, SendBatch and SendOneway defer the
+// end with what the start returns, SendAsync wraps its callback. Without
+// hooks they allocate nothing: the named results reach the deferred end
+// by pointer, which it does not keep.
 
-// onSend runs the SendHooks for m and returns the context for its
+// sendStart runs the SendHooks for m and returns the context for its
 // SendDoneHooks. A nil message, which the send refuses, is not shown to
 // hooks.
-func (s *hookSet) onSend(ctx context.Context, m *Message) context.Context {
+func (s *hookSet) sendStart(ctx context.Context, m *Message) context.Context {
 	if m == nil {
 		return ctx
 	}
@@ -183,44 +184,58 @@ func (s *hookSet) onSend(ctx context.Context, m *Message) context.Context {
 	return ctx
 }
 
-// onSendDone runs the SendDoneHooks for m.
-func (s *hookSet) onSendDone(ctx context.Context, m *Message, r SendResult, err error) {
-	if m == nil {
+// sendEnd runs the SendDoneHooks for m with the outcome *r (nil: none, as
+// for SendOneway) and *err.
+func (s *hookSet) sendEnd(ctx context.Context, m *Message, r *SendResult, err *error) {
+	if len(s.sendDone) == 0 || m == nil {
 		return
 	}
+	var res SendResult
+	if r != nil && *err == nil {
+		res = *r
+	}
 	for _, h := range s.sendDone {
-		h.OnSendDone(ctx, m, r, err)
+		h.OnSendDone(ctx, m, res, *err)
 	}
 }
 
-// onSendBatch runs the SendHooks for every message of a batch and returns
-// the contexts for their SendDoneHooks.
-func (s *hookSet) onSendBatch(ctx context.Context, msgs []*Message) []context.Context {
+// batchStart runs the SendHooks for every message of a SendBatch and
+// returns the contexts for their SendDoneHooks (nil without hooks).
+func (s *hookSet) batchStart(ctx context.Context, msgs []*Message) []context.Context {
+	if len(s.send) == 0 && len(s.sendDone) == 0 {
+		return nil
+	}
 	ctxs := make([]context.Context, len(msgs))
 	for i, m := range msgs {
-		ctxs[i] = s.onSend(ctx, m)
+		ctxs[i] = s.sendStart(ctx, m)
 	}
 	return ctxs
 }
 
-// onSendBatchDone runs the SendDoneHooks for every message of a batch: res
-// is the batch's results (nil when err is not).
-func (s *hookSet) onSendBatchDone(ctxs []context.Context, msgs []*Message, res []SendResult, err error) {
+// batchEnd runs the SendDoneHooks for every message of a SendBatch with
+// the batch's outcome: *res, one result per message, unless *err.
+func (s *hookSet) batchEnd(ctxs []context.Context, msgs []*Message, res *[]SendResult, err *error) {
+	if len(s.sendDone) == 0 {
+		return
+	}
 	for i, m := range msgs {
 		var r SendResult
-		if err == nil && i < len(res) {
-			r = res[i]
+		if *err == nil && i < len(*res) {
+			r = (*res)[i]
 		}
-		s.onSendDone(ctxs[i], m, r, err)
+		s.sendEnd(ctxs[i], m, &r, err)
 	}
 }
 
-// onSendAsync runs the SendHooks for a SendAsync of m and returns its
-// callback wrapped to run the SendDoneHooks first.
-func (s *hookSet) onSendAsync(ctx context.Context, m *Message, cb SendCallback) SendCallback {
-	hctx := s.onSend(ctx, m)
+// asyncStart runs the SendHooks for a SendAsync of m and returns cb
+// wrapped to run the SendDoneHooks before it (cb itself without hooks).
+func (s *hookSet) asyncStart(ctx context.Context, m *Message, cb SendCallback) SendCallback {
+	if len(s.send) == 0 && len(s.sendDone) == 0 {
+		return cb
+	}
+	hctx := s.sendStart(ctx, m)
 	return func(m *Message, r SendResult, err error) {
-		s.onSendDone(hctx, m, r, err)
+		s.sendEnd(hctx, m, &r, &err)
 		cb(m, r, err)
 	}
 }

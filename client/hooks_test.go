@@ -111,8 +111,6 @@ func TestNewHookSetSortsByInterface(t *testing.T) {
 	assert.Equal(t, []ConsumeHook{a}, s.consume)
 	assert.Equal(t, []ConsumeDoneHook{a}, s.consumeDone)
 	assert.Equal(t, []ConnStateHook{a}, s.conn)
-	assert.True(t, s.sends())
-	assert.False(t, (&hookSet{}).sends())
 }
 
 func TestConnStateString(t *testing.T) {
@@ -132,8 +130,9 @@ func TestSendHooksChainContexts(t *testing.T) {
 	a := &allHooks{}
 	s := newHookSet([]Hook{nilCtxHook{}, a})
 	msgs := []*Message{{Body: []byte("m0")}, nil, {Body: []byte("m1")}} // a nil message is refused, unseen
-	ctxs := s.onSendBatch(t.Context(), msgs)
-	s.onSendBatchDone(ctxs, msgs, []SendResult{{}, {}, {}}, nil)
+	ctxs := s.batchStart(t.Context(), msgs)
+	res, err := []SendResult{{}, {}, {}}, error(nil)
+	s.batchEnd(ctxs, msgs, &res, &err)
 	assert.Equal(t, []string{"m0", "m1"}, a.sends)
 	assert.Equal(t, []string{"send:m0", "send:m1"}, a.sendDone, "each message's done hook gets the context its send hook returned")
 }
@@ -164,6 +163,8 @@ func TestNoHooksAllocateNothing(t *testing.T) {
 	var s hookSet
 	ctx := t.Context()
 	msgs := []*MessageExt{{}, {}}
+	sent := []*Message{{}, {}}
+	cb := func(*Message, SendResult, error) {}
 	allocs := testing.AllocsPerRun(100, func() {
 		var c consumeCall
 		if c.start(&s, ctx, msgs) != ctx {
@@ -171,9 +172,13 @@ func TestNoHooksAllocateNothing(t *testing.T) {
 		}
 		res := ConsumeSuccess
 		c.done(msgs, &res)
-		if s.sends() {
-			t.Fatal("sends without hooks")
-		}
+
+		var r SendResult
+		var err error
+		s.sendEnd(s.sendStart(ctx, sent[0]), sent[0], &r, &err)
+		var rs []SendResult
+		s.batchEnd(s.batchStart(ctx, sent), sent, &rs, &err)
+		s.asyncStart(ctx, sent[0], cb)(sent[0], r, err)
 	})
 	assert.Zero(t, allocs)
 }

@@ -232,12 +232,11 @@ func (b *batch) recycle() {
 // after it stamps the record.
 func (b *batch) encode() error {
 	buf, p := encBuffer(int(b.bytes) + len(b.msgs)*256)
-	b.encp = p
 	buf, err := b.appendTo(buf, 0)
 	if err != nil {
 		return err
 	}
-	b.enc = buf
+	b.enc, b.encp = buf, p
 	return nil
 }
 
@@ -362,10 +361,7 @@ func (b *batch) release() {
 // definite (nothing was stored) or an *IndeterminateError, which names the
 // queue and the messages' ids to check.
 func (p *Producer) Send(ctx context.Context, msg *Message) (sr SendResult, err error) {
-	if h := &p.c.hooks; h.sends() {
-		hctx := h.onSend(ctx, msg)
-		defer func() { h.onSendDone(hctx, msg, sr, err) }()
-	}
+	defer p.c.hooks.sendEnd(p.c.hooks.sendStart(ctx, msg), msg, &sr, &err) // Config.Hooks
 	if p.isClosed() {
 		return SendResult{}, ErrClosed
 	}
@@ -387,10 +383,7 @@ func (p *Producer) Send(ctx context.Context, msg *Message) (sr SendResult, err e
 // first message); with the default selector the messages' ShardingKeys,
 // where set, must be equal.
 func (p *Producer) SendBatch(ctx context.Context, msgs []*Message) (res []SendResult, err error) {
-	if h := &p.c.hooks; h.sends() {
-		ctxs := h.onSendBatch(ctx, msgs)
-		defer func() { h.onSendBatchDone(ctxs, msgs, res, err) }()
-	}
+	defer p.c.hooks.batchEnd(p.c.hooks.batchStart(ctx, msgs), msgs, &res, &err) // Config.Hooks
 	if p.isClosed() {
 		return nil, ErrClosed
 	}
@@ -420,9 +413,7 @@ type SendCallback func(msg *Message, res SendResult, err error)
 // to a goroutine of yours. For an invalid message, a closed producer or
 // no room within ctx, cb runs before SendAsync returns.
 func (p *Producer) SendAsync(ctx context.Context, msg *Message, cb SendCallback) {
-	if h := &p.c.hooks; h.sends() {
-		cb = h.onSendAsync(ctx, msg, cb)
-	}
+	cb = p.c.hooks.asyncStart(ctx, msg, cb) // Config.Hooks
 	b, err := prepareAsync(msg)
 	if err != nil {
 		cb(msg, SendResult{}, err)
@@ -493,10 +484,7 @@ func (p *Producer) asyncFailed(ctx context.Context, b *batch, q Queue, writable 
 // without SendStream (unary Send) it waits for the call but ignores its
 // result.
 func (p *Producer) SendOneway(ctx context.Context, msg *Message) (err error) {
-	if h := &p.c.hooks; h.sends() {
-		hctx := h.onSend(ctx, msg)
-		defer func() { h.onSendDone(hctx, msg, SendResult{}, err) }()
-	}
+	defer p.c.hooks.sendEnd(p.c.hooks.sendStart(ctx, msg), msg, nil, &err) // Config.Hooks
 	if p.isClosed() {
 		return ErrClosed
 	}
