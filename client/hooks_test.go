@@ -28,32 +28,32 @@ type allHooks struct {
 	states      map[string][]ConnState
 }
 
-type ctxKey struct{}
+type hookCtxKey struct{}
 
 func (h *allHooks) OnSend(ctx context.Context, m *Message) context.Context {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.sends = append(h.sends, string(m.Body))
-	return context.WithValue(ctx, ctxKey{}, "send:"+string(m.Body))
+	return context.WithValue(ctx, hookCtxKey{}, "send:"+string(m.Body))
 }
 
 func (h *allHooks) OnSendDone(ctx context.Context, m *Message, _ SendResult, _ error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.sendDone = append(h.sendDone, ctx.Value(ctxKey{}).(string))
+	h.sendDone = append(h.sendDone, ctx.Value(hookCtxKey{}).(string))
 }
 
 func (h *allHooks) OnConsume(ctx context.Context, m *MessageExt) context.Context {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.consumes = append(h.consumes, string(m.Body))
-	return context.WithValue(ctx, ctxKey{}, "consume:"+string(m.Body))
+	return context.WithValue(ctx, hookCtxKey{}, "consume:"+string(m.Body))
 }
 
 func (h *allHooks) OnConsumeDone(ctx context.Context, m *MessageExt, r ConsumeResult) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.consumes = append(h.consumes, ctx.Value(ctxKey{}).(string)+" done")
+	h.consumes = append(h.consumes, ctx.Value(hookCtxKey{}).(string)+" done")
 	h.consumeDone = append(h.consumeDone, r)
 }
 
@@ -143,14 +143,14 @@ func TestConsumeCall(t *testing.T) {
 	one := []*MessageExt{{Body: []byte("m0")}}
 	var c consumeCall
 	ctx := c.start(&s, t.Context(), one)
-	assert.Equal(t, "consume:m0", ctx.Value(ctxKey{}), "a batch of one: the handler gets the hook's context")
+	assert.Equal(t, "consume:m0", ctx.Value(hookCtxKey{}), "a batch of one: the handler gets the hook's context")
 	res := ConsumeRetryLater
 	c.done(one, &res)
 
 	two := []*MessageExt{{Body: []byte("m1")}, {Body: []byte("m2")}}
 	c = consumeCall{}
 	ctx = c.start(&s, t.Context(), two)
-	assert.Nil(t, ctx.Value(ctxKey{}), "a larger batch: the handler gets the consumer's context")
+	assert.Nil(t, ctx.Value(hookCtxKey{}), "a larger batch: the handler gets the consumer's context")
 	res = ConsumeSuccess
 	c.done(two, &res)
 
@@ -258,7 +258,7 @@ type sendRecorder struct {
 
 func (h *sendRecorder) OnSend(ctx context.Context, m *Message) context.Context {
 	m.Properties = map[string]string{"hooked": string(m.Body)}
-	return context.WithValue(ctx, ctxKey{}, m)
+	return context.WithValue(ctx, hookCtxKey{}, m)
 }
 
 func (h *sendRecorder) OnSendDone(ctx context.Context, m *Message, r SendResult, err error) {
@@ -271,7 +271,7 @@ func (h *sendRecorder) OnSendDone(ctx context.Context, m *Message, r SendResult,
 	case err != nil:
 		kind = err.Error()
 	}
-	h.done = append(h.done, fmt.Sprintf("%s attempts=%d err=%s ctx=%v", m.Body, r.Attempts, kind, ctx.Value(ctxKey{}) == m))
+	h.done = append(h.done, fmt.Sprintf("%s attempts=%d err=%s ctx=%v", m.Body, r.Attempts, kind, ctx.Value(hookCtxKey{}) == m))
 }
 
 func (h *sendRecorder) outcomes() []string {
