@@ -12,9 +12,11 @@ import (
 // Hook observes a client (Config.Hooks). It is any value that implements
 // one or more of SendHook, SendDoneHook, ConsumeHook, ConsumeDoneHook and
 // ConnStateHook; Config.Validate refuses one that implements none. Hooks
-// are called in the order of Config.Hooks, on the goroutine of the call
-// they observe, so they must be safe for concurrent use and return quickly.
-// The contrib/otel module (package otelgantry) is a Hook for OpenTelemetry.
+// are called in the order of Config.Hooks: send and consume hooks on the
+// goroutine of the call they observe, connection-state hooks on one
+// goroutine per connection. They must be safe for concurrent use and
+// return quickly. The contrib/otel module (package otelgantry) is a Hook
+// for OpenTelemetry.
 type Hook any
 
 // SendHook is called once for every message given to Producer.Send,
@@ -28,44 +30,43 @@ type SendHook interface {
 	OnSend(ctx context.Context, m *Message) context.Context
 }
 
-// SendDoneHook is called exactly once for every message that a SendHook
-// saw, when its send has its final outcome (after retries): the result and
-// nil, or the zero SendResult and the error. ctx is what the SendHooks
-// returned for the message. For SendAsync it runs just before the
-// callback; for SendOneway err is nil once the message was written (its
-// result is never known, so r is zero).
+// SendDoneHook is called exactly once for every message given to a send
+// (see SendHook), when it has its final outcome (after retries): the result
+// and nil, or the zero SendResult and the error. ctx is what the SendHooks
+// returned for the message. For SendAsync it runs just before the callback;
+// for SendOneway err is nil once the message was written (its result is
+// never known, so r is zero).
 type SendDoneHook interface {
 	OnSendDone(ctx context.Context, m *Message, r SendResult, err error)
 }
 
-// ConsumeHook is called by a PushConsumer for every message it hands to
-// the handler, before the handler call (again for every redelivery). With
-// a consume batch size of 1 (the default) the handler's context is the
-// one the ConsumeHooks returned, so work the handler traces nests under
-// the hook's span. With larger batches each message's context goes to its
-// ConsumeDoneHooks only, and the handler gets the consumer's own context.
-// PullConsumer does not call consume hooks: the application decides what
-// consuming a pulled message means.
+// ConsumeHook is called by a PushConsumer (concurrent or ordered) for every
+// message it hands to the handler, before the handler call (again for every
+// redelivery). With a consume batch size of 1 (the default) the handler's
+// context is the one the ConsumeHooks returned, so work the handler traces
+// nests under the hook's span. With larger batches each message's context
+// goes to its ConsumeDoneHooks only, and the handler gets the consumer's
+// own context. PullConsumer does not call consume hooks: the application
+// decides what consuming a pulled message means.
 type ConsumeHook interface {
 	OnConsume(ctx context.Context, m *MessageExt) context.Context
 }
 
-// ConsumeDoneHook is called once for every message a ConsumeHook saw, when
-// the handler call ends, with the batch's result (a panic or a call past
-// the consume timeout counts as ConsumeRetryLater). ctx is what the
-// ConsumeHooks returned for the message; it may be done by then.
+// ConsumeDoneHook is called once for every message handed to the handler
+// (see ConsumeHook), when the call ends, with the batch's result (a panic
+// or a call past the consume timeout counts as ConsumeRetryLater). ctx is
+// what the ConsumeHooks returned for the message; it may be done by then.
 type ConsumeDoneHook interface {
 	OnConsumeDone(ctx context.Context, m *MessageExt, r ConsumeResult)
 }
 
 // ConnStateHook is told the state of every connection the client makes (to
 // a nameserver or a broker, by gRPC address): first the state the
-// connection is in when watching starts, as it is made (Idle or
-// Connecting), then every change, and Shutdown last when the client
-// closes.
-// Changes in quick succession may be seen as one (the latest state): gRPC
-// reports states, not every transition. Calls for one address come from
-// one goroutine, in order.
+// connection is in as it is made (Idle or Connecting), then every change,
+// and Shutdown last, before the client's Close returns. Changes in quick
+// succession may be seen as one (the latest state): gRPC reports states,
+// not every transition. Calls for one address come from one goroutine, in
+// order.
 type ConnStateHook interface {
 	OnConnState(addr string, s ConnState)
 }
