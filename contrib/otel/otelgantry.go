@@ -156,10 +156,32 @@ func NewHook(opts ...Option) *Hook {
 }
 
 // started is what OnSend and OnConsume leave in the context for the done
-// hooks: the time the operation began (the span is in the context too).
-type started struct{ at time.Time }
+// hooks: the span and when it began. It is keyed by the Hook, so that the
+// done hooks find their own span even when another hook, later in
+// Config.Hooks, put its own in the context.
+type started struct {
+	span trace.Span
+	at   time.Time
+}
 
-type startedKey struct{}
+type startedKey struct{ h *Hook }
+
+// begin records span in ctx for the done hooks.
+func (h *Hook) begin(ctx context.Context, span trace.Span) context.Context {
+	return context.WithValue(ctx, startedKey{h}, started{span: span, at: time.Now()})
+}
+
+// end ends the span begin recorded in ctx and returns how long ago it
+// began; ok is false for a context begin did not make.
+func (h *Hook) end(ctx context.Context, status func(trace.Span)) (took time.Duration, ok bool) {
+	s, ok := ctx.Value(startedKey{h}).(started)
+	if !ok {
+		return 0, false
+	}
+	status(s.span)
+	s.span.End()
+	return time.Since(s.at), true
+}
 
 // OnSend starts the message's producer span and writes its trace context
 // into m.Properties (a copy of the map: the caller's map may be shared
@@ -173,35 +195,38 @@ func (h *Hook) OnSend(ctx context.Context, m *client.Message) context.Context {
 	if len(m.Keys) > 0 {
 		attrs = append(attrs, semconv.MessagingRocketMQMessageKeys(m.Keys...))
 	}
-	ctx, _ = h.tracer.Start(ctx, "send "+m.Topic, trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(h.last(attrs)...))
+	ctx, span := h.tracer.Start(ctx, "send "+m.Topic, trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(h.last(attrs)...))
 	props := make(map[string]string, len(m.Properties)+2)
 	maps.Copy(props, m.Properties)
 	h.prop.Inject(ctx, propagation.MapCarrier(props))
 	m.Properties = props
-	return context.WithValue(ctx, startedKey{}, started{at: time.Now()})
+	return h.begin(ctx, span)
 }
 
 // OnSendDone ends the span OnSend started, with the message's id and queue
 // or the error, and records the send's metrics.
 func (h *Hook) OnSendDone(ctx context.Context, m *client.Message, r client.SendResult, err error) {
-	span := trace.SpanFromContext(ctx)
 	attrs := h.attrs(2, semconv.MessagingOperationName("send"), semconv.MessagingOperationTypeSend,
 		semconv.MessagingDestinationName(m.Topic))
+	var et string
 	if err != nil {
-		et := errorType(err)
+		et = errorType(err)
 		attrs = append(attrs, semconv.ErrorTypeKey.String(et))
-		span.SetAttributes(semconv.ErrorTypeKey.String(et))
-		span.RecordError(err)
-		span.SetStatus(codes.Error, err.Error())
-	} else {
+	}
+	took, ok := h.end(ctx, func(span trace.Span) {
+		if err != nil {
+			span.SetAttributes(semconv.ErrorTypeKey.String(et))
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+			return
+		}
 		span.SetAttributes(semconv.MessagingMessageID(r.UniqKey),
 			semconv.MessagingDestinationPartitionID(strconv.Itoa(int(r.QueueID))))
-	}
-	span.End()
+	})
 	set := metric.WithAttributeSet(attribute.NewSet(h.last(attrs)...))
 	h.sent.Inst().Add(ctx, 1, set)
-	if s, ok := ctx.Value(startedKey{}).(started); ok {
-		h.sendDur.Inst().Record(ctx, time.Since(s.at).Seconds(), set)
+	if ok {
+		h.sendDur.Inst().Record(ctx, took.Seconds(), set)
 	}
 }
 
@@ -216,25 +241,27 @@ func (h *Hook) OnConsume(ctx context.Context, m *client.MessageExt) context.Cont
 	if m.Tags != "" {
 		attrs = append(attrs, semconv.MessagingRocketMQMessageTag(m.Tags))
 	}
-	ctx, _ = h.tracer.Start(ctx, "process "+m.Topic, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(h.last(attrs)...))
-	return context.WithValue(ctx, startedKey{}, started{at: time.Now()})
+	ctx, span := h.tracer.Start(ctx, "process "+m.Topic, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(h.last(attrs)...))
+	return h.begin(ctx, span)
 }
 
 // OnConsumeDone ends the span OnConsume started, with the handler's result
 // (an error status unless ConsumeSuccess), and records the metrics.
 func (h *Hook) OnConsumeDone(ctx context.Context, m *client.MessageExt, r client.ConsumeResult) {
-	span := trace.SpanFromContext(ctx)
 	attrs := h.attrs(1, semconv.MessagingOperationName("process"), semconv.MessagingDestinationName(m.Topic))
 	if r != client.ConsumeSuccess {
 		attrs = append(attrs, semconv.ErrorTypeKey.String(r.String()))
-		span.SetAttributes(semconv.ErrorTypeKey.String(r.String()))
-		span.SetStatus(codes.Error, "handler returned "+r.String())
 	}
-	span.End()
+	took, ok := h.end(ctx, func(span trace.Span) {
+		if r != client.ConsumeSuccess {
+			span.SetAttributes(semconv.ErrorTypeKey.String(r.String()))
+			span.SetStatus(codes.Error, "handler returned "+r.String())
+		}
+	})
 	set := metric.WithAttributeSet(attribute.NewSet(h.last(attrs)...))
 	h.consumed.Inst().Add(ctx, 1, set)
-	if s, ok := ctx.Value(startedKey{}).(started); ok {
-		h.procDur.Inst().Record(ctx, time.Since(s.at).Seconds(), set)
+	if ok {
+		h.procDur.Inst().Record(ctx, took.Seconds(), set)
 	}
 }
 

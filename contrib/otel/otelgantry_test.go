@@ -226,3 +226,18 @@ func TestConsumeOutcomeAndAttributes(t *testing.T) {
 func TestHookValidates(t *testing.T) {
 	require.NoError(t, client.Config{Hooks: []client.Hook{otelgantry.NewHook()}}.Validate())
 }
+
+// Two tracing hooks in one Config.Hooks: each done hook ends its own span,
+// though the context holds the later hook's.
+func TestHooksEndTheirOwnSpans(t *testing.T) {
+	tel := newTelemetry(t)
+	inner := otelgantry.NewHook(otelgantry.WithTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(tel.spans))))
+	m := &client.Message{Topic: "T", Body: []byte("x")}
+	ctx := inner.OnSend(tel.hook.OnSend(t.Context(), m), m)
+	tel.hook.OnSendDone(ctx, m, client.SendResult{}, nil)
+	inner.OnSendDone(ctx, m, client.SendResult{}, nil)
+	ended := tel.spans.Ended()
+	require.Len(t, ended, 2)
+	assert.NotEqual(t, ended[0].SpanContext().SpanID(), ended[1].SpanContext().SpanID(), "two spans ended, once each")
+	assert.Equal(t, ended[0].SpanContext().SpanID(), ended[1].Parent().SpanID())
+}
