@@ -232,11 +232,12 @@ func (b *batch) recycle() {
 // after it stamps the record.
 func (b *batch) encode() error {
 	buf, p := encBuffer(int(b.bytes) + len(b.msgs)*256)
+	b.encp = p
 	buf, err := b.appendTo(buf, 0)
 	if err != nil {
 		return err
 	}
-	b.enc, b.encp = buf, p
+	b.enc = buf
 	return nil
 }
 
