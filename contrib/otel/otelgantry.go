@@ -7,17 +7,17 @@
 //	p, err := client.NewProducer(ctx, client.Config{NameServers: ns, Hooks: []client.Hook{h}})
 //
 // Every message sent gets a span of kind Producer ("send <topic>"), and the
-// trace context of that span is written into the message's properties by
-// the propagator (W3C Trace Context: the "traceparent" and "tracestate"
-// properties, as the OpenTelemetry instrumentations of the Apache RocketMQ
-// clients write them), so a consumer in any language that reads them
+// trace context of that span is written into the message's user properties
+// by the propagator (W3C Trace Context: "traceparent" and "tracestate", as
+// the OpenTelemetry Java agent's instrumentation of the RocketMQ remoting
+// client writes them), so a consumer in any language that reads them
 // continues the trace. Every message a PushConsumer hands to its handler
 // gets a span of kind Consumer ("process <topic>") whose parent is the
-// producer's span, read back from the properties; a message from a
-// RocketMQ 5 producer, which carries its traceparent in the TRACE_CONTEXT
-// system property, is read too. With a consume batch size of 1 (the
-// default) the handler's context holds that span, so spans the handler
-// starts are its children.
+// producer's span, read back from the properties. A message without a
+// "traceparent" property is read for a TRACE_CONTEXT one, where RocketMQ 5
+// stores the traceparent its gRPC clients send. With a consume batch size
+// of 1 (the default) the handler's context holds that span, so spans the
+// handler starts are its children.
 //
 // Metrics, by topic (messaging.destination.name) and outcome (error.type,
 // absent on success), under the messaging semantic conventions' names:
@@ -63,9 +63,9 @@ import (
 // ScopeName is the instrumentation scope of the tracer and the meter.
 const ScopeName = "github.com/gantrymq/gantry/contrib/otel"
 
-// TraceContextProperty is the system property in which RocketMQ 5
-// producers carry their W3C traceparent; it is read when a message has no
-// "traceparent" property.
+// TraceContextProperty is the property in which RocketMQ 5 stores the W3C
+// traceparent its gRPC clients send (SystemProperties.trace_context); it is
+// read when a message has no "traceparent" property.
 const TraceContextProperty = "TRACE_CONTEXT"
 
 // Option sets an option of NewHook.
