@@ -27,7 +27,10 @@ import (
 // nameservers), created on first use. Connections connect lazily and
 // reconnect by themselves, with reconnectBackoff between attempts.
 type connPool struct {
-	opts []grpc.DialOption
+	opts  []grpc.DialOption
+	hooks *hookSet // ConnStateHooks get a watcher goroutine per connection
+
+	watchers sync.WaitGroup // joined by close
 
 	mu     sync.Mutex
 	conns  map[string]*grpc.ClientConn
@@ -43,7 +46,7 @@ type connPool struct {
 // retried its failed messages itself instead of sending them back).
 var reconnectBackoff = backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 2, Jitter: 0.2, MaxDelay: time.Second}
 
-func newConnPool(opts []grpc.DialOption) *connPool {
+func newConnPool(opts []grpc.DialOption, hooks *hookSet) *connPool {
 	all := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: reconnectBackoff, MinConnectTimeout: 20 * time.Second}),
 		experimental.WithBufferPool(grpcbuf.Shared), grpc.WithDefaultCallOptions(grpc.ForceCodecV2(grpcbuf.Codec{}),
@@ -53,7 +56,7 @@ func newConnPool(opts []grpc.DialOption) *connPool {
 	}, opts...) // buffers not zeroed for every message, a fixed flow-control window (internal/grpcbuf), socket calls inline (internal/inlinenet),
 	// messages up to the largest a broker sends or takes: a pull of one
 	// record of the largest body (docs/BROKER.md, "Size limits")
-	return &connPool{opts: all, conns: map[string]*grpc.ClientConn{}}
+	return &connPool{opts: all, hooks: hooks, conns: map[string]*grpc.ClientConn{}}
 }
 
 // get returns the connection to addr.
@@ -71,11 +74,16 @@ func (p *connPool) get(addr string) (*grpc.ClientConn, error) {
 		return nil, fmt.Errorf("client: connect %s: %w: %w", addr, ErrInvalidArgument, err)
 	}
 	p.conns[addr] = cc
+	if len(p.hooks.conn) > 0 {
+		p.watchers.Go(func() { p.hooks.watchConn(addr, cc) })
+	}
 	return cc, nil
 }
 
-// close closes every connection; later gets fail with ErrClosed.
+// close closes every connection and waits for their state watchers, which
+// end with the Shutdown it causes; later gets fail with ErrClosed.
 func (p *connPool) close() error {
+	defer p.watchers.Wait()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.closed = true
@@ -137,6 +145,7 @@ func (g *group) wait() {
 // nameservers, the route cache and its refresh goroutine.
 type core struct {
 	cfg    Config
+	hooks  hookSet // cfg.Hooks by interface
 	log    *slog.Logger
 	pool   *connPool
 	ns     *nameServers
@@ -152,7 +161,8 @@ func newCore(ctx context.Context, cfg Config, component string) (*core, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	c := &core{cfg: cfg, pool: newConnPool(cfg.DialOptions)}
+	c := &core{cfg: cfg, hooks: newHookSet(cfg.Hooks)}
+	c.pool = newConnPool(cfg.DialOptions, &c.hooks)
 	c.log = cfg.Logger.With("component", component, "client", cfg.ClientID)
 	c.ns = &nameServers{addrs: cfg.NameServers, pool: c.pool, next: mrand.IntN(len(cfg.NameServers))}
 	c.routes = newRouteCache(c.ns, c.log)

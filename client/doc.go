@@ -200,6 +200,8 @@
 //   - RouteRefresh: route refresh period; default 30 s.
 //   - Logger: *slog.Logger; default discard.
 //   - ClientID: default hostname@pid@random.
+//   - Hooks: observers of sends, deliveries and connections (see Hook);
+//     default none.
 //
 // Producer options (NewProducer):
 //

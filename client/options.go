@@ -52,6 +52,12 @@ type Config struct {
 	// ClientID identifies this client to brokers and in logs. Default
 	// hostname@pid@random.
 	ClientID string
+	// Hooks observe the client's sends, deliveries and connections: each
+	// implements one or more of SendHook, SendDoneHook, ConsumeHook,
+	// ConsumeDoneHook and ConnStateHook (see Hook), and they are called in
+	// this order. The contrib/otel module makes one for OpenTelemetry
+	// traces and metrics. Default none, which costs nothing per message.
+	Hooks []Hook
 }
 
 // withDefaults returns a copy of c with every zero field set to its default.
@@ -61,6 +67,7 @@ func (c Config) withDefaults() Config {
 	}
 	c.NameServers = append([]string(nil), c.NameServers...)
 	c.DialOptions = append([]grpc.DialOption(nil), c.DialOptions...)
+	c.Hooks = append([]Hook(nil), c.Hooks...)
 	if c.RouteRefresh == 0 {
 		c.RouteRefresh = DefaultRouteRefresh
 	}
@@ -83,6 +90,11 @@ func (c Config) Validate() error {
 	}
 	if c.RouteRefresh < 0 {
 		errs = append(errs, fmt.Errorf("client: Config.RouteRefresh must be positive, got %s", c.RouteRefresh))
+	}
+	for i, h := range c.Hooks {
+		if err := validateHook(i, h); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -361,7 +361,8 @@ func (b *batch) release() {
 // the producer's buffer is full (WithMaxBuffered). An error is either
 // definite (nothing was stored) or an *IndeterminateError, which names the
 // queue and the messages' ids to check.
-func (p *Producer) Send(ctx context.Context, msg *Message) (SendResult, error) {
+func (p *Producer) Send(ctx context.Context, msg *Message) (sr SendResult, err error) {
+	defer p.c.hooks.sendEnd(p.c.hooks.sendStart(ctx, msg), msg, &sr, &err) // Config.Hooks
 	if p.isClosed() {
 		return SendResult{}, ErrClosed
 	}
@@ -382,7 +383,8 @@ func (p *Producer) Send(ctx context.Context, msg *Message) (SendResult, error) {
 // queue selector gets the first message with a ShardingKey (else the
 // first message); with the default selector the messages' ShardingKeys,
 // where set, must be equal.
-func (p *Producer) SendBatch(ctx context.Context, msgs []*Message) ([]SendResult, error) {
+func (p *Producer) SendBatch(ctx context.Context, msgs []*Message) (res []SendResult, err error) {
+	defer p.c.hooks.batchEnd(p.c.hooks.batchStart(ctx, msgs), msgs, &res, &err) // Config.Hooks
 	if p.isClosed() {
 		return nil, ErrClosed
 	}
@@ -412,6 +414,7 @@ type SendCallback func(msg *Message, res SendResult, err error)
 // to a goroutine of yours. For an invalid message, a closed producer or
 // no room within ctx, cb runs before SendAsync returns.
 func (p *Producer) SendAsync(ctx context.Context, msg *Message, cb SendCallback) {
+	cb = p.c.hooks.asyncStart(ctx, msg, cb) // Config.Hooks
 	b, err := prepareAsync(msg)
 	if err != nil {
 		cb(msg, SendResult{}, err)
@@ -481,7 +484,8 @@ func (p *Producer) asyncFailed(ctx context.Context, b *batch, q Queue, writable 
 // On SendStream it returns once the request is written; against a broker
 // without SendStream (unary Send) it waits for the call but ignores its
 // result.
-func (p *Producer) SendOneway(ctx context.Context, msg *Message) error {
+func (p *Producer) SendOneway(ctx context.Context, msg *Message) (err error) {
+	defer p.c.hooks.sendEnd(p.c.hooks.sendStart(ctx, msg), msg, nil, &err) // Config.Hooks
 	if p.isClosed() {
 		return ErrClosed
 	}

@@ -288,6 +288,8 @@ func (p *PushConsumer) retryLocally(aq *assignedQueue, msgs []*MessageExt, delay
 // ends at the consume timeout; a panic, or a call that took longer than
 // the timeout, counts as ConsumeRetryLater.
 func (p *PushConsumer) call(msgs []*MessageExt, start time.Time) (res ConsumeResult, reason string, end time.Time) {
+	var hooks consumeCall
+	defer hooks.done(msgs, &res) // first in, last out: after a panic's result
 	defer func() {
 		if r := recover(); r != nil {
 			p.c.log.Error("message handler panicked; the batch will be retried", "queue", msgs[0].Queue, "offset", msgs[0].QueueOffset, "panic", r)
@@ -296,7 +298,7 @@ func (p *PushConsumer) call(msgs []*MessageExt, start time.Time) (res ConsumeRes
 	}()
 	ctx := &callCtx{Context: p.handlerCtx, deadline: start.Add(p.opts.consumeTimeout)}
 	defer ctx.release()
-	res = p.handler(ctx, msgs)
+	res = p.handler(hooks.start(&p.c.hooks, ctx, msgs), msgs)
 	took := time.Since(start) // one monotonic clock read, cheaper than time.Now
 	end = start.Add(took)
 	switch {
