@@ -53,8 +53,10 @@ type ConsumeHook interface {
 }
 
 // ConsumeDoneHook is called once for every message handed to the handler
-// (see ConsumeHook), when the call ends, with the batch's result (a panic
-// or a call past the consume timeout counts as ConsumeRetryLater). ctx is
+// (see ConsumeHook), when the call ends, with the message's settlement:
+// ConsumeRetryLater after its RetryAfter, ConsumeDeadLetter after its
+// DeadLetter, else the batch's result (a panic or a call past the consume
+// timeout counts as ConsumeRetryLater). ctx is
 // what the ConsumeHooks returned for the message; it may be done by then.
 type ConsumeDoneHook interface {
 	OnConsumeDone(ctx context.Context, m *MessageExt, r ConsumeResult)
@@ -279,8 +281,9 @@ func (c *consumeCall) done(msgs []*MessageExt, res *ConsumeResult) {
 		if c.ctxs != nil {
 			ctx = c.ctxs[i]
 		}
+		r := m.settledAs(*res) // a message settled apart reports its own settlement
 		for _, h := range c.s.consumeDone {
-			h.OnConsumeDone(ctx, m, *res)
+			h.OnConsumeDone(ctx, m, r)
 		}
 	}
 }
