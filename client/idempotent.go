@@ -156,9 +156,10 @@ func IdempotencyKeyOf(m *MessageExt) string {
 //     its calls is handling waits for that call (until ctx ends: then
 //     ConsumeRetryLater) instead, and then skips the key if it was done.
 //   - h gets the claimed messages (and those whose key is ""). When it
-//     returns ConsumeSuccess their keys are recorded Done; on any other
-//     result, or a panic, they are released so that a redelivery handles
-//     them. The result is returned as it is.
+//     returns ConsumeSuccess their keys are recorded Done, except those of
+//     messages it settled apart (RetryAfter, DeadLetter), which are
+//     released; on any other result, or a panic, they are all released so
+//     that a redelivery handles them. The result is returned as it is.
 //
 // Done and Release run with ctx's values but not its cancellation, each
 // bounded by a few seconds of its own: a call whose context ended (the
@@ -255,12 +256,41 @@ func (w *idempotent) handle(ctx context.Context, msgs []*MessageExt) ConsumeResu
 	}()
 	r := w.h(ctx, todo)
 	finished = true
-	if r == ConsumeSuccess {
-		w.done(ctx, claimed)
-	} else {
+	if r != ConsumeSuccess {
 		w.release(ctx, claimed, token)
+		return r
 	}
+	done, apart := splitSettled(todo, claimed, w.opts.key)
+	w.done(ctx, done)
+	w.release(ctx, apart, token) // retried or dead-lettered: not handled
 	return r
+}
+
+// splitSettled splits the claimed keys of a successful call into those
+// handled and those of messages the handler settled apart (RetryAfter,
+// DeadLetter), which must stay unrecorded so that their redelivery (or a
+// resend from the DLQ) is handled.
+func splitSettled(todo []*MessageExt, claimed []string, key func(*MessageExt) string) (done, apart []string) {
+	var settled map[string]bool
+	for _, m := range todo {
+		if m.settle != nil {
+			if settled == nil {
+				settled = map[string]bool{}
+			}
+			settled[key(m)] = true
+		}
+	}
+	if settled == nil {
+		return claimed, nil
+	}
+	for _, k := range claimed {
+		if settled[k] {
+			apart = append(apart, k)
+		} else {
+			done = append(done, k)
+		}
+	}
+	return done, apart
 }
 
 // claim claims keys in the store, checking that it answers a known state

@@ -317,6 +317,29 @@ func TestIdempotentReleaseOnFailure(t *testing.T) {
 	assert.Equal(t, 2, store.Len(), "only the two done keys are held")
 }
 
+// A message the handler settles apart (RetryAfter, DeadLetter) in a
+// successful call is not handled: its key stays unrecorded, so its
+// redelivery (or a resend from the DLQ) is handled, while the rest of the
+// batch is recorded Done.
+func TestIdempotentSettledApartIsNotDone(t *testing.T) {
+	store := NewMemoryIdempotencyStore(time.Hour)
+	h := Idempotent(store, func(_ context.Context, msgs []*MessageExt) ConsumeResult {
+		for _, m := range msgs {
+			switch m.UniqKey {
+			case "R":
+				m.RetryAfter(time.Second)
+			case "D":
+				m.DeadLetter("bad payload")
+			}
+		}
+		return ConsumeSuccess
+	})
+	assert.Equal(t, ConsumeSuccess, h(t.Context(), []*MessageExt{ext("A", ""), ext("R", ""), ext("D", "")}))
+	assert.Equal(t, AlreadyDone, probe(t, store, "A"))
+	assert.Equal(t, Claimed, probe(t, store, "R"), "retried: its redelivery must be handled")
+	assert.Equal(t, Claimed, probe(t, store, "D"), "dead-lettered: a resend must be handled")
+}
+
 // ctxStore refuses every call whose context has ended, as a database
 // client does, and records the last Done context.
 type ctxStore struct {
