@@ -172,10 +172,18 @@
 //     nothing later in the queue overtakes. Broadcast members (and any
 //     member whose broker cannot take a message back) redeliver locally
 //     after WithRetryDelay.
+//   - Settlement of one message: the handler's result settles its batch,
+//     but a message of it on which the handler called RetryAfter(d) goes
+//     back alone at the smallest delay level of at least d, and one on
+//     which it called DeadLetter(reason) goes to %DLQ%<group> at once; the
+//     result then applies to the other messages only.
 //
-// Shutdown stops pulling, waits for the handlers in flight (until its
-// context ends), commits, unlocks, leaves the group and stops every
-// goroutine.
+// Shutdown stops fetching, waits for the handlers in flight until its
+// context ends (a context already ended at the call gets
+// WithShutdownTimeout, 15 s, so that `defer c.Shutdown(ctx)` with a signal
+// context still drains), commits, unlocks and leaves the group with
+// timeouts of its own, and stops every goroutine; before Start it releases
+// what NewPushConsumer made.
 //
 // # Admin
 //
@@ -184,64 +192,19 @@
 // broker status and consumer progress, resets offsets by time and queries
 // messages by offset message id or by key.
 //
+// # Hooks
+//
+// Config.Hooks observe sends, deliveries and connections (SendHook,
+// SendDoneHook, ConsumeHook, ConsumeDoneHook, ConnStateHook): enough for
+// tracing and metrics, which the contrib/otel module (package otelgantry)
+// provides for OpenTelemetry. Without hooks they cost nothing.
+//
 // # Options
 //
-// Config, shared by all three (zero means default):
-//
-//   - NameServers: nameserver gRPC addresses; default ["127.0.0.1:9877"].
-//   - DialOptions: added to every connection; default plaintext, with
-//     messages received and sent up to message.MaxEnvelopeBytes (a pull
-//     of one message of the largest body), a
-//     fixed 16 MiB HTTP/2 flow-control window (gRPC's dynamic one sends a
-//     PING with every request sent one at a time) and reconnection after
-//     50 ms to 1 s (grpc.WithConnectParams here replaces it), over TCP
-//     connections whose reads and writes are inline system calls
-//     (grpc.WithContextDialer here replaces them).
-//   - RouteRefresh: route refresh period; default 30 s.
-//   - Logger: *slog.Logger; default discard.
-//   - ClientID: default hostname@pid@random.
-//   - Hooks: observers of sends, deliveries and connections (see Hook);
-//     default none.
-//
-// Producer options (NewProducer):
-//
-//   - WithProducerGroup(g): producer group of the requests; default "".
-//   - WithQueueSelector(s): default a ByShardingKey.
-//   - WithRetries(n): extra attempts after retryable errors; default 2.
-//   - WithBackoff(base, max): full-jitter exponential backoff; default 50 ms, 1 s.
-//   - WithRetryIndeterminate(b): retry indeterminate errors; default false.
-//   - WithSendTimeout(d): bound of each attempt; default 3 s.
-//   - WithMaxBatch(msgs, bytes): coalescing limits; default 256, 1 MiB.
-//   - WithUnarySend(): unary Send instead of SendStream.
-//   - WithMaxBuffered(msgs, bytes): sends accepted and not completed; default 10,000, 64 MiB.
-//   - WithWarmUp(topics...): NewProducer loads the routes and connects first.
-//
-// PushConsumer options (NewPushConsumer):
-//
-//   - WithConsumeModel(m): Clustering (default) or Broadcasting.
-//   - WithOrdered(): per-queue order, one batch at a time.
-//   - WithConsumeFrom(f), WithConsumeTimestamp(t): where a queue without a
-//     committed offset starts; default the queue's end (ConsumeFromLastOffset).
-//   - WithAllocateStrategy(s): default AllocateAveragely.
-//   - WithConsumeBatchSize(n): messages per handler call; default 1.
-//   - WithConsumeConcurrency(n): concurrent handler calls; default 20.
-//   - WithFetchBatchSize(n): messages per pull; default 256.
-//   - WithFetchThreshold(msgs, bytes): per-queue cache limit; default 1,024, 64 MiB.
-//   - WithMaxSpan(n): per-queue offset span of the cache; default 2,000.
-//   - WithFetchHold(d): long-polling hold; default 15 s.
-//   - WithRebalanceInterval(d), WithCommitInterval(d), WithHeartbeatInterval(d),
-//     WithLockRenewInterval(d): defaults 20 s, 5 s, 30 s, 20 s.
-//   - WithRetryDelay(d), WithSuspendTime(d): defaults 1 s.
-//   - WithMaxReconsumeTimes(n): retries before dead-lettering; default the
-//     group's (16) for concurrent, unlimited for ordered.
-//   - WithConsumeTimeout(d): bound of a handler call; default 15 min.
-//
-// PullConsumer options (NewPullConsumer):
-//
-//   - WithPullMaxBytes(n): bytes per Pull; default the broker's limit.
-//   - WithHoldMargin(d): a held Pull's deadline is hold + d; default 5 s.
-//   - WithAutoCommitInterval(d), WithoutAutoCommit(): commit the marks
-//     every d (default 5 s), or only on Commit and Close.
+// Each option is documented once, in its own doc comment with its
+// default: Config's fields, and the With functions returning a
+// ProducerOption, PushConsumerOption or PullConsumerOption. A zero value
+// or no option means the default.
 //
 // # Concurrency
 //
@@ -252,49 +215,10 @@
 // Lock order in the Producer: Producer.mu before a queue sender's mu; a
 // stream's mutexes are taken alone.
 //
-// # Example
+// # Examples
 //
-//	ctx := context.Background()
-//	cfg := client.Config{NameServers: []string{"127.0.0.1:9877"}}
-//
-//	p, err := client.NewProducer(ctx, cfg)
-//	if err != nil {
-//		return err
-//	}
-//	defer p.Close(context.Background())
-//	res, err := p.Send(ctx, &client.Message{Topic: "orders", Body: []byte("hello"), Tags: "new", Keys: []string{"order-1"}})
-//	if err != nil {
-//		var ind *client.IndeterminateError
-//		if errors.As(err, &ind) {
-//			// may have been stored: check before sending again
-//		}
-//		return err
-//	}
-//	log.Printf("stored as %s in queue %d at %d", res.MsgID, res.QueueID, res.QueueOffset)
-//
-//	c, err := client.NewPullConsumer(ctx, cfg, "billing")
-//	if err != nil {
-//		return err
-//	}
-//	defer c.Close(context.Background())
-//	queues, err := c.Queues(ctx, "orders")
-//	if err != nil {
-//		return err
-//	}
-//	q := queues[0]
-//	off, found, err := c.CommittedOffset(ctx, q)
-//	if err != nil {
-//		return err
-//	}
-//	if !found {
-//		off, _, err = c.QueueOffsets(ctx, q) // from the start
-//	}
-//	r, err := c.Pull(ctx, q, off, client.PullOptions{Filter: "new", Hold: 10 * time.Second})
-//	if err != nil {
-//		return err
-//	}
-//	for _, m := range r.Messages {
-//		log.Printf("%s %s %q", m.MsgID(), m.Tags, m.Body)
-//	}
-//	return c.CommitOffset(ctx, q, r.NextOffset)
+// The package's runnable examples (ExampleProducer, ExamplePushConsumer,
+// ExamplePullConsumer, ExampleAdmin, ExampleIdempotent, ExampleHook) start
+// an embedded cluster (package embedded) and use it as an application
+// would; docs/CLIENT.md walks through the API.
 package client

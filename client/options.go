@@ -40,9 +40,14 @@ type Config struct {
 	// ["127.0.0.1:9877"].
 	NameServers []string
 	// DialOptions are added to every connection (nameservers and brokers)
-	// after the defaults (plaintext credentials, a fixed 16 MiB HTTP/2
-	// flow-control window), so grpc.WithTransportCredentials or
-	// grpc.WithInitialWindowSize here replaces them.
+	// after the defaults, so an option here replaces its default:
+	// plaintext credentials (grpc.WithTransportCredentials); messages
+	// received and sent up to message.MaxEnvelopeBytes, a pull of one
+	// message of the largest body; a fixed 16 MiB HTTP/2 flow-control
+	// window (grpc.WithInitialWindowSize: gRPC's dynamic one sends a PING
+	// with every request sent one at a time); reconnection after 50 ms
+	// doubling to 1 s (grpc.WithConnectParams); TCP connections whose reads
+	// and writes are inline system calls (grpc.WithContextDialer).
 	DialOptions []grpc.DialOption
 	// RouteRefresh is how often the cached topic routes are read again from
 	// the nameservers. Default 30 s.
