@@ -44,6 +44,9 @@ func encode(entries []Entry) []byte {
 // without Path (the caller sets it) holding the entries before the problem.
 func decode(b []byte) ([]Entry, error) {
 	bad := func(off int64, valid []Entry, format string, args ...any) ([]Entry, error) {
+		if len(valid) == 0 {
+			valid = nil
+		}
 		return nil, &CorruptError{Offset: off, Reason: fmt.Sprintf(format, args...), Valid: valid}
 	}
 	switch {
