@@ -33,10 +33,12 @@ func nextChange(rng *rand.Rand, list []epoch.Entry) (change, []epoch.Entry) {
 		return change{fmt.Sprintf("Append(%d, %d)", e.Epoch, e.StartOffset), func(f *epoch.File) error { return f.Append(e.Epoch, e.StartOffset) }},
 			append(slices.Clone(list), e)
 	}
-	off := max(0, list[rng.IntN(len(list))].StartOffset-int64(rng.IntN(2)))
-	keep := slices.Clone(list)
-	for len(keep) > 0 && keep[len(keep)-1].StartOffset > off {
-		keep = keep[:len(keep)-1]
+	off := max(0, list[rng.IntN(len(list))].StartOffset+int64(rng.IntN(3))-1)
+	var keep []epoch.Entry
+	for _, e := range list {
+		if e.StartOffset < off {
+			keep = append(keep, e)
+		}
 	}
 	return change{fmt.Sprintf("TruncateAfter(%d)", off), func(f *epoch.File) error { return f.TruncateAfter(off) }}, keep
 }

@@ -13,11 +13,12 @@
 // record of epoch e at offset s, and this replica's log [0, s) was equal to
 // that master's at the time. Epoch e's data on this replica is [s, end), end
 // being the next entry's start or, for the last entry, the log's end
-// (EndOf). A new master appends {its new epoch, its log end} before it
-// accepts writes; a slave appends an entry when the master's frames carry a
-// newer epoch than its last. Within one epoch only one master writes, so two
-// replicas that both list epoch e at the same start hold the same bytes up to
-// the smaller of their two ends of e.
+// (EndOf); several entries may share a start when epochs ended with no data.
+// Within one epoch only one master writes, so two replicas that both list
+// epoch e at the same start hold the same bytes up to the smaller of their
+// two ends of e. That holds only while every list describes its log: the
+// entry covering an offset (IndexAt) names the epoch whose master wrote the
+// record there. The rules below keep it so.
 //
 // # On-disk format
 //
@@ -50,15 +51,35 @@
 // remove the file (Open then finds no entries and LastCommonPoint returns
 // ok=false).
 //
-// # Use with the commit log
+// # Use with the commit log and replication
 //
-// When the log is truncated to an offset, truncate the log first and then
-// call TruncateAfter with the same offset; at start, after the log's
-// recovery, call TruncateAfter(the recovered end). That repairs a crash
-// between the two truncations, and an entry that a new master recorded at a
-// log end whose unflushed tail a crash then lost. Entries left beyond the
-// log's end are harmless to LastCommonPoint meanwhile: EndOf never returns
-// more than the log's end.
+//   - A new master truncates its log to the last whole record, then appends
+//     {its new epoch, its log end} before it accepts writes.
+//   - The master labels each frame it ships with the epoch of the data in it
+//     (IndexAt over its own list, not its current epoch) and ends a frame at
+//     that epoch's end (EndOf), so a frame never spans two epochs. A
+//     follower appends {frame epoch, frame offset} when a frame's epoch is
+//     greater than its last entry's: its log is a prefix of the master's, so
+//     that frame starts where the epoch starts.
+//   - A follower that (re)joins a master compares lists first: it checks the
+//     master's list with Validate, takes p, ok := LastCommonPoint(mine,
+//     theirs, myEnd, theirEnd) (p = 0 when !ok), truncates its log to p,
+//     then calls TruncateAfter(p), and copies from p on.
+//   - At start, after the log's recovery, call TruncateAfter(recovered end).
+//     That repairs a crash between a log truncation and the list's, and
+//     drops an entry that a new master recorded at a log end whose unflushed
+//     tail a crash then lost.
+//   - A broker that restarts does not write again in the epoch it was
+//     master of: followers may hold the tail it lost, and new records at
+//     those offsets under the same epoch would make LastCommonPoint keep
+//     different bytes. Writing needs a new epoch (an election).
+//
+// TruncateAfter(p) drops the entries starting at p too, not only beyond: the
+// records appended at p next may belong to an older epoch than such an
+// entry, and the list could then not record them. The package's simulation
+// test (TestSimulatedGroup) runs these rules through random elections,
+// crashes and rejoins and checks that no rejoin keeps a record the master
+// does not have.
 //
 // A File is safe for concurrent use.
 package epoch

@@ -125,10 +125,13 @@ func readFile(fsys fsx.FS, path string) ([]byte, error) {
 // Path returns the file's path.
 func (f *File) Path() string { return f.path }
 
-// Entries returns a copy of the list, oldest first.
+// Entries returns a copy of the list, oldest first; nil when it is empty.
 func (f *File) Entries() []Entry {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if len(f.entries) == 0 {
+		return nil
+	}
 	return slices.Clone(f.entries)
 }
 
@@ -173,17 +176,19 @@ func (f *File) Append(epoch int32, start int64) error {
 	return nil
 }
 
-// TruncateAfter drops the entries starting beyond offset, durably, after
-// the log was truncated to offset (see the package doc for the order). An
-// entry starting exactly at offset stays: the log still holds the prefix
-// [0, offset) it vouches for. It writes nothing when nothing is dropped.
+// TruncateAfter drops, durably, the entries whose data starts at or beyond
+// offset, after the log was truncated to offset (see the package doc for
+// the order): the log holds none of their data. An entry starting exactly
+// at offset goes too, because the record appended there next may belong to
+// an older epoch than it, which the list could then not record. It writes
+// nothing when nothing is dropped.
 func (f *File) TruncateAfter(offset int64) error {
 	if offset < 0 {
 		return fmt.Errorf("epoch: truncate %s after offset %d: %w", f.path, offset, ErrInvalidOffset)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	i := sort.Search(len(f.entries), func(i int) bool { return f.entries[i].StartOffset > offset })
+	i := sort.Search(len(f.entries), func(i int) bool { return f.entries[i].StartOffset >= offset })
 	if i == len(f.entries) {
 		return nil
 	}
@@ -212,6 +217,19 @@ func EndOf(entries []Entry, i int, logEnd int64) int64 {
 		return min(entries[i+1].StartOffset, logEnd)
 	}
 	return logEnd
+}
+
+// IndexAt returns the index of the entry whose data holds offset: the last
+// entry starting at or before it (of several starting at the same offset,
+// the others ended with no data). ok is false when offset is negative or
+// precedes every entry. A master uses it to label a frame with the epoch
+// of its data and to end the frame at EndOf (see the package doc).
+func IndexAt(entries []Entry, offset int64) (i int, ok bool) {
+	if offset < 0 {
+		return 0, false
+	}
+	i = sort.Search(len(entries), func(i int) bool { return entries[i].StartOffset > offset }) - 1
+	return max(i, 0), i >= 0
 }
 
 // LastCommonPoint returns the end of the log prefix two replicas share,

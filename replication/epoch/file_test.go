@@ -118,7 +118,7 @@ func TestAppendFull(t *testing.T) {
 	err = f.Append(epoch.MaxEntries, epoch.MaxEntries*10)
 	require.ErrorIs(t, err, epoch.ErrFull)
 	assert.ErrorContains(t, err, "/s/epoch")
-	require.NoError(t, f.TruncateAfter(10), "truncating makes room")
+	require.NoError(t, f.TruncateAfter(11), "truncating makes room")
 	require.NoError(t, f.Append(epoch.MaxEntries, epoch.MaxEntries*10))
 	assert.Equal(t, es(0, 0, 1, 10, epoch.MaxEntries, epoch.MaxEntries*10), f.Entries())
 }
@@ -132,11 +132,12 @@ func TestTruncateAfter(t *testing.T) {
 		writes bool
 	}{
 		{"beyond every start", 5000, list, false},
-		{"at the last start keeps it", 700, list, false},
+		{"just after the last start", 701, list, false},
+		{"at the last start drops it", 700, es(1, 0, 2, 300, 3, 300), true},
 		{"inside the third epoch", 699, es(1, 0, 2, 300, 3, 300), true},
-		{"at a start shared by two entries keeps both", 300, es(1, 0, 2, 300, 3, 300), true},
+		{"at a start shared by two entries drops both", 300, es(1, 0), true},
 		{"inside the first epoch", 299, es(1, 0), true},
-		{"zero keeps an entry at zero", 0, es(1, 0), true},
+		{"zero drops everything", 0, nil, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -86,6 +86,32 @@ func TestEndOf(t *testing.T) {
 	}
 }
 
+func TestIndexAt(t *testing.T) {
+	list := es(1, 100, 2, 300, 3, 300, 4, 700)
+	tests := []struct {
+		offset int64
+		want   int
+		ok     bool
+	}{
+		{-1, 0, false},
+		{0, 0, false},
+		{99, 0, false},
+		{100, 0, true},
+		{299, 0, true},
+		{300, 2, true}, // epoch 2 ended with no data: 300 is epoch 3's
+		{699, 2, true},
+		{700, 3, true},
+		{1 << 40, 3, true},
+	}
+	for _, tt := range tests {
+		i, ok := epoch.IndexAt(list, tt.offset)
+		assert.Equal(t, tt.ok, ok, "IndexAt(%d)", tt.offset)
+		assert.Equal(t, tt.want, i, "IndexAt(%d)", tt.offset)
+	}
+	_, ok := epoch.IndexAt(nil, 0)
+	assert.False(t, ok, "empty list")
+}
+
 func TestValidate(t *testing.T) {
 	tests := []struct {
 		name    string
