@@ -78,8 +78,8 @@
 // records appended at p next may belong to an older epoch than such an
 // entry, and the list could then not record them. The package's simulation
 // test (TestSimulatedGroup) runs these rules through random elections,
-// crashes and rejoins and checks that no rejoin keeps a record the master
-// does not have.
+// crashes and rejoins and checks that each rejoin keeps exactly the log
+// prefix the follower shares with the master.
 //
 // A File is safe for concurrent use.
 package epoch
