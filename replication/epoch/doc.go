@@ -33,6 +33,14 @@
 // offsets non-decreasing, both non-negative. The count in the header makes a
 // file cut at an entry boundary detectable, not only one cut inside an entry.
 //
+// # Wire encoding
+//
+// A replica sends its list to a peer (the master's answer to a rejoining
+// follower) as AppendWire writes it: [count u32] then count times [epoch
+// i32][startOffset i64], big-endian. ReadWire checks the count against
+// MaxEntries before allocating, grows the list only as entries arrive, and
+// refuses a list Validate would refuse.
+//
 // # Durability and damage
 //
 // Every change rewrites the whole file: written to <path>.tmp, fsynced,
