@@ -23,7 +23,7 @@ type Entry struct {
 
 func (e Entry) String() string { return fmt.Sprintf("epoch %d at offset %d", e.Epoch, e.StartOffset) }
 
-// ErrInvalidOffset means a negative offset was given for the log's end.
+// ErrInvalidOffset means a negative log offset was given.
 var ErrInvalidOffset = errors.New("epoch: invalid offset")
 
 // checkNext says why e cannot follow list, or returns nil.

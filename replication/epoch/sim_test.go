@@ -31,10 +31,10 @@ type replica struct {
 // replication, elections (clean or not, epochs skipping numbers), writes
 // by a deposed master that has not yet heard of the election, crashes that
 // lose a log's unflushed tail, and rejoins that truncate a replica's log at
-// LastCommonPoint. It checks that a rejoin keeps exactly the records the
-// master has at the same offsets, that each list describes its log (the
+// LastCommonPoint. It checks that a rejoin keeps exactly the prefix the
+// follower's log shares with the master's, that each list describes its log (the
 // entry covering an offset names the epoch of the record there), and that
-// a replica that rejoined and caught up holds the master's log exactly.
+// a joined follower's log is always a prefix of the master's.
 func TestSimulatedGroup(t *testing.T) {
 	for seed := range uint64(12) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) { simulateGroup(t, seed, 600) })
