@@ -85,33 +85,38 @@ func (c Config) Validate() error {
 	return c.validate(true)
 }
 
+// validate checks c (defaults set); needNet is false for the in-memory
+// transport of the tests, whose addresses are not host:port.
 func (c *Config) validate(needNet bool) error {
 	if c.ID == "" {
 		return errors.New("controller: config: ID is empty")
 	}
-	if c.DataDir == "" && needNet {
-		return errors.New("controller: config: DataDir is empty")
-	}
 	if needNet {
+		if c.DataDir == "" {
+			return errors.New("controller: config: DataDir is empty")
+		}
 		if _, _, err := net.SplitHostPort(c.BindAddr); err != nil {
 			return fmt.Errorf("controller: config: BindAddr %q: %w", c.BindAddr, err)
 		}
-		host, _, err := net.SplitHostPort(c.AdvertiseAddr)
+		host, port, err := net.SplitHostPort(c.AdvertiseAddr)
 		if err != nil {
 			return fmt.Errorf("controller: config: AdvertiseAddr %q: %w", c.AdvertiseAddr, err)
 		}
-		if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) || port == "0" {
 			return fmt.Errorf("controller: config: AdvertiseAddr %q is not an address peers can dial", c.AdvertiseAddr)
 		}
 	}
-	if c.ApplyTimeout < 0 || c.HeartbeatTimeout < 0 || c.ElectionTimeout < 0 || c.LeaderLeaseTimeout < 0 {
-		return errors.New("controller: config: timeouts must not be negative")
-	}
-	if c.LeaderLeaseTimeout > c.HeartbeatTimeout {
-		return fmt.Errorf("controller: config: LeaderLeaseTimeout %v exceeds HeartbeatTimeout %v", c.LeaderLeaseTimeout, c.HeartbeatTimeout)
+	if c.ApplyTimeout < 0 {
+		return fmt.Errorf("controller: config: ApplyTimeout %v is negative", c.ApplyTimeout)
 	}
 	if c.SnapshotRetain < 1 {
 		return fmt.Errorf("controller: config: SnapshotRetain %d, want ≥ 1", c.SnapshotRetain)
+	}
+	// raft's own rules for the timeouts (each at least 5ms, the lease
+	// within the heartbeat timeout, the election timeout at least the
+	// heartbeat timeout).
+	if err := raft.ValidateConfig(c.raftConfig(hclog.NewNullLogger())); err != nil {
+		return fmt.Errorf("controller: config: %w", err)
 	}
 	ids, addrs := map[string]bool{}, map[string]bool{}
 	self := false
@@ -134,6 +139,19 @@ func (c *Config) validate(needNet bool) error {
 		return fmt.Errorf("controller: config: Peers does not list this member %q", c.ID)
 	}
 	return nil
+}
+
+// raftConfig is the raft configuration of this member.
+func (c *Config) raftConfig(logger hclog.Logger) *raft.Config {
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(c.ID)
+	rc.HeartbeatTimeout = c.HeartbeatTimeout
+	rc.ElectionTimeout = c.ElectionTimeout
+	rc.LeaderLeaseTimeout = c.LeaderLeaseTimeout
+	rc.SnapshotThreshold = c.SnapshotThreshold
+	rc.Logger = logger
+	rc.NoLegacyTelemetry = true
+	return rc
 }
 
 // ErrNotLeader is matched (errors.Is) by every NotLeaderError.
@@ -222,7 +240,12 @@ func New(cfg Config) (*Controller, error) {
 	}
 	c, err := start(cfg, parts{
 		logs: store, stable: store, snaps: snaps, trans: trans,
-		closer: func() error { return errors.Join(trans.Close(), store.Close()) },
+		closer: func() error {
+			// CloseStreams closes the pooled connections to the peers, so
+			// their handlers (and ours, once they close theirs) end.
+			trans.CloseStreams()
+			return errors.Join(trans.Close(), store.Close())
+		},
 	})
 	if err != nil {
 		return nil, err
@@ -237,14 +260,7 @@ func start(cfg Config, p parts) (_ *Controller, err error) {
 			err = errors.Join(err, p.closer())
 		}
 	}()
-	rc := raft.DefaultConfig()
-	rc.LocalID = raft.ServerID(cfg.ID)
-	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
-	rc.ElectionTimeout = cfg.ElectionTimeout
-	rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
-	rc.SnapshotThreshold = cfg.SnapshotThreshold
-	rc.Logger = hclogFor(cfg.Logger)
-	rc.NoLegacyTelemetry = true
+	rc := cfg.raftConfig(hclogFor(cfg.Logger))
 	if err := raft.ValidateConfig(rc); err != nil {
 		return nil, fmt.Errorf("controller: raft config: %w", err)
 	}
@@ -272,6 +288,9 @@ func start(cfg Config, p parts) (_ *Controller, err error) {
 // hclogFor routes raft's hclog output into the slog logger, one record per
 // line at Info (the line keeps raft's own [LEVEL] tag).
 func hclogFor(l *slog.Logger) hclog.Logger {
+	if !l.Handler().Enabled(context.Background(), slog.LevelInfo) {
+		return hclog.NewNullLogger()
+	}
 	return hclog.FromStandardLogger(slog.NewLogLogger(l.Handler(), slog.LevelInfo),
 		&hclog.LoggerOptions{Name: "raft", Level: hclog.Info})
 }
