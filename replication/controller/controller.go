@@ -285,16 +285,6 @@ func start(cfg Config, p parts) (_ *Controller, err error) {
 	return &Controller{cfg: cfg, fsm: fsm, raft: r, p: p, log: cfg.Logger}, nil
 }
 
-// hclogFor routes raft's hclog output into the slog logger, one record per
-// line at Info (the line keeps raft's own [LEVEL] tag).
-func hclogFor(l *slog.Logger) hclog.Logger {
-	if !l.Handler().Enabled(context.Background(), slog.LevelInfo) {
-		return hclog.NewNullLogger()
-	}
-	return hclog.FromStandardLogger(slog.NewLogLogger(l.Handler(), slog.LevelInfo),
-		&hclog.LoggerOptions{Name: "raft", Level: hclog.Info})
-}
-
 // Register adds or updates a replica of a broker group (RegisterReplica).
 func (c *Controller) Register(ctx context.Context, cmd RegisterReplica) (GroupState, error) {
 	return c.apply(ctx, cmd)
@@ -322,50 +312,14 @@ func (c *Controller) apply(ctx context.Context, cmd any) (GroupState, error) {
 	if err != nil {
 		return GroupState{}, err
 	}
-	if err := ctx.Err(); err != nil {
+	f, err := c.begin(ctx, func(timeout time.Duration) raft.Future { return c.raft.Apply(b, timeout) })
+	if err != nil {
 		return GroupState{}, err
 	}
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return GroupState{}, ErrClosed
+	if err := c.await(ctx, f, true); err != nil {
+		return GroupState{}, err
 	}
-	c.waiters.Add(1) // under mu, so Close's Wait never races an Add
-	c.mu.Unlock()
-	if c.raft.State() != raft.Leader {
-		c.waiters.Done()
-		return GroupState{}, c.notLeader(false)
-	}
-	timeout := c.cfg.ApplyTimeout
-	if d, ok := ctx.Deadline(); ok && time.Until(d) < timeout {
-		timeout = max(time.Until(d), time.Millisecond)
-	}
-	f := c.raft.Apply(b, timeout)
-	done := make(chan struct{})
-	// raft resolves every future, at the latest on shutdown; the waiter
-	// lets ctx end the call earlier and is joined by Close.
-	go func() {
-		defer c.waiters.Done()
-		_ = f.Error()
-		close(done)
-	}()
-	select {
-	case <-ctx.Done():
-		return GroupState{}, fmt.Errorf("controller: command queued, outcome unknown: %w", ctx.Err())
-	case <-done:
-	}
-	if err := f.Error(); err != nil {
-		switch {
-		case errors.Is(err, raft.ErrNotLeader):
-			return GroupState{}, c.notLeader(false)
-		case errors.Is(err, raft.ErrLeadershipLost):
-			return GroupState{}, c.notLeader(true)
-		case errors.Is(err, raft.ErrRaftShutdown):
-			return GroupState{}, ErrClosed
-		}
-		return GroupState{}, fmt.Errorf("controller: apply: %w", err)
-	}
-	switch r := f.Response().(type) {
+	switch r := f.(raft.ApplyFuture).Response().(type) {
 	case GroupState:
 		return r, nil
 	case error:
@@ -373,6 +327,77 @@ func (c *Controller) apply(ctx context.Context, cmd any) (GroupState, error) {
 	default:
 		return GroupState{}, fmt.Errorf("controller: apply returned %T", r)
 	}
+}
+
+// LeaderGroup returns a group's state as the leader has it once every
+// command committed before the call is applied (a raft barrier: a member
+// deposed without knowing it cannot commit one). A follower returns a
+// *NotLeaderError; Group reads any member's copy without this wait.
+func (c *Controller) LeaderGroup(ctx context.Context, name string) (GroupState, bool, error) {
+	f, err := c.begin(ctx, c.raft.Barrier)
+	if err != nil {
+		return GroupState{}, false, err
+	}
+	if err := c.await(ctx, f, false); err != nil {
+		return GroupState{}, false, err
+	}
+	g, ok := c.fsm.Group(name)
+	return g, ok, nil
+}
+
+// begin starts a raft operation on the leader; the caller must then
+// await the future it returns.
+func (c *Controller) begin(ctx context.Context, op func(timeout time.Duration) raft.Future) (raft.Future, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, ErrClosed
+	}
+	c.waiters.Add(1) // under mu, so Close's Wait never races an Add
+	c.mu.Unlock()
+	if c.raft.State() != raft.Leader {
+		c.waiters.Done()
+		return nil, c.notLeader(false)
+	}
+	// The timeout bounds the wait for raft to take the operation in.
+	timeout := c.cfg.ApplyTimeout
+	if d, ok := ctx.Deadline(); ok && time.Until(d) < timeout {
+		timeout = max(time.Until(d), time.Millisecond)
+	}
+	return op(timeout), nil
+}
+
+// await waits for a future begin returned, or for ctx. raft resolves every
+// future, at the latest on shutdown; the waiting goroutine lets ctx end
+// the call earlier and is joined by Close. written says the operation
+// writes state (a lost leadership may still commit it).
+func (c *Controller) await(ctx context.Context, f raft.Future, written bool) error {
+	done := make(chan struct{})
+	go func() {
+		defer c.waiters.Done()
+		_ = f.Error()
+		close(done)
+	}()
+	select {
+	case <-ctx.Done():
+		return fmt.Errorf("controller: operation queued, outcome unknown: %w", ctx.Err())
+	case <-done:
+	}
+	err := f.Error()
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, raft.ErrNotLeader):
+		return c.notLeader(false)
+	case errors.Is(err, raft.ErrLeadershipLost):
+		return c.notLeader(written)
+	case errors.Is(err, raft.ErrRaftShutdown):
+		return ErrClosed
+	}
+	return fmt.Errorf("controller: raft: %w", err)
 }
 
 func (c *Controller) notLeader(mayHaveApplied bool) error {

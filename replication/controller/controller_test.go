@@ -246,6 +246,15 @@ func TestControllerReplicatesCommands(t *testing.T) {
 	assert.Equal(t, string(leader.addr), nl.LeaderAddr)
 	assert.False(t, nl.MayHaveApplied)
 	assert.Contains(t, err.Error(), leader.cfg.ID)
+	_, _, err = f.c.LeaderGroup(context.Background(), "g")
+	assert.ErrorIs(t, err, ErrNotLeader)
+	lg, ok, err := leader.c.LeaderGroup(context.Background(), "g")
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, g, lg)
+	_, ok, err = leader.c.LeaderGroup(context.Background(), "nope")
+	require.NoError(t, err)
+	assert.False(t, ok)
 
 	// The FSM's refusals come back typed, from any member's leader.
 	_, err = leader.c.AlterInSync(context.Background(), AlterInSync{Group: "g", MasterID: 2, MasterEpoch: 1, InSyncEpoch: 2, InSync: []int64{2}})
@@ -340,8 +349,13 @@ func TestControllerCallsAfterClose(t *testing.T) {
 	_, err := c.Register(ctx, regAt("g", 2))
 	assert.ErrorIs(t, err, context.Canceled)
 
+	_, _, err = c.LeaderGroup(ctx, "g")
+	assert.ErrorIs(t, err, context.Canceled)
+
 	cl.stop(l)
 	_, err = c.Register(context.Background(), regAt("g", 2))
+	assert.ErrorIs(t, err, ErrClosed)
+	_, _, err = c.LeaderGroup(context.Background(), "g")
 	assert.ErrorIs(t, err, ErrClosed)
 	assert.NoError(t, c.Close(), "a second Close")
 	g, ok := c.Group("g")
