@@ -21,7 +21,12 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"go.etcd.io/bbolt"
 )
+
+// storeLockTimeout bounds the wait for the raft store's file lock, held by
+// another process using the same DataDir.
+const storeLockTimeout = 2 * time.Second
 
 // Peer is one member of the controller group.
 type Peer struct {
@@ -37,9 +42,10 @@ type Config struct {
 	// BindAddr, which then must not be an unspecified (0.0.0.0) host.
 	AdvertiseAddr string
 	DataDir       string // raft log, stable store and snapshots; required
-	// Peers is the whole group, this member included. A member with no
-	// raft state yet bootstraps the group with it (every member may: the
-	// configurations are identical); a member with state ignores it.
+	// Peers is the whole group, this member included; required. A member
+	// with no raft state yet bootstraps the group with it (every member
+	// may: the configurations are identical); a member with state keeps
+	// the configuration its log holds.
 	Peers []Peer
 
 	ApplyTimeout       time.Duration // a command's wait to be queued; default 5s
@@ -135,7 +141,7 @@ func (c *Config) validate(needNet bool) error {
 			}
 		}
 	}
-	if len(c.Peers) > 0 && !self {
+	if !self {
 		return fmt.Errorf("controller: config: Peers does not list this member %q", c.ID)
 	}
 	return nil
@@ -201,11 +207,10 @@ type Controller struct {
 	fsm  *FSM
 	raft *raft.Raft
 	p    parts
-	log  *slog.Logger
 
 	mu      sync.Mutex
 	closed  bool
-	waiters sync.WaitGroup // goroutines waiting on raft futures for a cancelled ctx
+	waiters sync.WaitGroup // calls in progress and their goroutines waiting on raft futures
 }
 
 // New opens (or creates) the member's state in cfg.DataDir and starts raft
@@ -219,7 +224,13 @@ func New(cfg Config) (*Controller, error) {
 		return nil, fmt.Errorf("controller: data dir: %w", err)
 	}
 	logger := hclogFor(cfg.Logger)
-	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.DataDir, "raft.db")})
+	store, err := raftboltdb.New(raftboltdb.Options{
+		Path:        filepath.Join(cfg.DataDir, "raft.db"),
+		BoltOptions: &bbolt.Options{Timeout: storeLockTimeout},
+	})
+	if errors.Is(err, bbolt.ErrTimeout) {
+		return nil, fmt.Errorf("controller: raft store in %s is in use by another process: %w", cfg.DataDir, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("controller: open raft store in %s: %w", cfg.DataDir, err)
 	}
@@ -268,7 +279,7 @@ func start(cfg Config, p parts) (_ *Controller, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("controller: read raft state: %w", err)
 	}
-	if !has && len(cfg.Peers) > 0 {
+	if !has {
 		var servers []raft.Server
 		for _, peer := range cfg.Peers {
 			servers = append(servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(peer.ID), Address: raft.ServerAddress(peer.Addr)})
@@ -282,7 +293,7 @@ func start(cfg Config, p parts) (_ *Controller, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("controller: start raft: %w", err)
 	}
-	return &Controller{cfg: cfg, fsm: fsm, raft: r, p: p, log: cfg.Logger}, nil
+	return &Controller{cfg: cfg, fsm: fsm, raft: r, p: p}, nil
 }
 
 // Register adds or updates a replica of a broker group (RegisterReplica).

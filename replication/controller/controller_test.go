@@ -389,6 +389,7 @@ func TestConfigValidate(t *testing.T) {
 		{"peer without addr", func(c *Config) { c.Peers[1].Addr = "" }, "needs an ID and an Addr"},
 		{"peer twice", func(c *Config) { c.Peers[1].ID = "c1" }, "repeats"},
 		{"self missing", func(c *Config) { c.Peers = c.Peers[1:] }, "does not list this member"},
+		{"no peers", func(c *Config) { c.Peers = nil }, "does not list this member"},
 		{"self elsewhere", func(c *Config) { c.Peers[0].Addr = "127.0.0.1:9001" }, "AdvertiseAddr is"},
 		{"negative retain", func(c *Config) { c.SnapshotRetain = -1 }, "SnapshotRetain"},
 	}
@@ -499,6 +500,12 @@ func TestControllerOnDiskRestart(t *testing.T) {
 	}
 
 	startAll()
+	// A second process on a member's DataDir is refused, not left waiting.
+	dup := cfgs[0]
+	dup.BindAddr, dup.AdvertiseAddr = "127.0.0.1:0", addrs[0]
+	_, err := New(dup)
+	require.ErrorContains(t, err, "in use by another process")
+
 	for id := int64(1); id <= 3; id++ {
 		apply(regAt("g", id))
 	}
@@ -515,11 +522,12 @@ func TestControllerOnDiskRestart(t *testing.T) {
 			break
 		}
 	}
+	var c *Controller
 	require.NoError(t, cs[fi].Snapshot())
 	require.NoError(t, cs[fi].Close())
 	cs[fi] = nil
 	h := apply(regAt("h", 5))
-	c, err := New(cfgs[fi])
+	c, err = New(cfgs[fi])
 	require.NoError(t, err)
 	cs[fi] = c
 	converged([]GroupState{g, h})
