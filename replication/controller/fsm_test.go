@@ -53,14 +53,18 @@ func threeReplicas(t *testing.T) *FSM {
 	return f
 }
 
-func TestFSMCommands(t *testing.T) {
-	tests := []struct {
-		name  string
-		setup func(t *testing.T) *FSM
-		cmds  []any // applied in order; all but the last must succeed
-		err   error // of the last command
-		check func(t *testing.T, g GroupState)
-	}{
+// fsmCase applies cmds in order to the FSM setup returns; all but the
+// last must succeed.
+type fsmCase struct {
+	name  string
+	setup func(t *testing.T) *FSM
+	cmds  []any
+	err   error // of the last command
+	check func(t *testing.T, g GroupState)
+}
+
+func TestFSMRegisterAlterDeath(t *testing.T) {
+	runFSMCases(t, []fsmCase{
 		{
 			name:  "register creates the group without a master",
 			setup: func(*testing.T) *FSM { return NewFSM() },
@@ -87,6 +91,41 @@ func TestFSMCommands(t *testing.T) {
 			cmds: []any{RegisterReplica{Group: "", ID: 1, Addr: "a:1"}}, err: ErrBadCommand},
 		{name: "register refuses a long address", setup: func(*testing.T) *FSM { return NewFSM() },
 			cmds: []any{RegisterReplica{Group: "g", ID: 1, Addr: strings.Repeat("a", MaxAddrLen+1)}}, err: ErrBadCommand},
+		{
+			name:  "the master shrinks the in-sync set",
+			setup: threeReplicas,
+			cmds:  []any{AlterInSync{Group: "g", MasterID: 1, MasterEpoch: 1, InSyncEpoch: 2, InSync: []int64{3, 1}}},
+			check: func(t *testing.T, g GroupState) {
+				assert.Equal(t, []int64{1, 3}, g.InSync)
+				assert.EqualValues(t, 3, g.InSyncEpoch)
+			},
+		},
+		{name: "alter from a replica that is not the master", setup: threeReplicas,
+			cmds: []any{AlterInSync{Group: "g", MasterID: 2, MasterEpoch: 1, InSyncEpoch: 2, InSync: []int64{2}}}, err: ErrNotMaster},
+		{name: "alter with no master", setup: threeReplicas,
+			cmds: []any{ReplicaDead{Group: "g", ID: 1}, AlterInSync{Group: "g", MasterID: 0, MasterEpoch: 1, InSyncEpoch: 2, InSync: []int64{2}}}, err: ErrNotMaster},
+		{name: "alter with a stale master epoch", setup: threeReplicas,
+			cmds: []any{AlterInSync{Group: "g", MasterID: 1, MasterEpoch: 0, InSyncEpoch: 2, InSync: []int64{1}}}, err: ErrStaleEpoch},
+		{name: "alter with a stale in-sync epoch", setup: threeReplicas,
+			cmds: []any{AlterInSync{Group: "g", MasterID: 1, MasterEpoch: 1, InSyncEpoch: 1, InSync: []int64{1}}}, err: ErrStaleEpoch},
+		{name: "alter without the master in the set", setup: threeReplicas,
+			cmds: []any{AlterInSync{Group: "g", MasterID: 1, MasterEpoch: 1, InSyncEpoch: 2, InSync: []int64{2, 3}}}, err: ErrBadCommand},
+		{name: "alter with a repeated replica", setup: threeReplicas,
+			cmds: []any{AlterInSync{Group: "g", MasterID: 1, MasterEpoch: 1, InSyncEpoch: 2, InSync: []int64{1, 2, 2}}}, err: ErrBadCommand},
+		{name: "alter with an unknown replica", setup: threeReplicas,
+			cmds: []any{AlterInSync{Group: "g", MasterID: 1, MasterEpoch: 1, InSyncEpoch: 2, InSync: []int64{1, 7}}}, err: ErrUnknownReplica},
+		{name: "alter with a dead replica", setup: threeReplicas,
+			cmds: []any{ReplicaDead{Group: "g", ID: 3}, AlterInSync{Group: "g", MasterID: 1, MasterEpoch: 1, InSyncEpoch: 2, InSync: []int64{1, 3}}}, err: ErrReplicaDead},
+		{name: "the old master's alter after an election is stale", setup: threeReplicas,
+			cmds: []any{ReplicaDead{Group: "g", ID: 1}, ElectMaster{Group: "g"}, RegisterReplica{Group: "g", ID: 1, Addr: "a:1"},
+				AlterInSync{Group: "g", MasterID: 1, MasterEpoch: 1, InSyncEpoch: 2, InSync: []int64{1}}}, err: ErrNotMaster},
+		{name: "death of an unknown replica", setup: threeReplicas,
+			cmds: []any{ReplicaDead{Group: "g", ID: 8}}, err: ErrUnknownReplica},
+	})
+}
+
+func TestFSMElect(t *testing.T) {
+	runFSMCases(t, []fsmCase{
 		{
 			name: "first election of a fresh group may pick any alive replica",
 			setup: func(t *testing.T) *FSM {
@@ -187,37 +226,10 @@ func TestFSMCommands(t *testing.T) {
 		{name: "no alive replica at all", setup: threeReplicas,
 			cmds: []any{ReplicaDead{Group: "g", ID: 1}, ReplicaDead{Group: "g", ID: 2}, ReplicaDead{Group: "g", ID: 3},
 				ElectMaster{Group: "g", Unclean: true}}, err: ErrNoCandidate},
-		{
-			name:  "the master shrinks the in-sync set",
-			setup: threeReplicas,
-			cmds:  []any{AlterInSync{Group: "g", MasterID: 1, MasterEpoch: 1, InSyncEpoch: 2, InSync: []int64{3, 1}}},
-			check: func(t *testing.T, g GroupState) {
-				assert.Equal(t, []int64{1, 3}, g.InSync)
-				assert.EqualValues(t, 3, g.InSyncEpoch)
-			},
-		},
-		{name: "alter from a replica that is not the master", setup: threeReplicas,
-			cmds: []any{AlterInSync{Group: "g", MasterID: 2, MasterEpoch: 1, InSyncEpoch: 2, InSync: []int64{2}}}, err: ErrNotMaster},
-		{name: "alter with no master", setup: threeReplicas,
-			cmds: []any{ReplicaDead{Group: "g", ID: 1}, AlterInSync{Group: "g", MasterID: 0, MasterEpoch: 1, InSyncEpoch: 2, InSync: []int64{2}}}, err: ErrNotMaster},
-		{name: "alter with a stale master epoch", setup: threeReplicas,
-			cmds: []any{AlterInSync{Group: "g", MasterID: 1, MasterEpoch: 0, InSyncEpoch: 2, InSync: []int64{1}}}, err: ErrStaleEpoch},
-		{name: "alter with a stale in-sync epoch", setup: threeReplicas,
-			cmds: []any{AlterInSync{Group: "g", MasterID: 1, MasterEpoch: 1, InSyncEpoch: 1, InSync: []int64{1}}}, err: ErrStaleEpoch},
-		{name: "alter without the master in the set", setup: threeReplicas,
-			cmds: []any{AlterInSync{Group: "g", MasterID: 1, MasterEpoch: 1, InSyncEpoch: 2, InSync: []int64{2, 3}}}, err: ErrBadCommand},
-		{name: "alter with a repeated replica", setup: threeReplicas,
-			cmds: []any{AlterInSync{Group: "g", MasterID: 1, MasterEpoch: 1, InSyncEpoch: 2, InSync: []int64{1, 2, 2}}}, err: ErrBadCommand},
-		{name: "alter with an unknown replica", setup: threeReplicas,
-			cmds: []any{AlterInSync{Group: "g", MasterID: 1, MasterEpoch: 1, InSyncEpoch: 2, InSync: []int64{1, 7}}}, err: ErrUnknownReplica},
-		{name: "alter with a dead replica", setup: threeReplicas,
-			cmds: []any{ReplicaDead{Group: "g", ID: 3}, AlterInSync{Group: "g", MasterID: 1, MasterEpoch: 1, InSyncEpoch: 2, InSync: []int64{1, 3}}}, err: ErrReplicaDead},
-		{name: "the old master's alter after an election is stale", setup: threeReplicas,
-			cmds: []any{ReplicaDead{Group: "g", ID: 1}, ElectMaster{Group: "g"}, RegisterReplica{Group: "g", ID: 1, Addr: "a:1"},
-				AlterInSync{Group: "g", MasterID: 1, MasterEpoch: 1, InSyncEpoch: 2, InSync: []int64{1}}}, err: ErrNotMaster},
-		{name: "death of an unknown replica", setup: threeReplicas,
-			cmds: []any{ReplicaDead{Group: "g", ID: 8}}, err: ErrUnknownReplica},
-	}
+	})
+}
+
+func runFSMCases(t *testing.T, tests []fsmCase) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := tt.setup(t)
