@@ -50,8 +50,8 @@ func FuzzFSMInvariants(f *testing.F) {
 	f.Add([]byte{0, 1, 0, 2, 0, 3, 2, 1, 1, 7, 3, 1, 2, 0})
 	f.Add([]byte{0, 1, 0, 2, 2, 0, 3, 1, 2, 0, 2, 128, 1, 3})
 	f.Fuzz(func(t *testing.T, script []byte) {
-		if len(script) > 512 {
-			script = script[:512] // enough commands; longer scripts only slow the fuzzer
+		if len(script) > 128 {
+			script = script[:128] // 64 commands on two groups of four replicas; longer scripts only slow the fuzzer
 		}
 		fsm := NewFSM()
 		epochs := map[string][2]int32{}
