@@ -145,11 +145,21 @@ func TestMQAdminRequests(t *testing.T) {
 	}
 	assert.Equal(t, int64(n), stored)
 
+	// On failure, the group's offsets per queue say which side stopped.
+	defer func() {
+		if t.Failed() {
+			t.Logf("GET_CONSUME_STATS at the end: %s", e.brokerRequest(remoting.ReqGetConsumeStats, map[string]string{"consumerGroup": group}, nil).Body)
+		}
+	}()
+
 	// consumerProgress and consumerConnection while a consumer runs:
-	// GET_CONSUME_STATS, GET_CONSUMER_CONNECTION_LIST.
+	// GET_CONSUME_STATS, GET_CONSUMER_CONNECTION_LIST. A consumer reads
+	// each queue's offset (3 s timeout) when its rebalance takes the
+	// queue; a queue whose read failed on a loaded machine waits for the
+	// next rebalance, 20 s later: waitLong covers it.
 	rec := newRecorder()
 	c := e.pushConsumer(group, topic, all, rec.handler("first"))
-	rec.waitBodies(t, bodiesOf(msgs), waitShort)
+	rec.waitBodies(t, bodiesOf(msgs), waitLong)
 	eventually(t, waitShort, "committed offsets in GET_CONSUME_STATS", func() (bool, string) {
 		consumed, behind := progress(t, e.brokerRequest(remoting.ReqGetConsumeStats, map[string]string{"consumerGroup": group}, nil), topic)
 		return consumed == n && behind == 0, fmt.Sprintf("consumed %d, lag %d", consumed, behind)
@@ -221,7 +231,7 @@ func TestMQAdminRequests(t *testing.T) {
 	assert.Equal(t, [2]int64{0, n}, [2]int64{consumed, behind})
 	again := newRecorder()
 	e.pushConsumer(group, topic, all, again.handler("second"))
-	again.waitBodies(t, bodiesOf(msgs), waitShort)
+	again.waitBodies(t, bodiesOf(msgs), waitLong) // see the first consumer's
 
 	resp = e.brokerRequest(remoting.ReqUpdateBrokerConfig, nil, []byte("autoCreateTopicEnable=false\n"))
 	assert.Equal(t, remoting.ResRequestCodeNotSupported, resp.ResponseCode())
