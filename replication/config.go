@@ -36,8 +36,9 @@ type MasterConfig struct {
 	// MaxSlaves bounds the replica ids the master tracks; a further slave
 	// is refused. Default 16.
 	MaxSlaves int
-	// PollInterval is how often an idle stream looks for new log bytes;
-	// Notify wakes the streams at once. Default 2 ms.
+	// PollInterval is how often an idle stream looks for new log bytes
+	// nobody told it of: the appender calls Master.Notify, which wakes the
+	// streams at once. Default 100 ms.
 	PollInterval time.Duration
 	// HeartbeatInterval is how long a stream stays silent before it sends a
 	// heartbeat. Default 1 s.
@@ -58,7 +59,7 @@ func (c MasterConfig) withDefaults() MasterConfig {
 	setDefault(&c.BatchBytes, 256<<10)
 	setDefault(&c.MaxFrameBytes, DefaultMaxFrameBytes)
 	setDefault(&c.MaxSlaves, 16)
-	setDefault(&c.PollInterval, 2*time.Millisecond)
+	setDefault(&c.PollInterval, 100*time.Millisecond)
 	setDefault(&c.HeartbeatInterval, time.Second)
 	setDefault(&c.ReadTimeout, 20*time.Second)
 	setDefault(&c.WriteTimeout, 20*time.Second)

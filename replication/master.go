@@ -44,7 +44,8 @@ type Master struct {
 	mu      sync.Mutex
 	slaves  map[int64]*slaveState // by replica id
 	changed chan struct{}         // closed and replaced when an ack moves
-	wake    chan struct{}         // closed and replaced by Notify
+	wake    chan struct{}         // closed and replaced by Notify while streams wait on it
+	waiting bool                  // a stream waits on wake
 	nextSes uint64
 }
 
@@ -114,9 +115,19 @@ func (m *Master) Close() error {
 // so that slaves get the bytes without waiting for PollInterval.
 func (m *Master) Notify() {
 	m.mu.Lock()
-	close(m.wake)
-	m.wake = make(chan struct{})
+	if m.waiting {
+		close(m.wake)
+		m.wake, m.waiting = make(chan struct{}), false
+	}
 	m.mu.Unlock()
+}
+
+// waitChan returns the channel Notify closes.
+func (m *Master) waitChan() <-chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.waiting = true
+	return m.wake
 }
 
 // WaitAcked returns nil once n replicas have acknowledged log bytes up to
@@ -388,6 +399,7 @@ func (m *Master) stream(ctx context.Context, conn net.Conn, s *session, sent *at
 	defer poll.Stop()
 	hdr := make([]byte, 0, FrameHeaderSize)
 	off, data, next := s.from, s.first, s.next
+	rechecked := false
 	for {
 		if len(data) > 0 {
 			sent.Store(next) // before the write: the ack may come before it returns
@@ -406,9 +418,12 @@ func (m *Master) stream(ctx context.Context, conn net.Conn, s *session, sent *at
 			return fmt.Errorf("replication: read the log at %d for the replica: %w", off, err)
 		}
 		data = nil
-		m.mu.Lock()
-		wake := m.wake
-		m.mu.Unlock()
+		wake := m.waitChan()
+		if !rechecked && m.src.MaxOffset() > off { // appended (and notified) since the read
+			rechecked = true
+			continue
+		}
+		rechecked = false
 		select {
 		case <-ctx.Done():
 			return nil

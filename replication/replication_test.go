@@ -311,3 +311,47 @@ func TestRefusedErrorMessage(t *testing.T) {
 	assert.Equal(t, "replication: master refused the replica: why", err.Error())
 	assert.True(t, errors.Is(err, replication.ErrRefused))
 }
+
+// TestIdleConnections: an idle master heartbeats with its end; a master
+// drops a slave that sends no ack for ReadTimeout, and a slave drops a
+// master that sends nothing for its ReadTimeout.
+func TestIdleConnections(t *testing.T) {
+	master := openLog(t, t.TempDir(), segBytes, commitlog.AsyncFlush)
+	end := appendN(t, master, 0, 5, 300)
+	cfg := masterConfig(t)
+	cfg.Epoch, cfg.ReadTimeout = 3, 300*time.Millisecond
+	m := startMaster(t, cfg, master)
+
+	c, err := net.Dial("tcp", m.Addr().String())
+	require.NoError(t, err)
+	defer c.Close()
+	require.NoError(t, c.SetDeadline(time.Now().Add(patience)))
+	_, err = c.Write(replication.AppendHello(nil, replication.Hello{Version: replication.Version, ReplicaID: 2, SegmentBytes: segBytes, End: end, MaxFrameBytes: 1 << 20}))
+	require.NoError(t, err)
+	w, err := replication.ReadWelcome(c)
+	require.NoError(t, err)
+	assert.Equal(t, replication.Welcome{Version: replication.Version, SegmentBytes: segBytes, End: end, Epoch: 3}, w)
+	h, body, err := replication.ReadFrame(c, nil, 1<<20)
+	require.NoError(t, err)
+	assert.Equal(t, replication.FrameHeader{Type: replication.FrameHeartbeat, Epoch: 3, Offset: end}, h)
+	assert.Empty(t, body)
+	_, err = io.Copy(io.Discard, c) // more heartbeats, until the master hangs up: no ack came
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return !m.Slaves()[0].Connected }, patience, 2*time.Millisecond)
+
+	silent := startFakeMaster(t, func(c net.Conn) {
+		if _, err := replication.ReadHello(c); err != nil {
+			return
+		}
+		_, _ = c.Write(replication.AppendWelcome(nil, replication.Welcome{Version: replication.Version, SegmentBytes: segBytes}))
+		_, _ = io.Copy(io.Discard, c)
+	})
+	replica := openLog(t, t.TempDir(), segBytes, commitlog.AsyncFlush)
+	scfg := slaveConfig(t, silent.addr())
+	scfg.ReadTimeout = 300 * time.Millisecond
+	s := startSlave(t, scfg, replica)
+	require.Eventually(t, func() bool { return s.Status().LastErr != nil }, patience, 2*time.Millisecond)
+	var ne net.Error
+	require.ErrorAs(t, s.Status().LastErr, &ne)
+	assert.True(t, ne.Timeout(), "%v", s.Status().LastErr)
+}
