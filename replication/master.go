@@ -190,12 +190,10 @@ func (m *Master) acceptLoop() {
 // the ack reader until either fails or the master closes.
 func (m *Master) serve(conn net.Conn) {
 	ctx, cancel := context.WithCancel(m.ctx)
+	var closer sync.WaitGroup
+	defer closer.Wait()
 	defer cancel()
-	stop := context.AfterFunc(ctx, func() { conn.Close() }) // unblocks reads and writes
-	defer func() {
-		stop()
-		conn.Close()
-	}()
+	closer.Go(func() { <-ctx.Done(); conn.Close() }) // unblocks reads and writes
 	addr := conn.RemoteAddr().String()
 	log := m.log.With("peer", addr)
 
@@ -281,6 +279,8 @@ func (m *Master) handshake(conn net.Conn, addr string) (*session, error) {
 
 // admit returns why the master refuses a slave's hello, or "".
 func (m *Master) admit(h Hello, end int64) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	switch seg := m.src.SegmentBytes(); {
 	case h.Version != Version:
 		return fmt.Sprintf("the replica speaks protocol version %d, the master %d", h.Version, Version)
@@ -293,7 +293,16 @@ func (m *Master) admit(h Hello, end int64) string {
 	case h.End < m.src.MinOffset():
 		return fmt.Sprintf("the replica's log ends at %d, below the master's first offset %d (deleted by retention)", h.End, m.src.MinOffset())
 	}
-	return ""
+	return m.room(h.ReplicaID) // before the stream's buffer is allocated; register checks again
+}
+
+// room returns why the master has no room for replica id, or "". m.mu is
+// held.
+func (m *Master) room(id int64) string {
+	if _, ok := m.slaves[id]; ok || len(m.slaves) < m.cfg.MaxSlaves {
+		return ""
+	}
+	return fmt.Sprintf("the master serves %d replica ids already (MaxSlaves)", len(m.slaves))
 }
 
 // readFirst reads the first batch from the slave's end, which must be
@@ -315,11 +324,11 @@ func (s *session) readFirst(src Source) string {
 func (m *Master) register(h Hello, addr string, conn net.Conn) (*slaveState, uint64, string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if reason := m.room(h.ReplicaID); reason != "" {
+		return nil, 0, reason
+	}
 	s := m.slaves[h.ReplicaID]
 	if s == nil {
-		if len(m.slaves) >= m.cfg.MaxSlaves {
-			return nil, 0, fmt.Sprintf("the master serves %d replica ids already (MaxSlaves)", len(m.slaves))
-		}
 		s = &slaveState{id: h.ReplicaID}
 		m.slaves[h.ReplicaID] = s
 	}

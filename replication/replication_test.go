@@ -188,7 +188,9 @@ func TestSlaveRefusesBadFrames(t *testing.T) {
 func TestMasterRefusesBadSlaves(t *testing.T) {
 	master := openLog(t, t.TempDir(), segBytes, commitlog.AsyncFlush)
 	end := appendN(t, master, 0, 10, 300)
-	m := startMaster(t, masterConfig(t), master)
+	cfg := masterConfig(t)
+	cfg.MaxSlaves = 1
+	m := startMaster(t, cfg, master)
 	hello := replication.Hello{Version: replication.Version, ReplicaID: 7, SegmentBytes: segBytes, MaxFrameBytes: 1 << 20}
 
 	// dial sends the hello and returns the welcome (or the read error).
@@ -239,6 +241,13 @@ func TestMasterRefusesBadSlaves(t *testing.T) {
 		require.Len(t, sl, 1)
 		assert.Equal(t, end, sl[0].Acked, "the forged ack is not counted")
 		require.Eventually(t, func() bool { return !m.Slaves()[0].Connected }, patience, 2*time.Millisecond)
+	})
+	t.Run("more replica ids than MaxSlaves", func(t *testing.T) {
+		h := hello
+		h.ReplicaID = 8
+		_, w, err := dial(t, replication.AppendHello(nil, h))
+		require.NoError(t, err)
+		assert.Equal(t, "the master serves 1 replica ids already (MaxSlaves)", w.Reason)
 	})
 }
 

@@ -132,12 +132,10 @@ func (s *Slave) connect() (served bool, err error) {
 		return false, fmt.Errorf("replication: dial the master: %w", err)
 	}
 	ctx, cancel := context.WithCancel(s.ctx)
+	var closer sync.WaitGroup
+	defer closer.Wait()
 	defer cancel()
-	stop := context.AfterFunc(ctx, func() { conn.Close() }) // unblocks reads and writes
-	defer func() {
-		stop()
-		conn.Close()
-	}()
+	closer.Go(func() { <-ctx.Done(); conn.Close() }) // unblocks reads and writes
 
 	end := s.dst.MaxOffset()
 	w, err := s.handshake(conn, end)
