@@ -116,8 +116,9 @@ type SlaveConfig struct {
 	// DialTimeout bounds a connection attempt and the handshake. Default 10 s.
 	DialTimeout time.Duration
 	// RetryMin and RetryMax bound the pause between connection attempts,
-	// which doubles after each failure and starts again at RetryMin once a
-	// handshake succeeds. Defaults 100 ms and 5 s.
+	// which doubles after each failure and starts again at RetryMin after
+	// a connection that appended bytes or lasted RetryMax. Defaults 100 ms
+	// and 5 s.
 	RetryMin, RetryMax time.Duration
 	// Logger receives the slave's logs. Default: discarded.
 	Logger *slog.Logger

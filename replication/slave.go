@@ -98,28 +98,30 @@ func (s *Slave) update(f func(*SlaveStatus)) {
 }
 
 // run connects until Close, pausing between attempts: RetryMin after a
-// connection that got past its handshake, twice the last pause (up to
-// RetryMax) after one that did not.
+// connection that did well (appended, or lasted RetryMax), else twice the
+// last pause, up to RetryMax, so that a master that keeps refusing or
+// sending bad frames is not hammered.
 func (s *Slave) run() {
 	pause := s.cfg.RetryMin
 	for {
+		start, from := time.Now(), s.dst.MaxOffset()
 		served, err := s.connect()
 		if s.ctx.Err() != nil {
 			return
 		}
 		s.update(func(st *SlaveStatus) { st.Connected, st.LastErr = false, err })
-		if served {
+		if served && (s.dst.MaxOffset() > from || time.Since(start) >= s.cfg.RetryMax) {
 			pause = s.cfg.RetryMin
-			s.log.Warn("disconnected from the master", "err", err, "end", s.dst.MaxOffset())
+		}
+		if served {
+			s.log.Warn("disconnected from the master", "err", err, "end", s.dst.MaxOffset(), "retry_in", pause)
 		} else {
 			s.log.Warn("cannot replicate from the master", "err", err, "retry_in", pause)
 		}
 		if !sleepCtx(s.ctx, pause) {
 			return
 		}
-		if !served {
-			pause = min(2*pause, s.cfg.RetryMax)
-		}
+		pause = min(2*pause, s.cfg.RetryMax)
 	}
 }
 
