@@ -39,19 +39,24 @@ func openLog(t *testing.T, dir string, seg int64, mode commitlog.FlushMode) *com
 	return l
 }
 
+// record encodes message i with a body of bodySize bytes.
+func record(tb testing.TB, i, bodySize int) []byte {
+	tb.Helper()
+	rec, err := message.Append(nil, &message.Message{
+		Topic: "T", QueueID: int32(i % 4), BornTimestamp: 1_700_000_000_000 + int64(i),
+		BornHost: netip.MustParseAddrPort("10.0.0.5:53211"), StoreHost: netip.MustParseAddrPort("10.0.0.6:10911"),
+		Body: bytes.Repeat([]byte{byte(i)}, bodySize), Properties: message.Properties{{Key: message.PropUniqKey, Value: fmt.Sprintf("ID%08d", i)}},
+	}, true)
+	require.NoError(tb, err)
+	return rec
+}
+
 // appendN appends n records of bodySize bytes, numbered from from, one
 // per Append, and returns the log's end.
 func appendN(t *testing.T, l *commitlog.Log, from, n, bodySize int) int64 {
 	t.Helper()
 	for i := from; i < from+n; i++ {
-		body := bytes.Repeat([]byte{byte(i)}, bodySize)
-		rec, err := message.Append(nil, &message.Message{
-			Topic: "T", QueueID: int32(i % 4), BornTimestamp: 1_700_000_000_000 + int64(i),
-			BornHost: netip.MustParseAddrPort("10.0.0.5:53211"), StoreHost: netip.MustParseAddrPort("10.0.0.6:10911"),
-			Body: body, Properties: message.Properties{{Key: message.PropUniqKey, Value: fmt.Sprintf("ID%08d", i)}},
-		}, true)
-		require.NoError(t, err)
-		_, err = l.Append(t.Context(), rec, nil)
+		_, err := l.Append(t.Context(), record(t, i, bodySize), nil)
 		require.NoError(t, err)
 	}
 	return l.MaxOffset()
