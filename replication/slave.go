@@ -222,16 +222,14 @@ func (s *Slave) receive(ctx context.Context, conn net.Conn, end int64, epoch int
 				return &OffsetError{Frame: h.Offset, End: end}
 			}
 			n, err := s.dst.AppendReplica(ctx, h.Offset, body)
-			if n > end { // stored, even if err says the flush or roll after it failed
-				end = n
-				acked.Store(end)
-				select {
-				case kick <- struct{}{}:
-				default:
-				}
-			}
-			if err != nil {
+			if err != nil { // the next hello reports what it stored all the same
 				return fmt.Errorf("replication: append the master's %d bytes at %d: %w", len(body), h.Offset, err)
+			}
+			end = n
+			acked.Store(end)
+			select {
+			case kick <- struct{}{}:
+			default:
 			}
 		}
 		s.update(func(st *SlaveStatus) {
