@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gantrymq/gantry/commitlog"
+	"github.com/gantrymq/gantry/message"
 	"github.com/gantrymq/gantry/replication"
 )
 
@@ -363,4 +364,100 @@ func TestIdleConnections(t *testing.T) {
 	var ne net.Error
 	require.ErrorAs(t, s.Status().LastErr, &ne)
 	assert.True(t, ne.Timeout(), "%v", s.Status().LastErr)
+}
+
+// TestSlaveMirrorsPaddedFlushes: large batches are flushed with direct
+// writes that pad the master's log to a block boundary; the pads reach
+// the slave where the master put them.
+func TestSlaveMirrorsPaddedFlushes(t *testing.T) {
+	const seg = 1 << 20
+	master := openLog(t, t.TempDir(), seg, commitlog.AsyncFlush)
+	replica := openLog(t, t.TempDir(), seg, commitlog.AsyncFlush)
+	m := startMaster(t, masterConfig(t), master)
+	startSlave(t, slaveConfig(t, m.Addr().String()), replica)
+	var batch []byte
+	for i := range 90 {
+		batch = append(batch, record(t, i, 900)...) // ~90 KiB: flushed directly where the disk takes it
+	}
+	for range 30 {
+		_, err := master.Append(t.Context(), batch, nil)
+		require.NoError(t, err)
+		_, err = master.Append(t.Context(), record(t, 0, 100), nil) // leaves the end off a block boundary
+		require.NoError(t, err)
+		m.Notify()
+	}
+	waitCaughtUp(t, master, replica)
+	require.Greater(t, master.MaxOffset(), 2*int64(seg))
+	requireSameBytes(t, master, replica)
+	t.Logf("fillers between records in the master's log: %d", countFillers(t, master))
+}
+
+// countFillers counts the entries that are neither records nor a
+// segment's end filler (pads and skipped ranges).
+func countFillers(t *testing.T, l *commitlog.Log) int {
+	t.Helper()
+	n := 0
+	buf := make([]byte, 1<<20)
+	for off := l.MinOffset(); ; {
+		data, next, err := l.CopyReplica(off, buf, 1<<20)
+		if errors.Is(err, commitlog.ErrOffsetTooBig) {
+			return n
+		}
+		require.NoError(t, err)
+		for p := 0; p < len(data); {
+			size, magic, _ := message.RecordSize(data[p:])
+			if magic != message.MagicV1 && magic != message.MagicBlank {
+				n++
+			}
+			if magic == message.MagicBlank {
+				break
+			}
+			p += int(size)
+		}
+		off = next
+	}
+}
+
+// TestAppendersWaitForTheSlave: appenders that each wait for the slave's
+// ack of their records, as a SYNC_MASTER send does.
+func TestAppendersWaitForTheSlave(t *testing.T) {
+	master := openLog(t, t.TempDir(), segBytes, commitlog.SyncFlush)
+	replica := openLog(t, t.TempDir(), segBytes, commitlog.SyncFlush)
+	m := startMaster(t, masterConfig(t), master)
+	startSlave(t, slaveConfig(t, m.Addr().String()), replica)
+
+	ctx, cancel := context.WithTimeout(t.Context(), patience)
+	defer cancel()
+	recs := make([][][]byte, 4) // built here: require must not run on other goroutines
+	for g := range recs {
+		for i := range 40 {
+			recs[g] = append(recs[g], record(t, g*1000+i, 200))
+		}
+	}
+	errs := make(chan error, 4)
+	for g := range 4 {
+		go func() {
+			for _, rec := range recs[g] {
+				res, err := master.Append(ctx, rec, nil)
+				if err == nil {
+					m.Notify()
+					err = m.WaitAcked(ctx, res.End, 1)
+				}
+				if err == nil && replica.MaxOffset() < res.End {
+					err = errors.New("acked before the replica had the bytes")
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 4 {
+		require.NoError(t, <-errs)
+	}
+	require.Greater(t, master.MaxOffset(), 2*int64(segBytes))
+	waitCaughtUp(t, master, replica)
+	requireSameBytes(t, master, replica)
 }
