@@ -52,11 +52,17 @@
 //   - Retention never deletes a segment holding an offset at or above
 //     DeleteFloor, whatever the disk use: the store keeps every record its
 //     dispatcher has not passed.
+//   - A replica's log (replica.go, docs/REPLICATION.md) holds the master's
+//     bytes at the master's offsets: CopyReplica reads whole entries as they
+//     lie in the segments, AppendReplica writes them only at the log's end,
+//     checked as recovery checks them, and not re-stamped. Both logs need
+//     the same SegmentBytes; a log that takes replica appends takes no
+//     others.
 //
 // # Concurrency
 //
-// Append, Read, ReadRecord, Flush, Clean, the offset accessors and Stats are
-// safe for concurrent use. Appends are serialized by the append lock, which
+// Append, AppendReplica, Read, ReadRecord, CopyReplica, Flush, Clean, the
+// offset accessors and Stats are safe for concurrent use. Appends are serialized by the append lock, which
 // also assigns offsets, so a Stamper sees records in log order. A Region
 // returned by Read stays valid, even if retention deletes its segment, until
 // it is Released. Close must not run concurrently with other calls' use of

@@ -362,7 +362,7 @@ func (l *Log) AppendV(ctx context.Context, chunks [][]byte, stamp Stamper) (Appe
 	writeThrough := !waitFlush && l.cfg.writeMode == writeBuffered
 	var w *waiter
 	l.mu.Lock()
-	res, err := l.appendLocked(ctx, chunks, size, nrec, stamp)
+	res, err := l.appendLocked(ctx, chunks, size, nrec, stamp, false)
 	if err == nil && waitFlush {
 		w = l.addWaiter(res.End)
 	}
@@ -457,9 +457,10 @@ func (l *Log) validateBatch(batch []byte) (int, error) {
 	return n, nil
 }
 
-// appendLocked copies the chunks (size bytes in all) into place. l.mu is
-// held.
-func (l *Log) appendLocked(ctx context.Context, chunks [][]byte, size, nrec int, stamp Stamper) (AppendResult, error) {
+// appendLocked copies the chunks (size bytes in all) into place and, unless
+// raw (a replica's bytes, replica.go), stamps and seals each record. l.mu
+// is held.
+func (l *Log) appendLocked(ctx context.Context, chunks [][]byte, size, nrec int, stamp Stamper, raw bool) (AppendResult, error) {
 	if err := l.makeRoomLocked(ctx, size); err != nil {
 		return AppendResult{}, err
 	}
@@ -493,7 +494,10 @@ func (l *Log) appendLocked(ctx context.Context, chunks [][]byte, size, nrec int,
 	}
 	now := l.cfg.Now().UnixMilli()
 	off := start
-	for pos := 0; pos < len(dst); {
+	if raw {
+		now, off = l.lastTs.Load(), start+int64(size) // the caller sets lastTs
+	}
+	for pos := 0; !raw && pos < len(dst); {
 		size := int(binary.BigEndian.Uint32(dst[pos:]))
 		rec := dst[pos : pos+size]
 		message.SetPhysicalOffset(rec, off)

@@ -1,0 +1,188 @@
+package replication
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+const (
+	// DefaultAddr is the master's HA listen address (RocketMQ's haListenPort,
+	// the remoting port plus one).
+	DefaultAddr = ":10912"
+	// DefaultMaxFrameBytes is the default limit on a frame's body. It is
+	// above the largest record a log holds (message.MaxRecordBytes; a test
+	// checks it), since a frame holds whole records.
+	DefaultMaxFrameBytes = 5 << 20
+	// maxFrameLimit bounds MaxFrameBytes: a frame's body must fit the u32
+	// length field with room to spare, and a segment is at most 2 GiB.
+	maxFrameLimit = 1 << 30
+)
+
+// MasterConfig configures a Master. A zero field means its default.
+type MasterConfig struct {
+	// Addr is the TCP address to listen on. Default DefaultAddr.
+	Addr string
+	// Epoch is the master's epoch, stamped on every frame. Default 0.
+	Epoch int32
+	// BatchBytes is the size of each stream's read buffer: a data frame
+	// holds at most that many bytes unless one record is larger. Default
+	// 256 KiB.
+	BatchBytes int
+	// MaxFrameBytes is the largest data frame body the master sends; a
+	// slave's smaller limit (its hello) wins. Default DefaultMaxFrameBytes.
+	MaxFrameBytes int
+	// MaxSlaves bounds the replica ids the master tracks; a further slave
+	// is refused. Default 16.
+	MaxSlaves int
+	// PollInterval is how often an idle stream looks for new log bytes
+	// nobody told it of: the appender calls Master.Notify, which wakes the
+	// streams at once. Default 100 ms.
+	PollInterval time.Duration
+	// HeartbeatInterval is how long a stream stays silent before it sends a
+	// heartbeat. Default 1 s.
+	HeartbeatInterval time.Duration
+	// ReadTimeout closes a connection on which no ack arrived for that
+	// long; it must exceed the slaves' AckInterval. Default 20 s.
+	ReadTimeout time.Duration
+	// WriteTimeout bounds each write to a slave. Default 20 s.
+	WriteTimeout time.Duration
+	// HandshakeTimeout bounds the hello and welcome. Default 10 s.
+	HandshakeTimeout time.Duration
+	// Logger receives the master's logs. Default: discarded.
+	Logger *slog.Logger
+}
+
+func (c MasterConfig) withDefaults() MasterConfig {
+	setDefault(&c.Addr, DefaultAddr)
+	setDefault(&c.BatchBytes, 256<<10)
+	setDefault(&c.MaxFrameBytes, DefaultMaxFrameBytes)
+	setDefault(&c.MaxSlaves, 16)
+	setDefault(&c.PollInterval, 100*time.Millisecond)
+	setDefault(&c.HeartbeatInterval, time.Second)
+	setDefault(&c.ReadTimeout, 20*time.Second)
+	setDefault(&c.WriteTimeout, 20*time.Second)
+	setDefault(&c.HandshakeTimeout, 10*time.Second)
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// Validate reports every problem with c; a zero field is its default.
+func (c MasterConfig) Validate() error {
+	c = c.withDefaults()
+	var errs []error
+	if c.Epoch < 0 {
+		errs = append(errs, fmt.Errorf("replication: Epoch must not be negative, got %d", c.Epoch))
+	}
+	errs = append(errs, checkFrameBytes("BatchBytes", c.BatchBytes), checkFrameBytes("MaxFrameBytes", c.MaxFrameBytes))
+	if c.BatchBytes > c.MaxFrameBytes {
+		errs = append(errs, fmt.Errorf("replication: BatchBytes %d exceeds MaxFrameBytes %d", c.BatchBytes, c.MaxFrameBytes))
+	}
+	if c.MaxSlaves < 1 {
+		errs = append(errs, fmt.Errorf("replication: MaxSlaves must be at least 1, got %d", c.MaxSlaves))
+	}
+	errs = append(errs, checkDurations(map[string]time.Duration{
+		"PollInterval": c.PollInterval, "HeartbeatInterval": c.HeartbeatInterval, "ReadTimeout": c.ReadTimeout,
+		"WriteTimeout": c.WriteTimeout, "HandshakeTimeout": c.HandshakeTimeout,
+	}))
+	if c.ReadTimeout > 0 && c.HeartbeatInterval >= c.ReadTimeout {
+		errs = append(errs, fmt.Errorf("replication: HeartbeatInterval %s must be shorter than ReadTimeout %s", c.HeartbeatInterval, c.ReadTimeout))
+	}
+	return errors.Join(errs...)
+}
+
+// SlaveConfig configures a Slave. A zero field means its default.
+type SlaveConfig struct {
+	// MasterAddr is the master's HA address (host:port). Required.
+	MasterAddr string
+	// ReplicaID is the slave's broker id, which the master tracks its acks
+	// by. Default 1.
+	ReplicaID int64
+	// MaxFrameBytes is the largest frame body the slave takes; a longer
+	// frame is refused before its body is read. Default
+	// DefaultMaxFrameBytes.
+	MaxFrameBytes int
+	// AckInterval is how often the slave acks while nothing changes, so
+	// that the master knows it is alive. Default 1 s.
+	AckInterval time.Duration
+	// ReadTimeout closes a connection on which nothing arrived for that
+	// long; it must exceed the master's HeartbeatInterval. Default 20 s.
+	ReadTimeout time.Duration
+	// WriteTimeout bounds each ack's write. Default 20 s.
+	WriteTimeout time.Duration
+	// DialTimeout bounds a connection attempt and the handshake. Default 10 s.
+	DialTimeout time.Duration
+	// RetryMin and RetryMax bound the pause between connection attempts,
+	// which doubles after each failure and starts again at RetryMin after
+	// a connection that appended bytes or lasted RetryMax. Defaults 100 ms
+	// and 5 s.
+	RetryMin, RetryMax time.Duration
+	// Logger receives the slave's logs. Default: discarded.
+	Logger *slog.Logger
+}
+
+func (c SlaveConfig) withDefaults() SlaveConfig {
+	setDefault(&c.ReplicaID, 1)
+	setDefault(&c.MaxFrameBytes, DefaultMaxFrameBytes)
+	setDefault(&c.AckInterval, time.Second)
+	setDefault(&c.ReadTimeout, 20*time.Second)
+	setDefault(&c.WriteTimeout, 20*time.Second)
+	setDefault(&c.DialTimeout, 10*time.Second)
+	setDefault(&c.RetryMin, 100*time.Millisecond)
+	setDefault(&c.RetryMax, 5*time.Second)
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// Validate reports every problem with c; a zero field is its default.
+func (c SlaveConfig) Validate() error {
+	c = c.withDefaults()
+	var errs []error
+	if c.MasterAddr == "" {
+		errs = append(errs, errors.New("replication: MasterAddr is required"))
+	}
+	if c.ReplicaID < 0 {
+		errs = append(errs, fmt.Errorf("replication: ReplicaID must not be negative, got %d", c.ReplicaID))
+	}
+	errs = append(errs, checkFrameBytes("MaxFrameBytes", c.MaxFrameBytes))
+	errs = append(errs, checkDurations(map[string]time.Duration{
+		"AckInterval": c.AckInterval, "ReadTimeout": c.ReadTimeout, "WriteTimeout": c.WriteTimeout,
+		"DialTimeout": c.DialTimeout, "RetryMin": c.RetryMin, "RetryMax": c.RetryMax,
+	}))
+	if c.RetryMin > c.RetryMax {
+		errs = append(errs, fmt.Errorf("replication: RetryMin %s exceeds RetryMax %s", c.RetryMin, c.RetryMax))
+	}
+	if c.ReadTimeout > 0 && c.AckInterval >= c.ReadTimeout {
+		errs = append(errs, fmt.Errorf("replication: AckInterval %s must be shorter than ReadTimeout %s", c.AckInterval, c.ReadTimeout))
+	}
+	return errors.Join(errs...)
+}
+
+func setDefault[T comparable](p *T, v T) {
+	var zero T
+	if *p == zero {
+		*p = v
+	}
+}
+
+func checkFrameBytes(name string, n int) error {
+	if n < 1 || n > maxFrameLimit {
+		return fmt.Errorf("replication: %s %d out of range [1, %d]", name, n, maxFrameLimit)
+	}
+	return nil
+}
+
+func checkDurations(ds map[string]time.Duration) error {
+	var errs []error
+	for _, name := range []string{"PollInterval", "HeartbeatInterval", "AckInterval", "ReadTimeout", "WriteTimeout", "HandshakeTimeout", "DialTimeout", "RetryMin", "RetryMax"} {
+		if d, ok := ds[name]; ok && d <= 0 {
+			errs = append(errs, fmt.Errorf("replication: %s must be positive, got %s", name, d))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,284 @@
+package replication
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+)
+
+// The HA port's protocol (docs/REPLICATION.md). All integers are big-endian.
+//
+//	hello   (slave → master, 36 bytes): [magic u32 "GHAS"][version u16][0 u16]
+//	        [replica id i64][segment bytes i64][log end i64][max frame body u32]
+//	welcome (master → slave, 32+n bytes): [magic u32 "GHAM"][version u16][status u16]
+//	        [segment bytes i64][log end i64][epoch i32][reason length u16][0 u16][reason n bytes]
+//	frame   (master → slave, 17+n bytes): [type u8][epoch i32][offset i64][body length u32][body]
+//	ack     (slave → master, 8 bytes): [log end i64]
+const (
+	// Version is the protocol version this package speaks.
+	Version = 1
+
+	// HelloSize, WelcomeHeaderSize, FrameHeaderSize and AckSize are the
+	// fixed sizes of the messages (a welcome is followed by its reason).
+	HelloSize         = 36
+	WelcomeHeaderSize = 32
+	FrameHeaderSize   = 17
+	AckSize           = 8
+
+	// MaxReasonBytes bounds a refusal's reason on the wire; a longer one is
+	// cut when encoded and refused when decoded.
+	MaxReasonBytes = 1024
+
+	helloMagic   uint32 = 0x47484153 // "GHAS"
+	welcomeMagic uint32 = 0x4748414D // "GHAM"
+)
+
+// FrameType says what a frame carries.
+type FrameType uint8
+
+const (
+	// FrameData carries log bytes at Offset: whole entries as the master's
+	// log holds them (commitlog.CopyReplica).
+	FrameData FrameType = 1
+	// FrameHeartbeat has no body; Offset is the master's log end.
+	FrameHeartbeat FrameType = 2
+)
+
+func (t FrameType) String() string {
+	switch t {
+	case FrameData:
+		return "data"
+	case FrameHeartbeat:
+		return "heartbeat"
+	}
+	return fmt.Sprintf("type %d", uint8(t))
+}
+
+// Hello is the slave's first message.
+type Hello struct {
+	Version       uint16
+	ReplicaID     int64  // the slave's broker id
+	SegmentBytes  int64  // the slave's log's segment size
+	End           int64  // the slave's log end: where the stream starts
+	MaxFrameBytes uint32 // the largest frame body the slave takes
+}
+
+// Welcome is the master's answer to a Hello: a refusal when Reason is set.
+type Welcome struct {
+	Version      uint16
+	SegmentBytes int64 // the master's log's segment size
+	End          int64 // the master's log end
+	Epoch        int32
+	Reason       string // why the master refuses the slave; empty: accepted
+}
+
+// FrameHeader is the fixed part of a frame.
+type FrameHeader struct {
+	Type    FrameType
+	Epoch   int32
+	Offset  int64
+	BodyLen uint32
+}
+
+// AppendHello appends h's encoding to b.
+func AppendHello(b []byte, h Hello) []byte {
+	b = binary.BigEndian.AppendUint32(b, helloMagic)
+	b = binary.BigEndian.AppendUint16(b, h.Version)
+	b = binary.BigEndian.AppendUint16(b, 0)
+	b = binary.BigEndian.AppendUint64(b, uint64(h.ReplicaID))
+	b = binary.BigEndian.AppendUint64(b, uint64(h.SegmentBytes))
+	b = binary.BigEndian.AppendUint64(b, uint64(h.End))
+	return binary.BigEndian.AppendUint32(b, h.MaxFrameBytes)
+}
+
+// DecodeHello decodes a hello from the HelloSize bytes of b. It checks the
+// framing only; what the master accepts is its own decision.
+func DecodeHello(b []byte) (Hello, error) {
+	if len(b) != HelloSize {
+		return Hello{}, fmt.Errorf("%w: hello of %d bytes, want %d", ErrProtocol, len(b), HelloSize)
+	}
+	if m := binary.BigEndian.Uint32(b); m != helloMagic {
+		return Hello{}, fmt.Errorf("%w: hello magic %#x, want %#x (not a Gantry replica)", ErrProtocol, m, helloMagic)
+	}
+	if r := binary.BigEndian.Uint16(b[6:]); r != 0 {
+		return Hello{}, fmt.Errorf("%w: hello's reserved field is %d, want 0", ErrProtocol, r)
+	}
+	return Hello{
+		Version:       binary.BigEndian.Uint16(b[4:]),
+		ReplicaID:     int64(binary.BigEndian.Uint64(b[8:])),
+		SegmentBytes:  int64(binary.BigEndian.Uint64(b[16:])),
+		End:           int64(binary.BigEndian.Uint64(b[24:])),
+		MaxFrameBytes: binary.BigEndian.Uint32(b[32:]),
+	}, nil
+}
+
+// ReadHello reads and decodes a hello from r.
+func ReadHello(r io.Reader) (Hello, error) {
+	var b [HelloSize]byte
+	if _, err := io.ReadFull(r, b[:]); err != nil {
+		return Hello{}, fmt.Errorf("replication: read hello: %w", err)
+	}
+	return DecodeHello(b[:])
+}
+
+// AppendWelcome appends w's encoding to b; a reason longer than
+// MaxReasonBytes is cut.
+func AppendWelcome(b []byte, w Welcome) []byte {
+	reason := w.Reason
+	if len(reason) > MaxReasonBytes {
+		reason = reason[:MaxReasonBytes]
+	}
+	var status uint16
+	if reason != "" {
+		status = 1
+	}
+	b = binary.BigEndian.AppendUint32(b, welcomeMagic)
+	b = binary.BigEndian.AppendUint16(b, w.Version)
+	b = binary.BigEndian.AppendUint16(b, status)
+	b = binary.BigEndian.AppendUint64(b, uint64(w.SegmentBytes))
+	b = binary.BigEndian.AppendUint64(b, uint64(w.End))
+	b = binary.BigEndian.AppendUint32(b, uint32(w.Epoch))
+	b = binary.BigEndian.AppendUint16(b, uint16(len(reason)))
+	b = binary.BigEndian.AppendUint16(b, 0)
+	return append(b, reason...)
+}
+
+// decodeWelcomeHeader decodes the fixed part of a welcome and returns the
+// reason's length, checked against MaxReasonBytes.
+func decodeWelcomeHeader(b []byte) (Welcome, int, error) {
+	if len(b) != WelcomeHeaderSize {
+		return Welcome{}, 0, fmt.Errorf("%w: welcome of %d bytes, want %d", ErrProtocol, len(b), WelcomeHeaderSize)
+	}
+	if m := binary.BigEndian.Uint32(b); m != welcomeMagic {
+		return Welcome{}, 0, fmt.Errorf("%w: welcome magic %#x, want %#x (not a Gantry master)", ErrProtocol, m, welcomeMagic)
+	}
+	status := binary.BigEndian.Uint16(b[6:])
+	n := int(binary.BigEndian.Uint16(b[28:]))
+	switch {
+	case status > 1:
+		return Welcome{}, 0, fmt.Errorf("%w: welcome status %d, want 0 or 1", ErrProtocol, status)
+	case binary.BigEndian.Uint16(b[30:]) != 0:
+		return Welcome{}, 0, fmt.Errorf("%w: welcome's reserved field is not 0", ErrProtocol)
+	case n > MaxReasonBytes:
+		return Welcome{}, 0, fmt.Errorf("%w: welcome announces a reason of %d bytes, at most %d", ErrProtocol, n, MaxReasonBytes)
+	case (status == 1) != (n > 0):
+		return Welcome{}, 0, fmt.Errorf("%w: welcome status %d with a reason of %d bytes", ErrProtocol, status, n)
+	}
+	return Welcome{
+		Version:      binary.BigEndian.Uint16(b[4:]),
+		SegmentBytes: int64(binary.BigEndian.Uint64(b[8:])),
+		End:          int64(binary.BigEndian.Uint64(b[16:])),
+		Epoch:        int32(binary.BigEndian.Uint32(b[24:])),
+	}, n, nil
+}
+
+// DecodeWelcome decodes a whole welcome, b holding exactly its bytes.
+func DecodeWelcome(b []byte) (Welcome, error) {
+	if len(b) < WelcomeHeaderSize {
+		return Welcome{}, fmt.Errorf("%w: welcome of %d bytes, at least %d", ErrProtocol, len(b), WelcomeHeaderSize)
+	}
+	w, n, err := decodeWelcomeHeader(b[:WelcomeHeaderSize])
+	if err != nil {
+		return Welcome{}, err
+	}
+	if len(b) != WelcomeHeaderSize+n {
+		return Welcome{}, fmt.Errorf("%w: welcome of %d bytes, its header says %d", ErrProtocol, len(b), WelcomeHeaderSize+n)
+	}
+	w.Reason = string(b[WelcomeHeaderSize:])
+	return w, nil
+}
+
+// ReadWelcome reads and decodes a welcome from r.
+func ReadWelcome(r io.Reader) (Welcome, error) {
+	var b [WelcomeHeaderSize + MaxReasonBytes]byte
+	if _, err := io.ReadFull(r, b[:WelcomeHeaderSize]); err != nil {
+		return Welcome{}, fmt.Errorf("replication: read welcome: %w", err)
+	}
+	w, n, err := decodeWelcomeHeader(b[:WelcomeHeaderSize])
+	if err != nil {
+		return Welcome{}, err
+	}
+	if _, err := io.ReadFull(r, b[WelcomeHeaderSize:WelcomeHeaderSize+n]); err != nil {
+		return Welcome{}, fmt.Errorf("replication: read welcome's reason: %w", err)
+	}
+	w.Reason = string(b[WelcomeHeaderSize : WelcomeHeaderSize+n])
+	return w, nil
+}
+
+// AppendFrameHeader appends h's encoding to b.
+func AppendFrameHeader(b []byte, h FrameHeader) []byte {
+	b = append(b, byte(h.Type))
+	b = binary.BigEndian.AppendUint32(b, uint32(h.Epoch))
+	b = binary.BigEndian.AppendUint64(b, uint64(h.Offset))
+	return binary.BigEndian.AppendUint32(b, h.BodyLen)
+}
+
+// DecodeFrameHeader decodes a frame header from the FrameHeaderSize bytes
+// of b and checks it: a known type, an offset that is not negative, no
+// body on a heartbeat, and a data body of 1 to maxBody bytes (ErrFrameTooLarge
+// past it), so that the caller may allocate the body.
+func DecodeFrameHeader(b []byte, maxBody int) (FrameHeader, error) {
+	if len(b) != FrameHeaderSize {
+		return FrameHeader{}, fmt.Errorf("%w: frame header of %d bytes, want %d", ErrProtocol, len(b), FrameHeaderSize)
+	}
+	h := FrameHeader{
+		Type:    FrameType(b[0]),
+		Epoch:   int32(binary.BigEndian.Uint32(b[1:])),
+		Offset:  int64(binary.BigEndian.Uint64(b[5:])),
+		BodyLen: binary.BigEndian.Uint32(b[13:]),
+	}
+	switch {
+	case h.Type != FrameData && h.Type != FrameHeartbeat:
+		return FrameHeader{}, fmt.Errorf("%w: unknown frame %s", ErrProtocol, h.Type)
+	case h.Offset < 0:
+		return FrameHeader{}, fmt.Errorf("%w: %s frame at negative offset %d", ErrProtocol, h.Type, h.Offset)
+	case h.Type == FrameHeartbeat && h.BodyLen != 0:
+		return FrameHeader{}, fmt.Errorf("%w: heartbeat with a body of %d bytes", ErrProtocol, h.BodyLen)
+	case h.Type == FrameData && h.BodyLen == 0:
+		return FrameHeader{}, fmt.Errorf("%w: data frame at %d without a body", ErrProtocol, h.Offset)
+	case int64(h.BodyLen) > int64(maxBody):
+		return FrameHeader{}, &FrameTooLargeError{Offset: h.Offset, Len: h.BodyLen, Max: maxBody}
+	}
+	return h, nil
+}
+
+// ReadFrame reads a frame from r, its body into buf if it fits, else into
+// a new buffer, after DecodeFrameHeader checked its length against
+// maxBody: a longer frame is refused after its header is read, with
+// nothing allocated for it.
+func ReadFrame(r io.Reader, buf []byte, maxBody int) (FrameHeader, []byte, error) {
+	var b [FrameHeaderSize]byte
+	if _, err := io.ReadFull(r, b[:]); err != nil {
+		return FrameHeader{}, nil, fmt.Errorf("replication: read frame header: %w", err)
+	}
+	h, err := DecodeFrameHeader(b[:], maxBody)
+	if err != nil {
+		return FrameHeader{}, nil, err
+	}
+	n := int(h.BodyLen)
+	if cap(buf) < n {
+		buf = make([]byte, n)
+	}
+	body := buf[:n]
+	if _, err := io.ReadFull(r, body); err != nil {
+		return FrameHeader{}, nil, fmt.Errorf("replication: read %s frame body of %d bytes at %d: %w", h.Type, n, h.Offset, err)
+	}
+	return h, body, nil
+}
+
+// AppendAck appends an ack of log end end to b.
+func AppendAck(b []byte, end int64) []byte {
+	return binary.BigEndian.AppendUint64(b, uint64(end))
+}
+
+// DecodeAck decodes an ack from the AckSize bytes of b.
+func DecodeAck(b []byte) (int64, error) {
+	if len(b) != AckSize {
+		return 0, fmt.Errorf("%w: ack of %d bytes, want %d", ErrProtocol, len(b), AckSize)
+	}
+	end := int64(binary.BigEndian.Uint64(b))
+	if end < 0 {
+		return 0, fmt.Errorf("%w: ack of negative end %d", ErrProtocol, end)
+	}
+	return end, nil
+}

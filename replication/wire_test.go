@@ -1,0 +1,184 @@
+package replication_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gantrymq/gantry/message"
+	"github.com/gantrymq/gantry/replication"
+)
+
+func TestWireRoundTrips(t *testing.T) {
+	h := replication.Hello{Version: replication.Version, ReplicaID: 3, SegmentBytes: 1 << 30, End: 123456, MaxFrameBytes: 1 << 20}
+	b := replication.AppendHello(nil, h)
+	require.Len(t, b, replication.HelloSize)
+	got, err := replication.ReadHello(bytes.NewReader(b))
+	require.NoError(t, err)
+	assert.Equal(t, h, got)
+
+	for _, w := range []replication.Welcome{
+		{Version: replication.Version, SegmentBytes: 1 << 30, End: 99, Epoch: 4},
+		{Version: replication.Version, SegmentBytes: 1 << 30, End: 99, Epoch: 4, Reason: "no"},
+	} {
+		b := replication.AppendWelcome(nil, w)
+		require.Len(t, b, replication.WelcomeHeaderSize+len(w.Reason))
+		got, err := replication.ReadWelcome(bytes.NewReader(b))
+		require.NoError(t, err)
+		assert.Equal(t, w, got)
+		got, err = replication.DecodeWelcome(b)
+		require.NoError(t, err)
+		assert.Equal(t, w, got)
+	}
+	long := replication.Welcome{Reason: strings.Repeat("x", 2*replication.MaxReasonBytes)}
+	got2, err := replication.DecodeWelcome(replication.AppendWelcome(nil, long))
+	require.NoError(t, err)
+	assert.Len(t, got2.Reason, replication.MaxReasonBytes, "a long reason is cut")
+
+	fh := replication.FrameHeader{Type: replication.FrameData, Epoch: 2, Offset: 4096, BodyLen: 3}
+	fb := append(replication.AppendFrameHeader(nil, fh), 1, 2, 3)
+	gh, body, err := replication.ReadFrame(bytes.NewReader(fb), nil, 3)
+	require.NoError(t, err)
+	assert.Equal(t, fh, gh)
+	assert.Equal(t, []byte{1, 2, 3}, body)
+
+	end, err := replication.DecodeAck(replication.AppendAck(nil, 77))
+	require.NoError(t, err)
+	assert.Equal(t, int64(77), end)
+}
+
+func TestWireRefusesMalformed(t *testing.T) {
+	hello := replication.AppendHello(nil, replication.Hello{Version: 1, SegmentBytes: 1 << 20, MaxFrameBytes: 1})
+	welcome := replication.AppendWelcome(nil, replication.Welcome{Version: 1, Reason: "why"})
+	frame := func(h replication.FrameHeader) []byte { return replication.AppendFrameHeader(nil, h) }
+	set := func(b []byte, at int, v uint16) []byte {
+		b = bytes.Clone(b)
+		binary.BigEndian.PutUint16(b[at:], v)
+		return b
+	}
+	for _, tc := range []struct {
+		name   string
+		decode func() error
+		says   string
+	}{
+		{"hello: short", func() error { _, err := replication.DecodeHello(hello[:10]); return err }, "hello of 10 bytes"},
+		{"hello: magic", func() error { _, err := replication.DecodeHello(set(hello, 0, 0)); return err }, "not a Gantry replica"},
+		{"hello: reserved", func() error { _, err := replication.DecodeHello(set(hello, 6, 1)); return err }, "reserved"},
+		{"welcome: magic", func() error { _, err := replication.DecodeWelcome(set(welcome, 0, 0)); return err }, "not a Gantry master"},
+		{"welcome: status", func() error { _, err := replication.DecodeWelcome(set(welcome, 6, 7)); return err }, "status 7"},
+		{"welcome: reason too long", func() error { _, err := replication.DecodeWelcome(set(welcome, 28, 5000)); return err }, "reason of 5000 bytes, at most 1024"},
+		{"welcome: refusal without a reason", func() error {
+			_, err := replication.DecodeWelcome(set(welcome, 28, 0)[:replication.WelcomeHeaderSize])
+			return err
+		}, "status 1 with a reason of 0 bytes"},
+		{"welcome: cut", func() error { _, err := replication.DecodeWelcome(welcome[:len(welcome)-1]); return err }, "its header says"},
+		{"frame: type", func() error {
+			_, err := replication.DecodeFrameHeader(frame(replication.FrameHeader{Type: 0}), 10)
+			return err
+		}, "unknown frame type 0"},
+		{"frame: negative offset", func() error {
+			_, err := replication.DecodeFrameHeader(frame(replication.FrameHeader{Type: replication.FrameData, Offset: -1, BodyLen: 1}), 10)
+			return err
+		}, "negative offset"},
+		{"frame: empty data", func() error {
+			_, err := replication.DecodeFrameHeader(frame(replication.FrameHeader{Type: replication.FrameData}), 10)
+			return err
+		}, "without a body"},
+		{"frame: too large", func() error {
+			_, err := replication.DecodeFrameHeader(frame(replication.FrameHeader{Type: replication.FrameData, BodyLen: 11}), 10)
+			return err
+		}, "body of 11 bytes, more than the limit of 10"},
+		{"ack: negative", func() error { _, err := replication.DecodeAck(replication.AppendAck(nil, -1)); return err }, "negative"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.decode()
+			require.ErrorIs(t, err, replication.ErrProtocol)
+			assert.Contains(t, err.Error(), tc.says)
+		})
+	}
+}
+
+// countingReader counts the bytes read from it.
+type countingReader struct {
+	r bytes.Reader
+	n int
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += n
+	return n, err
+}
+
+// TestReadFrameRefusesALargeBodyUnread: a header announcing 4 GiB is
+// refused after its 17 bytes, with no buffer allocated for the body.
+func TestReadFrameRefusesALargeBodyUnread(t *testing.T) {
+	forged := replication.AppendFrameHeader(nil, replication.FrameHeader{Type: replication.FrameData, Offset: 8, BodyLen: 1<<32 - 1})
+	forged = append(forged, make([]byte, 64)...)
+	var r countingReader
+	var err error
+	allocs := testing.AllocsPerRun(20, func() {
+		r.r.Reset(forged)
+		r.n = 0
+		_, _, err = replication.ReadFrame(&r, nil, 1<<20)
+	})
+	require.ErrorIs(t, err, replication.ErrFrameTooLarge)
+	var fe *replication.FrameTooLargeError
+	require.ErrorAs(t, err, &fe)
+	assert.Equal(t, replication.FrameTooLargeError{Offset: 8, Len: 1<<32 - 1, Max: 1 << 20}, *fe)
+	assert.Equal(t, replication.FrameHeaderSize, r.n, "only the header is read")
+	assert.LessOrEqual(t, allocs, 2.0, "the header and the error, nothing for the body")
+
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	r.r.Reset(forged)
+	_, _, err = replication.ReadFrame(&r, nil, 1<<20)
+	runtime.ReadMemStats(&after)
+	require.ErrorIs(t, err, replication.ErrFrameTooLarge)
+	assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(1<<20), "bytes allocated")
+}
+
+func TestDefaultMaxFrameHoldsTheLargestRecord(t *testing.T) {
+	assert.GreaterOrEqual(t, replication.DefaultMaxFrameBytes, message.MaxRecordBytes)
+}
+
+// FuzzReadFrame: decoding never panics, never reads a body past the
+// limit, and what it decodes encodes to the bytes it read.
+func FuzzReadFrame(f *testing.F) {
+	f.Add(append(replication.AppendFrameHeader(nil, replication.FrameHeader{Type: replication.FrameData, Epoch: 1, Offset: 64, BodyLen: 3}), 1, 2, 3))
+	f.Add(replication.AppendFrameHeader(nil, replication.FrameHeader{Type: replication.FrameHeartbeat, Offset: 9}))
+	f.Add(replication.AppendFrameHeader(nil, replication.FrameHeader{Type: replication.FrameData, BodyLen: 1 << 31}))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		const limit = 1 << 10
+		h, body, err := replication.ReadFrame(bytes.NewReader(b), nil, limit)
+		if err != nil {
+			return
+		}
+		require.LessOrEqual(t, len(body), limit)
+		require.Equal(t, b[:replication.FrameHeaderSize+len(body)], append(replication.AppendFrameHeader(nil, h), body...))
+	})
+}
+
+// FuzzDecodeHandshake: the hello and welcome decoders never panic, and
+// what they decode encodes to the same bytes.
+func FuzzDecodeHandshake(f *testing.F) {
+	f.Add(replication.AppendHello(nil, replication.Hello{Version: 1, ReplicaID: 2, SegmentBytes: 1 << 30, End: 5, MaxFrameBytes: 1 << 20}))
+	f.Add(replication.AppendWelcome(nil, replication.Welcome{Version: 1, SegmentBytes: 1 << 30, End: 5, Epoch: 2}))
+	f.Add(replication.AppendWelcome(nil, replication.Welcome{Version: 1, Reason: "segment size"}))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if h, err := replication.DecodeHello(b); err == nil {
+			require.Equal(t, b, replication.AppendHello(nil, h))
+		}
+		if w, err := replication.DecodeWelcome(b); err == nil {
+			require.Equal(t, b, replication.AppendWelcome(nil, w))
+		}
+		if w, err := replication.ReadWelcome(bytes.NewReader(b)); err == nil {
+			require.Equal(t, b[:replication.WelcomeHeaderSize+len(w.Reason)], replication.AppendWelcome(nil, w))
+		}
+	})
+}
