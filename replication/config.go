@@ -50,6 +50,13 @@ type MasterConfig struct {
 	WriteTimeout time.Duration
 	// HandshakeTimeout bounds the hello and welcome. Default 10 s.
 	HandshakeTimeout time.Duration
+	// Meta, if set, is the metadata each stream sends its slave (meta.go):
+	// a snapshot when the stream starts and whenever its version changed.
+	Meta MetaSource
+	// MetaInterval is how often a stream looks at Meta's version. Default
+	// 1 s: a promoted slave lacks at most about that much of the master's
+	// last metadata changes (consumer offsets: a redelivery, not a loss).
+	MetaInterval time.Duration
 	// Logger receives the master's logs. Default: discarded.
 	Logger *slog.Logger
 }
@@ -64,6 +71,7 @@ func (c MasterConfig) withDefaults() MasterConfig {
 	setDefault(&c.ReadTimeout, 20*time.Second)
 	setDefault(&c.WriteTimeout, 20*time.Second)
 	setDefault(&c.HandshakeTimeout, 10*time.Second)
+	setDefault(&c.MetaInterval, time.Second)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -86,7 +94,7 @@ func (c MasterConfig) Validate() error {
 	}
 	errs = append(errs, checkDurations(map[string]time.Duration{
 		"PollInterval": c.PollInterval, "HeartbeatInterval": c.HeartbeatInterval, "ReadTimeout": c.ReadTimeout,
-		"WriteTimeout": c.WriteTimeout, "HandshakeTimeout": c.HandshakeTimeout,
+		"WriteTimeout": c.WriteTimeout, "HandshakeTimeout": c.HandshakeTimeout, "MetaInterval": c.MetaInterval,
 	}))
 	if c.ReadTimeout > 0 && c.HeartbeatInterval >= c.ReadTimeout {
 		errs = append(errs, fmt.Errorf("replication: HeartbeatInterval %s must be shorter than ReadTimeout %s", c.HeartbeatInterval, c.ReadTimeout))
@@ -120,6 +128,14 @@ type SlaveConfig struct {
 	// a connection that appended bytes or lasted RetryMax. Defaults 100 ms
 	// and 5 s.
 	RetryMin, RetryMax time.Duration
+	// OnMeta, if set, takes each metadata snapshot the master sends, in
+	// the goroutine that appends the log, between two data frames. An
+	// error is logged; replication goes on, and the next snapshot replaces
+	// the one refused. Without it snapshots are dropped.
+	OnMeta func(snapshot []byte) error
+	// MaxMetaBytes bounds a metadata snapshot; a larger one is refused (the
+	// connection drops). Default DefaultMaxMetaBytes.
+	MaxMetaBytes int
 	// Logger receives the slave's logs. Default: discarded.
 	Logger *slog.Logger
 }
@@ -133,6 +149,7 @@ func (c SlaveConfig) withDefaults() SlaveConfig {
 	setDefault(&c.DialTimeout, 10*time.Second)
 	setDefault(&c.RetryMin, 100*time.Millisecond)
 	setDefault(&c.RetryMax, 5*time.Second)
+	setDefault(&c.MaxMetaBytes, DefaultMaxMetaBytes)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -150,6 +167,9 @@ func (c SlaveConfig) Validate() error {
 		errs = append(errs, fmt.Errorf("replication: ReplicaID must not be negative, got %d", c.ReplicaID))
 	}
 	errs = append(errs, checkFrameBytes("MaxFrameBytes", c.MaxFrameBytes))
+	if c.MaxMetaBytes < 1 {
+		errs = append(errs, fmt.Errorf("replication: MaxMetaBytes must be at least 1, got %d", c.MaxMetaBytes))
+	}
 	errs = append(errs, checkDurations(map[string]time.Duration{
 		"AckInterval": c.AckInterval, "ReadTimeout": c.ReadTimeout, "WriteTimeout": c.WriteTimeout,
 		"DialTimeout": c.DialTimeout, "RetryMin": c.RetryMin, "RetryMax": c.RetryMax,
@@ -179,7 +199,7 @@ func checkFrameBytes(name string, n int) error {
 
 func checkDurations(ds map[string]time.Duration) error {
 	var errs []error
-	for _, name := range []string{"PollInterval", "HeartbeatInterval", "AckInterval", "ReadTimeout", "WriteTimeout", "HandshakeTimeout", "DialTimeout", "RetryMin", "RetryMax"} {
+	for _, name := range []string{"PollInterval", "HeartbeatInterval", "AckInterval", "ReadTimeout", "WriteTimeout", "HandshakeTimeout", "MetaInterval", "DialTimeout", "RetryMin", "RetryMax"} {
 		if d, ok := ds[name]; ok && d <= 0 {
 			errs = append(errs, fmt.Errorf("replication: %s must be positive, got %s", name, d))
 		}

@@ -408,8 +408,15 @@ func (m *Master) stream(ctx context.Context, conn net.Conn, s *session, sent *at
 	defer poll.Stop()
 	hdr := make([]byte, 0, FrameHeaderSize)
 	off, data, next := s.from, s.first, s.next
+	ms := &metaSender{src: m.cfg.Meta, every: m.cfg.MetaInterval}
 	rechecked := false
 	for {
+		if ms.due(time.Now()) {
+			if err := m.sendMeta(conn, hdr, ms, s.maxFrame); err != nil {
+				return err
+			}
+			hb.Reset(m.cfg.HeartbeatInterval)
+		}
 		if len(data) > 0 {
 			sent.Store(next) // before the write: the ack may come before it returns
 			if err := m.send(conn, hdr, FrameHeader{Type: FrameData, Epoch: m.cfg.Epoch, Offset: off, BodyLen: uint32(len(data))}, data); err != nil {

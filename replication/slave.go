@@ -48,6 +48,8 @@ type SlaveStatus struct {
 	End       int64 // the replica's log end
 	MasterEnd int64 // the master's log end, as last heard
 	Epoch     int32 // the master's epoch, as last heard
+	// MetaSnapshots counts the metadata snapshots OnMeta took.
+	MetaSnapshots int
 	// LastErr is why the last connection attempt or connection ended: a
 	// *RefusedError when a side refused the handshake.
 	LastErr error
@@ -198,6 +200,7 @@ func (s *Slave) handshake(conn net.Conn, end int64) (Welcome, error) {
 // connection fails.
 func (s *Slave) receive(ctx context.Context, conn net.Conn, end int64, epoch int32, acked *atomic.Int64, kick chan<- struct{}) error {
 	buf := make([]byte, 0, min(s.cfg.MaxFrameBytes, 256<<10))
+	meta := metaReceiver{max: s.cfg.MaxMetaBytes}
 	for {
 		if err := conn.SetReadDeadline(time.Now().Add(s.cfg.ReadTimeout)); err != nil {
 			return err
@@ -213,6 +216,16 @@ func (s *Slave) receive(ctx context.Context, conn net.Conn, end int64, epoch int
 			return fmt.Errorf("%w: %s frame of epoch %d after epoch %d", ErrProtocol, h.Type, h.Epoch, epoch)
 		}
 		epoch = h.Epoch
+		if h.Type == FrameMeta {
+			snap, err := meta.add(h.Offset, body)
+			if err != nil {
+				return err
+			}
+			if snap != nil {
+				s.takeMeta(snap)
+			}
+			continue
+		}
 		masterEnd := h.Offset + int64(len(body))
 		if h.Type == FrameHeartbeat && h.Offset < end {
 			return fmt.Errorf("%w: the master's log ends at %d, below the replica's end %d", ErrProtocol, h.Offset, end)
@@ -236,6 +249,18 @@ func (s *Slave) receive(ctx context.Context, conn net.Conn, end int64, epoch int
 			st.End, st.MasterEnd, st.Epoch = end, max(st.MasterEnd, masterEnd), epoch
 		})
 	}
+}
+
+// takeMeta hands a metadata snapshot to OnMeta.
+func (s *Slave) takeMeta(snap []byte) {
+	if s.cfg.OnMeta == nil {
+		return
+	}
+	if err := s.cfg.OnMeta(snap); err != nil {
+		s.log.Warn("metadata snapshot from the master not applied; the next one replaces it", "bytes", len(snap), "err", err)
+		return
+	}
+	s.update(func(st *SlaveStatus) { st.MetaSnapshots++ })
 }
 
 // sendAcks acks the log's end as it grows, and every AckInterval.

@@ -13,6 +13,8 @@ import (
 //	welcome (master → slave, 32+n bytes): [magic u32 "GHAM"][version u16][status u16]
 //	        [segment bytes i64][log end i64][epoch i32][reason length u16][0 u16][reason n bytes]
 //	frame   (master → slave, 17+n bytes): [type u8][epoch i32][offset i64][body length u32][body]
+//	        a metadata frame's offset is its chunk's position in the snapshot, its body
+//	        [snapshot length u32][chunk]
 //	ack     (slave → master, 8 bytes): [log end i64]
 const (
 	// Version is the protocol version this package speaks.
@@ -42,6 +44,10 @@ const (
 	FrameData FrameType = 1
 	// FrameHeartbeat has no body; Offset is the master's log end.
 	FrameHeartbeat FrameType = 2
+	// FrameMeta carries a chunk of a metadata snapshot (meta.go): Offset
+	// is the chunk's position in the snapshot, the body the snapshot's
+	// length (u32) and the chunk.
+	FrameMeta FrameType = 3
 )
 
 func (t FrameType) String() string {
@@ -50,6 +56,8 @@ func (t FrameType) String() string {
 		return "data"
 	case FrameHeartbeat:
 		return "heartbeat"
+	case FrameMeta:
+		return "metadata"
 	}
 	return fmt.Sprintf("type %d", uint8(t))
 }
@@ -228,7 +236,7 @@ func DecodeFrameHeader(b []byte, maxBody int) (FrameHeader, error) {
 		BodyLen: binary.BigEndian.Uint32(b[13:]),
 	}
 	switch {
-	case h.Type != FrameData && h.Type != FrameHeartbeat:
+	case h.Type != FrameData && h.Type != FrameHeartbeat && h.Type != FrameMeta:
 		return FrameHeader{}, fmt.Errorf("%w: unknown frame %s", ErrProtocol, h.Type)
 	case h.Offset < 0:
 		return FrameHeader{}, fmt.Errorf("%w: %s frame at negative offset %d", ErrProtocol, h.Type, h.Offset)
@@ -236,6 +244,8 @@ func DecodeFrameHeader(b []byte, maxBody int) (FrameHeader, error) {
 		return FrameHeader{}, fmt.Errorf("%w: heartbeat with a body of %d bytes", ErrProtocol, h.BodyLen)
 	case h.Type == FrameData && h.BodyLen == 0:
 		return FrameHeader{}, fmt.Errorf("%w: data frame at %d without a body", ErrProtocol, h.Offset)
+	case h.Type == FrameMeta && h.BodyLen <= metaLenSize:
+		return FrameHeader{}, fmt.Errorf("%w: metadata frame at %d with a body of %d bytes, want more than %d", ErrProtocol, h.Offset, h.BodyLen, metaLenSize)
 	case int64(h.BodyLen) > int64(maxBody):
 		return FrameHeader{}, &FrameTooLargeError{Offset: h.Offset, Len: h.BodyLen, Max: maxBody}
 	}
