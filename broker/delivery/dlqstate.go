@@ -55,6 +55,7 @@ type dlqState struct {
 	mu     sync.Mutex
 	groups map[string]*dlqGroup
 	dirty  bool             // changed since the last save
+	gen    uint64           // changes so far (Version)
 	stored map[string]int64 // dead letters stored since Open, by group
 	resent map[string]int64 // resends since Open, by group
 	saveMu sync.Mutex       // one save at a time; taken before mu
@@ -156,7 +157,7 @@ func (s *dlqState) recordResend(group string, off, nowMs int64) int32 {
 	m.LastMs = nowMs
 	g.Resends[off] = m
 	s.resent[group]++
-	s.dirty = true
+	s.dirty, s.gen = true, s.gen+1
 	return m.Count
 }
 
@@ -171,7 +172,7 @@ func (s *dlqState) purge(group string, offs []int64) int64 {
 			g.Purged.add(o, o+1)
 		}
 	}
-	s.dirty = true
+	s.dirty, s.gen = true, s.gen+1
 	g.advance(g.MinOffset)
 	return g.MinOffset
 }
@@ -200,7 +201,7 @@ func (s *dlqState) advance(group string, off int64) int64 {
 	}
 	g := s.group(group)
 	if g.advance(off) {
-		s.dirty = true
+		s.dirty, s.gen = true, s.gen+1
 	}
 	return g.MinOffset
 }
@@ -219,7 +220,7 @@ func (s *dlqState) forget(group string) {
 	defer s.mu.Unlock()
 	if _, ok := s.groups[group]; ok {
 		delete(s.groups, group)
-		s.dirty = true
+		s.dirty, s.gen = true, s.gen+1
 	}
 	delete(s.stored, group)
 	delete(s.resent, group)
@@ -254,6 +255,21 @@ func (s *dlqState) save() error {
 		return fmt.Errorf("broker: save %s: %w", s.path, err)
 	}
 	return nil
+}
+
+// version returns the state's change count.
+func (s *dlqState) version() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.gen
+}
+
+// snapshot returns the state as its file holds it, and its version.
+func (s *dlqState) snapshot() (uint64, []byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	data, err := json.Marshal(dlqStateDoc{Groups: s.groups})
+	return s.gen, data, err
 }
 
 // rangeSet is a set of offsets as sorted, disjoint, non-adjacent

@@ -67,8 +67,9 @@ type timer struct {
 	flushedAt time.Time // last flush of the log for the progress (real time)
 	warned    time.Time
 
-	queued      atomic.Int64 // len(pending), for Pending
-	scannedUpTo atomic.Int64 // scanned, for Pending
+	queued      atomic.Int64  // len(pending), for Pending
+	scannedUpTo atomic.Int64  // scanned, for Pending
+	saves       atomic.Uint64 // saves of the progress file, for StateVersion
 }
 
 // timerEntry is a pending message: its delivery time (unix ms) and queue
@@ -294,6 +295,7 @@ func (t *timer) save() error {
 		return err
 	}
 	t.dirty, t.savedAt = false, time.Now()
+	t.saves.Add(1)
 	return nil
 }
 
