@@ -47,8 +47,8 @@ var (
 
 // Replica is one broker of a group as the controller knows it.
 type Replica struct {
-	ID    int64  `json:"id"`   // > 0, unique within the group
-	Addr  string `json:"addr"` // where the broker serves its replication port
+	ID   int64  `json:"id"`   // > 0, unique within the group
+	Addr string `json:"addr"` // where the broker serves its replication port
 	// ServiceAddr is where the broker serves clients (its gRPC address);
 	// "" when it registered none.
 	ServiceAddr string `json:"service_addr,omitempty"`
