@@ -498,3 +498,46 @@ func TestClientConfigAndClose(t *testing.T) {
 	_, err = c.GetGroup(ctx(t), "g")
 	assert.ErrorIs(t, err, ErrClientClosed)
 }
+
+func TestConfigValidateGRPC(t *testing.T) {
+	ok := Config{ID: "c1", BindAddr: "127.0.0.1:9000", DataDir: "/tmp/x", GRPCAddr: "127.0.0.1:9100",
+		Peers: []Peer{{ID: "c1", Addr: "127.0.0.1:9000", GRPCAddr: "127.0.0.1:9100"}, {ID: "c2", Addr: "127.0.0.2:9000", GRPCAddr: "127.0.0.2:9100"}}}
+	require.NoError(t, ok.Validate())
+	wild := ok
+	wild.GRPCAddr = ":9100"
+	require.NoError(t, wild.Validate(), "listening on every interface, advertising one")
+	tests := []struct {
+		name string
+		edit func(c *Config)
+		want string
+	}{
+		{"peer without", func(c *Config) { c.Peers[1].GRPCAddr = "" }, "peer c2: gRPC address \"\""},
+		{"peer unspecified", func(c *Config) { c.Peers[1].GRPCAddr = "0.0.0.0:9100" }, "not an address clients can dial"},
+		{"peer port 0", func(c *Config) { c.Peers[1].GRPCAddr = "127.0.0.2:0" }, "not an address clients can dial"},
+		{"repeated", func(c *Config) { c.Peers[1].GRPCAddr = "127.0.0.1:9100" }, "repeats gRPC address"},
+		{"self elsewhere", func(c *Config) { c.Peers[0].GRPCAddr = "127.0.0.1:9101" }, "GRPCAddr is 127.0.0.1:9100"},
+		{"self other port", func(c *Config) { c.GRPCAddr = ":9101" }, "listens on port 9101"},
+		{"bad listen", func(c *Config) { c.GRPCAddr = "nowhere" }, "GRPCAddr \"nowhere\""},
+		{"no listen", func(c *Config) { c.GRPCAddr = "" }, "GRPCAddr (this member's listen address) is empty"},
+		{"negative broker timeout", func(c *Config) { c.BrokerTimeout = -1 }, "BrokerTimeout"},
+		{"scan over timeout", func(c *Config) { c.BrokerTimeout, c.ScanInterval = time.Second, 2 * time.Second }, "ScanInterval 2s"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := ok
+			c.Peers = slices.Clone(ok.Peers)
+			tt.edit(&c)
+			assert.ErrorContains(t, c.Validate(), tt.want)
+		})
+	}
+}
+
+func TestParsePeers(t *testing.T) {
+	p, err := ParsePeers("c1=127.0.0.1:9878=127.0.0.1:9879, c2=h2:9878=h2:9879;c3=h3:9878")
+	require.NoError(t, err)
+	assert.Equal(t, []Peer{{"c1", "127.0.0.1:9878", "127.0.0.1:9879"}, {"c2", "h2:9878", "h2:9879"}, {"c3", "h3:9878", ""}}, p)
+	for _, bad := range []string{"", "c1", "c1=", "=a:1", "c1=a:1=", "c1=a:1=b:1=c:1"} {
+		_, err := ParsePeers(bad)
+		assert.ErrorContains(t, err, "id=raftAddr=grpcAddr", "%q", bad)
+	}
+}
