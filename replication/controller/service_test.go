@@ -520,7 +520,7 @@ func TestConfigValidateGRPC(t *testing.T) {
 		{"bad listen", func(c *Config) { c.GRPCAddr = "nowhere" }, "GRPCAddr \"nowhere\""},
 		{"no listen", func(c *Config) { c.GRPCAddr = "" }, "GRPCAddr (this member's listen address) is empty"},
 		{"negative broker timeout", func(c *Config) { c.BrokerTimeout = -1 }, "BrokerTimeout"},
-		{"scan over timeout", func(c *Config) { c.BrokerTimeout, c.ScanInterval = time.Second, 2 * time.Second }, "ScanInterval 2s"},
+		{"scan over timeout", func(c *Config) { c.BrokerTimeout, c.ScanInterval = time.Second, 2*time.Second }, "ScanInterval 2s"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
