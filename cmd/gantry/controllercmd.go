@@ -43,7 +43,10 @@ comma-separated; every member gets the same list. The raft state lives in
 			if err != nil {
 				return &exitError{code: exitUsage, err: err}
 			}
-			cfg.BrokerTimeout, cfg.ScanInterval, cfg.UncleanElection = brokerTimeout, scan, unclean
+			cfg.BrokerTimeout, cfg.UncleanElection = brokerTimeout, unclean
+			if cmd.Flags().Changed("scan-interval") {
+				cfg.ScanInterval = scan
+			}
 			cfg.HeartbeatTimeout, cfg.ElectionTimeout = heartbeat, election
 			cfg.LeaderLeaseTimeout = min(heartbeat/2, 500*time.Millisecond)
 			logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
@@ -77,7 +80,7 @@ comma-separated; every member gets the same list. The raft state lives in
 	f.StringVar(&raftListen, "raft-listen", "", "raft listen address (default: this member's raftAddr in --peers)")
 	f.StringVar(&listen, "listen", "", "gRPC listen address (default: this member's grpcAddr in --peers)")
 	f.DurationVar(&brokerTimeout, "broker-timeout", 10*time.Second, "mark a broker dead after this long without a heartbeat")
-	f.DurationVar(&scan, "scan-interval", time.Second, "how often the leader looks for silent brokers")
+	f.DurationVar(&scan, "scan-interval", 0, "how often the leader looks for silent brokers (default 1s, at most --broker-timeout)")
 	f.BoolVar(&unclean, "unclean-election", false, "let automatic elections pick a broker outside the in-sync set when none in it is alive (may lose acknowledged messages)")
 	f.DurationVar(&heartbeat, "raft-heartbeat-timeout", time.Second, "raft's heartbeat timeout")
 	f.DurationVar(&election, "raft-election-timeout", time.Second, "raft's election timeout (at least the heartbeat timeout)")

@@ -5,6 +5,9 @@
 //
 // The FSM is the replicated state; Controller is one raft member that
 // applies commands on the leader and serves reads of its local copy.
+// Service serves a member over gRPC (api/gantry/v1/controller.proto) and,
+// on the leader, judges the brokers' liveness and elects masters; Client
+// is the brokers' and admin tools' side of it.
 package controller
 
 import (

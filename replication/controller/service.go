@@ -43,6 +43,9 @@ type Service struct {
 	wg    sync.WaitGroup
 	once  sync.Once
 	scans atomic.Uint64 // scans completed, for tests
+	// stuck holds the groups the scan found without a master to elect,
+	// so it warns once per group; the scan goroutine's own.
+	stuck map[string]bool
 }
 
 // NewService makes the service of member c and starts its liveness scan.
@@ -54,7 +57,8 @@ func NewService(c *Controller, opts ...grpc.ServerOption) (*Service, error) {
 		return nil, errors.New("controller: service: Config.GRPCAddr is empty")
 	}
 	opts = append([]grpc.ServerOption{grpc.MaxRecvMsgSize(MaxRequestBytes)}, opts...)
-	s := &Service{c: c, cfg: c.cfg, log: c.cfg.Logger.With("component", "controller-service"), gs: grpc.NewServer(opts...)}
+	s := &Service{c: c, cfg: c.cfg, log: c.cfg.Logger.With("component", "controller-service"), gs: grpc.NewServer(opts...),
+		stuck: make(map[string]bool)}
 	gantryv1.RegisterControllerServer(s.gs, s)
 	ctx, stop := context.WithCancel(context.Background())
 	s.stop = stop
@@ -277,8 +281,14 @@ func (s *Service) scan(ctx context.Context) {
 		}
 		id, outside := pickMaster(g, s.live.group(g.Name, replicaIDs(g)), s.cfg.UncleanElection)
 		if id == 0 {
+			if !s.stuck[g.Name] && len(g.Replicas) > 0 {
+				s.stuck[g.Name] = true
+				s.log.Warn("group without a master: no alive broker may be elected", "group", g.Name,
+					"in_sync", g.InSync, "unclean_election", s.cfg.UncleanElection)
+			}
 			continue
 		}
+		delete(s.stuck, g.Name)
 		ng, err := s.c.ElectMaster(ctx, ElectMaster{Group: g.Name, Candidate: id, Unclean: outside})
 		if err != nil {
 			s.log.Warn("elect master", "group", g.Name, "candidate", id, "err", err)
