@@ -182,16 +182,19 @@ func (c *Client) setLeader(addr string) {
 }
 
 // invoke runs call at the leader: a member's not-leader answer naming the
-// leader sends the next attempt there at once; no leader known, or a
-// member unreachable, sends it to the next address after a back-off. It
-// gives up after Attempts tries, or when ctx ends, with the last error.
+// leader sends the next attempt there (at once, unless the previous
+// attempt was sent the same way: members naming each other during an
+// election are not hammered); no leader known, or a member unreachable,
+// sends it to the next address after a back-off. It gives up after
+// Attempts tries, or when ctx ends, with the last error.
 func invoke[T any](ctx context.Context, c *Client, call func(context.Context, gantryv1.ControllerClient) (T, error)) (T, error) {
 	var zero T
 	var last error
 	backoff := c.cfg.Backoff
-	addr := c.target()
-	for attempt := range c.cfg.Attempts {
-		if attempt > 0 && addr == "" {
+	next := c.target()
+	wait, redirected := false, false
+	for range c.cfg.Attempts {
+		if wait {
 			t := time.NewTimer(backoff + rand.N(backoff/2+1))
 			select {
 			case <-ctx.Done():
@@ -200,6 +203,9 @@ func invoke[T any](ctx context.Context, c *Client, call func(context.Context, ga
 			case <-t.C:
 			}
 			backoff = min(2*backoff, c.cfg.MaxBackoff)
+		}
+		addr := next
+		if addr == "" {
 			addr = c.target()
 		}
 		stub, err := c.stub(addr)
@@ -213,17 +219,17 @@ func invoke[T any](ctx context.Context, c *Client, call func(context.Context, ga
 			c.setLeader(addr)
 			return res, nil
 		}
-		if ctx.Err() != nil {
-			return zero, fmt.Errorf("controller: client: %s: %w", addr, FromStatus(err))
-		}
 		err = FromStatus(err)
 		last = fmt.Errorf("controller: client: %s: %w", addr, err)
+		if ctx.Err() != nil {
+			return zero, last
+		}
 		var nl *NotLeaderError
 		switch {
 		case errors.As(err, &nl):
 			c.setLeader("")
 			if nl.LeaderAddr != "" && nl.LeaderAddr != addr {
-				addr = nl.LeaderAddr // go there at once
+				next, wait, redirected = nl.LeaderAddr, redirected, true
 				continue
 			}
 		case retryable(err):
@@ -231,7 +237,7 @@ func invoke[T any](ctx context.Context, c *Client, call func(context.Context, ga
 		default:
 			return zero, last
 		}
-		addr = "" // back off, then the next member
+		next, wait, redirected = "", true, false
 	}
 	return zero, fmt.Errorf("controller: client: no leader answered after %d attempts: %w", c.cfg.Attempts, last)
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -540,4 +541,52 @@ func TestParsePeers(t *testing.T) {
 		_, err := ParsePeers(bad)
 		assert.ErrorContains(t, err, "id=raftAddr=grpcAddr", "%q", bad)
 	}
+}
+
+// pointer is a member that always says another is the leader.
+type pointer struct {
+	gantryv1.UnimplementedControllerServer
+	to    string
+	calls atomic.Int64
+}
+
+func (p *pointer) GetGroup(context.Context, *gantryv1.GetBrokerGroupRequest) (*gantryv1.BrokerGroupResponse, error) {
+	p.calls.Add(1)
+	st, err := status.New(codes.Unavailable, "not the leader").WithDetails(&errdetails.ErrorInfo{
+		Domain: ErrorDomain, Reason: ReasonNotLeader, Metadata: map[string]string{"leader_id": "x", "leader_addr": p.to}})
+	if err != nil {
+		return nil, err
+	}
+	return nil, st.Err()
+}
+
+// Two members naming each other as the leader (a stale view during an
+// election) cost the client its bounded attempts, not a loop.
+func TestClientRedirectsAreBounded(t *testing.T) {
+	var lis [2]net.Listener
+	var ps [2]*pointer
+	for i := range lis {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		lis[i] = l
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(wg.Wait) // cleanups run last first: after both Stops
+	for i := range lis {
+		ps[i] = &pointer{to: lis[1-i].Addr().String()}
+		gs := grpc.NewServer()
+		gantryv1.RegisterControllerServer(gs, ps[i])
+		wg.Go(func() { _ = gs.Serve(lis[i]) })
+		t.Cleanup(gs.Stop)
+	}
+	c, err := NewClient(ClientConfig{Addrs: []string{lis[0].Addr().String()}, Attempts: 6, Backoff: time.Millisecond, MaxBackoff: time.Millisecond})
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = c.GetGroup(ctx(t), "g")
+	var nl *NotLeaderError
+	require.ErrorAs(t, err, &nl)
+	assert.ErrorContains(t, err, "after 6 attempts")
+	assert.EqualValues(t, 3, ps[0].calls.Load())
+	assert.EqualValues(t, 3, ps[1].calls.Load())
+	assert.Empty(t, c.Leader())
 }
