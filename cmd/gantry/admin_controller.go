@@ -106,13 +106,18 @@ func addControllerVerbs(admin *cobra.Command) {
 		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "#Id\t#RaftAddr\t#GRPCAddr\t#State\t#Term\t#LastIndex\t#Applied\t#Leader")
 		for _, m := range members {
-			state := m.State
 			if m.Err != nil {
-				state = "unreachable: " + m.Err.Error()
+				fmt.Fprintf(tw, "%s\t%s\t%s\tunreachable\t-\t-\t-\t%t\n", m.ID, m.RaftAddr, m.GRPCAddr, m.ID == leader)
+				continue
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%t\n", m.ID, m.RaftAddr, m.GRPCAddr, state, m.Term, m.LastIndex, m.Applied, m.ID == leader)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%t\n", m.ID, m.RaftAddr, m.GRPCAddr, m.State, m.Term, m.LastIndex, m.Applied, m.ID == leader)
 		}
 		tw.Flush()
+		for _, m := range members {
+			if m.Err != nil {
+				fmt.Fprintf(out, "%s unreachable: %v\n", m.ID, m.Err)
+			}
+		}
 		if leader == "" {
 			fmt.Fprintln(out, "no member leads (an election, or no majority)")
 		}

@@ -220,7 +220,7 @@ func invoke[T any](ctx context.Context, c *Client, call func(context.Context, ga
 			return res, nil
 		}
 		err = FromStatus(err)
-		last = fmt.Errorf("controller: client: %s: %w", addr, err)
+		last = fmt.Errorf("%s: %w", addr, err)
 		if ctx.Err() != nil {
 			return zero, last
 		}
