@@ -96,9 +96,13 @@ type MemberStatus struct {
 	Err                 error
 }
 
+// maxMembers bounds the controller group a member's answer may describe
+// (the client asks each of them).
+const maxMembers = 16
+
 // Metadata asks every member (those the answers list, and Addrs) about
-// itself, at once, and returns them in the configured order, and the
-// leader's id ("" when no member says it leads).
+// itself, at once, and returns them in the order of the group's
+// configuration, and the leader's id ("" when no member says it leads).
 func (c *Client) Metadata(ctx context.Context) ([]MemberStatus, string, error) {
 	type answer struct {
 		resp *gantryv1.GetControllerMetadataResponse
@@ -137,6 +141,9 @@ func (c *Client) Metadata(ctx context.Context) ([]MemberStatus, string, error) {
 			break
 		}
 	}
+	if len(members) > maxMembers {
+		return nil, "", fmt.Errorf("controller: client: a member lists %d members, at most %d", len(members), maxMembers)
+	}
 	if members == nil {
 		var errs []error
 		for _, a := range c.cfg.Addrs {
@@ -159,7 +166,7 @@ func (c *Client) Metadata(ctx context.Context) ([]MemberStatus, string, error) {
 		an, ok := answers[m.GRPCAddr]
 		switch {
 		case !ok:
-			m.Err = fmt.Errorf("no gRPC address configured")
+			m.Err = errors.New("no gRPC address configured")
 		case an.err != nil:
 			m.Err = FromStatus(an.err)
 		default:
