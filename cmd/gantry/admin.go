@@ -105,6 +105,7 @@ verb that fails exits 1.`,
 	addMessageVerbs(verb)
 	addConsumerVerbs(verb)
 	addDLQVerbs(verb)
+	addControllerVerbs(cmd)
 	return cmd
 }
 

@@ -62,7 +62,7 @@ role or tool.`,
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newDevCmd(), newNamesrvCmd(), newBrokerCmd(), newAdminCmd(), newBenchCmd(), newVerifyCmd())
+	root.AddCommand(newDevCmd(), newNamesrvCmd(), newControllerCmd(), newBrokerCmd(), newAdminCmd(), newBenchCmd(), newVerifyCmd())
 	return root
 }
 

@@ -5,6 +5,9 @@
 //
 // The FSM is the replicated state; Controller is one raft member that
 // applies commands on the leader and serves reads of its local copy.
+// Service serves a member over gRPC (api/gantry/v1/controller.proto) and,
+// on the leader, judges the brokers' liveness and elects masters; Client
+// is the brokers' and admin tools' side of it.
 package controller
 
 import (
@@ -15,6 +18,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,6 +36,10 @@ const storeLockTimeout = 2 * time.Second
 type Peer struct {
 	ID   string // raft server id, unique in the group
 	Addr string // its raft address, host:port
+	// GRPCAddr is where it serves the Controller gRPC service, host:port;
+	// required of every peer when Config.GRPCAddr is set. A follower names
+	// it to clients as the leader's address.
+	GRPCAddr string
 }
 
 // Config configures one controller member.
@@ -55,6 +63,26 @@ type Config struct {
 	SnapshotThreshold  uint64        // log entries between snapshots; default 1024
 	SnapshotRetain     int           // snapshots kept on disk; default 2
 	Logger             *slog.Logger  // default slog.Default()
+
+	// The gRPC service (Service; docs/REPLICATION.md, "Running gantry
+	// controller").
+
+	// GRPCAddr is the service's listen address; "" for a member without
+	// the service. The member's own Peers entry advertises it.
+	GRPCAddr string
+	// BrokerTimeout: the leader marks a broker dead after this long without
+	// a heartbeat (a new leader first gives every broker this long);
+	// default 10s (RocketMQ's brokerNotActiveTimeoutMillis).
+	BrokerTimeout time.Duration
+	// ScanInterval is how often the leader looks for silent brokers and
+	// masterless groups; default 1s, at most BrokerTimeout.
+	ScanInterval time.Duration
+	// UncleanElection lets the leader's automatic elections pick a broker
+	// outside the in-sync set when no in-sync broker is alive: messages the
+	// old master acknowledged may be lost. Default off.
+	UncleanElection bool
+	// Now is the clock of the broker timeouts; default time.Now.
+	Now func() time.Time
 }
 
 func (c *Config) setDefaults() {
@@ -82,6 +110,15 @@ func (c *Config) setDefaults() {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.BrokerTimeout == 0 {
+		c.BrokerTimeout = 10 * time.Second
+	}
+	if c.ScanInterval == 0 {
+		c.ScanInterval = min(time.Second, c.BrokerTimeout)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
 	}
 }
 
@@ -144,7 +181,79 @@ func (c *Config) validate(needNet bool) error {
 	if !self {
 		return fmt.Errorf("controller: config: Peers does not list this member %q", c.ID)
 	}
+	if c.BrokerTimeout < 0 {
+		return fmt.Errorf("controller: config: BrokerTimeout %v is negative", c.BrokerTimeout)
+	}
+	if c.ScanInterval < 0 || c.ScanInterval > c.BrokerTimeout {
+		return fmt.Errorf("controller: config: ScanInterval %v, want 0 < ScanInterval ≤ BrokerTimeout (%v)", c.ScanInterval, c.BrokerTimeout)
+	}
+	return c.validateGRPC()
+}
+
+// validateGRPC checks the gRPC addresses: with GRPCAddr set, every peer
+// advertises a dialable one, no two the same, and this member's matches
+// GRPCAddr (its port, when GRPCAddr listens on every interface).
+func (c *Config) validateGRPC() error {
+	if c.GRPCAddr == "" {
+		for _, p := range c.Peers {
+			if p.GRPCAddr != "" {
+				return fmt.Errorf("controller: config: peer %s has a gRPC address but GRPCAddr (this member's listen address) is empty", p.ID)
+			}
+		}
+		return nil
+	}
+	lhost, lport, err := net.SplitHostPort(c.GRPCAddr)
+	if err != nil {
+		return fmt.Errorf("controller: config: GRPCAddr %q: %w", c.GRPCAddr, err)
+	}
+	seen := map[string]bool{}
+	for _, p := range c.Peers {
+		host, port, err := net.SplitHostPort(p.GRPCAddr)
+		if err != nil {
+			return fmt.Errorf("controller: config: peer %s: gRPC address %q: %w", p.ID, p.GRPCAddr, err)
+		}
+		if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) || port == "0" {
+			return fmt.Errorf("controller: config: peer %s: gRPC address %q is not an address clients can dial", p.ID, p.GRPCAddr)
+		}
+		if seen[p.GRPCAddr] {
+			return fmt.Errorf("controller: config: peer %s repeats gRPC address %s", p.ID, p.GRPCAddr)
+		}
+		seen[p.GRPCAddr] = true
+		if p.ID != c.ID {
+			continue
+		}
+		if ip := net.ParseIP(lhost); lhost == "" || (ip != nil && ip.IsUnspecified()) {
+			if port != lport {
+				return fmt.Errorf("controller: config: Peers gives this member (%s) gRPC address %s, GRPCAddr listens on port %s", c.ID, p.GRPCAddr, lport)
+			}
+		} else if p.GRPCAddr != c.GRPCAddr {
+			return fmt.Errorf("controller: config: Peers gives this member (%s) gRPC address %s, GRPCAddr is %s", c.ID, p.GRPCAddr, c.GRPCAddr)
+		}
+	}
 	return nil
+}
+
+// ParsePeers reads a controller group from its command-line form: members
+// separated by ',' or ';', each id=raftAddr=grpcAddr (or id=raftAddr for
+// a member without the gRPC service).
+func ParsePeers(s string) ([]Peer, error) {
+	var out []Peer
+	for _, f := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ';' }) {
+		f = strings.TrimSpace(f)
+		parts := strings.Split(f, "=")
+		if len(parts) < 2 || len(parts) > 3 || parts[0] == "" || parts[1] == "" || (len(parts) == 3 && parts[2] == "") {
+			return nil, fmt.Errorf("controller: peer %q: want id=raftAddr=grpcAddr", f)
+		}
+		p := Peer{ID: parts[0], Addr: parts[1]}
+		if len(parts) == 3 {
+			p.GRPCAddr = parts[2]
+		}
+		out = append(out, p)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("controller: no peers: want id=raftAddr=grpcAddr, comma-separated")
+	}
+	return out, nil
 }
 
 // raftConfig is the raft configuration of this member.
@@ -434,6 +543,13 @@ func (c *Controller) Leader() (id, addr string) {
 
 // ID is this member's raft server id.
 func (c *Controller) ID() string { return c.cfg.ID }
+
+// leaderTerm returns the raft term and whether this member leads in it. A
+// member that loses and regains leadership does so in a new term.
+func (c *Controller) leaderTerm() (uint64, bool) {
+	term := c.raft.CurrentTerm()
+	return term, c.raft.State() == raft.Leader && c.raft.CurrentTerm() == term
+}
 
 // Snapshot takes a raft snapshot now (normally raft takes one every
 // SnapshotThreshold entries).

@@ -73,7 +73,11 @@ type cluster struct {
 	members []*member
 }
 
-func newCluster(t *testing.T, n int) *cluster {
+func newCluster(t *testing.T, n int) *cluster { return newClusterWith(t, n, nil, nil) }
+
+// newClusterWith starts n members; grpcAddrs, when not nil, are their
+// gRPC addresses, and edit, when not nil, changes each one's Config.
+func newClusterWith(t *testing.T, n int, grpcAddrs []string, edit func(*Config)) *cluster {
 	t.Helper()
 	cl := &cluster{t: t}
 	var peers []Peer
@@ -81,10 +85,17 @@ func newCluster(t *testing.T, n int) *cluster {
 		id := fmt.Sprintf("c%d", i+1)
 		addr := raft.ServerAddress("inmem-" + id)
 		peers = append(peers, Peer{ID: id, Addr: string(addr)})
+		if grpcAddrs != nil {
+			peers[i].GRPCAddr = grpcAddrs[i]
+		}
 		cl.members = append(cl.members, &member{addr: addr, logs: raft.NewInmemStore(), snaps: raft.NewInmemSnapshotStore()})
 	}
 	for i, m := range cl.members {
 		m.cfg = testConfig(peers[i].ID, peers)
+		m.cfg.GRPCAddr = peers[i].GRPCAddr
+		if edit != nil {
+			edit(&m.cfg)
+		}
 	}
 	for i := range cl.members {
 		cl.start(i)

@@ -47,9 +47,12 @@ var (
 
 // Replica is one broker of a group as the controller knows it.
 type Replica struct {
-	ID    int64  `json:"id"`   // > 0, unique within the group
-	Addr  string `json:"addr"` // where the broker serves its replication port
-	Alive bool   `json:"alive"`
+	ID   int64  `json:"id"`   // > 0, unique within the group
+	Addr string `json:"addr"` // where the broker serves its replication port
+	// ServiceAddr is where the broker serves clients (its gRPC address);
+	// "" when it registered none.
+	ServiceAddr string `json:"service_addr,omitempty"`
+	Alive       bool   `json:"alive"`
 }
 
 // GroupState is one broker group: its replicas, its master and the in-sync
@@ -95,11 +98,12 @@ func (g *GroupState) replicaIndex(id int64) (int, bool) {
 // before a leader writes a newer one).
 
 // RegisterReplica adds a replica to a group (creating the group), or updates
-// its address; either way the replica is alive afterwards.
+// its addresses; either way the replica is alive afterwards.
 type RegisterReplica struct {
-	Group string `json:"group"`
-	ID    int64  `json:"id"`
-	Addr  string `json:"addr"`
+	Group       string `json:"group"`
+	ID          int64  `json:"id"`
+	Addr        string `json:"addr"`                   // replication (HA) address
+	ServiceAddr string `json:"service_addr,omitempty"` // client-facing address; optional
 }
 
 // AlterInSync replaces the in-sync set. Only the current master may send
@@ -304,6 +308,9 @@ func (f *FSM) register(c RegisterReplica) (*GroupState, error) {
 	if c.Addr == "" || len(c.Addr) > MaxAddrLen {
 		return nil, fmt.Errorf("%w: group %q replica %d: address of %d bytes, want 1..%d", ErrBadCommand, c.Group, c.ID, len(c.Addr), MaxAddrLen)
 	}
+	if len(c.ServiceAddr) > MaxAddrLen {
+		return nil, fmt.Errorf("%w: group %q replica %d: service address of %d bytes, at most %d", ErrBadCommand, c.Group, c.ID, len(c.ServiceAddr), MaxAddrLen)
+	}
 	g, ok := f.groups[c.Group]
 	if !ok {
 		if len(f.groups) >= MaxGroups {
@@ -314,13 +321,13 @@ func (f *FSM) register(c RegisterReplica) (*GroupState, error) {
 	}
 	i, found := g.replicaIndex(c.ID)
 	if found {
-		g.Replicas[i].Addr, g.Replicas[i].Alive = c.Addr, true
+		g.Replicas[i].Addr, g.Replicas[i].ServiceAddr, g.Replicas[i].Alive = c.Addr, c.ServiceAddr, true
 		return g, nil
 	}
 	if len(g.Replicas) >= MaxReplicas {
 		return nil, fmt.Errorf("%w: group %q has %d replicas, cannot add %d", ErrLimit, c.Group, MaxReplicas, c.ID)
 	}
-	g.Replicas = slices.Insert(g.Replicas, i, Replica{ID: c.ID, Addr: c.Addr, Alive: true})
+	g.Replicas = slices.Insert(g.Replicas, i, Replica{ID: c.ID, Addr: c.Addr, ServiceAddr: c.ServiceAddr, Alive: true})
 	return g, nil
 }
 

@@ -79,12 +79,14 @@ func TestFSMRegisterAlterDeath(t *testing.T) {
 		{
 			name:  "register again updates the address and revives",
 			setup: threeReplicas,
-			cmds:  []any{ReplicaDead{Group: "g", ID: 2}, RegisterReplica{Group: "g", ID: 2, Addr: "new:1"}},
+			cmds:  []any{ReplicaDead{Group: "g", ID: 2}, RegisterReplica{Group: "g", ID: 2, Addr: "new:1", ServiceAddr: "new:2"}},
 			check: func(t *testing.T, g GroupState) {
 				r, _ := g.Replica(2)
-				assert.Equal(t, Replica{ID: 2, Addr: "new:1", Alive: true}, r)
+				assert.Equal(t, Replica{ID: 2, Addr: "new:1", ServiceAddr: "new:2", Alive: true}, r)
 			},
 		},
+		{name: "register refuses a long service address", setup: func(*testing.T) *FSM { return NewFSM() },
+			cmds: []any{RegisterReplica{Group: "g", ID: 1, Addr: "a:1", ServiceAddr: strings.Repeat("a", MaxAddrLen+1)}}, err: ErrBadCommand},
 		{name: "register refuses id 0", setup: func(*testing.T) *FSM { return NewFSM() },
 			cmds: []any{RegisterReplica{Group: "g", ID: 0, Addr: "a:1"}}, err: ErrBadCommand},
 		{name: "register refuses an empty group", setup: func(*testing.T) *FSM { return NewFSM() },
