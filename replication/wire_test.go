@@ -96,7 +96,10 @@ func TestWireRefusesMalformed(t *testing.T) {
 		}, "status 1 with a reason of 0 bytes"},
 		{"welcome: cut", func() error { _, err := replication.DecodeWelcome(welcome[:len(welcome)-1]); return err }, "its header announces a reason of 3"},
 		{"welcome: version 1 with more bytes", func() error { _, err := replication.DecodeWelcome(append(bytes.Clone(welcome), 0)); return err }, "version 1 with 1 bytes after its reason"},
-		{"welcome: no epoch list", func() error { _, err := replication.DecodeWelcome(accepted[:replication.WelcomeHeaderSize]); return err }, "epoch list"},
+		{"welcome: no epoch list", func() error {
+			_, err := replication.DecodeWelcome(accepted[:replication.WelcomeHeaderSize])
+			return err
+		}, "epoch list"},
 		{"welcome: epoch count beyond MaxEntries", func() error { _, err := replication.DecodeWelcome(withList(epoch.MaxEntries + 1)); return err }, "65537 entries, more than MaxEntries"},
 		{"welcome: epoch list cut", func() error {
 			b := withList(2, epoch.Entry{Epoch: 1})
