@@ -254,7 +254,7 @@ func (s *Slave) checkHistory(w Welcome, end int64) error {
 // receive appends the data frames from the master, each at the log's end,
 // and publishes the new end to the acker, until a frame is refused or the
 // connection fails.
-func (s *Slave) receive(ctx context.Context, conn net.Conn, end int64, epoch int32, acked *atomic.Int64, kick chan<- struct{}) error {
+func (s *Slave) receive(ctx context.Context, conn net.Conn, end int64, masterEpoch int32, acked *atomic.Int64, kick chan<- struct{}) error {
 	buf := make([]byte, 0, min(s.cfg.MaxFrameBytes, 256<<10))
 	meta := metaReceiver{max: s.cfg.MaxMetaBytes}
 	dataEpoch := int32(-1) // the last data frame's epoch, or the epoch file's last
@@ -275,12 +275,12 @@ func (s *Slave) receive(ctx context.Context, conn net.Conn, end int64, epoch int
 			buf = body[:0] // keep the larger buffer
 		}
 		switch {
-		case h.Type != FrameData && h.Epoch < epoch:
-			return fmt.Errorf("%w: %s frame of epoch %d after epoch %d", ErrProtocol, h.Type, h.Epoch, epoch)
+		case h.Type != FrameData && h.Epoch < masterEpoch:
+			return fmt.Errorf("%w: %s frame of epoch %d after epoch %d", ErrProtocol, h.Type, h.Epoch, masterEpoch)
 		case h.Type != FrameData:
-			epoch = h.Epoch
-		case h.Epoch > epoch: // data of an epoch newer than the master's own
-			return fmt.Errorf("%w: data frame at %d of epoch %d, but the master is in epoch %d", ErrProtocol, h.Offset, h.Epoch, epoch)
+			masterEpoch = h.Epoch
+		case h.Epoch > masterEpoch: // data of an epoch newer than the master's own
+			return fmt.Errorf("%w: data frame at %d of epoch %d, but the master is in epoch %d", ErrProtocol, h.Offset, h.Epoch, masterEpoch)
 		case h.Epoch < dataEpoch:
 			return fmt.Errorf("%w: %w: data frame at %d of epoch %d, after data of epoch %d", ErrProtocol, ErrStaleEpoch, h.Offset, h.Epoch, dataEpoch)
 		}
@@ -318,7 +318,7 @@ func (s *Slave) receive(ctx context.Context, conn net.Conn, end int64, epoch int
 			}
 		}
 		s.update(func(st *SlaveStatus) {
-			st.End, st.MasterEnd, st.Epoch = end, max(st.MasterEnd, masterEnd), epoch
+			st.End, st.MasterEnd, st.Epoch = end, max(st.MasterEnd, masterEnd), masterEpoch
 		})
 	}
 }

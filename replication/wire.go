@@ -276,9 +276,9 @@ func AppendFrameHeader(b []byte, h FrameHeader) []byte {
 }
 
 // DecodeFrameHeader decodes a frame header from the FrameHeaderSize bytes
-// of b and checks it: a known type, an offset that is not negative, no
-// body on a heartbeat, and a data body of 1 to maxBody bytes (ErrFrameTooLarge
-// past it), so that the caller may allocate the body.
+// of b and checks it: a known type, an offset and an epoch that are not
+// negative, no body on a heartbeat, and a data body of 1 to maxBody bytes
+// (ErrFrameTooLarge past it), so that the caller may allocate the body.
 func DecodeFrameHeader(b []byte, maxBody int) (FrameHeader, error) {
 	if len(b) != FrameHeaderSize {
 		return FrameHeader{}, fmt.Errorf("%w: frame header of %d bytes, want %d", ErrProtocol, len(b), FrameHeaderSize)
@@ -294,6 +294,8 @@ func DecodeFrameHeader(b []byte, maxBody int) (FrameHeader, error) {
 		return FrameHeader{}, fmt.Errorf("%w: unknown frame %s", ErrProtocol, h.Type)
 	case h.Offset < 0:
 		return FrameHeader{}, fmt.Errorf("%w: %s frame at negative offset %d", ErrProtocol, h.Type, h.Offset)
+	case h.Epoch < 0:
+		return FrameHeader{}, fmt.Errorf("%w: %s frame at %d of negative epoch %d", ErrProtocol, h.Type, h.Offset, h.Epoch)
 	case h.Type == FrameHeartbeat && h.BodyLen != 0:
 		return FrameHeader{}, fmt.Errorf("%w: heartbeat with a body of %d bytes", ErrProtocol, h.BodyLen)
 	case h.Type == FrameData && h.BodyLen == 0:

@@ -120,6 +120,10 @@ func TestWireRefusesMalformed(t *testing.T) {
 			_, err := replication.DecodeFrameHeader(frame(replication.FrameHeader{Type: replication.FrameData, Offset: -1, BodyLen: 1}), 10)
 			return err
 		}, "negative offset"},
+		{"frame: negative epoch", func() error {
+			_, err := replication.DecodeFrameHeader(frame(replication.FrameHeader{Type: replication.FrameData, Epoch: -1, BodyLen: 1}), 10)
+			return err
+		}, "negative epoch -1"},
 		{"frame: empty data", func() error {
 			_, err := replication.DecodeFrameHeader(frame(replication.FrameHeader{Type: replication.FrameData}), 10)
 			return err
