@@ -1,8 +1,10 @@
 package replication_test
 
 import (
+	"encoding/json"
 	"io"
 	"net"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -168,6 +170,13 @@ func TestRejoinTruncatesDivergedTail(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, tn.Cut, rep.Bytes)
 	assert.Equal(t, 12, rep.Records)
+	record, err := os.ReadFile(filepath.Join(a.dir, commitlog.TruncationsFile))
+	require.NoError(t, err)
+	t.Logf("truncation record: %s", record)
+	var onFile commitlog.TruncateReport
+	require.NoError(t, json.Unmarshal(record, &onFile))
+	assert.Equal(t, rep.Offset, onFile.Offset)
+	assert.Equal(t, rep.Bytes, onFile.Bytes)
 	require.NoError(t, a.epochs.TruncateAfter(tn.To))
 	a.open(t)
 	require.Equal(t, common, a.log.MaxOffset())
