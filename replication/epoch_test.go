@@ -379,3 +379,28 @@ func TestVersionOneIsRefused(t *testing.T) {
 type fakeAddr struct{ f *fakeMaster }
 
 func (a *fakeAddr) Addr() net.Addr { return a.f.ln.Addr() }
+
+func TestMasterEpochsChecked(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		cfg   replication.MasterConfig
+		says  string
+		valid bool
+	}{
+		{"out of order", replication.MasterConfig{Epochs: []epoch.Entry{{Epoch: 2}, {Epoch: 1, StartOffset: 5}}}, "epoch 1 is not greater than the previous entry's 2", false},
+		{"Epoch is not the last", replication.MasterConfig{Epoch: 1, Epochs: []epoch.Entry{{Epoch: 1}, {Epoch: 2}}}, "Epoch 1 is not the last of Epochs (epoch 2 at offset 0)", false},
+		{"the current epoch beyond the log", replication.MasterConfig{Epochs: []epoch.Entry{{Epoch: 1}, {Epoch: 2, StartOffset: 1 << 20}}}, "the master's current epoch (epoch 2 at offset 1048576) starts beyond its log's end 0", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.valid {
+				require.NoError(t, tc.cfg.Validate())
+			} else {
+				require.ErrorContains(t, tc.cfg.Validate(), tc.says)
+			}
+			cfg := tc.cfg
+			cfg.Addr = "127.0.0.1:0"
+			_, err := replication.NewMaster(cfg, openLog(t, t.TempDir(), segBytes, commitlog.AsyncFlush))
+			require.ErrorContains(t, err, tc.says)
+		})
+	}
+}
