@@ -202,12 +202,14 @@ func TestRejoinTruncatesDivergedTail(t *testing.T) {
 // the master's (or that has data but no epochs) must cut its whole log.
 func TestRejoinWithNothingInCommon(t *testing.T) {
 	for _, tc := range []struct {
-		name   string
-		epochs []epoch.Entry
+		name    string
+		epochs  []epoch.Entry
+		records int // the replica's; the master has 10 of the same size
 	}{
-		{"another group's epochs", []epoch.Entry{{Epoch: 5, StartOffset: 0}}},
-		{"the master's epoch at another start", []epoch.Entry{{Epoch: 1, StartOffset: 100}}},
-		{"no epoch file entries", nil},
+		{"another group's epochs", []epoch.Entry{{Epoch: 5, StartOffset: 0}}, 8},
+		{"another group's epochs, a longer log", []epoch.Entry{{Epoch: 5, StartOffset: 0}}, 30},
+		{"the master's epoch at another start", []epoch.Entry{{Epoch: 1, StartOffset: 100}}, 8},
+		{"no epoch file entries", nil, 8},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			master, replica := newNode(t, segBytes), newNode(t, segBytes)
@@ -215,7 +217,7 @@ func TestRejoinWithNothingInCommon(t *testing.T) {
 			require.NoError(t, master.epochs.Append(1, 0))
 			m := master.becomeMaster(t, 2, "")
 			appendN(t, master.log, 5, 5, 300)
-			end := appendN(t, replica.log, 100, 8, 300)
+			end := appendN(t, replica.log, 100, tc.records, 300)
 			for _, e := range tc.epochs {
 				require.NoError(t, replica.epochs.Append(e.Epoch, e.StartOffset))
 			}
