@@ -23,7 +23,9 @@
 // at start, the last exit was a crash); commitlog.checkpoint, a lower bound
 // of the durable end, written every CheckpointInterval and at Close;
 // recovery-report.json, what the last Open found; corrupt/, copies of
-// skipped damaged ranges.
+// skipped damaged ranges; truncations.log, one JSON line per Truncate that
+// cut anything (what it cut: bytes, records, first and last offsets and
+// store timestamps).
 //
 // # Guarantees
 //
@@ -58,6 +60,11 @@
 //     checked as recovery checks them, and not re-stamped. Both logs need
 //     the same SegmentBytes; a log that takes replica appends takes no
 //     others.
+//   - Truncate (truncate.go), run on a closed log, removes everything at
+//     and after an entry's offset and records the cut in truncations.log
+//     before it makes it; a crash during it leaves a log that Open
+//     recovers to the old end or to that offset. A replica that rejoins a
+//     new master cuts the tail it does not share with it this way.
 //
 // # Concurrency
 //

@@ -120,10 +120,11 @@ type Log struct {
 	// pre-faulting (PrefaultAhead > 0, writeMapped or writeHybrid).
 	prefaultNext atomic.Bool
 
-	stats  stats
-	report RecoveryReport
-	holes  []Span // ranges skipped at recovery (holes.go); set by Open
-	cp     checkpoint
+	stats      stats
+	report     RecoveryReport
+	truncating bool   // a Log of Truncate's: recovery writes no report
+	holes      []Span // ranges skipped at recovery (holes.go); set by Open
+	cp         checkpoint
 
 	stop      context.CancelFunc
 	wg        sync.WaitGroup
@@ -141,22 +142,7 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	hours, _ := parseHours(cfg.DeleteWhen)
-	l := &Log{
-		cfg:          cfg,
-		fs:           cfg.FS,
-		log:          cfg.Logger.With("component", "commitlog"),
-		hours:        hours,
-		pendSplit:    -1,
-		flushKick:    make(chan struct{}, 1),
-		prefaultKick: make(chan struct{}, 1),
-		done:         make(chan struct{}),
-		allocReq:     make(chan int64, 1),
-		allocRes:     make(chan allocResult, 1),
-	}
-	l.roomCond = sync.NewCond(&l.mu)
-	l.blocks.init()
-	l.directOn.Store(cfg.writeMode == writeBuffered && !cfg.noDirectWrites && cfg.SegmentBytes%fsx.DirectAlign == 0)
+	l := newLog(cfg)
 	for _, d := range []string{cfg.Dir, cfg.StateDir} {
 		if err := l.fs.MkdirAll(d, 0o755); err != nil {
 			return nil, fmt.Errorf("commitlog: create %s: %w", d, err)
@@ -213,6 +199,28 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 	l.requestSegmentLocked()
 	l.mu.Unlock()
 	return l, nil
+}
+
+// newLog returns a Log for cfg (with defaults, valid) before recovery:
+// nothing is opened and no goroutine runs.
+func newLog(cfg Config) *Log {
+	hours, _ := parseHours(cfg.DeleteWhen)
+	l := &Log{
+		cfg:          cfg,
+		fs:           cfg.FS,
+		log:          cfg.Logger.With("component", "commitlog"),
+		hours:        hours,
+		pendSplit:    -1,
+		flushKick:    make(chan struct{}, 1),
+		prefaultKick: make(chan struct{}, 1),
+		done:         make(chan struct{}),
+		allocReq:     make(chan int64, 1),
+		allocRes:     make(chan allocResult, 1),
+	}
+	l.roomCond = sync.NewCond(&l.mu)
+	l.blocks.init()
+	l.directOn.Store(cfg.writeMode == writeBuffered && !cfg.noDirectWrites && cfg.SegmentBytes%fsx.DirectAlign == 0)
+	return l
 }
 
 // markRunning creates the abort marker: found at the next start, it says the

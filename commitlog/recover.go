@@ -549,6 +549,9 @@ func (l *Log) finishRecovery(start time.Time) error {
 	l.prepareDirect(sl.last())
 	r.MinOffset, r.MaxOffset = sl.segs[0].base, l.writeOff
 	r.DurationMS = float64(time.Since(start).Microseconds()) / 1000
+	if l.truncating { // Truncate's recovery is not an Open: the last Open's report stays
+		return nil
+	}
 	b, _ := json.MarshalIndent(r, "", "  ")
 	if err := fsx.WriteFileAtomic(l.fs, filepath.Join(l.cfg.StateDir, "recovery-report.json"), append(b, '\n')); err != nil {
 		return fmt.Errorf("commitlog: write recovery report: %w", err)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/gantrymq/gantry/replication/epoch"
 )
 
 const (
@@ -24,7 +26,16 @@ const (
 type MasterConfig struct {
 	// Addr is the TCP address to listen on. Default DefaultAddr.
 	Addr string
-	// Epoch is the master's epoch, stamped on every frame. Default 0.
+	// Epochs is the master's epoch list, oldest first (its epoch file's
+	// Entries, the current epoch last, starting at or below the log's
+	// end). The welcome carries it and each data frame is labelled with
+	// the epoch of its data (docs/REPLICATION.md, "Epochs"). A master whose
+	// list changes (a new election) is started again with the new list.
+	// Without it, every frame is labelled Epoch and slaves that hold data
+	// and keep an epoch file cannot follow (they share no epoch with it).
+	Epochs []epoch.Entry
+	// Epoch is the master's epoch: the last entry's when Epochs is set (0
+	// or that value), else stamped on every frame. Default 0.
 	Epoch int32
 	// BatchBytes is the size of each stream's read buffer: a data frame
 	// holds at most that many bytes unless one record is larger. Default
@@ -85,6 +96,11 @@ func (c MasterConfig) Validate() error {
 	if c.Epoch < 0 {
 		errs = append(errs, fmt.Errorf("replication: Epoch must not be negative, got %d", c.Epoch))
 	}
+	if err := epoch.Validate(c.Epochs); err != nil {
+		errs = append(errs, fmt.Errorf("replication: Epochs: %w", err))
+	} else if n := len(c.Epochs); n > 0 && c.Epoch != 0 && c.Epoch != c.Epochs[n-1].Epoch {
+		errs = append(errs, fmt.Errorf("replication: Epoch %d is not the last of Epochs (%v)", c.Epoch, c.Epochs[n-1]))
+	}
 	errs = append(errs, checkFrameBytes("BatchBytes", c.BatchBytes), checkFrameBytes("MaxFrameBytes", c.MaxFrameBytes))
 	if c.BatchBytes > c.MaxFrameBytes {
 		errs = append(errs, fmt.Errorf("replication: BatchBytes %d exceeds MaxFrameBytes %d", c.BatchBytes, c.MaxFrameBytes))
@@ -128,6 +144,15 @@ type SlaveConfig struct {
 	// a connection that appended bytes or lasted RetryMax. Defaults 100 ms
 	// and 5 s.
 	RetryMin, RetryMax time.Duration
+	// Epochs is the replica's epoch file (*epoch.File). With it the slave
+	// compares its list with the master's at each handshake and appends
+	// only when its log is a prefix of the master's; else it stops with a
+	// *TruncateNeededError. It records each epoch the master's frames
+	// start, and refuses frames from an epoch older than its last entry
+	// (docs/REPLICATION.md, "Epochs"). Without it the slave trusts that
+	// its log is a prefix of the master's, as protocol version 1 did: only
+	// for a group that never fails over.
+	Epochs Epochs
 	// OnMeta, if set, takes each metadata snapshot the master sends, in
 	// the goroutine that appends the log, between two data frames. An
 	// error is logged; replication goes on, and the next snapshot replaces

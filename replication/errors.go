@@ -62,3 +62,32 @@ func (e *OffsetError) Error() string {
 
 // Unwrap returns ErrOffset.
 func (e *OffsetError) Unwrap() error { return ErrOffset }
+
+var (
+	// ErrTruncateNeeded is the kind of every *TruncateNeededError.
+	ErrTruncateNeeded = errors.New("replication: the replica's log must be truncated")
+	// ErrStaleEpoch means a data frame's epoch is older than the replica's
+	// last epoch entry: bytes of an epoch the replica has moved past. It
+	// comes wrapped with ErrProtocol; the connection is closed.
+	ErrStaleEpoch = errors.New("replication: frame from an old epoch")
+)
+
+// TruncateNeededError stops a Slave whose log extends past the history it
+// shares with the master (epoch.LastCommonPoint of the two epoch lists):
+// bytes the master lacks, written by an older master or by this replica
+// while it was master. The slave appends nothing and does not reconnect;
+// its owner truncates the log to To (commitlog.Truncate, then the epoch
+// file's TruncateAfter) and starts the slave again. It unwraps to
+// ErrTruncateNeeded.
+type TruncateNeededError struct {
+	To  int64 // the common point: the offset to truncate the log to
+	Cut int64 // the bytes past it: the replica's log end minus To
+}
+
+func (e *TruncateNeededError) Error() string {
+	return fmt.Sprintf("replication: the replica's log ends at %d, past %d, the end of the history it shares with the master: truncate it to %d (%d bytes) and restart the slave",
+		e.To+e.Cut, e.To, e.To, e.Cut)
+}
+
+// Unwrap returns ErrTruncateNeeded.
+func (e *TruncateNeededError) Unwrap() error { return ErrTruncateNeeded }

@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/gantrymq/gantry/commitlog"
+	"github.com/gantrymq/gantry/replication/epoch"
 )
 
 // Source is the master's log as a Master reads it.
@@ -73,6 +76,13 @@ func NewMaster(cfg MasterConfig, src Source) (*Master, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if n := len(cfg.Epochs); n > 0 {
+		cfg.Epochs = slices.Clone(cfg.Epochs)
+		cfg.Epoch = cfg.Epochs[n-1].Epoch
+		if last, end := cfg.Epochs[n-1], src.MaxOffset(); last.StartOffset > end {
+			return nil, fmt.Errorf("replication: the master's current epoch (%v) starts beyond its log's end %d", last, end)
+		}
 	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
@@ -227,13 +237,15 @@ func (m *Master) serve(conn net.Conn) {
 
 // session is one accepted slave connection after its handshake.
 type session struct {
-	state    *slaveState
-	session  uint64
-	from     int64  // the slave's end at the handshake
-	maxFrame int    // the largest body to send
-	first    []byte // the first data frame's body, read to check from; may be empty
-	next     int64  // the offset after first
-	buf      []byte // the stream's read buffer
+	state      *slaveState
+	session    uint64
+	from       int64  // the slave's end at the handshake
+	maxFrame   int    // the largest body to send
+	first      []byte // the first data frame's body, read to check from; may be empty
+	next       int64  // the offset after first
+	acked      int64  // the replica's ack when the session started (register)
+	firstEpoch int32  // first's epoch
+	buf        []byte // the stream's read buffer
 }
 
 // handshake reads the slave's hello and answers it: a refusal with the
@@ -247,17 +259,19 @@ func (m *Master) handshake(conn net.Conn, addr string) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := Welcome{Version: Version, SegmentBytes: m.src.SegmentBytes(), End: m.src.MaxOffset(), Epoch: m.cfg.Epoch}
+	w := Welcome{Version: Version, SegmentBytes: m.src.SegmentBytes(), End: m.src.MaxOffset(), Epoch: m.cfg.Epoch, Epochs: m.cfg.Epochs}
 	s := &session{from: h.End, next: h.End}
 	reason := m.admit(h, w.End)
 	if reason == "" {
 		s.maxFrame = min(m.cfg.MaxFrameBytes, int(h.MaxFrameBytes))
 		s.buf = make([]byte, min(m.cfg.BatchBytes, s.maxFrame))
-		reason = s.readFirst(m.src)
+		reason = m.readFirst(s)
 	}
 	if reason == "" {
 		if s.state, s.session, reason = m.register(h, addr, conn); reason != "" {
 			s.state = nil
+		} else {
+			s.acked = m.acked(s.state)
 		}
 	}
 	w.Reason = reason
@@ -289,6 +303,7 @@ func (m *Master) admit(h Hello, end int64) string {
 	case h.MaxFrameBytes == 0:
 		return "the replica takes frames of at most 0 bytes"
 	case h.End < 0 || h.End > end:
+		// The welcome's epoch list tells a slave with an epoch file where to truncate.
 		return fmt.Sprintf("the replica's log ends at %d, beyond the master's end %d: it holds bytes the master lacks and must be truncated first", h.End, end)
 	case h.End < m.src.MinOffset():
 		return fmt.Sprintf("the replica's log ends at %d, below the master's first offset %d (deleted by retention)", h.End, m.src.MinOffset())
@@ -307,16 +322,50 @@ func (m *Master) room(id int64) string {
 
 // readFirst reads the first batch from the slave's end, which must be
 // where an entry starts; it returns why not, or "".
-func (s *session) readFirst(src Source) string {
-	data, next, err := src.CopyReplica(s.from, s.buf, s.maxFrame)
+func (m *Master) readFirst(s *session) string {
+	if _, _, err := m.label(s.from); err != nil {
+		return err.Error()
+	}
+	data, next, ep, err := m.read(s.from, s.buf, s.maxFrame)
 	switch {
 	case errors.Is(err, commitlog.ErrOffsetTooBig):
 		return ""
 	case err != nil:
 		return fmt.Sprintf("the master cannot read its log from the replica's end %d: %v", s.from, err)
 	}
-	s.first, s.next = data, next
+	s.first, s.next, s.firstEpoch = data, next, ep
 	return ""
+}
+
+// label returns the epoch of the master's data at off (epoch.IndexAt over
+// its list) and where that epoch's data ends (math.MaxInt64 for the
+// current epoch). Without a list every offset is cfg.Epoch's.
+func (m *Master) label(off int64) (ep int32, end int64, err error) {
+	list := m.cfg.Epochs
+	if len(list) == 0 {
+		return m.cfg.Epoch, math.MaxInt64, nil
+	}
+	i, ok := epoch.IndexAt(list, off)
+	if !ok {
+		return 0, 0, fmt.Errorf("the master's epoch list starts at offset %d, above the replica's end %d: the master cannot say which epoch its log there belongs to", list[0].StartOffset, off)
+	}
+	return list[i].Epoch, epoch.EndOf(list, i, math.MaxInt64), nil
+}
+
+// read copies whole entries from off, as CopyReplica does, but never past
+// the end of the epoch off belongs to, so that a frame never spans two
+// epochs; it returns them with their epoch. An epoch starts where an entry
+// does (a new master's log end), so the cut falls between entries.
+func (m *Master) read(off int64, buf []byte, maxFrame int) (data []byte, next int64, ep int32, err error) {
+	ep, end, err := m.label(off)
+	if err != nil {
+		return nil, off, 0, err
+	}
+	if room := end - off; room < int64(len(buf)) {
+		buf = buf[:room]
+	}
+	data, next, err = m.src.CopyReplica(off, buf, maxFrame)
+	return data, next, ep, err
 }
 
 // register makes conn the connection of the hello's replica id, closing
@@ -338,7 +387,11 @@ func (m *Master) register(h Hello, addr string, conn net.Conn) (*slaveState, uin
 	}
 	m.nextSes++
 	s.addr, s.conn, s.session = addr, conn, m.nextSes
-	m.setAckedLocked(s, h.End) // what it holds now, even if less than before (a crash)
+	// What it holds now, if less than before (a crash). Bytes beyond its
+	// last ack count once it acks them on this connection: a slave with an
+	// epoch file appends, and acks, only after it checked that its log is
+	// a prefix of the master's; a hello's end is not such a check.
+	m.setAckedLocked(s, min(s.acked, h.End))
 	return s, s.session, ""
 }
 
@@ -369,7 +422,7 @@ func (m *Master) setAckedLocked(s *slaveState, end int64) {
 // not go back, nor beyond what was sent.
 func (m *Master) readAcks(conn net.Conn, s *session, sent *atomic.Int64) error {
 	var b [AckSize]byte
-	last := s.from
+	last := s.acked
 	for {
 		if err := conn.SetReadDeadline(time.Now().Add(m.cfg.ReadTimeout)); err != nil {
 			return err
@@ -407,7 +460,7 @@ func (m *Master) stream(ctx context.Context, conn net.Conn, s *session, sent *at
 	poll := time.NewTicker(m.cfg.PollInterval)
 	defer poll.Stop()
 	hdr := make([]byte, 0, FrameHeaderSize)
-	off, data, next := s.from, s.first, s.next
+	off, data, next, ep := s.from, s.first, s.next, s.firstEpoch
 	ms := &metaSender{src: m.cfg.Meta, every: m.cfg.MetaInterval}
 	rechecked := false
 	for {
@@ -419,14 +472,14 @@ func (m *Master) stream(ctx context.Context, conn net.Conn, s *session, sent *at
 		}
 		if len(data) > 0 {
 			sent.Store(next) // before the write: the ack may come before it returns
-			if err := m.send(conn, hdr, FrameHeader{Type: FrameData, Epoch: m.cfg.Epoch, Offset: off, BodyLen: uint32(len(data))}, data); err != nil {
+			if err := m.send(conn, hdr, FrameHeader{Type: FrameData, Epoch: ep, Offset: off, BodyLen: uint32(len(data))}, data); err != nil {
 				return err
 			}
 			off = next
 			hb.Reset(m.cfg.HeartbeatInterval)
 		}
 		var err error
-		data, next, err = m.src.CopyReplica(off, s.buf, s.maxFrame)
+		data, next, ep, err = m.read(off, s.buf, s.maxFrame)
 		switch {
 		case err == nil:
 			continue

@@ -234,6 +234,10 @@ func TestMasterRefusesBadSlaves(t *testing.T) {
 		require.NoError(t, err)
 		require.Empty(t, w.Reason)
 		require.Eventually(t, func() bool { return len(m.Slaves()) == 1 }, patience, 2*time.Millisecond)
+		assert.Zero(t, m.Slaves()[0].Acked, "a hello's end is not an ack")
+		_, err = c.Write(replication.AppendAck(nil, end))
+		require.NoError(t, err)
+		require.Eventually(t, func() bool { return m.Slaves()[0].Acked == end }, patience, 2*time.Millisecond)
 		_, err = c.Write(replication.AppendAck(nil, end+1))
 		require.NoError(t, err)
 		_, err = io.Copy(io.Discard, c) // heartbeats, until the master hangs up

@@ -2,6 +2,7 @@ package replication
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gantrymq/gantry/commitlog"
+	"github.com/gantrymq/gantry/replication/epoch"
 )
 
 // Sink is the replica's log as a Slave writes it.
@@ -22,6 +24,16 @@ type Sink interface {
 }
 
 var _ Sink = (*commitlog.Log)(nil)
+
+// Epochs is the replica's epoch file as a Slave uses it.
+type Epochs interface {
+	Entries() []epoch.Entry
+	Last() (epoch.Entry, bool)
+	Append(epoch int32, start int64) error
+	TruncateAfter(offset int64) error
+}
+
+var _ Epochs = (*epoch.File)(nil)
 
 // Slave keeps a replica's log a copy of the master's: one goroutine
 // connects to the master (again after a failure, with back-off), appends
@@ -51,8 +63,13 @@ type SlaveStatus struct {
 	// MetaSnapshots counts the metadata snapshots OnMeta took.
 	MetaSnapshots int
 	// LastErr is why the last connection attempt or connection ended: a
-	// *RefusedError when a side refused the handshake.
+	// *RefusedError when a side refused the handshake, a
+	// *TruncateNeededError when the slave stopped for it.
 	LastErr error
+	// Stopped says the slave stopped for good (LastErr says why) and does
+	// not reconnect: its log must be truncated (*TruncateNeededError), or
+	// its epoch file could not be written. Its owner restarts it.
+	Stopped bool
 }
 
 // StartSlave starts replicating into dst from the master at
@@ -111,6 +128,12 @@ func (s *Slave) run() {
 		if s.ctx.Err() != nil {
 			return
 		}
+		var fatal *stopError
+		if errors.As(err, &fatal) {
+			s.update(func(st *SlaveStatus) { st.Connected, st.LastErr, st.Stopped = false, fatal.err, true })
+			s.log.Error("replication stopped until the slave is restarted", "err", fatal.err, "end", s.dst.MaxOffset())
+			return
+		}
 		s.update(func(st *SlaveStatus) { st.Connected, st.LastErr = false, err })
 		if served && (s.dst.MaxOffset() > from || time.Since(start) >= s.cfg.RetryMax) {
 			pause = s.cfg.RetryMin
@@ -135,6 +158,7 @@ func (s *Slave) connect() (served bool, err error) {
 	if err != nil {
 		return false, fmt.Errorf("replication: dial the master: %w", err)
 	}
+	kick := make(chan struct{}, 1)
 	ctx, cancel := context.WithCancel(s.ctx)
 	var closer sync.WaitGroup
 	defer closer.Wait()
@@ -146,6 +170,7 @@ func (s *Slave) connect() (served bool, err error) {
 	if err != nil {
 		return false, err
 	}
+	kick <- struct{}{} // ack the end at once: the master counts the slave's bytes from its first ack
 	s.update(func(st *SlaveStatus) {
 		st.Connected, st.Sessions, st.End, st.MasterEnd, st.Epoch, st.LastErr = true, st.Sessions+1, end, w.End, w.Epoch, nil
 	})
@@ -155,7 +180,6 @@ func (s *Slave) connect() (served bool, err error) {
 		firstErr error
 		once     sync.Once
 		acked    atomic.Int64
-		kick     = make(chan struct{}, 1)
 	)
 	fail := func(err error) {
 		once.Do(func() { firstErr = err })
@@ -169,7 +193,18 @@ func (s *Slave) connect() (served bool, err error) {
 	return true, firstErr
 }
 
-// handshake sends the hello and checks the master's welcome.
+// stopError wraps an error after which the slave must not reconnect.
+type stopError struct{ err error }
+
+func (e *stopError) Error() string { return e.err.Error() }
+func (e *stopError) Unwrap() error { return e.err }
+
+// handshake sends the hello and checks the master's welcome: with an
+// epoch file, it compares its list with the master's before anything else
+// (a refusal included: the list says where to truncate), stops for good
+// when its log extends past the common point, and else drops its entries
+// from that point on (their epochs hold no data here; the frames record
+// the epochs that follow).
 func (s *Slave) handshake(conn net.Conn, end int64) (Welcome, error) {
 	if err := conn.SetDeadline(time.Now().Add(s.cfg.DialTimeout)); err != nil {
 		return Welcome{}, err
@@ -180,6 +215,11 @@ func (s *Slave) handshake(conn net.Conn, end int64) (Welcome, error) {
 		return Welcome{}, fmt.Errorf("replication: send hello: %w", err)
 	}
 	w, err := ReadWelcome(conn)
+	if err == nil && w.Version == Version && s.cfg.Epochs != nil {
+		if err := s.checkHistory(w, end); err != nil {
+			return Welcome{}, err
+		}
+	}
 	switch {
 	case err != nil:
 		return Welcome{}, err
@@ -195,12 +235,34 @@ func (s *Slave) handshake(conn net.Conn, end int64) (Welcome, error) {
 	return w, conn.SetDeadline(time.Time{})
 }
 
+// checkHistory compares the replica's epoch list with the master's
+// (docs/REPLICATION.md, "Rejoining a master").
+func (s *Slave) checkHistory(w Welcome, end int64) error {
+	p, ok := epoch.LastCommonPoint(s.cfg.Epochs.Entries(), w.Epochs, end, w.End)
+	if !ok {
+		p = 0
+	}
+	if end > p {
+		return &stopError{&TruncateNeededError{To: p, Cut: end - p}}
+	}
+	if err := s.cfg.Epochs.TruncateAfter(end); err != nil {
+		return &stopError{fmt.Errorf("replication: drop the epochs without data from the epoch file: %w", err)}
+	}
+	return nil
+}
+
 // receive appends the data frames from the master, each at the log's end,
 // and publishes the new end to the acker, until a frame is refused or the
 // connection fails.
-func (s *Slave) receive(ctx context.Context, conn net.Conn, end int64, epoch int32, acked *atomic.Int64, kick chan<- struct{}) error {
+func (s *Slave) receive(ctx context.Context, conn net.Conn, end int64, masterEpoch int32, acked *atomic.Int64, kick chan<- struct{}) error {
 	buf := make([]byte, 0, min(s.cfg.MaxFrameBytes, 256<<10))
 	meta := metaReceiver{max: s.cfg.MaxMetaBytes}
+	dataEpoch := int32(-1) // the last data frame's epoch, or the epoch file's last
+	if s.cfg.Epochs != nil {
+		if last, ok := s.cfg.Epochs.Last(); ok {
+			dataEpoch = last.Epoch
+		}
+	}
 	for {
 		if err := conn.SetReadDeadline(time.Now().Add(s.cfg.ReadTimeout)); err != nil {
 			return err
@@ -212,10 +274,16 @@ func (s *Slave) receive(ctx context.Context, conn net.Conn, end int64, epoch int
 		if cap(body) > cap(buf) {
 			buf = body[:0] // keep the larger buffer
 		}
-		if h.Epoch < epoch {
-			return fmt.Errorf("%w: %s frame of epoch %d after epoch %d", ErrProtocol, h.Type, h.Epoch, epoch)
+		switch {
+		case h.Type != FrameData && h.Epoch < masterEpoch:
+			return fmt.Errorf("%w: %s frame of epoch %d after epoch %d", ErrProtocol, h.Type, h.Epoch, masterEpoch)
+		case h.Type != FrameData:
+			masterEpoch = h.Epoch
+		case h.Epoch > masterEpoch: // data of an epoch newer than the master's own
+			return fmt.Errorf("%w: data frame at %d of epoch %d, but the master is in epoch %d", ErrProtocol, h.Offset, h.Epoch, masterEpoch)
+		case h.Epoch < dataEpoch:
+			return fmt.Errorf("%w: %w: data frame at %d of epoch %d, after data of epoch %d", ErrProtocol, ErrStaleEpoch, h.Offset, h.Epoch, dataEpoch)
 		}
-		epoch = h.Epoch
 		if h.Type == FrameMeta {
 			snap, err := meta.add(h.Offset, body)
 			if err != nil {
@@ -234,6 +302,10 @@ func (s *Slave) receive(ctx context.Context, conn net.Conn, end int64, epoch int
 			if h.Offset != end {
 				return &OffsetError{Frame: h.Offset, End: end}
 			}
+			if err := s.recordEpoch(h); err != nil {
+				return err
+			}
+			dataEpoch = h.Epoch
 			n, err := s.dst.AppendReplica(ctx, h.Offset, body)
 			if err != nil { // the next hello reports what it stored all the same
 				return fmt.Errorf("replication: append the master's %d bytes at %d: %w", len(body), h.Offset, err)
@@ -246,9 +318,27 @@ func (s *Slave) receive(ctx context.Context, conn net.Conn, end int64, epoch int
 			}
 		}
 		s.update(func(st *SlaveStatus) {
-			st.End, st.MasterEnd, st.Epoch = end, max(st.MasterEnd, masterEnd), epoch
+			st.End, st.MasterEnd, st.Epoch = end, max(st.MasterEnd, masterEnd), masterEpoch
 		})
 	}
+}
+
+// recordEpoch appends {frame epoch, frame offset} to the epoch file when
+// the frame's epoch is newer than its last entry, before the frame's bytes
+// are appended: its log is a prefix of the master's, so the epoch's data
+// starts here (replication/epoch's rules).
+func (s *Slave) recordEpoch(h FrameHeader) error {
+	if s.cfg.Epochs == nil {
+		return nil
+	}
+	if last, ok := s.cfg.Epochs.Last(); ok && h.Epoch <= last.Epoch {
+		return nil
+	}
+	if err := s.cfg.Epochs.Append(h.Epoch, h.Offset); err != nil {
+		return &stopError{fmt.Errorf("replication: record epoch %d at %d in the epoch file: %w", h.Epoch, h.Offset, err)}
+	}
+	s.log.Info("the master's data of a new epoch starts", "epoch", h.Epoch, "offset", h.Offset)
+	return nil
 }
 
 // takeMeta hands a metadata snapshot to OnMeta.
@@ -267,7 +357,7 @@ func (s *Slave) takeMeta(snap []byte) {
 func (s *Slave) sendAcks(ctx context.Context, conn net.Conn, acked *atomic.Int64, kick <-chan struct{}) error {
 	t := time.NewTicker(s.cfg.AckInterval)
 	defer t.Stop()
-	last := acked.Load() // the hello said it
+	last := int64(-1) // the first ack goes at once, even of the hello's end
 	var b [AckSize]byte
 	for {
 		force := false

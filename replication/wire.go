@@ -1,27 +1,37 @@
 package replication
 
 import (
+	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
+
+	"github.com/gantrymq/gantry/replication/epoch"
 )
 
 // The HA port's protocol (docs/REPLICATION.md). All integers are big-endian.
 //
 //	hello   (slave → master, 36 bytes): [magic u32 "GHAS"][version u16][0 u16]
 //	        [replica id i64][segment bytes i64][log end i64][max frame body u32]
-//	welcome (master → slave, 32+n bytes): [magic u32 "GHAM"][version u16][status u16]
+//	welcome (master → slave, 32+n+4+12k bytes): [magic u32 "GHAM"][version u16][status u16]
 //	        [segment bytes i64][log end i64][epoch i32][reason length u16][0 u16][reason n bytes]
+//	        [epoch count u32][k × [epoch i32][start offset i64]] (the master's epoch list,
+//	        epoch.AppendWire; in a welcome of this Version only, refusals included)
 //	frame   (master → slave, 17+n bytes): [type u8][epoch i32][offset i64][body length u32][body]
 //	        a metadata frame's offset is its chunk's position in the snapshot, its body
 //	        [snapshot length u32][chunk]
 //	ack     (slave → master, 8 bytes): [log end i64]
 const (
-	// Version is the protocol version this package speaks.
-	Version = 1
+	// Version is the protocol version this package speaks. Version 2
+	// added the master's epoch list to the welcome and labels each data
+	// frame with its data's epoch; a peer of another version is refused
+	// with a reason naming both.
+	Version = 2
 
 	// HelloSize, WelcomeHeaderSize, FrameHeaderSize and AckSize are the
-	// fixed sizes of the messages (a welcome is followed by its reason).
+	// fixed sizes of the messages (a welcome is followed by its reason and
+	// its epoch list).
 	HelloSize         = 36
 	WelcomeHeaderSize = 32
 	FrameHeaderSize   = 17
@@ -74,10 +84,14 @@ type Hello struct {
 // Welcome is the master's answer to a Hello: a refusal when Reason is set.
 type Welcome struct {
 	Version      uint16
-	SegmentBytes int64 // the master's log's segment size
-	End          int64 // the master's log end
-	Epoch        int32
+	SegmentBytes int64  // the master's log's segment size
+	End          int64  // the master's log end
+	Epoch        int32  // the master's epoch
 	Reason       string // why the master refuses the slave; empty: accepted
+	// Epochs is the master's epoch list, oldest first (replication/epoch),
+	// which a slave compares with its own before it appends anything. It
+	// is on the wire in a welcome of this Version only: nil in another's.
+	Epochs []epoch.Entry
 }
 
 // FrameHeader is the fixed part of a frame.
@@ -130,7 +144,8 @@ func ReadHello(r io.Reader) (Hello, error) {
 }
 
 // AppendWelcome appends w's encoding to b; a reason longer than
-// MaxReasonBytes is cut.
+// MaxReasonBytes is cut. The epoch list is appended when w.Version is
+// Version, so that a welcome of version 1 is encoded as version 1 was.
 func AppendWelcome(b []byte, w Welcome) []byte {
 	reason := w.Reason
 	if len(reason) > MaxReasonBytes {
@@ -148,7 +163,11 @@ func AppendWelcome(b []byte, w Welcome) []byte {
 	b = binary.BigEndian.AppendUint32(b, uint32(w.Epoch))
 	b = binary.BigEndian.AppendUint16(b, uint16(len(reason)))
 	b = binary.BigEndian.AppendUint16(b, 0)
-	return append(b, reason...)
+	b = append(b, reason...)
+	if w.Version == Version {
+		b = epoch.AppendWire(b, w.Epochs)
+	}
+	return b
 }
 
 // decodeWelcomeHeader decodes the fixed part of a welcome and returns the
@@ -180,7 +199,10 @@ func decodeWelcomeHeader(b []byte) (Welcome, int, error) {
 	}, n, nil
 }
 
-// DecodeWelcome decodes a whole welcome, b holding exactly its bytes.
+// DecodeWelcome decodes a whole welcome, b holding exactly its bytes. A
+// welcome of this Version must end right after its epoch list, which is
+// checked as epoch.ReadWire checks it (a count above epoch.MaxEntries is
+// refused before anything is allocated).
 func DecodeWelcome(b []byte) (Welcome, error) {
 	if len(b) < WelcomeHeaderSize {
 		return Welcome{}, fmt.Errorf("%w: welcome of %d bytes, at least %d", ErrProtocol, len(b), WelcomeHeaderSize)
@@ -189,11 +211,38 @@ func DecodeWelcome(b []byte) (Welcome, error) {
 	if err != nil {
 		return Welcome{}, err
 	}
-	if len(b) != WelcomeHeaderSize+n {
-		return Welcome{}, fmt.Errorf("%w: welcome of %d bytes, its header says %d", ErrProtocol, len(b), WelcomeHeaderSize+n)
+	if len(b) < WelcomeHeaderSize+n {
+		return Welcome{}, fmt.Errorf("%w: welcome of %d bytes, its header announces a reason of %d", ErrProtocol, len(b), n)
 	}
-	w.Reason = string(b[WelcomeHeaderSize:])
+	w.Reason = string(b[WelcomeHeaderSize : WelcomeHeaderSize+n])
+	rest := b[WelcomeHeaderSize+n:]
+	if w.Version != Version {
+		if len(rest) > 0 {
+			return Welcome{}, fmt.Errorf("%w: welcome of version %d with %d bytes after its reason", ErrProtocol, w.Version, len(rest))
+		}
+		return w, nil
+	}
+	r := bytes.NewReader(rest)
+	if w.Epochs, err = readEpochs(r); err != nil {
+		return Welcome{}, err
+	}
+	if r.Len() > 0 {
+		return Welcome{}, fmt.Errorf("%w: %d bytes after the welcome's epoch list", ErrProtocol, r.Len())
+	}
 	return w, nil
+}
+
+// readEpochs reads a welcome's epoch list: a list epoch.ReadWire refuses,
+// or one cut short, is a protocol violation.
+func readEpochs(r io.Reader) ([]epoch.Entry, error) {
+	list, err := epoch.ReadWire(r)
+	switch {
+	case err == nil:
+		return list, nil
+	case errors.Is(err, epoch.ErrInvalidEntry), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return nil, fmt.Errorf("%w: welcome's epoch list: %w", ErrProtocol, err)
+	}
+	return nil, fmt.Errorf("replication: read welcome's epoch list: %w", err)
 }
 
 // ReadWelcome reads and decodes a welcome from r.
@@ -210,6 +259,11 @@ func ReadWelcome(r io.Reader) (Welcome, error) {
 		return Welcome{}, fmt.Errorf("replication: read welcome's reason: %w", err)
 	}
 	w.Reason = string(b[WelcomeHeaderSize : WelcomeHeaderSize+n])
+	if w.Version == Version {
+		if w.Epochs, err = readEpochs(r); err != nil {
+			return Welcome{}, err
+		}
+	}
 	return w, nil
 }
 
@@ -222,9 +276,9 @@ func AppendFrameHeader(b []byte, h FrameHeader) []byte {
 }
 
 // DecodeFrameHeader decodes a frame header from the FrameHeaderSize bytes
-// of b and checks it: a known type, an offset that is not negative, no
-// body on a heartbeat, and a data body of 1 to maxBody bytes (ErrFrameTooLarge
-// past it), so that the caller may allocate the body.
+// of b and checks it: a known type, an offset and an epoch that are not
+// negative, no body on a heartbeat, and a data body of 1 to maxBody bytes
+// (ErrFrameTooLarge past it), so that the caller may allocate the body.
 func DecodeFrameHeader(b []byte, maxBody int) (FrameHeader, error) {
 	if len(b) != FrameHeaderSize {
 		return FrameHeader{}, fmt.Errorf("%w: frame header of %d bytes, want %d", ErrProtocol, len(b), FrameHeaderSize)
@@ -240,6 +294,8 @@ func DecodeFrameHeader(b []byte, maxBody int) (FrameHeader, error) {
 		return FrameHeader{}, fmt.Errorf("%w: unknown frame %s", ErrProtocol, h.Type)
 	case h.Offset < 0:
 		return FrameHeader{}, fmt.Errorf("%w: %s frame at negative offset %d", ErrProtocol, h.Type, h.Offset)
+	case h.Epoch < 0:
+		return FrameHeader{}, fmt.Errorf("%w: %s frame at %d of negative epoch %d", ErrProtocol, h.Type, h.Offset, h.Epoch)
 	case h.Type == FrameHeartbeat && h.BodyLen != 0:
 		return FrameHeader{}, fmt.Errorf("%w: heartbeat with a body of %d bytes", ErrProtocol, h.BodyLen)
 	case h.Type == FrameData && h.BodyLen == 0:

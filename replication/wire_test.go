@@ -12,6 +12,7 @@ import (
 
 	"github.com/gantrymq/gantry/message"
 	"github.com/gantrymq/gantry/replication"
+	"github.com/gantrymq/gantry/replication/epoch"
 )
 
 func TestWireRoundTrips(t *testing.T) {
@@ -22,12 +23,20 @@ func TestWireRoundTrips(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, h, got)
 
+	three := []epoch.Entry{{Epoch: 1, StartOffset: 0}, {Epoch: 2, StartOffset: 4096}, {Epoch: 4, StartOffset: 4096}}
 	for _, w := range []replication.Welcome{
 		{Version: replication.Version, SegmentBytes: 1 << 30, End: 99, Epoch: 4},
 		{Version: replication.Version, SegmentBytes: 1 << 30, End: 99, Epoch: 4, Reason: "no"},
+		{Version: replication.Version, SegmentBytes: 1 << 30, End: 8192, Epoch: 4, Epochs: three},
+		{Version: replication.Version, SegmentBytes: 1 << 30, End: 8192, Epoch: 4, Reason: "beyond", Epochs: three},
+		{Version: 1, SegmentBytes: 1 << 30, End: 99, Epoch: 4, Reason: "version 1 has no list"},
 	} {
 		b := replication.AppendWelcome(nil, w)
-		require.Len(t, b, replication.WelcomeHeaderSize+len(w.Reason))
+		size := replication.WelcomeHeaderSize + len(w.Reason)
+		if w.Version == replication.Version {
+			size += 4 + 12*len(w.Epochs)
+		}
+		require.Len(t, b, size)
 		got, err := replication.ReadWelcome(bytes.NewReader(b))
 		require.NoError(t, err)
 		assert.Equal(t, w, got)
@@ -35,7 +44,7 @@ func TestWireRoundTrips(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, w, got)
 	}
-	long := replication.Welcome{Reason: strings.Repeat("x", 2*replication.MaxReasonBytes)}
+	long := replication.Welcome{Version: replication.Version, Reason: strings.Repeat("x", 2*replication.MaxReasonBytes)}
 	got2, err := replication.DecodeWelcome(replication.AppendWelcome(nil, long))
 	require.NoError(t, err)
 	assert.Len(t, got2.Reason, replication.MaxReasonBytes, "a long reason is cut")
@@ -55,6 +64,15 @@ func TestWireRoundTrips(t *testing.T) {
 func TestWireRefusesMalformed(t *testing.T) {
 	hello := replication.AppendHello(nil, replication.Hello{Version: 1, SegmentBytes: 1 << 20, MaxFrameBytes: 1})
 	welcome := replication.AppendWelcome(nil, replication.Welcome{Version: 1, Reason: "why"})
+	accepted := replication.AppendWelcome(nil, replication.Welcome{Version: replication.Version})
+	withList := func(count uint32, entries ...epoch.Entry) []byte {
+		b := binary.BigEndian.AppendUint32(bytes.Clone(accepted[:replication.WelcomeHeaderSize]), count)
+		for _, e := range entries {
+			b = binary.BigEndian.AppendUint32(b, uint32(e.Epoch))
+			b = binary.BigEndian.AppendUint64(b, uint64(e.StartOffset))
+		}
+		return b
+	}
 	frame := func(h replication.FrameHeader) []byte { return replication.AppendFrameHeader(nil, h) }
 	set := func(b []byte, at int, v uint16) []byte {
 		b = bytes.Clone(b)
@@ -76,7 +94,24 @@ func TestWireRefusesMalformed(t *testing.T) {
 			_, err := replication.DecodeWelcome(set(welcome, 28, 0)[:replication.WelcomeHeaderSize])
 			return err
 		}, "status 1 with a reason of 0 bytes"},
-		{"welcome: cut", func() error { _, err := replication.DecodeWelcome(welcome[:len(welcome)-1]); return err }, "its header says"},
+		{"welcome: cut", func() error { _, err := replication.DecodeWelcome(welcome[:len(welcome)-1]); return err }, "its header announces a reason of 3"},
+		{"welcome: version 1 with more bytes", func() error { _, err := replication.DecodeWelcome(append(bytes.Clone(welcome), 0)); return err }, "version 1 with 1 bytes after its reason"},
+		{"welcome: no epoch list", func() error {
+			_, err := replication.DecodeWelcome(accepted[:replication.WelcomeHeaderSize])
+			return err
+		}, "epoch list"},
+		{"welcome: epoch count beyond MaxEntries", func() error { _, err := replication.DecodeWelcome(withList(epoch.MaxEntries + 1)); return err }, "65537 entries, more than MaxEntries"},
+		{"welcome: epoch list cut", func() error {
+			b := withList(2, epoch.Entry{Epoch: 1})
+			_, err := replication.DecodeWelcome(b[:len(b)-1])
+			return err
+		}, "unexpected EOF"},
+		{"welcome: epoch list short of its count", func() error { _, err := replication.DecodeWelcome(withList(2, epoch.Entry{Epoch: 1})); return err }, "entry 1 of 2"},
+		{"welcome: epochs out of order", func() error {
+			_, err := replication.DecodeWelcome(withList(2, epoch.Entry{Epoch: 2}, epoch.Entry{Epoch: 1, StartOffset: 10}))
+			return err
+		}, "epoch 1 is not greater than the previous entry's 2"},
+		{"welcome: bytes after the epoch list", func() error { _, err := replication.DecodeWelcome(append(withList(0), 7)); return err }, "1 bytes after the welcome's epoch list"},
 		{"frame: type", func() error {
 			_, err := replication.DecodeFrameHeader(frame(replication.FrameHeader{Type: 0}), 10)
 			return err
@@ -85,6 +120,10 @@ func TestWireRefusesMalformed(t *testing.T) {
 			_, err := replication.DecodeFrameHeader(frame(replication.FrameHeader{Type: replication.FrameData, Offset: -1, BodyLen: 1}), 10)
 			return err
 		}, "negative offset"},
+		{"frame: negative epoch", func() error {
+			_, err := replication.DecodeFrameHeader(frame(replication.FrameHeader{Type: replication.FrameData, Epoch: -1, BodyLen: 1}), 10)
+			return err
+		}, "negative epoch -1"},
 		{"frame: empty data", func() error {
 			_, err := replication.DecodeFrameHeader(frame(replication.FrameHeader{Type: replication.FrameData}), 10)
 			return err
@@ -174,11 +213,40 @@ func FuzzDecodeHandshake(f *testing.F) {
 		if h, err := replication.DecodeHello(b); err == nil {
 			require.Equal(t, b, replication.AppendHello(nil, h))
 		}
-		if w, err := replication.DecodeWelcome(b); err == nil {
-			require.Equal(t, b, replication.AppendWelcome(nil, w))
-		}
-		if w, err := replication.ReadWelcome(bytes.NewReader(b)); err == nil {
-			require.Equal(t, b[:replication.WelcomeHeaderSize+len(w.Reason)], replication.AppendWelcome(nil, w))
-		}
+		checkWelcome(t, b)
 	})
+}
+
+// FuzzDecodeWelcome: the version 2 welcome decoders (DecodeWelcome and
+// ReadWelcome) never panic, accept only a valid epoch list (epoch.Validate),
+// allocate for the list no more than the bytes present hold, and what they
+// decode encodes to the bytes they read.
+func FuzzDecodeWelcome(f *testing.F) {
+	three := []epoch.Entry{{Epoch: 1, StartOffset: 0}, {Epoch: 2, StartOffset: 4096}, {Epoch: 5, StartOffset: 1 << 40}}
+	for _, w := range []replication.Welcome{
+		{Version: replication.Version, SegmentBytes: 1 << 30, End: 5, Epoch: 2},
+		{Version: replication.Version, SegmentBytes: 1 << 30, End: 1 << 41, Epoch: 5, Epochs: three},
+		{Version: replication.Version, Reason: "beyond the master's end", Epochs: three},
+	} {
+		b := replication.AppendWelcome(nil, w)
+		f.Add(b)
+		f.Add(b[:len(b)-3])
+	}
+	huge := binary.BigEndian.AppendUint32(replication.AppendWelcome(nil, replication.Welcome{Version: replication.Version})[:replication.WelcomeHeaderSize], 1<<32-1)
+	f.Add(huge)
+	f.Fuzz(func(t *testing.T, b []byte) { checkWelcome(t, b) })
+}
+
+// checkWelcome decodes b as a welcome both ways.
+func checkWelcome(t *testing.T, b []byte) {
+	if w, err := replication.DecodeWelcome(b); err == nil {
+		require.NoError(t, epoch.Validate(w.Epochs))
+		require.LessOrEqual(t, 12*len(w.Epochs), len(b))
+		require.Equal(t, b, replication.AppendWelcome(nil, w))
+	}
+	if w, err := replication.ReadWelcome(bytes.NewReader(b)); err == nil {
+		enc := replication.AppendWelcome(nil, w)
+		require.LessOrEqual(t, len(enc), len(b))
+		require.Equal(t, b[:len(enc)], enc)
+	}
 }

@@ -61,6 +61,10 @@
 //
 // # Use with the commit log and replication
 //
+// Package replication's Master and Slave follow these rules (protocol
+// version 2, docs/REPLICATION.md); a stopped Slave's owner makes the
+// truncation with commitlog.Truncate.
+//
 //   - A new master truncates its log to the last whole record, then appends
 //     {its new epoch, its log end} before it accepts writes.
 //   - The master labels each frame it ships with the epoch of the data in it
