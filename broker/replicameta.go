@@ -60,7 +60,8 @@ func (b *Broker) MetaSnapshot() (uint64, []byte, error) {
 // RestoreMeta replaces the broker's metadata with a master's snapshot and
 // writes the master's delivery state as its files, for the delivery
 // service a slave opens when it becomes master; every part is checked
-// before anything changes. Routes follow the topics (OnTopicsChanged).
+// before anything changes. Routes follow a change of the topics
+// (OnTopicsChanged).
 func (b *Broker) RestoreMeta(data []byte) error {
 	var snap replicaMeta
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -73,9 +74,12 @@ func (b *Broker) RestoreMeta(data []byte) error {
 			return err
 		}
 	}
+	topics := b.meta.TopicsVersion()
 	if err := b.meta.Restore(snap.Metadata); err != nil {
 		return fmt.Errorf("broker: restore the master's metadata: %w", err)
 	}
-	b.topicsChanged()
+	if b.meta.TopicsVersion() != topics {
+		b.topicsChanged()
+	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package metadata
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -52,8 +53,9 @@ func (m *Metadata) Snapshot() (uint64, Snapshot, error) {
 
 // Restore replaces every table with the snapshot's documents, checked as
 // Open checks the files: a snapshot with any document missing or invalid
-// changes nothing and returns an error naming it. The tables are saved
-// before Restore returns.
+// changes nothing and returns an error naming it. A table that holds its
+// document already is left alone (not saved again, its version kept); the
+// others are saved before Restore returns.
 func (m *Metadata) Restore(s Snapshot) error {
 	topics, err := decodeDoc(s.Topics, "topics", validateTopics)
 	if err != nil {
@@ -71,10 +73,10 @@ func (m *Metadata) Restore(s Snapshot) error {
 	if err != nil {
 		return err
 	}
-	m.topics.replace(topics)
-	m.groups.replace(groups)
-	m.offsets.replace(offsets)
-	m.delays.replace(delays)
+	m.topics.replaceIfChanged(topics, s.Topics)
+	m.groups.replaceIfChanged(groups, s.Groups)
+	m.offsets.replaceIfChanged(offsets, s.Offsets)
+	m.delays.replaceIfChanged(delays, s.Delays)
 	return m.Save()
 }
 
@@ -107,10 +109,15 @@ func (t *table[T]) encodeDoc() ([]byte, error) {
 	return json.Marshal(t.doc)
 }
 
-// replace makes doc the table's document, to be saved.
-func (t *table[T]) replace(doc T) {
+// replaceIfChanged makes doc, whose encoding is raw, the table's
+// document, to be saved, unless the table holds it already: a slave takes
+// a snapshot whenever any table changed, and saves only those that did.
+func (t *table[T]) replaceIfChanged(doc T, raw []byte) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if cur, err := json.Marshal(t.doc); err == nil && bytes.Equal(cur, raw) {
+		return
+	}
 	t.doc = doc
 	t.gen++
 }

@@ -81,3 +81,29 @@ func TestSnapshotRestoreRefusesBadDocuments(t *testing.T) {
 	}
 	require.NoError(t, src.Close())
 }
+
+// Restoring a snapshot a slave holds already changes no table: nothing is
+// saved again and the version stays; a change to one table changes only it.
+func TestSnapshotRestoreSkipsUnchangedTables(t *testing.T) {
+	master := open(t, testConfig(t, filepath.Join(t.TempDir(), "config"), nil))
+	fill(t, master, 5)
+	_, snap, err := master.Snapshot()
+	require.NoError(t, err)
+	slave := open(t, testConfig(t, filepath.Join(t.TempDir(), "config"), nil))
+	require.NoError(t, slave.Restore(snap))
+	v, topics := slave.Version(), slave.TopicsVersion()
+	require.NoError(t, slave.Restore(snap))
+	assert.Equal(t, v, slave.Version())
+
+	require.NoError(t, master.CommitOffset("GroupA", "TopicA", 0, 99))
+	_, snap, err = master.Snapshot()
+	require.NoError(t, err)
+	require.NoError(t, slave.Restore(snap))
+	assert.Equal(t, v+1, slave.Version(), "only the offsets table changed")
+	assert.Equal(t, topics, slave.TopicsVersion())
+	off, ok := slave.Offset("GroupA", "TopicA", 0)
+	assert.True(t, ok)
+	assert.Equal(t, int64(99), off)
+	require.NoError(t, master.Close())
+	require.NoError(t, slave.Close())
+}
