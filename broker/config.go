@@ -28,8 +28,8 @@ type BrokerRole int
 
 const (
 	AsyncMaster BrokerRole = iota // ASYNC_MASTER (default)
-	SyncMaster                    // SYNC_MASTER (refused until replication exists)
-	Slave                         // SLAVE (refused until replication exists)
+	SyncMaster                    // SYNC_MASTER: a send is acked once inSyncReplicas hold it
+	Slave                         // SLAVE: a copy of its master's log; refuses writes
 )
 
 var roleNames = [...]string{"ASYNC_MASTER", "SYNC_MASTER", "SLAVE"}
@@ -85,6 +85,15 @@ const (
 	DefaultDuplicationWindow     = 5 * time.Minute
 	DefaultMaxGroupsPerHeartbeat = 1000
 	DefaultMaxConsumerGroups     = 10000
+	// DefaultInSyncReplicas, DefaultSlaveTimeout and
+	// DefaultHAMaxGapNotInSync are the replication defaults
+	// (docs/REPLICATION.md, "Running a master and slaves").
+	DefaultInSyncReplicas    = 2
+	DefaultSlaveTimeout      = 3 * time.Second
+	DefaultHAMaxGapNotInSync = 256 << 20
+	// MaxInSyncReplicas bounds inSyncReplicas: the master and the most
+	// slaves its HA port serves.
+	MaxInSyncReplicas = 17
 	// MemoryLimitOff as Config.MemoryLimit turns the soft memory limit
 	// off (memoryLimit=off).
 	MemoryLimitOff = memlimit.Off
@@ -166,10 +175,34 @@ type Config struct {
 	//
 	// Deprecated: remove the key; it goes in a later release.
 	PageCacheWrites bool
-	// BrokerRole (brokerRole). Default ASYNC_MASTER, the only role
-	// accepted: SYNC_MASTER and SLAVE are refused by Validate until
-	// replication exists.
+	// BrokerRole (brokerRole): ASYNC_MASTER (default), SYNC_MASTER or
+	// SLAVE. A master's brokerId is 0, a slave's above 0
+	// (docs/REPLICATION.md, "Running a master and slaves").
 	BrokerRole BrokerRole
+	// HAListenPort (haListenPort): a master's HA port, which its slaves
+	// copy the log from. Default listenPort+1 (broker/server listens on
+	// an ephemeral port when its remoting listener is given and listenPort
+	// is unset, as in tests).
+	HAListenPort int
+	// HAMasterAddress (haMasterAddress): a slave's master's HA address,
+	// host:port. Default: the one the nameserver's registration answer
+	// names.
+	HAMasterAddress string
+	// InSyncReplicas (inSyncReplicas): on a SYNC_MASTER, the replicas
+	// that must hold a message before its send is acknowledged, the
+	// master included. 1..17, default 2.
+	InSyncReplicas int
+	// SlaveTimeout (slaveTimeout, ms in the file): how long a SYNC_MASTER
+	// send waits for its slaves' acks before it answers with
+	// ErrReplicaTimeout (indeterminate). Default 3 s.
+	SlaveTimeout time.Duration
+	// HAMaxGapNotInSync (haMaxGapNotInSync, bytes): how far behind the
+	// master's log end a connected slave may be and still count as in
+	// sync for a SYNC_MASTER's check before a send. Default 256 MiB.
+	HAMaxGapNotInSync int64
+	// SlaveReadEnable (slaveReadEnable): a slave serves pulls. Default
+	// false: a pull on a slave is refused (ErrSlaveReadDisabled).
+	SlaveReadEnable bool
 	// FileReservedTime (fileReservedTime, in hours in the file): commit-log
 	// retention. Default 72 h.
 	FileReservedTime time.Duration
@@ -356,6 +389,9 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.DuplicationWindow, DefaultDuplicationWindow)
 	setDefault(&c.MaxGroupsPerHeartbeat, DefaultMaxGroupsPerHeartbeat)
 	setDefault(&c.MaxConsumerGroups, DefaultMaxConsumerGroups)
+	setDefault(&c.InSyncReplicas, DefaultInSyncReplicas)
+	setDefault(&c.SlaveTimeout, DefaultSlaveTimeout)
+	setDefault(&c.HAMaxGapNotInSync, DefaultHAMaxGapNotInSync)
 	setDefault(&c.scheduleTick, defaultScheduleTick)
 	setDefault(&c.dlqSweepInterval, defaultDLQSweepInterval)
 	if len(c.MessageDelayLevel) == 0 {
@@ -409,14 +445,45 @@ func (c Config) validateIdentity(bad badFunc) {
 		}
 	}
 	switch {
-	case c.BrokerRole == SyncMaster || c.BrokerRole == Slave:
-		// Accepting them would promise copies that nobody makes.
-		bad("brokerRole %s is not supported: Gantry has no replication yet; use ASYNC_MASTER", c.BrokerRole)
 	case c.BrokerRole < AsyncMaster || c.BrokerRole > Slave:
 		bad("brokerRole %d: want ASYNC_MASTER, SYNC_MASTER or SLAVE", int(c.BrokerRole))
-	case c.BrokerID != 0:
-		bad("brokerId %d: a master's brokerId is 0", c.BrokerID)
+	case c.BrokerRole == Slave && c.BrokerID <= 0:
+		bad("brokerId %d: a SLAVE's brokerId is above 0 (0 is the master's)", c.BrokerID)
+	case c.BrokerRole != Slave && c.BrokerID != 0:
+		bad("brokerId %d: a master's (%s) brokerId is 0", c.BrokerID, c.BrokerRole)
 	}
+	c.validateReplication(bad)
+}
+
+func (c Config) validateReplication(bad badFunc) {
+	checkRanges(bad,
+		intRange{"haListenPort", c.HAListenPort, 0, 65535, " (0: listenPort+1)"},
+		intRange{"inSyncReplicas", c.InSyncReplicas, 1, MaxInSyncReplicas, " (the master included)"})
+	if c.HAListenPort != 0 && c.HAListenPort == c.ListenPort {
+		bad("haListenPort %d: it is listenPort too; want another port", c.HAListenPort)
+	}
+	if c.HAMasterAddress != "" {
+		if err := checkHostPort(c.HAMasterAddress, false); err != nil {
+			bad("haMasterAddress %q: %v", c.HAMasterAddress, err)
+		}
+	}
+	if c.SlaveTimeout < time.Millisecond {
+		bad("slaveTimeout %s: want at least 1ms", c.SlaveTimeout)
+	}
+	if c.HAMaxGapNotInSync < 0 {
+		bad("haMaxGapNotInSync %d: want > 0 (bytes)", c.HAMaxGapNotInSync)
+	}
+}
+
+// HAListenAddr returns the address a master's HA port listens on:
+// bindAddress:haListenPort, or listenPort+1 when haListenPort is unset.
+func (c Config) HAListenAddr() string {
+	c = c.withDefaults()
+	port := c.HAListenPort
+	if port == 0 {
+		port = c.ListenPort + 1
+	}
+	return net.JoinHostPort(c.BindAddress, strconv.Itoa(port))
 }
 
 func (c Config) validateAddrs(bad badFunc) {
@@ -623,6 +690,7 @@ var ConfigKeys = []string{
 	"longPollingMaxHold", "flushConsumerOffsetInterval", "registerNameServerPeriod", "channelExpiredTimeout",
 	"messageDelayLevel", "timerMaxDelay", "dlqRetentionHours",
 	"duplicationWindow", "maxGroupsPerHeartbeat", "maxConsumerGroups", "memoryLimit",
+	"haListenPort", "haMasterAddress", "inSyncReplicas", "slaveTimeout", "haMaxGapNotInSync", "slaveReadEnable",
 }
 
 // setters maps each key to the function that parses its value into a Config.
@@ -678,6 +746,12 @@ var setters = map[string]func(c *Config, v string) error{
 		c.MemoryLimit, err = memlimit.Parse(v)
 		return err
 	},
+	"haListenPort":      func(c *Config, v string) error { return parseInt(v, &c.HAListenPort) },
+	"haMasterAddress":   func(c *Config, v string) error { c.HAMasterAddress = v; return nil },
+	"inSyncReplicas":    func(c *Config, v string) error { return parseInt(v, &c.InSyncReplicas) },
+	"slaveTimeout":      func(c *Config, v string) error { return parseDuration(v, time.Millisecond, &c.SlaveTimeout) },
+	"haMaxGapNotInSync": func(c *Config, v string) error { return parseInt(v, &c.HAMaxGapNotInSync) },
+	"slaveReadEnable":   func(c *Config, v string) error { return parseBool(v, &c.SlaveReadEnable) },
 }
 
 // ParseConfig reads a RocketMQ-style broker.conf into into, overriding the

@@ -165,6 +165,13 @@ func (b *Broker) SendBackBatch(ctx context.Context, reqs []SendBackRequest) ([]S
 		return make([]SendBackResult, len(reqs)), errs
 	}
 	defer b.calls.leave()
+	if err := b.writable(); err != nil {
+		errs := make([]error, len(reqs))
+		for i := range errs {
+			errs[i] = err
+		}
+		return make([]SendBackResult, len(reqs)), errs
+	}
 	return b.delivery.SendBackBatch(ctx, reqs)
 }
 
@@ -189,6 +196,9 @@ func (b *Broker) SendRetry(ctx context.Context, group string, m *message.Message
 		return SendBackResult{}, ErrShuttingDown
 	}
 	defer b.calls.leave()
+	if err := b.writable(); err != nil {
+		return SendBackResult{}, err
+	}
 	return b.delivery.SendRetry(ctx, group, m, maxReconsumeTimes)
 }
 
@@ -250,6 +260,9 @@ func (b *Broker) ResendDLQ(ctx context.Context, req DLQResendRequest) (DLQResend
 		return DLQResendResult{}, ErrShuttingDown
 	}
 	defer b.calls.leave()
+	if err := b.writable(); err != nil {
+		return DLQResendResult{}, err
+	}
 	return b.delivery.ResendDLQ(ctx, req)
 }
 
@@ -262,6 +275,9 @@ func (b *Broker) PurgeDLQ(ctx context.Context, sel DLQSelect) (int, error) {
 		return 0, ErrShuttingDown
 	}
 	defer b.calls.leave()
+	if err := b.writable(); err != nil {
+		return 0, err
+	}
 	return b.delivery.PurgeDLQ(ctx, sel)
 }
 
