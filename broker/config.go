@@ -179,30 +179,24 @@ type Config struct {
 	// SLAVE. A master's brokerId is 0, a slave's above 0
 	// (docs/REPLICATION.md, "Running a master and slaves").
 	BrokerRole BrokerRole
-	// HAListenPort (haListenPort): a master's HA port, which its slaves
-	// copy the log from. Default listenPort+1 (broker/server listens on
-	// an ephemeral port when its remoting listener is given and listenPort
-	// is unset, as in tests).
-	HAListenPort int
-	// HAMasterAddress (haMasterAddress): a slave's master's HA address,
-	// host:port. Default: the one the nameserver's registration answer
-	// names.
-	HAMasterAddress string
-	// InSyncReplicas (inSyncReplicas): on a SYNC_MASTER, the replicas
-	// that must hold a message before its send is acknowledged, the
-	// master included. 1..17, default 2.
-	InSyncReplicas int
-	// SlaveTimeout (slaveTimeout, ms in the file): how long a SYNC_MASTER
-	// send waits for its slaves' acks before it answers with
-	// ErrReplicaTimeout (indeterminate). Default 3 s.
-	SlaveTimeout time.Duration
-	// HAMaxGapNotInSync (haMaxGapNotInSync, bytes): how far behind the
-	// master's log end a connected slave may be and still count as in
-	// sync for a SYNC_MASTER's check before a send. Default 256 MiB.
+	// Replication (config_replication.go; docs/REPLICATION.md). HAListenPort
+	// (haListenPort): a master's HA port, default listenPort+1 (ephemeral
+	// when broker/server is given a remoting listener and listenPort is
+	// unset, as in tests). HAMasterAddress (haMasterAddress): a slave's
+	// master's HA host:port, default the one the nameserver names.
+	// InSyncReplicas (inSyncReplicas): the replicas, master included, that
+	// hold a SYNC_MASTER's message before its ack; 1..17, default 2.
+	// SlaveTimeout (slaveTimeout, ms): how long such a send waits for the
+	// slaves (then ErrReplicaTimeout); default 3 s. HAMaxGapNotInSync
+	// (haMaxGapNotInSync, bytes): how far behind a connected slave still
+	// counts as in sync; default 256 MiB. SlaveReadEnable
+	// (slaveReadEnable): a slave serves pulls; default false.
+	HAListenPort      int
+	HAMasterAddress   string
+	InSyncReplicas    int
+	SlaveTimeout      time.Duration
 	HAMaxGapNotInSync int64
-	// SlaveReadEnable (slaveReadEnable): a slave serves pulls. Default
-	// false: a pull on a slave is refused (ErrSlaveReadDisabled).
-	SlaveReadEnable bool
+	SlaveReadEnable   bool
 	// FileReservedTime (fileReservedTime, in hours in the file): commit-log
 	// retention. Default 72 h.
 	FileReservedTime time.Duration
@@ -453,37 +447,6 @@ func (c Config) validateIdentity(bad badFunc) {
 		bad("brokerId %d: a master's (%s) brokerId is 0", c.BrokerID, c.BrokerRole)
 	}
 	c.validateReplication(bad)
-}
-
-func (c Config) validateReplication(bad badFunc) {
-	checkRanges(bad,
-		intRange{"haListenPort", c.HAListenPort, 0, 65535, " (0: listenPort+1)"},
-		intRange{"inSyncReplicas", c.InSyncReplicas, 1, MaxInSyncReplicas, " (the master included)"})
-	if c.HAListenPort != 0 && c.HAListenPort == c.ListenPort {
-		bad("haListenPort %d: it is listenPort too; want another port", c.HAListenPort)
-	}
-	if c.HAMasterAddress != "" {
-		if err := checkHostPort(c.HAMasterAddress, false); err != nil {
-			bad("haMasterAddress %q: %v", c.HAMasterAddress, err)
-		}
-	}
-	if c.SlaveTimeout < time.Millisecond {
-		bad("slaveTimeout %s: want at least 1ms", c.SlaveTimeout)
-	}
-	if c.HAMaxGapNotInSync < 0 {
-		bad("haMaxGapNotInSync %d: want > 0 (bytes)", c.HAMaxGapNotInSync)
-	}
-}
-
-// HAListenAddr returns the address a master's HA port listens on:
-// bindAddress:haListenPort, or listenPort+1 when haListenPort is unset.
-func (c Config) HAListenAddr() string {
-	c = c.withDefaults()
-	port := c.HAListenPort
-	if port == 0 {
-		port = c.ListenPort + 1
-	}
-	return net.JoinHostPort(c.BindAddress, strconv.Itoa(port))
 }
 
 func (c Config) validateAddrs(bad badFunc) {
@@ -746,12 +709,6 @@ var setters = map[string]func(c *Config, v string) error{
 		c.MemoryLimit, err = memlimit.Parse(v)
 		return err
 	},
-	"haListenPort":      func(c *Config, v string) error { return parseInt(v, &c.HAListenPort) },
-	"haMasterAddress":   func(c *Config, v string) error { c.HAMasterAddress = v; return nil },
-	"inSyncReplicas":    func(c *Config, v string) error { return parseInt(v, &c.InSyncReplicas) },
-	"slaveTimeout":      func(c *Config, v string) error { return parseDuration(v, time.Millisecond, &c.SlaveTimeout) },
-	"haMaxGapNotInSync": func(c *Config, v string) error { return parseInt(v, &c.HAMaxGapNotInSync) },
-	"slaveReadEnable":   func(c *Config, v string) error { return parseBool(v, &c.SlaveReadEnable) },
 }
 
 // ParseConfig reads a RocketMQ-style broker.conf into into, overriding the

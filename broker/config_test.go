@@ -86,7 +86,7 @@ func TestParseConfigEveryKey(t *testing.T) {
 		MessageDelayLevel: []time.Duration{time.Second, 30 * time.Second, 2 * time.Minute, time.Hour, 24 * time.Hour},
 		TimerMaxDelay:     time.Hour, DLQRetention: 24 * time.Hour,
 		DuplicationWindow: 2 * time.Minute, MaxGroupsPerHeartbeat: 50, MaxConsumerGroups: 2000,
-		MemoryLimit: 2 << 30,
+		MemoryLimit:  2 << 30,
 		HAListenPort: 20912, HAMasterAddress: "10.0.0.9:10912", InSyncReplicas: 3, SlaveTimeout: 5 * time.Second,
 		HAMaxGapNotInSync: 1 << 20, SlaveReadEnable: true,
 	}
