@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"strconv"
 	"sync"
 
 	gantryv1 "github.com/gantrymq/gantry/api/gantry/v1"
@@ -54,12 +55,17 @@ func (g masterGate) WaitAcked(ctx context.Context, off int64, n int) error {
 func (g masterGate) Notify() { g.m.Notify() }
 
 // haListenAddr is where a master's HA port listens: haListenPort, else
-// listenPort+1, else (a remoting listener given and listenPort unset, as
-// in tests) an ephemeral port.
+// listenPort+1. When a remoting listener is given and listenPort is unset
+// (tests, embedded), it listens on the remoting listener's host, on
+// haListenPort or else an ephemeral port.
 func haListenAddr(cfg Config) string {
 	bc := cfg.Broker
-	if bc.HAListenPort == 0 && bc.ListenPort == 0 && cfg.RemotingListener != nil {
-		return net.JoinHostPort(bc.BindAddress, "0")
+	if cfg.RemotingListener != nil && bc.ListenPort == 0 {
+		host := ""
+		if tcp, ok := cfg.RemotingListener.Addr().(*net.TCPAddr); ok && !tcp.IP.IsUnspecified() {
+			host = tcp.IP.String()
+		}
+		return net.JoinHostPort(host, strconv.Itoa(bc.HAListenPort))
 	}
 	return bc.HAListenAddr()
 }
