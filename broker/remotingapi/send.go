@@ -177,8 +177,7 @@ func (h *Handler) sendBatch(ctx context.Context, c *remoting.Conn, req *remoting
 // FLUSH_DISK_TIMEOUT (FLUSH_SLAVE_TIMEOUT) with the same fields when they
 // are stored but not known durable (not known replicated: a SYNC_MASTER's
 // slaves did not ack in time; the Go client reports a status, not an
-// error), or the
-// error's code. A batch's msgId and transactionId list every message's,
+// error), or the error's code. A batch's msgId and transactionId list every message's,
 // comma-separated, as Java's msgId does; queueId and queueOffset are the
 // first message's. The queue id is the one asked for, when one was (a
 // delayed message's result is its parked record's).
