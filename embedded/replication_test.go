@@ -13,6 +13,12 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	gantryv1 "github.com/gantrymq/gantry/api/gantry/v1"
 
 	"github.com/gantrymq/gantry/broker"
 	"github.com/gantrymq/gantry/broker/metadata"
@@ -146,6 +152,16 @@ func TestSyncMasterAcksOnceTheSlaveHoldsIt(t *testing.T) {
 	require.ErrorIs(t, err, broker.ErrNotMaster)
 	assert.ErrorContains(t, err, "not master")
 	assert.ErrorContains(t, err, "the master is at "+c.BrokerAddr(), "learned from the nameserver")
+	assert.Equal(t, logEnd(master), logEnd(slave), "nothing appended")
+
+	// Over gRPC: FAILED_PRECONDITION, "not master", naming the master.
+	cc, err := grpc.NewClient(slave.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer cc.Close()
+	_, err = gantryv1.NewMessagingClient(cc).Send(t.Context(), &gantryv1.SendRequest{Topic: "T", Messages: []*gantryv1.Message{{Body: []byte("x")}}})
+	assert.Equal(t, codes.FailedPrecondition, status.Code(err), "%v", err)
+	assert.ErrorContains(t, err, "not master")
+	assert.ErrorContains(t, err, c.BrokerAddr())
 	assert.Equal(t, logEnd(master), logEnd(slave), "nothing appended")
 }
 
