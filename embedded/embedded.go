@@ -181,7 +181,9 @@ func (c *Cluster) StartBroker(ctx context.Context) error {
 		return errors.New("embedded: broker already running")
 	}
 	bc := c.brokerConfig(filepath.Join(c.dir, "store"))
-	bc.HAListenPort = c.haPort
+	if c.haPort != 0 { // the port of the first start: the slaves keep following it
+		bc.HAListenPort = c.haPort
+	}
 	listen := [3]string{c.grpcListen, c.httpListen, c.remotingListen}
 	s, err := c.startServer(ctx, bc, &listen)
 	if err != nil {
