@@ -327,3 +327,27 @@ func (p *freezeProxy) close() {
 	p.mu.Unlock()
 	p.wg.Wait()
 }
+
+// A restarted master listens on the HA port it had: its slave reconnects
+// and copies what came after.
+func TestSlaveFollowsARestartedMaster(t *testing.T) {
+	c := startGroup(t, groupOptions(broker.SyncMaster, 1))
+	waitSlaves(t, c, 1)
+	groupTopic(t, c, "T", 2)
+	ha := c.Server().HAAddr()
+	for i := range 5 {
+		_, err := sendOne(t.Context(), c.Broker(), "T", i)
+		require.NoError(t, err)
+	}
+	require.NoError(t, c.RestartBroker(t.Context()))
+	assert.Equal(t, ha, c.Server().HAAddr())
+	waitSlaves(t, c, 1)
+	for i := 5; i < 10; i++ {
+		_, err := sendOne(t.Context(), c.Broker(), "T", i)
+		require.NoError(t, err)
+	}
+	sameLog(t, c.Server(), c.SlaveServer(1))
+	st, ok := c.SlaveServer(1).SlaveStatus()
+	require.True(t, ok)
+	assert.GreaterOrEqual(t, st.Sessions, 2, "a new session with the restarted master")
+}
