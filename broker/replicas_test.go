@@ -136,3 +136,34 @@ func TestSlaveRefusesWrites(t *testing.T) {
 	_, err := b.Pull(ctx, broker.PullRequest{Topic: "T"})
 	require.ErrorIs(t, err, broker.ErrSlaveReadDisabled)
 }
+
+// A retry answered as a duplicate is acknowledged only once the slaves
+// hold the original: the original's send may have timed out waiting.
+func TestSyncMasterDuplicateWaitsForItsSlaves(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.BrokerRole, cfg.SlaveTimeout = broker.SyncMaster, 50*time.Millisecond
+	b := openBroker(t, cfg)
+	createTopic(t, b, "T", 1)
+	rep := &fakeReplication{}
+	rep.set(1, 0)
+	b.SetReplication(rep)
+	msg := func() []*message.Message {
+		m := newMsg("T", 0, "once", "")
+		m.Properties = message.Properties{{Key: message.PropUniqKey, Value: "0A0000010000000000000000000000AA"}}
+		return []*message.Message{m}
+	}
+	_, err := b.Send(t.Context(), "T", msg())
+	require.ErrorIs(t, err, broker.ErrReplicaTimeout)
+
+	res, err := b.Send(t.Context(), "T", msg())
+	require.ErrorIs(t, err, broker.ErrReplicaTimeout, "a duplicate of an unreplicated message")
+	require.Len(t, res, 1)
+	assert.True(t, res[0].Duplicate)
+
+	rep.set(1, 1<<40)
+	res, err = b.Send(t.Context(), "T", msg())
+	require.NoError(t, err)
+	assert.True(t, res[0].Duplicate)
+	_, maxOff := b.QueueOffsets("T", 0)
+	assert.Equal(t, int64(1), maxOff, "stored once")
+}
