@@ -35,6 +35,7 @@ type Broker struct {
 
 	delivery     *delivery.Service // parked messages, send-backs, dead letters
 	deliveryOpen atomic.Bool       // delivery is open: the log's pin may be computed
+	repl         replicationState  // replicas.go
 	dedup        *dedup.Table      // keys of recent user sends; nil when DuplicationWindow is off
 
 	membership hooks[string]      // AddConsumersChangedHook's hooks
@@ -82,6 +83,7 @@ func Open(ctx context.Context, cfg Config) (*Broker, error) {
 	sc := cfg.StoreConfig()
 	sc.OnDispatch = chainDispatch(sc.OnDispatch, b.polls.notify)
 	sc.KeepFrom = b.dlqKeepFrom
+	sc.OnCommit = b.notifyCommit
 	meta, err := metadata.Open(metadata.Config{Dir: filepath.Join(sc.Root, "config"), FS: sc.FS, Now: sc.Now, Logger: sc.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("broker: open store: %w", err)
@@ -107,7 +109,9 @@ func Open(ctx context.Context, cfg Config) (*Broker, error) {
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	b.stop = stop
 	b.wg.Go(func() { tick.Every(runCtx, expireInterval, b.expireClientsAndLocks) })
-	b.delivery.Start()
+	if cfg.BrokerRole != Slave { // a slave's delays, retries and dead letters are its master's
+		b.delivery.Start()
+	}
 	b.log.Info("broker open", "name", cfg.BrokerName, "cluster", cfg.BrokerClusterName,
 		"root", cfg.StorePathRootDir, "topics", len(b.Topics()))
 	return b, nil

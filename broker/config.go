@@ -28,8 +28,8 @@ type BrokerRole int
 
 const (
 	AsyncMaster BrokerRole = iota // ASYNC_MASTER (default)
-	SyncMaster                    // SYNC_MASTER (refused until replication exists)
-	Slave                         // SLAVE (refused until replication exists)
+	SyncMaster                    // SYNC_MASTER: a send is acked once inSyncReplicas hold it
+	Slave                         // SLAVE: a copy of its master's log; refuses writes
 )
 
 var roleNames = [...]string{"ASYNC_MASTER", "SYNC_MASTER", "SLAVE"}
@@ -85,6 +85,15 @@ const (
 	DefaultDuplicationWindow     = 5 * time.Minute
 	DefaultMaxGroupsPerHeartbeat = 1000
 	DefaultMaxConsumerGroups     = 10000
+	// DefaultInSyncReplicas, DefaultSlaveTimeout and
+	// DefaultHAMaxGapNotInSync are the replication defaults
+	// (docs/REPLICATION.md, "Running a master and slaves").
+	DefaultInSyncReplicas    = 2
+	DefaultSlaveTimeout      = 3 * time.Second
+	DefaultHAMaxGapNotInSync = 256 << 20
+	// MaxInSyncReplicas bounds inSyncReplicas: the master and the most
+	// slaves its HA port serves.
+	MaxInSyncReplicas = 17
 	// MemoryLimitOff as Config.MemoryLimit turns the soft memory limit
 	// off (memoryLimit=off).
 	MemoryLimitOff = memlimit.Off
@@ -166,10 +175,28 @@ type Config struct {
 	//
 	// Deprecated: remove the key; it goes in a later release.
 	PageCacheWrites bool
-	// BrokerRole (brokerRole). Default ASYNC_MASTER, the only role
-	// accepted: SYNC_MASTER and SLAVE are refused by Validate until
-	// replication exists.
+	// BrokerRole (brokerRole): ASYNC_MASTER (default), SYNC_MASTER or
+	// SLAVE. A master's brokerId is 0, a slave's above 0
+	// (docs/REPLICATION.md, "Running a master and slaves").
 	BrokerRole BrokerRole
+	// Replication (config_replication.go; docs/REPLICATION.md). HAListenPort
+	// (haListenPort): a master's HA port, default listenPort+1 (ephemeral
+	// when broker/server is given a remoting listener and listenPort is
+	// unset, as in tests). HAMasterAddress (haMasterAddress): a slave's
+	// master's HA host:port, default the one the nameserver names.
+	// InSyncReplicas (inSyncReplicas): the replicas, master included, that
+	// hold a SYNC_MASTER's message before its ack; 1..17, default 2.
+	// SlaveTimeout (slaveTimeout, ms): how long such a send waits for the
+	// slaves (then ErrReplicaTimeout); default 3 s. HAMaxGapNotInSync
+	// (haMaxGapNotInSync, bytes): how far behind a connected slave still
+	// counts as in sync; default 256 MiB. SlaveReadEnable
+	// (slaveReadEnable): a slave serves pulls; default false.
+	HAListenPort      int
+	HAMasterAddress   string
+	InSyncReplicas    int
+	SlaveTimeout      time.Duration
+	HAMaxGapNotInSync int64
+	SlaveReadEnable   bool
 	// FileReservedTime (fileReservedTime, in hours in the file): commit-log
 	// retention. Default 72 h.
 	FileReservedTime time.Duration
@@ -356,6 +383,9 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.DuplicationWindow, DefaultDuplicationWindow)
 	setDefault(&c.MaxGroupsPerHeartbeat, DefaultMaxGroupsPerHeartbeat)
 	setDefault(&c.MaxConsumerGroups, DefaultMaxConsumerGroups)
+	setDefault(&c.InSyncReplicas, DefaultInSyncReplicas)
+	setDefault(&c.SlaveTimeout, DefaultSlaveTimeout)
+	setDefault(&c.HAMaxGapNotInSync, DefaultHAMaxGapNotInSync)
 	setDefault(&c.scheduleTick, defaultScheduleTick)
 	setDefault(&c.dlqSweepInterval, defaultDLQSweepInterval)
 	if len(c.MessageDelayLevel) == 0 {
@@ -409,14 +439,14 @@ func (c Config) validateIdentity(bad badFunc) {
 		}
 	}
 	switch {
-	case c.BrokerRole == SyncMaster || c.BrokerRole == Slave:
-		// Accepting them would promise copies that nobody makes.
-		bad("brokerRole %s is not supported: Gantry has no replication yet; use ASYNC_MASTER", c.BrokerRole)
 	case c.BrokerRole < AsyncMaster || c.BrokerRole > Slave:
 		bad("brokerRole %d: want ASYNC_MASTER, SYNC_MASTER or SLAVE", int(c.BrokerRole))
-	case c.BrokerID != 0:
-		bad("brokerId %d: a master's brokerId is 0", c.BrokerID)
+	case c.BrokerRole == Slave && c.BrokerID <= 0:
+		bad("brokerId %d: a SLAVE's brokerId is above 0 (0 is the master's)", c.BrokerID)
+	case c.BrokerRole != Slave && c.BrokerID != 0:
+		bad("brokerId %d: a master's (%s) brokerId is 0", c.BrokerID, c.BrokerRole)
 	}
+	c.validateReplication(bad)
 }
 
 func (c Config) validateAddrs(bad badFunc) {
@@ -623,6 +653,7 @@ var ConfigKeys = []string{
 	"longPollingMaxHold", "flushConsumerOffsetInterval", "registerNameServerPeriod", "channelExpiredTimeout",
 	"messageDelayLevel", "timerMaxDelay", "dlqRetentionHours",
 	"duplicationWindow", "maxGroupsPerHeartbeat", "maxConsumerGroups", "memoryLimit",
+	"haListenPort", "haMasterAddress", "inSyncReplicas", "slaveTimeout", "haMaxGapNotInSync", "slaveReadEnable",
 }
 
 // setters maps each key to the function that parses its value into a Config.

@@ -65,7 +65,7 @@ func init() {
 		"deleteConsumeQueueFilesInterval", "maxTransferBytesOnMessageInMemory",
 		"maxTransferCountOnMessageInMemory", "maxTransferBytesOnMessageInDisk",
 		"maxTransferCountOnMessageInDisk", "accessMessageInMemoryMaxRatio", "messageIndexEnable",
-		"brokerIP2", "haListenPort", "slaveReadEnable", "enablePropertyFilter", "filterServerNums",
+		"brokerIP2", "enablePropertyFilter", "filterServerNums",
 		"traceTopicEnable", "msgTraceTopicName",
 	} {
 		rocketmqOnly[k] = rocketmqKey{ignored: true}

@@ -56,6 +56,12 @@ duplicationWindow=2m
 maxGroupsPerHeartbeat=50
 maxConsumerGroups=2000
 memoryLimit=2GiB
+haListenPort=20912
+haMasterAddress=10.0.0.9:10912
+inSyncReplicas=3
+slaveTimeout=5000
+haMaxGapNotInSync=1048576
+slaveReadEnable=true
 `
 
 func TestParseConfigEveryKey(t *testing.T) {
@@ -80,7 +86,9 @@ func TestParseConfigEveryKey(t *testing.T) {
 		MessageDelayLevel: []time.Duration{time.Second, 30 * time.Second, 2 * time.Minute, time.Hour, 24 * time.Hour},
 		TimerMaxDelay:     time.Hour, DLQRetention: 24 * time.Hour,
 		DuplicationWindow: 2 * time.Minute, MaxGroupsPerHeartbeat: 50, MaxConsumerGroups: 2000,
-		MemoryLimit: 2 << 30,
+		MemoryLimit:  2 << 30,
+		HAListenPort: 20912, HAMasterAddress: "10.0.0.9:10912", InSyncReplicas: 3, SlaveTimeout: 5 * time.Second,
+		HAMaxGapNotInSync: 1 << 20, SlaveReadEnable: true,
 	}
 	assert.Equal(t, want, c)
 	assert.NoError(t, c.Validate())
@@ -176,6 +184,13 @@ func TestConfigDefaults(t *testing.T) {
 	assert.Equal(t, 5*time.Minute, c.DuplicationWindow)
 	assert.Equal(t, 1000, c.MaxGroupsPerHeartbeat)
 	assert.Equal(t, 10000, c.MaxConsumerGroups)
+	assert.Equal(t, 0, c.HAListenPort, "0: listenPort+1")
+	assert.Equal(t, ":10912", c.HAListenAddr())
+	assert.Empty(t, c.HAMasterAddress)
+	assert.Equal(t, 2, c.InSyncReplicas)
+	assert.Equal(t, 3*time.Second, c.SlaveTimeout)
+	assert.Equal(t, int64(256<<20), c.HAMaxGapNotInSync)
+	assert.False(t, c.SlaveReadEnable)
 	assert.NotNil(t, c.Now)
 	assert.NotNil(t, c.Logger)
 	assert.NoError(t, broker.Config{}.Validate())
@@ -208,11 +223,6 @@ func TestConfigValidateReportsEveryProblem(t *testing.T) {
 	// body would be stored but unreadable.
 	assert.ErrorContains(t, broker.Config{MaxMessageSize: 4<<20 + 1}.Validate(), "maxMessageSize 4194305: want 1..4194304")
 	assert.NoError(t, broker.Config{MaxMessageSize: 4 << 20}.Validate())
-	for _, role := range []broker.BrokerRole{broker.SyncMaster, broker.Slave} {
-		err := broker.Config{BrokerRole: role}.Validate()
-		require.ErrorIs(t, err, broker.ErrInvalidConfig, "%s", role)
-		assert.ErrorContains(t, err, "brokerRole "+role.String()+" is not supported: Gantry has no replication yet; use ASYNC_MASTER")
-	}
 	assert.ErrorContains(t, broker.Config{MessageDelayLevel: make([]time.Duration, 1025)}.Validate(), "messageDelayLevel: 1025 levels, want 1..1024")
 }
 
@@ -269,4 +279,61 @@ func TestPageCacheWritesIsDeprecated(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, b.Close(t.Context()))
 	assert.Contains(t, logs.String(), "pageCacheWrites is deprecated and has no effect")
+}
+
+func TestConfigReplication(t *testing.T) {
+	tests := []struct {
+		name string
+		c    broker.Config
+		want string // "" valid, else a fragment of the error
+	}{
+		{"async master", broker.Config{BrokerRole: broker.AsyncMaster}, ""},
+		{"sync master", broker.Config{BrokerRole: broker.SyncMaster, InSyncReplicas: 3}, ""},
+		{"slave", broker.Config{BrokerRole: broker.Slave, BrokerID: 1, HAMasterAddress: "10.0.0.1:10912"}, ""},
+		{"slave without an id", broker.Config{BrokerRole: broker.Slave}, "brokerId 0: a SLAVE's brokerId is above 0"},
+		{"master with an id", broker.Config{BrokerRole: broker.SyncMaster, BrokerID: 2}, "brokerId 2: a master's (SYNC_MASTER) brokerId is 0"},
+		{"unknown role", broker.Config{BrokerRole: 7}, "brokerRole 7: want ASYNC_MASTER, SYNC_MASTER or SLAVE"},
+		{"haListenPort out of range", broker.Config{HAListenPort: 70000}, "haListenPort 70000: want 0..65535"},
+		{"haListenPort is listenPort", broker.Config{ListenPort: 20911, HAListenPort: 20911}, "haListenPort 20911: it is listenPort too"},
+		{"haMasterAddress without a port", broker.Config{BrokerRole: broker.Slave, BrokerID: 1, HAMasterAddress: "10.0.0.1"}, `haMasterAddress "10.0.0.1"`},
+		{"inSyncReplicas negative", broker.Config{InSyncReplicas: -1}, "inSyncReplicas -1: want 1..17"},
+		{"inSyncReplicas too many", broker.Config{InSyncReplicas: 18}, "inSyncReplicas 18: want 1..17"},
+		{"slaveTimeout negative", broker.Config{SlaveTimeout: -time.Second}, "slaveTimeout -1s: want at least 1ms"},
+		{"haMaxGapNotInSync negative", broker.Config{HAMaxGapNotInSync: -1}, "haMaxGapNotInSync -1: want > 0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.c.Validate()
+			if tt.want == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorIs(t, err, broker.ErrInvalidConfig)
+			assert.ErrorContains(t, err, tt.want)
+		})
+	}
+	assert.Equal(t, "10.1.1.1:20912", broker.Config{BindAddress: "10.1.1.1", ListenPort: 20911}.HAListenAddr())
+	assert.Equal(t, ":30000", broker.Config{HAListenPort: 30000}.HAListenAddr())
+}
+
+func TestParseConfigReplicationKeys(t *testing.T) {
+	tests := []struct{ line, want string }{
+		{"brokerRole=MASTER", `brokerRole: bad value "MASTER": want ASYNC_MASTER, SYNC_MASTER or SLAVE`},
+		{"haListenPort=x", `haListenPort: bad value "x": want an integer`},
+		{"inSyncReplicas=two", `inSyncReplicas: bad value "two"`},
+		{"slaveTimeout=soon", `slaveTimeout: bad value "soon"`},
+		{"haMaxGapNotInSync=1GiB", `haMaxGapNotInSync: bad value "1GiB"`},
+		{"slaveReadEnable=yes", `slaveReadEnable: bad value "yes": want true or false`},
+	}
+	for _, tt := range tests {
+		var c broker.Config
+		err := broker.ParseConfig(strings.NewReader(tt.line+"\n"), &c)
+		require.ErrorIs(t, err, broker.ErrInvalidConfig, tt.line)
+		assert.ErrorContains(t, err, tt.want)
+	}
+	var c broker.Config
+	require.NoError(t, broker.ParseConfig(strings.NewReader("brokerRole=SLAVE\nbrokerId=2\nslaveTimeout=250\n"), &c))
+	assert.Equal(t, broker.Slave, c.BrokerRole)
+	assert.Equal(t, 250*time.Millisecond, c.SlaveTimeout)
+	require.NoError(t, c.Validate())
 }

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/gantrymq/gantry/broker/dedup"
 	"github.com/gantrymq/gantry/broker/store"
@@ -48,10 +49,39 @@ func storeSend[K dedup.Key](ctx context.Context, b *Broker, topic string, batch 
 		res, err := b.putBatch(ctx, topic, batch)
 		return dedup.Results(res), err
 	}
-	return dedup.Send(ctx, b.dedup, topic, keys, attempt, uniqKeyed, func(fl *dedup.Flight) ([]store.PutResult, error) {
+	res, err := dedup.Send(ctx, b.dedup, topic, keys, attempt, uniqKeyed, func(fl *dedup.Flight) ([]store.PutResult, error) {
 		if !fl.StoresAll() {
 			batch = batch.Keep(fl.Stored)
 		}
 		return b.putBatch(ctx, topic, batch)
 	})
+	if err == nil {
+		err = b.waitDuplicates(ctx, topic, res)
+	}
+	return res, err
+}
+
+// waitDuplicates makes a SYNC_MASTER answer a send whose messages were
+// duplicates only once its slaves hold the originals too: the original's
+// send may have timed out waiting for them (indeterminate) and this retry
+// is the one the producer trusts.
+func (b *Broker) waitDuplicates(ctx context.Context, topic string, res []SendResult) error {
+	need := b.slavesNeeded()
+	if need == 0 {
+		return nil
+	}
+	var last []store.PutResult
+	for _, r := range res {
+		if r.Duplicate && (len(last) == 0 || r.PhysicalOffset > last[0].PhysicalOffset) {
+			last = []store.PutResult{r.PutResult}
+		}
+	}
+	if len(last) == 0 {
+		return nil
+	}
+	r := b.replication()
+	if r == nil {
+		return fmt.Errorf("broker: send to %q: %w: no replication", topic, ErrReplicaTimeout)
+	}
+	return b.waitReplicas(ctx, r, topic, last, need)
 }

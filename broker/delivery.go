@@ -70,7 +70,7 @@ func (b *Broker) openDelivery(sc store.Config) error {
 		DelayLevels: b.cfg.MessageDelayLevel, TimerMaxDelay: b.cfg.TimerMaxDelay,
 		FileReservedTime: b.cfg.FileReservedTime, DLQRetention: b.cfg.DLQRetention,
 		Tick: b.cfg.scheduleTick, SweepInterval: b.cfg.dlqSweepInterval, StoreAddr: b.cfg.StoreAddr(),
-		Store: b.store, CommitLog: b.store.CommitLog(), Metadata: b.meta, Topics: deliveryHost{b}, Sender: deliveryHost{b},
+		Store: deliveryStore{b.store, b}, CommitLog: b.store.CommitLog(), Metadata: b.meta, Topics: deliveryHost{b}, Sender: deliveryHost{b},
 	})
 	if err != nil {
 		return err
@@ -93,6 +93,18 @@ func (b *Broker) dlqKeepFrom() int64 {
 // deliveryHost is the broker as broker/delivery sees it: its topics and
 // groups (delivery.Topics) and its put path (delivery.Sender).
 type deliveryHost struct{ b *Broker }
+
+// deliveryStore is the store as delivery sees it: its re-publications of
+// parked messages take the broker's put path (putBatch), so that a
+// SYNC_MASTER waits for its slaves for them too and a slave stores none.
+type deliveryStore struct {
+	messageStore
+	b *Broker
+}
+
+func (s deliveryStore) PutBatch(ctx context.Context, batch store.Batch) ([]store.PutResult, error) {
+	return s.b.putBatch(ctx, batch.Topic, batch)
+}
 
 func (h deliveryHost) InternalTopic(name string) (metadata.TopicConfig, error) {
 	return h.b.internalTopic(name)
@@ -165,6 +177,13 @@ func (b *Broker) SendBackBatch(ctx context.Context, reqs []SendBackRequest) ([]S
 		return make([]SendBackResult, len(reqs)), errs
 	}
 	defer b.calls.leave()
+	if err := b.writable(); err != nil {
+		errs := make([]error, len(reqs))
+		for i := range errs {
+			errs[i] = err
+		}
+		return make([]SendBackResult, len(reqs)), errs
+	}
 	return b.delivery.SendBackBatch(ctx, reqs)
 }
 
@@ -189,6 +208,9 @@ func (b *Broker) SendRetry(ctx context.Context, group string, m *message.Message
 		return SendBackResult{}, ErrShuttingDown
 	}
 	defer b.calls.leave()
+	if err := b.writable(); err != nil {
+		return SendBackResult{}, err
+	}
 	return b.delivery.SendRetry(ctx, group, m, maxReconsumeTimes)
 }
 
@@ -250,6 +272,9 @@ func (b *Broker) ResendDLQ(ctx context.Context, req DLQResendRequest) (DLQResend
 		return DLQResendResult{}, ErrShuttingDown
 	}
 	defer b.calls.leave()
+	if err := b.writable(); err != nil {
+		return DLQResendResult{}, err
+	}
 	return b.delivery.ResendDLQ(ctx, req)
 }
 
@@ -262,6 +287,9 @@ func (b *Broker) PurgeDLQ(ctx context.Context, sel DLQSelect) (int, error) {
 		return 0, ErrShuttingDown
 	}
 	defer b.calls.leave()
+	if err := b.writable(); err != nil {
+		return 0, err
+	}
 	return b.delivery.PurgeDLQ(ctx, sel)
 }
 

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/gantrymq/gantry/broker/brokererr"
 	"github.com/gantrymq/gantry/broker/store"
@@ -52,6 +53,21 @@ var (
 	// failed afterwards (flush timeout, context ended while waiting for the
 	// flush): they may be stored and delivered. Retry only with dedup.
 	ErrIndeterminate = brokererr.ErrIndeterminate
+	// ErrNotMaster: the broker is a slave (brokerRole SLAVE) and refuses
+	// every write: sends, send-backs, topic and group changes, offset
+	// commits. The error is a *NotMasterError naming the master's address
+	// when the broker knows it. Nothing was stored.
+	ErrNotMaster = brokererr.ErrNotMaster
+	// ErrNotEnoughReplicas: a SYNC_MASTER has fewer in-sync slaves than
+	// inSyncReplicas-1 (connected, within haMaxGapNotInSync of its log
+	// end). Nothing was stored.
+	ErrNotEnoughReplicas = brokererr.ErrNotEnoughReplicas
+	// ErrReplicaTimeout: a SYNC_MASTER stored the messages but not enough
+	// slaves acknowledged them within slaveTimeout: they may be kept or
+	// lost by a failover (IsIndeterminate).
+	ErrReplicaTimeout = brokererr.ErrReplicaTimeout
+	// ErrSlaveReadDisabled: a pull on a slave whose slaveReadEnable is off.
+	ErrSlaveReadDisabled = brokererr.ErrSlaveReadDisabled
 	// ErrMessageNotFound: no stored message answers a lookup by log offset
 	// (AppendRecordAt), by offset message id or by queue offset.
 	ErrMessageNotFound = errors.New("broker: message not found")
@@ -87,5 +103,24 @@ func IsUnavailable(err error) bool {
 // errors, after which nothing was stored: invalid input, no permission, disk
 // full, topic missing, shutting down.
 func IsIndeterminate(err error) bool {
-	return errors.Is(err, ErrIndeterminate) || errors.Is(err, commitlog.ErrFlushTimeout)
+	return errors.Is(err, ErrIndeterminate) || errors.Is(err, commitlog.ErrFlushTimeout) || errors.Is(err, ErrReplicaTimeout)
 }
+
+// NotMasterError is a slave's refusal of a write. It unwraps to
+// ErrNotMaster.
+type NotMasterError struct {
+	Broker string // the broker name (its master/slave group)
+	ID     int64  // the slave's brokerId
+	Master string // the master's address, "" when unknown
+}
+
+func (e *NotMasterError) Error() string {
+	s := fmt.Sprintf("broker: not master: broker %s id %d is a SLAVE and takes no writes", e.Broker, e.ID)
+	if e.Master != "" {
+		s += "; the master is at " + e.Master
+	}
+	return s
+}
+
+// Unwrap returns ErrNotMaster.
+func (e *NotMasterError) Unwrap() error { return ErrNotMaster }

@@ -24,6 +24,9 @@ func (b *Broker) PutGroup(g metadata.SubscriptionGroup) error {
 		return ErrShuttingDown
 	}
 	defer b.calls.leave()
+	if err := b.writable(); err != nil {
+		return err
+	}
 	if err := b.meta.PutGroup(g); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}

@@ -30,6 +30,9 @@ func (b *Broker) DeleteTopic(name string) error {
 		return ErrShuttingDown
 	}
 	defer b.calls.leave()
+	if err := b.writable(); err != nil {
+		return err
+	}
 	if err := checkTopicName(name); err != nil {
 		return err
 	}
@@ -134,6 +137,9 @@ func (b *Broker) DeleteGroup(name string, keepOffsets bool) error {
 		return ErrShuttingDown
 	}
 	defer b.calls.leave()
+	if err := b.writable(); err != nil {
+		return err
+	}
 	if err := checkGroupName(name); err != nil {
 		return err
 	}

@@ -42,6 +42,9 @@ func (b *Broker) commitOffset(group, holder, topic string, queueID int32, offset
 		return ErrShuttingDown
 	}
 	defer b.calls.leave()
+	if err := b.writable(); err != nil {
+		return err
+	}
 	return b.commitEntered(group, holder, topic, queueID, offset)
 }
 
@@ -76,6 +79,9 @@ func (b *Broker) CommitClientOffset(group, clientID, topic string, queueID int32
 		return ErrShuttingDown
 	}
 	defer b.calls.leave()
+	if err := b.writable(); err != nil {
+		return err
+	}
 	return b.commitClientEntered(group, clientID, topic, queueID, offset)
 }
 
@@ -113,6 +119,9 @@ func (b *Broker) CommitOffsets(group, clientID, holder string, commits []OffsetC
 		return nil, ErrShuttingDown
 	}
 	defer b.calls.leave()
+	if err := b.writable(); err != nil {
+		return nil, err
+	}
 	if _, err := b.ensureGroup(group); err != nil {
 		return nil, err
 	}
@@ -179,6 +188,9 @@ func (b *Broker) ResetOffsetByTime(group, topic string, ts int64) (map[int32]int
 		return nil, ErrShuttingDown
 	}
 	defer b.calls.leave()
+	if err := b.writable(); err != nil {
+		return nil, err
+	}
 	tc, err := b.topic(topic)
 	if err != nil {
 		return nil, err

@@ -88,6 +88,9 @@ func (b *Broker) Pull(ctx context.Context, req PullRequest) (PullResult, error) 
 		return PullResult{}, ErrShuttingDown
 	}
 	defer b.calls.leave()
+	if err := b.readable(); err != nil {
+		return PullResult{}, err
+	}
 	f, err := b.checkPull(req)
 	if err != nil {
 		return PullResult{}, err

@@ -48,6 +48,9 @@ func (b *Broker) Send(ctx context.Context, topic string, msgs []*message.Message
 		return nil, ErrShuttingDown
 	}
 	defer b.calls.leave()
+	if err := b.writable(); err != nil {
+		return nil, err
+	}
 	tc, err := b.sendTopic(topic)
 	if err != nil {
 		return nil, err

@@ -35,6 +35,9 @@ func (b *Broker) SendAttempt(ctx context.Context, topic string, attempt uint32, 
 		return nil, ErrShuttingDown
 	}
 	defer b.calls.leave()
+	if err := b.writable(); err != nil {
+		return nil, err
+	}
 	tc, err := b.sendTopic(topic)
 	if err != nil {
 		return nil, err
@@ -87,13 +90,30 @@ func (b *Broker) SendAttempt(ctx context.Context, topic string, attempt uint32, 
 
 // putBatch stores a checked batch and counts it; topic names the send in
 // errors. Every send, of records or of messages, ends here.
+// A slave refuses it (nothing else may append to its log); a SYNC_MASTER
+// refuses it before the append when too few slaves are in sync, and after
+// the append waits for them (replicas.go).
 func (b *Broker) putBatch(ctx context.Context, topic string, batch store.Batch) ([]store.PutResult, error) {
+	if err := b.writable(); err != nil {
+		return nil, err
+	}
+	need := b.slavesNeeded()
+	var rep Replication
+	if need > 0 {
+		var err error
+		if rep, err = b.checkInSync(need); err != nil {
+			return nil, err
+		}
+	}
 	res, err := b.store.PutBatch(ctx, batch)
 	if len(res) > 0 {
 		b.msgsPut.Add(int64(len(res)))
 	}
 	if err != nil {
 		return res, putError(topic, res, err)
+	}
+	if need > 0 && len(res) > 0 {
+		return res, b.waitReplicas(ctx, rep, topic, res, need)
 	}
 	return res, nil
 }

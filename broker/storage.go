@@ -47,6 +47,7 @@ type messageStore interface {
 	PendingTopicDeletions() []string
 	TopicDeletedAt(topic string, phys int64) bool
 	HasTopicData(topic string) bool
+	Queues() []store.QueueKey
 
 	Close() error
 }

@@ -57,6 +57,9 @@ func (b *Broker) CreateOrUpdateTopic(tc metadata.TopicConfig) error {
 		return ErrShuttingDown
 	}
 	defer b.calls.leave()
+	if err := b.writable(); err != nil {
+		return err
+	}
 	if err := checkTopicName(tc.TopicName); err != nil {
 		return err
 	}
@@ -134,9 +137,14 @@ func (b *Broker) Topic(name string) (metadata.TopicConfig, bool) { return b.meta
 // Topics returns every topic's configuration, sorted by name, except the
 // broker's parking topics (ScheduleTopic, TimerTopic): they are not
 // registered with the nameservers nor listed, though Topic, Pull and
-// TopicStatus find them (read-only).
+// TopicStatus find them (read-only). A slave adds the topics its
+// replicated log holds queues of, and reports every topic read-only.
 func (b *Broker) Topics() []metadata.TopicConfig {
-	return slices.DeleteFunc(b.meta.Topics(), func(tc metadata.TopicConfig) bool { return isParkingTopic(tc.TopicName) })
+	tcs := slices.DeleteFunc(b.meta.Topics(), func(tc metadata.TopicConfig) bool { return isParkingTopic(tc.TopicName) })
+	if b.cfg.BrokerRole == Slave {
+		return b.slaveTopics(tcs)
+	}
+	return tcs
 }
 
 // isParkingTopic reports whether name is one of the topics delayed
@@ -149,6 +157,9 @@ func (b *Broker) topic(name string) (metadata.TopicConfig, error) {
 		return metadata.TopicConfig{}, err
 	}
 	tc, ok := b.meta.Topic(name)
+	if !ok && b.cfg.BrokerRole == Slave {
+		tc, ok = b.slaveTopic(name)
+	}
 	if !ok {
 		return tc, fmt.Errorf("%w: %q", ErrTopicNotFound, name)
 	}

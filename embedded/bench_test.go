@@ -3,12 +3,14 @@ package embedded_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
 	gantryv1 "github.com/gantrymq/gantry/api/gantry/v1"
+	"github.com/gantrymq/gantry/broker"
 	"github.com/gantrymq/gantry/client"
 	"github.com/gantrymq/gantry/embedded"
 )
@@ -64,4 +66,55 @@ func BenchmarkSendOne(b *testing.B) {
 		}
 		_ = st.CloseSend()
 	})
+}
+
+// A SYNC_MASTER with one slave against a standalone master, on loopback,
+// 1 KiB messages through the Go client: one send at a time ("one", its
+// latency) and 64 senders ("parallel", throughput).
+//
+//	go test -run=^$ -bench=SendSyncMaster -benchtime=5000x ./embedded
+func BenchmarkSendSyncMaster(b *testing.B) {
+	for _, mode := range []struct {
+		name   string
+		role   broker.BrokerRole
+		slaves int
+	}{{"standalone", broker.AsyncMaster, 0}, {"sync-1-slave", broker.SyncMaster, 1}} {
+		b.Run(mode.name, func(b *testing.B) {
+			opts := embedded.Options{Slaves: mode.slaves, Broker: func(c *broker.Config) { c.BrokerRole = mode.role }}
+			c, err := embedded.Start(b.Context(), opts)
+			require.NoError(b, err)
+			defer c.Close(context.Background())
+			if mode.slaves > 0 {
+				require.Eventually(b, func() bool {
+					s := c.Server().Slaves()
+					return len(s) == 1 && s[0].Connected
+				}, 30*time.Second, 10*time.Millisecond)
+			}
+			p, err := client.NewProducer(b.Context(), client.Config{NameServers: []string{c.NameServerAddr()}})
+			require.NoError(b, err)
+			defer p.Close(context.Background())
+			body := make([]byte, 1024)
+			_, err = p.Send(b.Context(), &client.Message{Topic: "Sync", Body: body})
+			require.NoError(b, err)
+			b.Run("one", func(b *testing.B) {
+				for b.Loop() {
+					if _, err := p.Send(b.Context(), &client.Message{Topic: "Sync", Body: body}); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+			b.Run("parallel", func(b *testing.B) {
+				b.SetParallelism(32) // 32 per GOMAXPROCS: many sends in flight
+				b.SetBytes(1024)
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						if _, err := p.Send(context.Background(), &client.Message{Topic: "Sync", Body: body}); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			})
+		})
+	}
 }

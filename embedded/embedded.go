@@ -20,6 +20,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
 
@@ -53,6 +54,16 @@ type Options struct {
 	// (its long-poll limit, the young-queue rule of QUERY_CONSUMER_OFFSET)
 	// before it starts.
 	Remoting func(*remotingapi.Config)
+	// Slaves is how many slaves the broker group has besides its master
+	// (docs/REPLICATION.md): brokers of the same brokerName with brokerId
+	// 1..Slaves and brokerRole SLAVE, each with its store under
+	// Dir/slave-<id>, on loopback ports, replicating from the master's HA
+	// address the nameserver names. The master's role is what Broker sets
+	// (ASYNC_MASTER by default). Default 0.
+	Slaves int
+	// Slave, if set, adjusts each slave's configuration (after Broker)
+	// before it starts; id is its brokerId.
+	Slave func(id int64, c *broker.Config)
 	// Logger receives both components' logs. Default: discard.
 	Logger *slog.Logger
 }
@@ -75,6 +86,15 @@ type Cluster struct {
 	// The broker's listen addresses (gRPC, HTTP, remoting), kept across
 	// restarts.
 	grpcListen, httpListen, remotingListen string
+	haPort                                 int // the master's HA port, kept across restarts
+	slaves                                 []*slaveNode
+}
+
+// slaveNode is one slave of the broker group.
+type slaveNode struct {
+	id     int64
+	srv    *server.Server
+	listen [3]string // gRPC, HTTP, remoting
 }
 
 // Start starts a nameserver, then a broker registered with it, and
@@ -100,6 +120,12 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	c.remotingListen = orDefault(opts.BrokerRemotingListen, "127.0.0.1:0")
 	if err := c.StartBroker(ctx); err != nil {
 		return nil, errors.Join(err, c.Close(context.Background()))
+	}
+	for i := range opts.Slaves {
+		c.slaves = append(c.slaves, &slaveNode{id: int64(i + 1), listen: [3]string{"127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"}})
+		if err := c.StartSlave(ctx, int64(i+1)); err != nil {
+			return nil, errors.Join(err, c.Close(context.Background()))
+		}
 	}
 	return c, nil
 }
@@ -154,29 +180,55 @@ func (c *Cluster) StartBroker(ctx context.Context) error {
 	if c.broker != nil {
 		return errors.New("embedded: broker already running")
 	}
+	bc := c.brokerConfig(filepath.Join(c.dir, "store"))
+	if c.haPort != 0 { // the port of the first start: the slaves keep following it
+		bc.HAListenPort = c.haPort
+	}
+	listen := [3]string{c.grpcListen, c.httpListen, c.remotingListen}
+	s, err := c.startServer(ctx, bc, &listen)
+	if err != nil {
+		return err
+	}
+	c.broker, c.grpcListen, c.httpListen, c.remotingListen = s, listen[0], listen[1], listen[2]
+	if a := s.HAAddr(); a != "" {
+		if _, p, err := net.SplitHostPort(a); err == nil {
+			c.haPort, _ = strconv.Atoi(p)
+		}
+	}
+	return c.waitRegistered(ctx, s.GRPCAddr())
+}
+
+// brokerConfig is a broker's configuration with its store in root.
+func (c *Cluster) brokerConfig(root string) broker.Config {
 	bc := broker.Config{
 		NamesrvAddr:           []string{c.nsAddr},
-		StorePathRootDir:      filepath.Join(c.dir, "store"),
+		StorePathRootDir:      root,
 		AutoCreateTopicEnable: !c.opts.NoAutoCreateTopics,
 		Logger:                c.log,
 	}
 	if c.opts.Broker != nil {
 		c.opts.Broker(&bc)
 	}
-	grpcLis, err := net.Listen("tcp", c.grpcListen)
+	return bc
+}
+
+// startServer starts a broker server on listen's addresses (gRPC, HTTP,
+// remoting), which it replaces with the addresses it got.
+func (c *Cluster) startServer(ctx context.Context, bc broker.Config, listen *[3]string) (*server.Server, error) {
+	grpcLis, err := net.Listen("tcp", listen[0])
 	if err != nil {
-		return fmt.Errorf("broker listen: %w", err)
+		return nil, fmt.Errorf("broker listen: %w", err)
 	}
-	httpLis, err := net.Listen("tcp", c.httpListen)
+	httpLis, err := net.Listen("tcp", listen[1])
 	if err != nil {
 		grpcLis.Close()
-		return fmt.Errorf("broker HTTP listen: %w", err)
+		return nil, fmt.Errorf("broker HTTP listen: %w", err)
 	}
-	remotingLis, err := net.Listen("tcp", c.remotingListen)
+	remotingLis, err := net.Listen("tcp", listen[2])
 	if err != nil {
 		grpcLis.Close()
 		httpLis.Close()
-		return fmt.Errorf("broker remoting listen: %w", err)
+		return nil, fmt.Errorf("broker remoting listen: %w", err)
 	}
 	var rc remotingapi.Config
 	if c.opts.Remoting != nil {
@@ -187,10 +239,78 @@ func (c *Cluster) StartBroker(ctx context.Context) error {
 		grpcLis.Close()
 		httpLis.Close()
 		remotingLis.Close()
+		return nil, err
+	}
+	*listen = [3]string{grpcLis.Addr().String(), httpLis.Addr().String(), remotingLis.Addr().String()}
+	return s, nil
+}
+
+// slave returns the slave of brokerId id.
+func (c *Cluster) slave(id int64) (*slaveNode, error) {
+	if id < 1 || int(id) > len(c.slaves) {
+		return nil, fmt.Errorf("embedded: no slave %d (Options.Slaves is %d)", id, len(c.slaves))
+	}
+	return c.slaves[id-1], nil
+}
+
+// StartSlave starts the slave of brokerId id (1..Options.Slaves), after
+// StopSlave, on the same store and addresses. It returns once the slave
+// is registered; it replicates from then on.
+func (c *Cluster) StartSlave(ctx context.Context, id int64) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n, err := c.slave(id)
+	if err != nil {
 		return err
 	}
-	c.broker, c.grpcListen, c.httpListen, c.remotingListen = s, grpcLis.Addr().String(), httpLis.Addr().String(), remotingLis.Addr().String()
+	if n.srv != nil {
+		return fmt.Errorf("embedded: slave %d already running", id)
+	}
+	bc := c.brokerConfig(filepath.Join(c.dir, fmt.Sprintf("slave-%d", id), "store"))
+	bc.BrokerRole, bc.BrokerID, bc.HAListenPort = broker.Slave, id, 0
+	if c.opts.Slave != nil {
+		c.opts.Slave(id, &bc)
+	}
+	s, err := c.startServer(ctx, bc, &n.listen)
+	if err != nil {
+		return err
+	}
+	n.srv = s
 	return c.waitRegistered(ctx, s.GRPCAddr())
+}
+
+// StopSlave shuts the slave of brokerId id down gracefully: it stops
+// replicating first.
+func (c *Cluster) StopSlave(ctx context.Context, id int64) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n, err := c.slave(id)
+	if err != nil || n.srv == nil {
+		return err
+	}
+	err = n.srv.Close(ctx)
+	n.srv = nil
+	return err
+}
+
+// SlaveServer returns the running slave of brokerId id, nil while it is
+// stopped.
+func (c *Cluster) SlaveServer(id int64) *server.Server {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n, err := c.slave(id)
+	if err != nil {
+		return nil
+	}
+	return n.srv
+}
+
+// Server returns the running master's server (its HA address and slaves),
+// nil while it is stopped.
+func (c *Cluster) Server() *server.Server {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.broker
 }
 
 // waitRegistered returns once the nameserver routes to the broker at addr,
@@ -311,6 +431,10 @@ func (c *Cluster) Broker() *broker.Broker {
 // Close stops the broker and the nameserver and removes a temporary data
 // directory.
 func (c *Cluster) Close(ctx context.Context) error {
-	err := errors.Join(c.StopBroker(ctx), c.StopNameServer(ctx))
+	var errs []error
+	for i := range c.slaves {
+		errs = append(errs, c.StopSlave(ctx, int64(i+1)))
+	}
+	err := errors.Join(append(errs, c.StopBroker(ctx), c.StopNameServer(ctx))...)
 	return c.cleanup(err)
 }

@@ -185,7 +185,8 @@ func (s *Server) RegisterBroker(stream grpc.BidiStreamingServer[gantryv1.Registe
 		if err != nil {
 			return toStatus(err)
 		}
-		if err := stream.Send(&gantryv1.RegisterBrokerResponse{Changed: res.Changed}); err != nil {
+		if err := stream.Send(&gantryv1.RegisterBrokerResponse{Changed: res.Changed,
+			MasterAddr: res.MasterAddr, MasterHaAddr: res.MasterHAAddr}); err != nil {
 			return err
 		}
 	}

@@ -97,3 +97,33 @@ func TestServerRejectsBadRegistrationAndUnregisters(t *testing.T) {
 	_, err = ns.GetRoute(t.Context(), &gantryv1.GetRouteRequest{Topic: "Orders"})
 	assert.Equal(t, codes.NotFound, status.Code(err))
 }
+
+// A slave's registration is answered with its group's master's gRPC and HA
+// addresses; a master's with none.
+func TestServerAnswersASlaveWithItsMaster(t *testing.T) {
+	ns := startServer(t)
+	register := func(req *gantryv1.RegisterBrokerRequest) *gantryv1.RegisterBrokerResponse {
+		t.Helper()
+		stream, err := ns.RegisterBroker(t.Context())
+		require.NoError(t, err)
+		require.NoError(t, stream.Send(req))
+		resp, err := stream.Recv()
+		require.NoError(t, err)
+		return resp
+	}
+	master := registration("Orders")
+	master.HaAddr = "127.0.0.1:10912"
+	resp := register(master)
+	assert.Empty(t, resp.MasterAddr)
+	assert.Empty(t, resp.MasterHaAddr)
+
+	slave := registration("Orders")
+	slave.BrokerId, slave.Addr, slave.RemotingAddr = 1, "127.0.0.2:8081", "127.0.0.2:10911"
+	resp = register(slave)
+	assert.Equal(t, "127.0.0.1:8081", resp.MasterAddr)
+	assert.Equal(t, "127.0.0.1:10912", resp.MasterHaAddr)
+
+	route, err := ns.GetRoute(t.Context(), &gantryv1.GetRouteRequest{Topic: "Orders"})
+	require.NoError(t, err)
+	assert.Equal(t, map[int64]string{0: "127.0.0.1:8081", 1: "127.0.0.2:8081"}, route.BrokerDatas[0].BrokerAddrs)
+}

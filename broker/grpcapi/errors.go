@@ -30,8 +30,11 @@ func Code(err error) codes.Code {
 	case errors.Is(err, broker.ErrTopicNotFound), errors.Is(err, broker.ErrGroupNotFound), errors.Is(err, broker.ErrDeadLetterNotFound),
 		errors.Is(err, broker.ErrMessageNotFound):
 		return codes.NotFound
-	case errors.Is(err, broker.ErrNotRegistered), errors.Is(err, broker.ErrQueueLocked):
+	case errors.Is(err, broker.ErrNotRegistered), errors.Is(err, broker.ErrQueueLocked),
+		errors.Is(err, broker.ErrNotMaster), errors.Is(err, broker.ErrSlaveReadDisabled): // "not master": go to the master
 		return codes.FailedPrecondition
+	case errors.Is(err, broker.ErrNotEnoughReplicas): // nothing stored; retry after a back-off
+		return codes.Unavailable
 	case broker.IsUnavailable(err): // nothing stored; retry after a back-off
 		return codes.Unavailable
 	case errors.Is(err, broker.ErrDiskFull), errors.Is(err, broker.ErrTooManyGroups):

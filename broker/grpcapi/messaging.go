@@ -83,9 +83,10 @@ func (s *Messaging) send(ctx context.Context, req *gantryv1.SendRequest) (*gantr
 const maxIdleSendWorkers = 4
 
 // SendStream implements the service. Requests are stored in the order they
-// arrive, but under SYNC_FLUSH the next one is started as soon as the
-// previous one holds its place in the log, without waiting for it to be
-// flushed: the requests in flight share group commits. Responses carry the
+// arrive, but under SYNC_FLUSH (or on a SYNC_MASTER) the next one is
+// started as soon as the previous one holds its place in the log, without
+// waiting for it to be flushed (replicated): the requests in flight share
+// group commits (and frames to the slaves). Responses carry the
 // request_id and may overtake each other.
 //
 // The stream is read by workers, one at a time: the reading worker stores
@@ -96,7 +97,7 @@ const maxIdleSendWorkers = 4
 func (s *Messaging) SendStream(stream grpc.BidiStreamingServer[gantryv1.SendRequest, gantryv1.SendResponse]) error {
 	w := &sendStreamer{
 		m: s, stream: stream, ctx: stream.Context(),
-		pass:  s.b.SyncFlush(),
+		pass:  s.b.WaitsAfterAppend(),
 		turn:  make(chan struct{}),
 		ended: make(chan error, 1),
 		done:  make(chan struct{}),
@@ -125,7 +126,7 @@ type sendStreamer struct {
 	m      *Messaging
 	stream grpc.BidiStreamingServer[gantryv1.SendRequest, gantryv1.SendResponse]
 	ctx    context.Context
-	pass   bool          // SYNC_FLUSH: pass the reading on once a request is placed
+	pass   bool          // SYNC_FLUSH or SYNC_MASTER: pass the reading on once a request is placed
 	turn   chan struct{} // unbuffered: gives the reading to an idle worker
 	ended  chan error    // the reading ended: io.EOF or why
 	done   chan struct{} // closed when the handler ends: idle workers exit

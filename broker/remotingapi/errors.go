@@ -25,6 +25,19 @@ func Code(err error) remoting.ResponseCode {
 	switch {
 	case err == nil:
 		return remoting.ResSuccess
+	case errors.Is(err, broker.ErrReplicaTimeout):
+		// Stored, not known replicated: the Go client reports status
+		// SendFlushSlaveTimeout, as for RocketMQ's SYNC_MASTER.
+		return remoting.ResFlushSlaveTimeout
+	case errors.Is(err, broker.ErrNotEnoughReplicas):
+		// RocketMQ 5 answers SYSTEM_ERROR with "in-sync replicas not enough".
+		return remoting.ResSystemError
+	case errors.Is(err, broker.ErrNotMaster):
+		// A producer retries elsewhere; the remark names the slave role.
+		return remoting.ResServiceNotAvailable
+	case errors.Is(err, broker.ErrSlaveReadDisabled):
+		// Java's slave answers pulls with SYSTEM_BUSY when it does not serve reads.
+		return remoting.ResSystemBusy
 	case errors.Is(err, broker.ErrInvalidMessage), errors.Is(err, broker.ErrRecordTooLarge):
 		return remoting.ResMessageIllegal
 	case errors.Is(err, broker.ErrInvalidTopic), errors.Is(err, broker.ErrInvalidArgument), errors.Is(err, errBadHeader):

@@ -174,9 +174,10 @@ func (h *Handler) sendBatch(ctx context.Context, c *remoting.Conn, req *remoting
 }
 
 // sendResponse answers a send: SUCCESS with where the messages went, or
-// FLUSH_DISK_TIMEOUT with the same fields when they are stored but not
-// known durable (the Go client reports a status, not an error), or the
-// error's code. A batch's msgId and transactionId list every message's,
+// FLUSH_DISK_TIMEOUT (FLUSH_SLAVE_TIMEOUT) with the same fields when they
+// are stored but not known durable (not known replicated: a SYNC_MASTER's
+// slaves did not ack in time; the Go client reports a status, not an
+// error), or the error's code. A batch's msgId and transactionId list every message's,
 // comma-separated, as Java's msgId does; queueId and queueOffset are the
 // first message's. The queue id is the one asked for, when one was (a
 // delayed message's result is its parked record's).
@@ -184,7 +185,8 @@ func sendResponse(req *remoting.Command, queueID int32, res []broker.SendResult,
 	code := remoting.ResSuccess
 	if err != nil {
 		code = Code(err)
-		if !broker.IsIndeterminate(err) || len(res) == 0 || code != remoting.ResFlushDiskTimeout {
+		timeout := code == remoting.ResFlushDiskTimeout || code == remoting.ResFlushSlaveTimeout
+		if !broker.IsIndeterminate(err) || len(res) == 0 || !timeout {
 			return errorResponse(req, err)
 		}
 	}

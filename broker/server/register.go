@@ -28,6 +28,10 @@ type RegistrarConfig struct {
 	// Registration returns the broker's current registration: addresses
 	// and every topic. Required.
 	Registration func() *gantryv1.RegisterBrokerRequest
+	// OnResponse, if set, is called with each nameserver's answer (a
+	// slave learns its master's addresses from it). It runs on the
+	// registration goroutine and must not block for long.
+	OnResponse func(*gantryv1.RegisterBrokerResponse)
 	// DialOptions are added to the nameserver connections (insecure by default).
 	DialOptions []grpc.DialOption
 	// Logger receives registration failures. Default: discard.
@@ -202,8 +206,12 @@ func (r *Registrar) session(ctx context.Context, i int, ns gantryv1.NameServerCl
 		if err := stream.Send(r.cfg.Registration()); err != nil {
 			return err
 		}
-		if _, err := stream.Recv(); err != nil {
+		res, err := stream.Recv()
+		if err != nil {
 			return err
+		}
+		if r.cfg.OnResponse != nil {
+			r.cfg.OnResponse(res)
 		}
 		r.ack(i, g)
 		select {

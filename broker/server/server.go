@@ -63,6 +63,7 @@ type Server struct {
 	remotingServer  *remoting.Server
 	ports           ports
 	reg             atomic.Pointer[Registrar]
+	ha              haState // replication.go
 	grpcAddr        string
 	httpAddr        string
 	remotingAddr    string
@@ -110,6 +111,10 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.b, s.log = b, b.Config().Logger.With("component", "server")
+	if err := s.startReplication(cfg); err != nil {
+		closeAll(lis)
+		return nil, errors.Join(err, b.Close(ctx))
+	}
 	rcfg := cfg.Remoting
 	if rcfg.Logger == nil {
 		rcfg.Logger = b.Config().Logger
@@ -118,19 +123,21 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	s.remotingServer, err = remoting.NewServer(remoting.Config{Logger: b.Config().Logger, MaxConcurrentPerConn: maxRemotingRequestsPerConn}, s.remotingHandler)
 	if err != nil {
 		closeAll(lis)
-		return nil, errors.Join(err, s.remotingHandler.Close(), b.Close(ctx))
+		s.stopSlave()
+		return nil, errors.Join(err, s.remotingHandler.Close(), b.Close(ctx), s.closeMaster())
 	}
 	s.grpcServer, s.messaging = grpcapi.NewServer(b, cfg.GRPCOptions...)
 	registered := func() bool { return len(b.Config().NamesrvAddr) == 0 || s.reg.Load() != nil }
 	s.httpServer = &http.Server{Handler: httpHandler(b, registered), ReadHeaderTimeout: 5 * time.Second}
 	if err := s.servePorts(grpcLis, httpLis, remotingLis); err != nil {
 		closeAll(lis)
-		return nil, errors.Join(err, s.remotingServer.Close(), s.remotingHandler.Close(), b.Close(ctx))
+		s.stopSlave()
+		return nil, errors.Join(err, s.remotingServer.Close(), s.remotingHandler.Close(), b.Close(ctx), s.closeMaster())
 	}
 	if len(b.Config().NamesrvAddr) > 0 {
 		r, err := NewRegistrar(RegistrarConfig{
 			NameServers: b.Config().NamesrvAddr, Interval: b.Config().RegisterNameServerPeriod,
-			Registration: s.registration, Logger: b.Config().Logger,
+			Registration: s.registration, OnResponse: s.registered, Logger: b.Config().Logger,
 		})
 		if err != nil {
 			_ = s.Close(ctx)
@@ -208,8 +215,8 @@ func (s *Server) registration() *gantryv1.RegisterBrokerRequest {
 	c := s.b.Config()
 	req := &gantryv1.RegisterBrokerRequest{
 		Cluster: c.BrokerClusterName, BrokerName: c.BrokerName, BrokerId: c.BrokerID, Addr: s.grpcAddr,
-		RemotingAddr: s.remotingAddr,
-		Topics:       map[string]*gantryv1.TopicInfo{},
+		RemotingAddr: s.remotingAddr, HaAddr: s.ha.addr,
+		Topics: map[string]*gantryv1.TopicInfo{},
 	}
 	v := s.b.TopicsVersion()
 	req.DataVersion = &gantryv1.DataVersion{TimestampMs: v.Timestamp, Counter: v.Counter}
@@ -267,6 +274,7 @@ func (s *Server) RemotingAddr() string { return s.remotingAddr }
 // what clients and nameservers do when a broker dies.
 func (s *Server) Kill() error {
 	s.once.Do(func() {
+		s.stopSlave()
 		if r := s.reg.Load(); r != nil {
 			r.Abandon()
 		}
@@ -276,7 +284,7 @@ func (s *Server) Kill() error {
 		_ = s.remotingServer.Close() // cuts remoting connections: held pulls end with them
 		s.ports.close()
 		s.wg.Wait()
-		s.closeErr = errors.Join(s.b.Close(context.Background()), s.remotingHandler.Close())
+		s.closeErr = errors.Join(s.b.Close(context.Background()), s.remotingHandler.Close(), s.closeMaster())
 	})
 	return s.closeErr
 }
@@ -290,6 +298,7 @@ func (s *Server) Kill() error {
 // until ctx ends, then cuts what is left.
 func (s *Server) Close(ctx context.Context) error {
 	s.once.Do(func() {
+		s.stopSlave() // nothing appends to a slave's log while it closes
 		var errs []error
 		if r := s.reg.Load(); r != nil {
 			uctx, cancel := context.WithTimeout(ctx, 3*time.Second)
@@ -308,7 +317,7 @@ func (s *Server) Close(ctx context.Context) error {
 			s.grpcServer.Stop()
 			<-done
 		}
-		errs = append(errs, <-closed)
+		errs = append(errs, <-closed, s.closeMaster())
 		s.drainRemoting(ctx)
 		errs = append(errs, s.remotingServer.Close(), s.remotingHandler.Close())
 		errs = append(errs, s.httpServer.Shutdown(ctx))

@@ -57,6 +57,11 @@ type Config struct {
 	// Re-dispatching an entry the queue already holds (recovery) calls nothing.
 	// It runs on the dispatcher goroutine and must not block.
 	OnDispatch func(topic string, queueID int32, maxOffset int64)
+	// OnCommit, if set, is called each time the log's end grows, after the
+	// dispatcher is woken (commitlog.Config.OnCommit's rules: it must not
+	// block nor call into the log). A master wakes its slaves' streams
+	// with it.
+	OnCommit func(end int64)
 	// MaxDispatchStall is how long the dispatcher may fail to bring the
 	// consume queues and the index up to the log's end (a full disk
 	// refusing their next file) before PutBatch refuses messages with
@@ -210,6 +215,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	lc := cfg.Log
 	lc.Dir, lc.StateDir, lc.FS, lc.Now, lc.Logger = filepath.Join(cfg.Root, "commitlog"), cfg.Root, cfg.FS, cfg.Now, cfg.Logger
 	lc.OnCommit = func(int64) { s.wake() }
+	if f := cfg.OnCommit; f != nil {
+		lc.OnCommit = func(end int64) { s.wake(); f(end) }
+	}
 	lc.DeleteFloor = s.dispatched.Load // no record goes before its queue entry exists
 	if cfg.KeepFrom != nil {
 		lc.KeepFrom = cfg.KeepFrom

@@ -17,8 +17,9 @@ func TestBrokerRejectsBadConfig(t *testing.T) {
 	tests := []struct{ name, conf, want string }{
 		{"unknown key", "brokerName=b\nflushDiskTyp=SYNC_FLUSH\n", `line 2: unknown key "flushDiskTyp"`},
 		{"bad value", "flushDiskType=SOMETIMES\n", "SOMETIMES"},
-		{"sync master", "brokerRole=SYNC_MASTER\n", "brokerRole SYNC_MASTER is not supported: Gantry has no replication yet; use ASYNC_MASTER"},
-		{"slave", "brokerRole=SLAVE\nbrokerId=1\n", "brokerRole SLAVE is not supported"},
+		{"unknown role", "brokerRole=MASTER\n", `brokerRole: bad value "MASTER": want ASYNC_MASTER, SYNC_MASTER or SLAVE`},
+		{"sync master with a slave's id", "brokerRole=SYNC_MASTER\nbrokerId=1\n", "brokerId 1: a master's (SYNC_MASTER) brokerId is 0"},
+		{"slave without an id", "brokerRole=SLAVE\n", "brokerId 0: a SLAVE's brokerId is above 0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

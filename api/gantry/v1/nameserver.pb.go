@@ -157,7 +157,8 @@ type RegisterBrokerRequest struct {
 	// addr is the broker's gRPC address (what Gantry clients dial).
 	Addr string `protobuf:"bytes,4,opt,name=addr,proto3" json:"addr,omitempty"`
 	// remoting_addr is its RocketMQ remoting address, if it serves one.
-	RemotingAddr  string                `protobuf:"bytes,5,opt,name=remoting_addr,json=remotingAddr,proto3" json:"remoting_addr,omitempty"`
+	RemotingAddr string `protobuf:"bytes,5,opt,name=remoting_addr,json=remotingAddr,proto3" json:"remoting_addr,omitempty"`
+	// ha_addr is a master's HA address, which its slaves replicate from.
 	HaAddr        string                `protobuf:"bytes,6,opt,name=ha_addr,json=haAddr,proto3" json:"ha_addr,omitempty"`
 	Topics        map[string]*TopicInfo `protobuf:"bytes,7,rep,name=topics,proto3" json:"topics,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	DataVersion   *DataVersion          `protobuf:"bytes,8,opt,name=data_version,json=dataVersion,proto3" json:"data_version,omitempty"`
@@ -254,7 +255,11 @@ func (x *RegisterBrokerRequest) GetDataVersion() *DataVersion {
 type RegisterBrokerResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// changed: the registration changed the routes.
-	Changed       bool `protobuf:"varint,1,opt,name=changed,proto3" json:"changed,omitempty"`
+	Changed bool `protobuf:"varint,1,opt,name=changed,proto3" json:"changed,omitempty"`
+	// To a slave (broker_id > 0): its group's live master's gRPC and HA
+	// addresses (RocketMQ's masterAddr and haServerAddr), empty when none.
+	MasterAddr    string `protobuf:"bytes,2,opt,name=master_addr,json=masterAddr,proto3" json:"master_addr,omitempty"`
+	MasterHaAddr  string `protobuf:"bytes,3,opt,name=master_ha_addr,json=masterHaAddr,proto3" json:"master_ha_addr,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -294,6 +299,20 @@ func (x *RegisterBrokerResponse) GetChanged() bool {
 		return x.Changed
 	}
 	return false
+}
+
+func (x *RegisterBrokerResponse) GetMasterAddr() string {
+	if x != nil {
+		return x.MasterAddr
+	}
+	return ""
+}
+
+func (x *RegisterBrokerResponse) GetMasterHaAddr() string {
+	if x != nil {
+		return x.MasterHaAddr
+	}
+	return ""
 }
 
 type UnregisterBrokerRequest struct {
@@ -879,9 +898,12 @@ const file_nameserver_proto_rawDesc = "" +
 	"\fdata_version\x18\b \x01(\v2\x16.gantry.v1.DataVersionR\vdataVersion\x1aO\n" +
 	"\vTopicsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12*\n" +
-	"\x05value\x18\x02 \x01(\v2\x14.gantry.v1.TopicInfoR\x05value:\x028\x01\"2\n" +
+	"\x05value\x18\x02 \x01(\v2\x14.gantry.v1.TopicInfoR\x05value:\x028\x01\"y\n" +
 	"\x16RegisterBrokerResponse\x12\x18\n" +
-	"\achanged\x18\x01 \x01(\bR\achanged\"\x85\x01\n" +
+	"\achanged\x18\x01 \x01(\bR\achanged\x12\x1f\n" +
+	"\vmaster_addr\x18\x02 \x01(\tR\n" +
+	"masterAddr\x12$\n" +
+	"\x0emaster_ha_addr\x18\x03 \x01(\tR\fmasterHaAddr\"\x85\x01\n" +
 	"\x17UnregisterBrokerRequest\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x1f\n" +
 	"\vbroker_name\x18\x02 \x01(\tR\n" +

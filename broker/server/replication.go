@@ -1,0 +1,172 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+
+	gantryv1 "github.com/gantrymq/gantry/api/gantry/v1"
+	"github.com/gantrymq/gantry/broker"
+	"github.com/gantrymq/gantry/replication"
+)
+
+// A broker's part in replication (docs/REPLICATION.md, "Running a master
+// and slaves"): a master serves its commit log to its slaves on the HA
+// port (replication.Master), a slave copies its master's into its own
+// (replication.Slave), from haMasterAddress or from the address the
+// nameserver's registration answer names.
+
+// haState is the server's replication: the master's listener, or the
+// slave's follower.
+type haState struct {
+	master *replication.Master // nil on a slave
+	addr   string              // the master's advertised HA address
+
+	mu     sync.Mutex
+	slave  *replication.Slave // nil on a master, or while the master's HA address is unknown
+	follow string             // the HA address slave follows
+	closed bool
+}
+
+// masterGate adapts a replication.Master to broker.Replication.
+type masterGate struct {
+	m      *replication.Master
+	maxGap int64
+}
+
+// InSync counts the connected slaves whose last ack is within maxGap of
+// end.
+func (g masterGate) InSync(end int64) int {
+	n := 0
+	for _, s := range g.m.Slaves() {
+		if s.Connected && s.Acked >= end-g.maxGap {
+			n++
+		}
+	}
+	return n
+}
+
+func (g masterGate) WaitAcked(ctx context.Context, off int64, n int) error {
+	return g.m.WaitAcked(ctx, off, n)
+}
+
+func (g masterGate) Notify() { g.m.Notify() }
+
+// haListenAddr is where a master's HA port listens: haListenPort, else
+// listenPort+1. When a remoting listener is given and listenPort is unset
+// (tests, embedded), it listens on the remoting listener's host, on
+// haListenPort or else an ephemeral port.
+func haListenAddr(cfg Config) string {
+	bc := cfg.Broker
+	if cfg.RemotingListener != nil && bc.ListenPort == 0 {
+		host := ""
+		if tcp, ok := cfg.RemotingListener.Addr().(*net.TCPAddr); ok && !tcp.IP.IsUnspecified() {
+			host = tcp.IP.String()
+		}
+		return net.JoinHostPort(host, strconv.Itoa(bc.HAListenPort))
+	}
+	return bc.HAListenAddr()
+}
+
+// startReplication starts the master's HA port, or the slave's follower
+// when its master's HA address is configured.
+func (s *Server) startReplication(cfg Config) error {
+	c := s.b.Config()
+	if c.BrokerRole == broker.Slave {
+		if c.HAMasterAddress != "" {
+			return s.followMaster(c.HAMasterAddress)
+		}
+		return nil
+	}
+	m, err := replication.NewMaster(replication.MasterConfig{Addr: haListenAddr(cfg), Logger: c.Logger}, s.b.ReplicaLog())
+	if err != nil {
+		return fmt.Errorf("broker HA port (haListenPort): %w", err)
+	}
+	s.ha.master, s.ha.addr = m, advertised(m.Addr(), c.BrokerIP1)
+	s.b.SetReplication(masterGate{m: m, maxGap: c.HAMaxGapNotInSync})
+	return nil
+}
+
+// followMaster makes the slave replicate from the master's HA address
+// addr, replacing a follower of another address.
+func (s *Server) followMaster(addr string) error {
+	s.ha.mu.Lock()
+	defer s.ha.mu.Unlock()
+	if s.ha.closed || (s.ha.slave != nil && s.ha.follow == addr) {
+		return nil
+	}
+	if s.ha.slave != nil {
+		s.log.Warn("the master's HA address changed: following the new one", "from", s.ha.follow, "to", addr)
+		_ = s.ha.slave.Close()
+		s.ha.slave = nil
+	}
+	c := s.b.Config()
+	sl, err := replication.StartSlave(replication.SlaveConfig{MasterAddr: addr, ReplicaID: c.BrokerID, Logger: c.Logger}, s.b.ReplicaLog())
+	if err != nil {
+		return fmt.Errorf("broker: replicate from %s: %w", addr, err)
+	}
+	s.ha.slave, s.ha.follow = sl, addr
+	return nil
+}
+
+// registered takes a nameserver's answer to the registration: a slave
+// learns its master's addresses from it.
+func (s *Server) registered(res *gantryv1.RegisterBrokerResponse) {
+	if !s.b.IsSlave() {
+		return
+	}
+	if a := res.GetMasterAddr(); a != "" {
+		s.b.SetMasterAddr(a)
+	}
+	if a := res.GetMasterHaAddr(); a != "" && s.b.Config().HAMasterAddress == "" {
+		if err := s.followMaster(a); err != nil {
+			s.log.Error("cannot replicate from the master the nameserver names", "ha_addr", a, "err", err)
+		}
+	}
+}
+
+// stopSlave stops a slave's follower for good: first of all at Close, so
+// that nothing appends to the log while the store closes.
+func (s *Server) stopSlave() {
+	s.ha.mu.Lock()
+	defer s.ha.mu.Unlock()
+	s.ha.closed = true
+	if s.ha.slave != nil {
+		_ = s.ha.slave.Close()
+		s.ha.slave = nil
+	}
+}
+
+// closeMaster closes a master's HA port, once the broker's calls are done.
+func (s *Server) closeMaster() error {
+	if s.ha.master == nil {
+		return nil
+	}
+	s.b.SetReplication(nil)
+	return s.ha.master.Close()
+}
+
+// HAAddr returns a master's advertised HA address (registered with the
+// nameservers), "" on a slave.
+func (s *Server) HAAddr() string { return s.ha.addr }
+
+// SlaveStatus returns a slave's replication state; ok is false on a
+// master or while the slave does not know its master's HA address.
+func (s *Server) SlaveStatus() (st replication.SlaveStatus, ok bool) {
+	s.ha.mu.Lock()
+	defer s.ha.mu.Unlock()
+	if s.ha.slave == nil {
+		return st, false
+	}
+	return s.ha.slave.Status(), true
+}
+
+// Slaves returns what a master knows of its slaves; nil on a slave.
+func (s *Server) Slaves() []replication.SlaveInfo {
+	if s.ha.master == nil {
+		return nil
+	}
+	return s.ha.master.Slaves()
+}
