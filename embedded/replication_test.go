@@ -351,3 +351,40 @@ func TestSlaveFollowsARestartedMaster(t *testing.T) {
 	require.True(t, ok)
 	assert.GreaterOrEqual(t, st.Sessions, 2, "a new session with the restarted master")
 }
+
+// A slave copies its master's metadata through the replication stream:
+// topics, groups and consumer offsets, as they change, and keeps them
+// across its restart.
+func TestSlaveCopiesTheMastersMetadata(t *testing.T) {
+	c := startGroup(t, groupOptions(broker.AsyncMaster, 1))
+	waitSlaves(t, c, 1)
+	groupTopic(t, c, "T", 2)
+	require.NoError(t, c.Broker().PutGroup(metadata.DefaultSubscriptionGroup("G")))
+	for i := range 4 {
+		_, err := sendOne(t.Context(), c.Broker(), "T", i)
+		require.NoError(t, err)
+	}
+	require.NoError(t, c.Broker().CommitOffset("G", "T", 0, 2))
+	slave := c.SlaveServer(1).Broker()
+	require.Eventually(t, func() bool {
+		off, ok := slave.QueryOffset("G", "T", 0)
+		return ok && off == 2
+	}, 30*time.Second, 10*time.Millisecond, "the slave's offset of G in T/0")
+	tc, ok := slave.Topic("T")
+	require.True(t, ok)
+	assert.Equal(t, int32(2), tc.WriteQueueNums)
+	_, ok = slave.Group("G")
+	assert.True(t, ok)
+
+	require.NoError(t, c.Broker().CommitOffset("G", "T", 0, 3))
+	require.Eventually(t, func() bool {
+		off, _ := slave.QueryOffset("G", "T", 0)
+		return off == 3
+	}, 30*time.Second, 10*time.Millisecond, "a later commit")
+
+	require.NoError(t, c.StopSlave(t.Context(), 1))
+	require.NoError(t, c.StartSlave(t.Context(), 1))
+	off, ok := c.SlaveServer(1).Broker().QueryOffset("G", "T", 0)
+	assert.True(t, ok)
+	assert.Equal(t, int64(3), off, "kept across the slave's restart")
+}

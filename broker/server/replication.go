@@ -16,7 +16,8 @@ import (
 // and slaves"): a master serves its commit log to its slaves on the HA
 // port (replication.Master), a slave copies its master's into its own
 // (replication.Slave), from haMasterAddress or from the address the
-// nameserver's registration answer names.
+// nameserver's registration answer names, and with it the master's
+// metadata (broker.MetaSnapshot, RestoreMeta).
 
 // haState is the server's replication: the master's listener, or the
 // slave's follower.
@@ -80,7 +81,7 @@ func (s *Server) startReplication(cfg Config) error {
 		}
 		return nil
 	}
-	m, err := replication.NewMaster(replication.MasterConfig{Addr: haListenAddr(cfg), Logger: c.Logger}, s.b.ReplicaLog())
+	m, err := replication.NewMaster(replication.MasterConfig{Addr: haListenAddr(cfg), Meta: s.b, Logger: c.Logger}, s.b.ReplicaLog())
 	if err != nil {
 		return fmt.Errorf("broker HA port (haListenPort): %w", err)
 	}
@@ -103,7 +104,7 @@ func (s *Server) followMaster(addr string) error {
 		s.ha.slave = nil
 	}
 	c := s.b.Config()
-	sl, err := replication.StartSlave(replication.SlaveConfig{MasterAddr: addr, ReplicaID: c.BrokerID, Logger: c.Logger}, s.b.ReplicaLog())
+	sl, err := replication.StartSlave(replication.SlaveConfig{MasterAddr: addr, ReplicaID: c.BrokerID, OnMeta: s.b.RestoreMeta, Logger: c.Logger}, s.b.ReplicaLog())
 	if err != nil {
 		return fmt.Errorf("broker: replicate from %s: %w", addr, err)
 	}

@@ -117,7 +117,11 @@ type BrokerSpec struct {
 	GRPC, HTTP string // listen addresses, kept across restarts
 	// ListenPort is the remoting port (on every interface), also the port
 	// of the store address in each record; kept across restarts.
-	ListenPort  int
+	ListenPort int
+	// HAPort is the master's HA port (haListenPort); kept across restarts.
+	// The suite picks it (freePort) like ListenPort: listenPort+1, the
+	// default, is not reserved.
+	HAPort      int
 	NameServers []string
 	// Flush is SYNC_FLUSH or ASYNC_FLUSH.
 	Flush string
@@ -168,7 +172,7 @@ func runBroker(ctx context.Context, raw []byte) error {
 		return err
 	}
 	cfg := broker.Config{
-		BrokerName: spec.Name, NamesrvAddr: spec.NameServers, StorePathRootDir: spec.Store, ListenPort: spec.ListenPort,
+		BrokerName: spec.Name, NamesrvAddr: spec.NameServers, StorePathRootDir: spec.Store, ListenPort: spec.ListenPort, HAListenPort: spec.HAPort,
 		MappedFileSizeCommitLog: cmp.Or(spec.SegmentBytes, 8<<20), FlushDiskType: mode,
 		DefaultTopicQueueNums: spec.QueueNums, FlushConsumerOffsetInterval: spec.OffsetInterval,
 		RegisterNameServerPeriod: spec.RegisterPeriod, AutoCreateTopicEnable: spec.AutoCreate,

@@ -78,7 +78,7 @@ func NewEnv(t *testing.T, name string) *Env {
 	e := &Env{T: t, Name: name, Dir: dir, Seed: seed, Rand: rand.New(rand.NewPCG(seed, seed>>1|1)), Topic: "Reliability",
 		workers: map[string]int{}}
 	e.Spec = BrokerSpec{Name: "broker-a", Store: filepath.Join(dir, "store"), GRPC: freeAddr(t), HTTP: freeAddr(t),
-		ListenPort: freePort(t), Flush: "SYNC_FLUSH", QueueNums: 8, OffsetInterval: 500 * time.Millisecond,
+		ListenPort: freePort(t), HAPort: freePort(t), Flush: "SYNC_FLUSH", QueueNums: 8, OffsetInterval: 500 * time.Millisecond,
 		DiskFullRatio: 1, DiskForceCleanRatio: 1}
 	w, err := history.Create(filepath.Join(dir, "faults.jsonl"))
 	require.NoError(t, err)
