@@ -211,9 +211,10 @@ func (c *core) brokerAddr(q Queue) (string, error) {
 }
 
 // brokerFailed reacts to a failed call to a broker of topic: an unreachable
-// broker may have moved, so the topic's route is refreshed soon.
+// broker may have moved, and a slave's refusal means the master moved, so
+// the topic's route is refreshed soon.
 func (c *core) brokerFailed(topic string, err error) {
-	if errors.Is(err, ErrUnavailable) {
+	if errors.Is(err, ErrUnavailable) || errors.Is(err, ErrNotMaster) {
 		c.routes.kick(topic)
 	}
 }

@@ -45,6 +45,11 @@ var (
 	ErrInternal = errors.New("client: server error")
 	// ErrNoQueue: the topic's route has no queue to write (or read).
 	ErrNoQueue = errors.New("client: no queue")
+	// ErrNotMaster: the broker is a slave (FAILED_PRECONDITION "not
+	// master"), or became one after a failover. Nothing was stored; the
+	// client reads the topic's route again at once, and a Producer retries
+	// on the master it names.
+	ErrNotMaster = errors.New("client: broker is not the master")
 )
 
 // StatusError is an error answered by a server (or by the gRPC transport on
@@ -156,7 +161,8 @@ func IsRetryable(err error) bool {
 		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false
 	}
-	return errors.Is(err, ErrUnavailable) || errors.Is(err, ErrDiskFull) || errors.Is(err, ErrTopicNotFound)
+	return errors.Is(err, ErrUnavailable) || errors.Is(err, ErrDiskFull) || errors.Is(err, ErrTopicNotFound) ||
+		errors.Is(err, ErrNotMaster)
 }
 
 // kindOf maps a gRPC code to the sentinel its StatusError unwraps to.
@@ -184,8 +190,11 @@ func kindOf(c codes.Code, notFound error) error {
 // size limit is invalid input, not a full disk.
 func newStatusError(op, addr string, st *status.Status, notFound error) *StatusError {
 	kind := kindOf(st.Code(), notFound)
-	if st.Code() == codes.ResourceExhausted && strings.Contains(st.Message(), "larger than max") {
+	switch {
+	case st.Code() == codes.ResourceExhausted && strings.Contains(st.Message(), "larger than max"):
 		kind = ErrInvalidArgument
+	case st.Code() == codes.FailedPrecondition && strings.Contains(st.Message(), "not master"): // docs/REPLICATION.md
+		kind = ErrNotMaster
 	}
 	return &StatusError{Op: op, Addr: addr, Code: st.Code(), Message: st.Message(), kind: kind, st: st}
 }

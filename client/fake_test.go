@@ -629,8 +629,24 @@ type fakeNameServer struct {
 	gantryv1.UnimplementedNameServerServer
 	addr       string
 	srv        *grpc.Server
-	brokers    []*fakeBroker
 	routeCalls atomic.Int64
+
+	mu      sync.Mutex
+	brokers []*fakeBroker
+}
+
+// setBrokers replaces the brokers the routes name (a failover).
+func (ns *fakeNameServer) setBrokers(bs ...*fakeBroker) {
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	ns.brokers = bs
+}
+
+// current returns the brokers the routes name.
+func (ns *fakeNameServer) current() []*fakeBroker {
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	return ns.brokers
 }
 
 func startNameServer(t testing.TB, brokers ...*fakeBroker) *fakeNameServer {
@@ -647,7 +663,7 @@ func brokerData(b *fakeBroker) *gantryv1.BrokerData {
 func (ns *fakeNameServer) GetRoute(_ context.Context, req *gantryv1.GetRouteRequest) (*gantryv1.GetRouteResponse, error) {
 	ns.routeCalls.Add(1)
 	resp := &gantryv1.GetRouteResponse{}
-	for _, b := range ns.brokers {
+	for _, b := range ns.current() {
 		b.mu.Lock()
 		tp := b.topics[req.GetTopic()]
 		if tp != nil {
@@ -666,7 +682,7 @@ func (ns *fakeNameServer) GetRoute(_ context.Context, req *gantryv1.GetRouteRequ
 
 func (ns *fakeNameServer) GetClusterInfo(context.Context, *gantryv1.GetClusterInfoRequest) (*gantryv1.GetClusterInfoResponse, error) {
 	resp := &gantryv1.GetClusterInfoResponse{Clusters: map[string]*gantryv1.BrokerNames{}, Brokers: map[string]*gantryv1.BrokerData{}}
-	for _, b := range ns.brokers {
+	for _, b := range ns.current() {
 		if resp.Clusters[b.cluster] == nil {
 			resp.Clusters[b.cluster] = &gantryv1.BrokerNames{}
 		}
@@ -678,7 +694,7 @@ func (ns *fakeNameServer) GetClusterInfo(context.Context, *gantryv1.GetClusterIn
 
 func (ns *fakeNameServer) ListTopics(context.Context, *gantryv1.ListTopicsRequest) (*gantryv1.ListTopicsResponse, error) {
 	set := map[string]bool{}
-	for _, b := range ns.brokers {
+	for _, b := range ns.current() {
 		b.mu.Lock()
 		for t := range b.topics {
 			set[t] = true

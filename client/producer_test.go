@@ -702,3 +702,34 @@ func TestLoneSendEndsWithItsContext(t *testing.T) {
 		}, 15*time.Second, 10*time.Millisecond)
 	}
 }
+
+// A slave's "not master" refusal sends the producer to the route at once:
+// after a failover it names the new master, and the retry goes there.
+func TestNotMasterFollowsTheNewMaster(t *testing.T) {
+	old, newer := startBroker(t, "a", 1, "T"), startBroker(t, "a", 1, "T")
+	ns := startNameServer(t, old)
+	old.setFault(func(int64, *gantryv1.SendRequest) *sendFault {
+		ns.setBrokers(newer) // the failover happened before this answer
+		return &sendFault{code: codes.FailedPrecondition, msg: "broker: not master: broker a id 1 is a SLAVE; the master is at " + newer.addr}
+	})
+	p := newTestProducer(t, testConfig(t, ns))
+	res, err := p.Send(t.Context(), &Message{Topic: "T", Body: []byte("x")})
+	require.NoError(t, err)
+	assert.Equal(t, "a", res.Broker)
+	assert.Equal(t, 2, res.Attempts)
+	assert.Equal(t, int64(1), old.sendRequests.Load())
+	assert.Equal(t, int64(1), newer.sendRequests.Load())
+	assert.Equal(t, int64(2), ns.routeCalls.Load(), "first read and one refresh, at once")
+
+	// Without retries the error says what happened.
+	ns.setBrokers(old)
+	_, err = p.c.routes.refresh(t.Context(), "T")
+	require.NoError(t, err)
+	old.setFault(func(int64, *gantryv1.SendRequest) *sendFault {
+		return &sendFault{code: codes.FailedPrecondition, msg: "broker: not master: broker a id 1 is a SLAVE"}
+	})
+	one := newTestProducer(t, testConfig(t, ns), WithRetries(0))
+	_, err = one.Send(t.Context(), &Message{Topic: "T", Body: []byte("y")})
+	require.ErrorIs(t, err, ErrNotMaster)
+	assert.True(t, IsRetryable(err))
+}

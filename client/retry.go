@@ -153,6 +153,14 @@ func (p *Producer) retryable(ctx context.Context, r *retryState, err error, q Qu
 			p.failed.add(q.Broker)
 		}
 		return true
+	case errors.Is(err, ErrNotMaster):
+		// A failover moved the master: the route names the new one (or no
+		// master yet, when the next attempt waits with its backoff).
+		if q.Broker != "" {
+			p.failed.add(q.Broker)
+		}
+		_, rerr := p.c.routes.refresh(ctx, q.Topic)
+		return rerr == nil || IsRetryable(rerr)
 	}
 	return false
 }
