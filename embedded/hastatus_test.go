@@ -46,13 +46,12 @@ func TestHAStatus(t *testing.T) {
 	require.Eventually(t, func() bool {
 		st, err = a.HAStatus(t.Context(), slave)
 		require.NoError(t, err)
-		return st.Connected && st.LogEnd == end && st.MasterLogEnd == end
+		return st.Connected && st.LogEnd == end && st.MasterLogEnd == end && st.MetaSnapshots > 0
 	}, 30*time.Second, 10*time.Millisecond, "the slave's HA status: %+v", st)
 	assert.Equal(t, "SLAVE", st.Role)
 	assert.True(t, st.Following)
 	assert.Equal(t, c.Server().HAAddr(), st.MasterHAAddr)
 	assert.Zero(t, st.LagBytes)
-	assert.Positive(t, st.MetaSnapshots, "the slave restored the master's metadata (topic T)")
 	assert.False(t, st.Stopped)
 	assert.Empty(t, st.Slaves, "a slave has no slaves")
 

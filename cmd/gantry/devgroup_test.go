@@ -56,15 +56,17 @@ func TestDevReplicas(t *testing.T) {
 	end := regexp.MustCompile(`log end  (\d+)`).FindStringSubmatch(status)[1]
 	assert.Equal(t, 2, strings.Count(status, "  "+end+"  "), "both slaves acked the master's log end:\n%s", status)
 
+	// Each slave holds the master's log end and has restored its metadata.
+	follows := regexp.MustCompile(fmt.Sprintf(`^role     SLAVE\nlog end  %s\n`+
+		`#Master HA Addr\s+#Connected\s+#Master Log End\s+#Lag \(bytes\)\s+#Meta Snapshots\s+#Last Error\n`+
+		`127\.0\.0\.1:\d+\s+true\s+%s\s+0\s+[1-9]\d*\s+-\n$`, end, end))
 	for _, s := range slaves {
 		require.Eventually(t, func() bool {
 			code, o, errOut := admin("haStatus", "-b", s[2])
 			require.Equal(t, exitOK, code, errOut)
 			status = o
-			return strings.Contains(o, fmt.Sprintf("log end  %s\n", end))
+			return follows.MatchString(o)
 		}, 30*time.Second, 20*time.Millisecond, "haStatus of slave %s:\n%s", s[1], status)
-		assert.Regexp(t, `^role     SLAVE\n`, status)
-		assert.Regexp(t, `#Master HA Addr\s+#Connected\s+#Master Log End\s+#Lag \(bytes\)\s+#Meta Snapshots\s+#Last Error\n127\.0\.0\.1:\d+\s+true\s+`+end+`\s+0\s+[1-9]\d*\s+-\n`, status)
 	}
 }
 
