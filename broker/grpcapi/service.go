@@ -29,8 +29,8 @@ const MaxRequestBytes = message.MaxEnvelopeBytes
 const MaxStreamsPerConn = 8192
 
 // NewServer returns a gRPC server of the broker's services, Messaging and
-// Admin (whose HAStatus reads ha, which may be nil), and its Messaging, whose Shutdown ends the producers' send
-// streams. opts are added after the defaults (a receive limit of
+// Admin (whose HAStatus reads ha, which may be nil), and its Messaging,
+// whose Shutdown ends the producers' send streams. opts are added after the defaults (a receive limit of
 // MaxRequestBytes, a buffer pool, a fixed flow-control window), which they
 // may replace. Without a unary interceptor, Pull answers with its response
 // already encoded (not a *gantryv1.PullResponse); with one, the

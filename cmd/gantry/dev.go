@@ -176,13 +176,17 @@ func printDevGroup(out io.Writer, c *embedded.Cluster, replicas int, inSync bool
 		ids = append(ids, strconv.FormatInt(id, 10))
 	}
 	bc := m.Broker().Config()
+	slaves := "slaves " + strings.Join(ids, ", ") + " (SLAVE, slaveReadEnable) replicate"
+	if len(ids) == 1 {
+		slaves = "slave " + ids[0] + " (SLAVE, slaveReadEnable) replicates"
+	}
 	fmt.Fprintf(out, `Broker group %s: the master is brokerId 0 at %s (%s, inSyncReplicas %d);
-  slaves %s (SLAVE, slaveReadEnable) replicate from its HA port %s.
+  %s from its HA port %s.
   gantry admin haStatus -b %s shows each slave's lag.
   No failover: the brokers do not talk to a controller, so a stopped master stays stopped and no slave takes over.
-`, bc.BrokerName, c.BrokerAddr(), bc.BrokerRole, bc.InSyncReplicas, strings.Join(ids, ", "), m.HAAddr(), c.BrokerAddr())
+`, bc.BrokerName, c.BrokerAddr(), bc.BrokerRole, bc.InSyncReplicas, slaves, m.HAAddr(), c.BrokerAddr())
 	if !inSync {
-		fmt.Fprintf(out, "  No slave is in sync yet (still catching up?): the master refuses sends until one is.\n")
+		fmt.Fprint(out, "  No slave is in sync yet (still catching up?): the master refuses sends until one is.\n")
 	}
 }
 

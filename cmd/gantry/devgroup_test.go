@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"fmt"
 	"regexp"
 	"strings"
@@ -11,6 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gantrymq/gantry/client"
+	"github.com/gantrymq/gantry/commitlog"
+	"github.com/gantrymq/gantry/embedded"
 )
 
 // gantry dev --replicas 3 runs a SYNC_MASTER and two slaves: a message
@@ -84,4 +88,20 @@ func TestDevRefusesBadReplicas(t *testing.T) {
 			assert.Contains(t, errOut, tc.want)
 		})
 	}
+}
+
+// dev says ready once the SYNC_MASTER has the in-sync slave a send needs,
+// and says so when none comes.
+func TestDevWaitInSync(t *testing.T) {
+	c, err := embedded.Start(t.Context(), devOptions(embedded.Options{}, commitlog.AsyncFlush, false, 2))
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, c.Close(context.Background())) })
+	assert.True(t, waitInSync(t.Context(), c, 30*time.Second))
+	require.NoError(t, c.StopSlave(t.Context(), 1))
+	assert.False(t, waitInSync(t.Context(), c, 50*time.Millisecond), "no slave: not in sync")
+
+	var out bytes.Buffer
+	printDevGroup(&out, c, 2, false)
+	assert.Contains(t, out.String(), "No slave is in sync yet")
+	assert.NotContains(t, out.String(), "  slave 1     ", "a stopped slave has no endpoints")
 }
