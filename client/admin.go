@@ -321,6 +321,54 @@ func (a *Admin) BrokerStatus(ctx context.Context, addr string) (map[string]strin
 	return resp.GetStatus(), nil
 }
 
+// HAStatus is a broker's part in replication (mqadmin haStatus).
+type HAStatus struct {
+	Role   string // ASYNC_MASTER, SYNC_MASTER or SLAVE
+	LogEnd int64  // the broker's commit log end
+	// Slaves are a master's slaves, each with its lag behind LogEnd.
+	Slaves []HASlave
+	// On a slave: Following says it knows its master's HA address; the
+	// rest is how far it follows.
+	Following     bool
+	MasterHAAddr  string
+	Connected     bool
+	MasterLogEnd  int64 // as last heard
+	LagBytes      int64 // MasterLogEnd - LogEnd
+	MetaSnapshots int64
+	LastError     string
+	Stopped       bool // replication stopped for good (LastError says why)
+}
+
+// HASlave is a slave as its master sees it.
+type HASlave struct {
+	BrokerID  int64
+	Addr      string // its replication connection's remote address
+	Connected bool
+	Acked     int64 // the log end it acknowledged last
+	LagBytes  int64 // the master's log end - Acked
+}
+
+// HAStatus returns the replication state of the broker at addr (either
+// of its addresses).
+func (a *Admin) HAStatus(ctx context.Context, addr string) (HAStatus, error) {
+	ac, err := a.c.admin(addr)
+	if err != nil {
+		return HAStatus{}, err
+	}
+	r, err := ac.HAStatus(ctx, &gantryv1.HAStatusRequest{})
+	if err != nil {
+		return HAStatus{}, callError("HA status", addr, err, ErrNotFound)
+	}
+	st := HAStatus{Role: r.GetRole(), LogEnd: r.GetLogEnd(), Following: r.GetFollowing(), MasterHAAddr: r.GetMasterHaAddress(),
+		Connected: r.GetConnected(), MasterLogEnd: r.GetMasterLogEnd(), LagBytes: r.GetLagBytes(),
+		MetaSnapshots: r.GetMetaSnapshots(), LastError: r.GetLastError(), Stopped: r.GetStopped()}
+	for _, s := range r.GetSlaves() {
+		st.Slaves = append(st.Slaves, HASlave{BrokerID: s.GetBrokerId(), Addr: s.GetAddress(), Connected: s.GetConnected(),
+			Acked: s.GetAckedOffset(), LagBytes: s.GetLagBytes()})
+	}
+	return st, nil
+}
+
 // ConsumerProgress returns group's offsets and lag per queue of topic on
 // every broker that has it; with topic "", of every topic the group has
 // offsets in, on every broker of the cluster. A group no broker knows (no

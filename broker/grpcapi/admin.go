@@ -18,11 +18,13 @@ import (
 // Admin implements the Admin service over a broker.
 type Admin struct {
 	gantryv1.UnimplementedAdminServer
-	b *broker.Broker
+	b  *broker.Broker
+	ha HAReporter // nil: no replication wired
 }
 
-// NewAdmin returns the Admin service of b.
-func NewAdmin(b *broker.Broker) *Admin { return &Admin{b: b} }
+// NewAdmin returns the Admin service of b; ha, which may be nil, reports
+// its replication (HAStatus).
+func NewAdmin(b *broker.Broker, ha HAReporter) *Admin { return &Admin{b: b, ha: ha} }
 
 // CreateTopic implements the service; zero queue counts and perm mean 8,
 // 8 and read+write.

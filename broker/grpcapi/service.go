@@ -29,14 +29,14 @@ const MaxRequestBytes = message.MaxEnvelopeBytes
 const MaxStreamsPerConn = 8192
 
 // NewServer returns a gRPC server of the broker's services, Messaging and
-// Admin, and its Messaging, whose Shutdown ends the producers' send
-// streams. opts are added after the defaults (a receive limit of
+// Admin (whose HAStatus reads ha, which may be nil), and its Messaging,
+// whose Shutdown ends the producers' send streams. opts are added after the defaults (a receive limit of
 // MaxRequestBytes, a buffer pool, a fixed flow-control window), which they
 // may replace. Without a unary interceptor, Pull answers with its response
 // already encoded (not a *gantryv1.PullResponse); with one, the
 // interceptor sees the generated response, at the cost of one more copy of
 // the records.
-func NewServer(b *broker.Broker, opts ...grpc.ServerOption) (*grpc.Server, *Messaging) {
+func NewServer(b *broker.Broker, ha HAReporter, opts ...grpc.ServerOption) (*grpc.Server, *Messaging) {
 	// Requests up to the largest valid one, a little over gRPC's 4 MiB
 	// default (docs/BROKER.md, "Size limits"). Buffers are not zeroed for
 	// every message, and the flow-control window is fixed (internal/grpcbuf).
@@ -47,7 +47,7 @@ func NewServer(b *broker.Broker, opts ...grpc.ServerOption) (*grpc.Server, *Mess
 	gs := grpc.NewServer(all...)
 	msg := NewMessaging(b)
 	gs.RegisterService(messagingDesc(msg), msg) // Pull answers already encoded
-	gantryv1.RegisterAdminServer(gs, NewAdmin(b))
+	gantryv1.RegisterAdminServer(gs, NewAdmin(b, ha))
 	return gs, msg
 }
 

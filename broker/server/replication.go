@@ -9,6 +9,7 @@ import (
 
 	gantryv1 "github.com/gantrymq/gantry/api/gantry/v1"
 	"github.com/gantrymq/gantry/broker"
+	"github.com/gantrymq/gantry/broker/grpcapi"
 	"github.com/gantrymq/gantry/replication"
 )
 
@@ -170,4 +171,25 @@ func (s *Server) Slaves() []replication.SlaveInfo {
 		return nil
 	}
 	return s.ha.master.Slaves()
+}
+
+// haReporter passes the replication state to the Admin service's HAStatus
+// (grpcapi.HAReporter) as plain values.
+type haReporter struct{ s *Server }
+
+func (r haReporter) HAReport() grpcapi.HAReport {
+	s := r.s
+	rep := grpcapi.HAReport{LogEnd: s.b.ReplicaLog().MaxOffset()}
+	for _, sl := range s.Slaves() {
+		rep.Slaves = append(rep.Slaves, grpcapi.HASlave{ID: sl.ID, Addr: sl.Addr, Connected: sl.Connected, Acked: sl.Acked})
+	}
+	s.ha.mu.Lock()
+	defer s.ha.mu.Unlock()
+	if s.ha.slave != nil {
+		st := s.ha.slave.Status()
+		rep.Following = true
+		rep.Follower = grpcapi.HAFollower{MasterAddr: s.ha.follow, Connected: st.Connected, End: st.End, MasterEnd: st.MasterEnd,
+			MetaSnapshots: st.MetaSnapshots, LastErr: st.LastErr, Stopped: st.Stopped}
+	}
+	return rep
 }

@@ -126,7 +126,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		s.stopSlave()
 		return nil, errors.Join(err, s.remotingHandler.Close(), b.Close(ctx), s.closeMaster())
 	}
-	s.grpcServer, s.messaging = grpcapi.NewServer(b, cfg.GRPCOptions...)
+	s.grpcServer, s.messaging = grpcapi.NewServer(b, haReporter{s}, cfg.GRPCOptions...)
 	registered := func() bool { return len(b.Config().NamesrvAddr) == 0 || s.reg.Load() != nil }
 	s.httpServer = &http.Server{Handler: httpHandler(b, registered), ReadHeaderTimeout: 5 * time.Second}
 	if err := s.servePorts(grpcLis, httpLis, remotingLis); err != nil {

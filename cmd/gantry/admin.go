@@ -269,7 +269,7 @@ func addGroupVerbs(verb addVerb) {
 	_ = c.MarkFlagRequired("groupName")
 }
 
-// addClusterVerbs adds clusterList and brokerStatus.
+// addClusterVerbs adds clusterList, brokerStatus and haStatus.
 func addClusterVerbs(verb addVerb) {
 	var brokerAddr string
 
@@ -305,6 +305,49 @@ func addClusterVerbs(verb addVerb) {
 	c.Flags().StringVarP(&brokerAddr, "brokerAddr", "b", "", "broker address, either port: its gRPC address or its brokerAddr (required)")
 	_ = c.MarkFlagRequired("brokerAddr")
 
+	c = verb("haStatus", "Show a broker's replication: a master's slaves and their lag, or how far a slave follows", func(ctx context.Context, a *client.Admin, out io.Writer) error {
+		st, err := a.HAStatus(ctx, brokerAddr)
+		if err != nil {
+			return err
+		}
+		printHAStatus(out, st)
+		return nil
+	})
+	c.Flags().StringVarP(&brokerAddr, "brokerAddr", "b", "", "broker address, either port: its gRPC address or its brokerAddr (required)")
+	_ = c.MarkFlagRequired("brokerAddr")
+}
+
+// printHAStatus prints haStatus's table: a master's slaves, or a slave's
+// master and lag.
+func printHAStatus(out io.Writer, st client.HAStatus) {
+	fmt.Fprintf(out, "role     %s\nlog end  %d\n", st.Role, st.LogEnd)
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	if st.Role != broker.Slave.String() {
+		if len(st.Slaves) == 0 {
+			fmt.Fprintln(out, "no slave has connected")
+			return
+		}
+		fmt.Fprintln(tw, "#BID\t#Slave Addr\t#Connected\t#Acked Offset\t#Lag (bytes)")
+		for _, s := range st.Slaves {
+			fmt.Fprintf(tw, "%d\t%s\t%t\t%d\t%d\n", s.BrokerID, s.Addr, s.Connected, s.Acked, s.LagBytes)
+		}
+		_ = tw.Flush()
+		return
+	}
+	if !st.Following {
+		fmt.Fprintln(out, "the master's HA address is not known yet (haMasterAddress, or the nameserver's answer)")
+		return
+	}
+	fmt.Fprintln(tw, "#Master HA Addr\t#Connected\t#Master Log End\t#Lag (bytes)\t#Meta Snapshots\t#Last Error")
+	lastErr := st.LastError
+	if lastErr == "" {
+		lastErr = "-"
+	}
+	if st.Stopped {
+		lastErr = "STOPPED: " + lastErr
+	}
+	fmt.Fprintf(tw, "%s\t%t\t%d\t%d\t%d\t%s\n", st.MasterHAAddr, st.Connected, st.MasterLogEnd, st.LagBytes, st.MetaSnapshots, lastErr)
+	_ = tw.Flush()
 }
 
 // addMessageVerbs adds the message queries: queryMsgById,

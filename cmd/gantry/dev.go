@@ -3,10 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -25,7 +28,7 @@ func newDevCmd() *cobra.Command {
 		brokerRemoting       string
 		httpListen           string
 		flush                string
-		procs                int
+		procs, replicas      int
 		verbose, pprof       bool
 	)
 	cmd := &cobra.Command{
@@ -38,8 +41,16 @@ speaks both Gantry's gRPC API and RocketMQ's remoting protocol: Apache
 RocketMQ clients use 127.0.0.1:9876 as NAMESRV_ADDR, Gantry's 127.0.0.1:9877,
 and either works for either. Go's profiles (/debug/pprof/) are served only
 with --pprof. Ctrl-C shuts both down cleanly (the broker unregisters,
-finishes requests in flight and flushes).`,
+finishes requests in flight and flushes).
+
+With --replicas N (2 to 5) the broker is the master, brokerId 0 and
+SYNC_MASTER (inSyncReplicas 2), of a broker group of N: the other N-1 are
+SLAVEs (slaveReadEnable) on ports the system chooses, each with its store
+under --dir, replicating from the master (docs/REPLICATION.md). gantry admin
+haStatus shows each slave's lag. There is no failover: the brokers do not
+talk to a controller, and a stopped master stays stopped.`,
 		Example: `  gantry dev
+  gantry dev --replicas 3
   gantry admin updateTopic -t Orders
   gantry bench produce -t Orders --count 100000`,
 		Args: cobra.NoArgs,
@@ -57,10 +68,14 @@ finishes requests in flight and flushes).`,
 			default:
 				return &exitError{code: exitUsage, err: fmt.Errorf("--flush %q: want ASYNC_FLUSH or SYNC_FLUSH", flush)}
 			}
-			logger.Info("go memory limit", "limit", serverGC(0))
 			if procs < 0 {
 				return &exitError{code: exitUsage, err: fmt.Errorf("--procs %d: want 0 (the default) or more", procs)}
 			}
+			if replicas < 1 || replicas > maxDevReplicas {
+				return &exitError{code: exitUsage, err: fmt.Errorf("--replicas %d: want 1 (a single broker, the default) to %d (a master and %d slaves)",
+					replicas, maxDevReplicas, maxDevReplicas-1)}
+			}
+			logger.Info("go memory limit", "limit", serverGC(0))
 			start := time.Now()
 			prev := runtime.GOMAXPROCS(0)
 			defer runtime.GOMAXPROCS(prev) // dev runs inside tests too
@@ -76,16 +91,17 @@ finishes requests in flight and flushes).`,
 			} else {
 				runtime.GOMAXPROCS(low)
 			}
-			c, err := embedded.Start(cmd.Context(), embedded.Options{
+			c, err := embedded.Start(cmd.Context(), devOptions(embedded.Options{
 				Dir: dir, NameServerListen: nsListen, BrokerListen: brokerList, HTTPListen: httpListen, Logger: logger,
 				NameServerRemotingListen: nsRemoting, BrokerRemotingListen: brokerRemoting,
-				Broker: func(bc *broker.Config) { bc.FlushDiskType, bc.PprofEnable = mode, pprof },
-			})
+			}, mode, pprof, replicas))
 			if err != nil {
 				return &exitError{code: exitUsage, err: err}
 			}
+			inSync := replicas == 1 || waitInSync(cmd.Context(), c, devSyncWait)
 			abs, _ := filepath.Abs(c.Dir())
-			fmt.Fprintf(cmd.OutOrStdout(), `Gantry dev ready in %v
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, `Gantry dev ready in %v
   nameserver  %s   (gRPC: client.Config.NameServers, gantry admin -n)
   nameserver  %s   (RocketMQ remoting: NAMESRV_ADDR of RocketMQ clients)
   broker      %s   (gRPC)
@@ -93,10 +109,14 @@ finishes requests in flight and flushes).`,
   metrics     http://%s/metrics   health /healthz /readyz%s
   store       %s   (%s, topics auto-created)
   cpus        Go code on %s of %d (--procs)
-Each nameserver and broker port serves gRPC and RocketMQ remoting alike.
-Ctrl-C to stop.
 `, time.Since(start).Round(time.Millisecond), c.NameServerAddr(), c.NameServerRemotingAddr(), c.BrokerAddr(),
 				c.BrokerRemotingAddr(), c.HTTPAddr(), pprofNote(pprof), abs, mode, cpus, runtime.NumCPU())
+			if replicas > 1 {
+				printDevGroup(out, c, replicas, inSync)
+			}
+			fmt.Fprint(out, `Each nameserver and broker port serves gRPC and RocketMQ remoting alike.
+Ctrl-C to stop.
+`)
 			<-cmd.Context().Done()
 			fmt.Fprintln(cmd.OutOrStdout(), "shutting down")
 			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
@@ -109,7 +129,8 @@ Ctrl-C to stop.
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&dir, "dir", "./gantry-data", "data directory (the store is DIR/store)")
+	f.StringVar(&dir, "dir", "./gantry-data", "data directory (the store is DIR/store, a slave's DIR/slave-ID/store)")
+	f.IntVar(&replicas, "replicas", 1, fmt.Sprintf("brokers in the broker group, 1 to %d: a SYNC_MASTER and replicas-1 slaves; 1: a single broker", maxDevReplicas))
 	f.StringVar(&nsListen, "namesrv-listen", "127.0.0.1:9877", "nameserver gRPC listen address")
 	f.StringVar(&brokerList, "broker-listen", "127.0.0.1:8081", "broker gRPC listen address")
 	f.StringVar(&nsRemoting, "namesrv-remoting-listen", "127.0.0.1:9876", "nameserver RocketMQ remoting listen address")
@@ -120,6 +141,85 @@ Ctrl-C to stop.
 	f.BoolVarP(&verbose, "verbose", "v", false, "log at info level")
 	f.BoolVar(&pprof, "pprof", false, "serve Go's profiles at /debug/pprof/ on the HTTP address (pprofEnable)")
 	return cmd
+}
+
+// maxDevReplicas bounds dev's broker group: a master and four slaves.
+const maxDevReplicas = 5
+
+// devOptions sets dev's brokers in o: the flush mode and profiles, and
+// with replicas > 1 a SYNC_MASTER (inSyncReplicas 2) and replicas-1 slaves
+// that serve reads.
+func devOptions(o embedded.Options, mode commitlog.FlushMode, pprof bool, replicas int) embedded.Options {
+	o.Broker = func(bc *broker.Config) {
+		bc.FlushDiskType, bc.PprofEnable = mode, pprof
+		if replicas > 1 {
+			bc.BrokerRole, bc.InSyncReplicas = broker.SyncMaster, 2
+		}
+	}
+	o.Slaves = replicas - 1
+	o.Slave = func(_ int64, bc *broker.Config) { bc.SlaveReadEnable = true }
+	return o
+}
+
+// printDevGroup prints the slaves' endpoints and the broker group.
+func printDevGroup(out io.Writer, c *embedded.Cluster, replicas int, inSync bool) {
+	m := c.Server()
+	ids := make([]string, 0, replicas-1)
+	for id := int64(1); id < int64(replicas); id++ {
+		s := c.SlaveServer(id)
+		if s == nil {
+			continue
+		}
+		store, _ := filepath.Abs(s.Broker().Config().StorePathRootDir)
+		fmt.Fprintf(out, "  slave %d     %s   (gRPC)   %s   (RocketMQ remoting)   metrics http://%s/metrics   store %s\n",
+			id, s.GRPCAddr(), s.RemotingAddr(), s.HTTPAddr(), store)
+		ids = append(ids, strconv.FormatInt(id, 10))
+	}
+	bc := m.Broker().Config()
+	slaves := "slaves " + strings.Join(ids, ", ") + " (SLAVE, slaveReadEnable) replicate"
+	if len(ids) == 1 {
+		slaves = "slave " + ids[0] + " (SLAVE, slaveReadEnable) replicates"
+	}
+	fmt.Fprintf(out, `Broker group %s: the master is brokerId 0 at %s (%s, inSyncReplicas %d);
+  %s from its HA port %s.
+  gantry admin haStatus -b %s shows each slave's lag.
+  No failover: the brokers do not talk to a controller, so a stopped master stays stopped and no slave takes over.
+`, bc.BrokerName, c.BrokerAddr(), bc.BrokerRole, bc.InSyncReplicas, slaves, m.HAAddr(), c.BrokerAddr())
+	if !inSync {
+		fmt.Fprint(out, "  No slave is in sync yet (still catching up?): the master refuses sends until one is.\n")
+	}
+}
+
+// devSyncWait bounds how long dev waits for a slave to be in sync before
+// it says it is ready.
+const devSyncWait = 10 * time.Second
+
+// waitInSync waits, at most d, until the SYNC_MASTER has the slaves in
+// sync a send needs (inSyncReplicas-1), and reports whether it has: it
+// refuses sends until then. On loopback a slave connects within moments of
+// its start; one far behind counts once within haMaxGapNotInSync.
+func waitInSync(ctx context.Context, c *embedded.Cluster, d time.Duration) bool {
+	m := c.Server()
+	bc := m.Broker().Config()
+	need := bc.InSyncReplicas - 1
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	for {
+		end, n := m.Broker().ReplicaLog().MaxOffset(), 0
+		for _, s := range m.Slaves() {
+			if s.Connected && s.Acked >= end-bc.HAMaxGapNotInSync {
+				n++
+			}
+		}
+		if n >= need {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(time.Millisecond):
+		}
+	}
 }
 
 // pprofNote says where Go's profiles are, with --pprof.

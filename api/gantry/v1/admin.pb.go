@@ -2554,6 +2554,256 @@ func (x *BrokerStatusResponse) GetStatus() map[string]string {
 	return nil
 }
 
+type HAStatusRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HAStatusRequest) Reset() {
+	*x = HAStatusRequest{}
+	mi := &file_admin_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HAStatusRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HAStatusRequest) ProtoMessage() {}
+
+func (x *HAStatusRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HAStatusRequest.ProtoReflect.Descriptor instead.
+func (*HAStatusRequest) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{45}
+}
+
+// HASlave is a slave as its master sees it.
+type HASlave struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	BrokerId int64                  `protobuf:"varint,1,opt,name=broker_id,json=brokerId,proto3" json:"broker_id,omitempty"`
+	// address: its replication connection's remote address.
+	Address   string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	Connected bool   `protobuf:"varint,3,opt,name=connected,proto3" json:"connected,omitempty"`
+	// acked_offset: the log end it acknowledged last.
+	AckedOffset int64 `protobuf:"varint,4,opt,name=acked_offset,json=ackedOffset,proto3" json:"acked_offset,omitempty"`
+	// lag_bytes: the master's log end minus acked_offset.
+	LagBytes      int64 `protobuf:"varint,5,opt,name=lag_bytes,json=lagBytes,proto3" json:"lag_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HASlave) Reset() {
+	*x = HASlave{}
+	mi := &file_admin_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HASlave) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HASlave) ProtoMessage() {}
+
+func (x *HASlave) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HASlave.ProtoReflect.Descriptor instead.
+func (*HASlave) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *HASlave) GetBrokerId() int64 {
+	if x != nil {
+		return x.BrokerId
+	}
+	return 0
+}
+
+func (x *HASlave) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *HASlave) GetConnected() bool {
+	if x != nil {
+		return x.Connected
+	}
+	return false
+}
+
+func (x *HASlave) GetAckedOffset() int64 {
+	if x != nil {
+		return x.AckedOffset
+	}
+	return 0
+}
+
+func (x *HASlave) GetLagBytes() int64 {
+	if x != nil {
+		return x.LagBytes
+	}
+	return 0
+}
+
+type HAStatusResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// role: ASYNC_MASTER, SYNC_MASTER or SLAVE (brokerRole).
+	Role string `protobuf:"bytes,1,opt,name=role,proto3" json:"role,omitempty"`
+	// log_end: this broker's commit log end.
+	LogEnd int64 `protobuf:"varint,2,opt,name=log_end,json=logEnd,proto3" json:"log_end,omitempty"`
+	// slaves: on a master, the slaves that connected since it started.
+	Slaves []*HASlave `protobuf:"bytes,3,rep,name=slaves,proto3" json:"slaves,omitempty"`
+	// On a slave: following says it knows its master's HA address
+	// (master_ha_address); the rest is its follower's state.
+	Following       bool   `protobuf:"varint,4,opt,name=following,proto3" json:"following,omitempty"`
+	MasterHaAddress string `protobuf:"bytes,5,opt,name=master_ha_address,json=masterHaAddress,proto3" json:"master_ha_address,omitempty"`
+	Connected       bool   `protobuf:"varint,6,opt,name=connected,proto3" json:"connected,omitempty"`
+	// master_log_end: the master's log end as last heard.
+	MasterLogEnd int64 `protobuf:"varint,7,opt,name=master_log_end,json=masterLogEnd,proto3" json:"master_log_end,omitempty"`
+	// lag_bytes: master_log_end minus log_end (0 if the slave is ahead).
+	LagBytes int64 `protobuf:"varint,8,opt,name=lag_bytes,json=lagBytes,proto3" json:"lag_bytes,omitempty"`
+	// meta_snapshots: the master's metadata snapshots the slave restored.
+	MetaSnapshots int64 `protobuf:"varint,9,opt,name=meta_snapshots,json=metaSnapshots,proto3" json:"meta_snapshots,omitempty"`
+	// last_error: why the last connection attempt or connection ended.
+	LastError string `protobuf:"bytes,10,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	// stopped: the slave stopped replicating for good (last_error says why).
+	Stopped       bool `protobuf:"varint,11,opt,name=stopped,proto3" json:"stopped,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HAStatusResponse) Reset() {
+	*x = HAStatusResponse{}
+	mi := &file_admin_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HAStatusResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HAStatusResponse) ProtoMessage() {}
+
+func (x *HAStatusResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HAStatusResponse.ProtoReflect.Descriptor instead.
+func (*HAStatusResponse) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *HAStatusResponse) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *HAStatusResponse) GetLogEnd() int64 {
+	if x != nil {
+		return x.LogEnd
+	}
+	return 0
+}
+
+func (x *HAStatusResponse) GetSlaves() []*HASlave {
+	if x != nil {
+		return x.Slaves
+	}
+	return nil
+}
+
+func (x *HAStatusResponse) GetFollowing() bool {
+	if x != nil {
+		return x.Following
+	}
+	return false
+}
+
+func (x *HAStatusResponse) GetMasterHaAddress() string {
+	if x != nil {
+		return x.MasterHaAddress
+	}
+	return ""
+}
+
+func (x *HAStatusResponse) GetConnected() bool {
+	if x != nil {
+		return x.Connected
+	}
+	return false
+}
+
+func (x *HAStatusResponse) GetMasterLogEnd() int64 {
+	if x != nil {
+		return x.MasterLogEnd
+	}
+	return 0
+}
+
+func (x *HAStatusResponse) GetLagBytes() int64 {
+	if x != nil {
+		return x.LagBytes
+	}
+	return 0
+}
+
+func (x *HAStatusResponse) GetMetaSnapshots() int64 {
+	if x != nil {
+		return x.MetaSnapshots
+	}
+	return 0
+}
+
+func (x *HAStatusResponse) GetLastError() string {
+	if x != nil {
+		return x.LastError
+	}
+	return ""
+}
+
+func (x *HAStatusResponse) GetStopped() bool {
+	if x != nil {
+		return x.Stopped
+	}
+	return false
+}
+
 type ConsumerConnectionRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
@@ -2563,7 +2813,7 @@ type ConsumerConnectionRequest struct {
 
 func (x *ConsumerConnectionRequest) Reset() {
 	*x = ConsumerConnectionRequest{}
-	mi := &file_admin_proto_msgTypes[45]
+	mi := &file_admin_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2575,7 +2825,7 @@ func (x *ConsumerConnectionRequest) String() string {
 func (*ConsumerConnectionRequest) ProtoMessage() {}
 
 func (x *ConsumerConnectionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[45]
+	mi := &file_admin_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2588,7 +2838,7 @@ func (x *ConsumerConnectionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumerConnectionRequest.ProtoReflect.Descriptor instead.
 func (*ConsumerConnectionRequest) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{45}
+	return file_admin_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ConsumerConnectionRequest) GetGroup() string {
@@ -2614,7 +2864,7 @@ type ConsumerConnection struct {
 
 func (x *ConsumerConnection) Reset() {
 	*x = ConsumerConnection{}
-	mi := &file_admin_proto_msgTypes[46]
+	mi := &file_admin_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2626,7 +2876,7 @@ func (x *ConsumerConnection) String() string {
 func (*ConsumerConnection) ProtoMessage() {}
 
 func (x *ConsumerConnection) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[46]
+	mi := &file_admin_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2639,7 +2889,7 @@ func (x *ConsumerConnection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumerConnection.ProtoReflect.Descriptor instead.
 func (*ConsumerConnection) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{46}
+	return file_admin_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ConsumerConnection) GetClientId() string {
@@ -2700,7 +2950,7 @@ type ConsumerConnectionResponse struct {
 
 func (x *ConsumerConnectionResponse) Reset() {
 	*x = ConsumerConnectionResponse{}
-	mi := &file_admin_proto_msgTypes[47]
+	mi := &file_admin_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2712,7 +2962,7 @@ func (x *ConsumerConnectionResponse) String() string {
 func (*ConsumerConnectionResponse) ProtoMessage() {}
 
 func (x *ConsumerConnectionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[47]
+	mi := &file_admin_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2725,7 +2975,7 @@ func (x *ConsumerConnectionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumerConnectionResponse.ProtoReflect.Descriptor instead.
 func (*ConsumerConnectionResponse) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{47}
+	return file_admin_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ConsumerConnectionResponse) GetConnections() []*ConsumerConnection {
@@ -2916,7 +3166,28 @@ const file_admin_proto_rawDesc = "" +
 	"\x06status\x18\x01 \x03(\v2+.gantry.v1.BrokerStatusResponse.StatusEntryR\x06status\x1a9\n" +
 	"\vStatusEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"1\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x11\n" +
+	"\x0fHAStatusRequest\"\x9e\x01\n" +
+	"\aHASlave\x12\x1b\n" +
+	"\tbroker_id\x18\x01 \x01(\x03R\bbrokerId\x12\x18\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x1c\n" +
+	"\tconnected\x18\x03 \x01(\bR\tconnected\x12!\n" +
+	"\facked_offset\x18\x04 \x01(\x03R\vackedOffset\x12\x1b\n" +
+	"\tlag_bytes\x18\x05 \x01(\x03R\blagBytes\"\xf6\x02\n" +
+	"\x10HAStatusResponse\x12\x12\n" +
+	"\x04role\x18\x01 \x01(\tR\x04role\x12\x17\n" +
+	"\alog_end\x18\x02 \x01(\x03R\x06logEnd\x12*\n" +
+	"\x06slaves\x18\x03 \x03(\v2\x12.gantry.v1.HASlaveR\x06slaves\x12\x1c\n" +
+	"\tfollowing\x18\x04 \x01(\bR\tfollowing\x12*\n" +
+	"\x11master_ha_address\x18\x05 \x01(\tR\x0fmasterHaAddress\x12\x1c\n" +
+	"\tconnected\x18\x06 \x01(\bR\tconnected\x12$\n" +
+	"\x0emaster_log_end\x18\a \x01(\x03R\fmasterLogEnd\x12\x1b\n" +
+	"\tlag_bytes\x18\b \x01(\x03R\blagBytes\x12%\n" +
+	"\x0emeta_snapshots\x18\t \x01(\x03R\rmetaSnapshots\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\n" +
+	" \x01(\tR\tlastError\x12\x18\n" +
+	"\astopped\x18\v \x01(\bR\astopped\"1\n" +
 	"\x19ConsumerConnectionRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\"\xb0\x02\n" +
 	"\x12ConsumerConnection\x12\x1b\n" +
@@ -2928,7 +3199,7 @@ const file_admin_proto_rawDesc = "" +
 	"\x11last_heartbeat_ms\x18\x06 \x01(\x03R\x0flastHeartbeatMs\x12/\n" +
 	"\bassigned\x18\a \x03(\v2\x13.gantry.v1.QueueRefR\bassigned\"]\n" +
 	"\x1aConsumerConnectionResponse\x12?\n" +
-	"\vconnections\x18\x01 \x03(\v2\x1d.gantry.v1.ConsumerConnectionR\vconnections2\xaa\v\n" +
+	"\vconnections\x18\x01 \x03(\v2\x1d.gantry.v1.ConsumerConnectionR\vconnections2\xef\v\n" +
 	"\x05Admin\x12L\n" +
 	"\vCreateTopic\x12\x1d.gantry.v1.CreateTopicRequest\x1a\x1e.gantry.v1.CreateTopicResponse\x12L\n" +
 	"\vDeleteTopic\x12\x1d.gantry.v1.DeleteTopicRequest\x1a\x1e.gantry.v1.DeleteTopicResponse\x12S\n" +
@@ -2944,7 +3215,8 @@ const file_admin_proto_rawDesc = "" +
 	"\x11ResetOffsetByTime\x12#.gantry.v1.ResetOffsetByTimeRequest\x1a$.gantry.v1.ResetOffsetByTimeResponse\x12W\n" +
 	"\x10QueryMessageById\x12\".gantry.v1.QueryMessageByIdRequest\x1a\x1f.gantry.v1.QueryMessageResponse\x12Y\n" +
 	"\x11QueryMessageByKey\x12#.gantry.v1.QueryMessageByKeyRequest\x1a\x1f.gantry.v1.QueryMessageResponse\x12O\n" +
-	"\fBrokerStatus\x12\x1e.gantry.v1.BrokerStatusRequest\x1a\x1f.gantry.v1.BrokerStatusResponse\x12@\n" +
+	"\fBrokerStatus\x12\x1e.gantry.v1.BrokerStatusRequest\x1a\x1f.gantry.v1.BrokerStatusResponse\x12C\n" +
+	"\bHAStatus\x12\x1a.gantry.v1.HAStatusRequest\x1a\x1b.gantry.v1.HAStatusResponse\x12@\n" +
 	"\aDLQList\x12\x19.gantry.v1.DLQListRequest\x1a\x1a.gantry.v1.DLQListResponse\x12@\n" +
 	"\aDLQShow\x12\x19.gantry.v1.DLQShowRequest\x1a\x1a.gantry.v1.DLQShowResponse\x12F\n" +
 	"\tDLQResend\x12\x1b.gantry.v1.DLQResendRequest\x1a\x1c.gantry.v1.DLQResendResponse\x12E\n" +
@@ -2963,7 +3235,7 @@ func file_admin_proto_rawDescGZIP() []byte {
 	return file_admin_proto_rawDescData
 }
 
-var file_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
+var file_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
 var file_admin_proto_goTypes = []any{
 	(*DLQFilter)(nil),                  // 0: gantry.v1.DLQFilter
 	(*DLQSelection)(nil),               // 1: gantry.v1.DLQSelection
@@ -3010,15 +3282,18 @@ var file_admin_proto_goTypes = []any{
 	(*QueryMessageResponse)(nil),       // 42: gantry.v1.QueryMessageResponse
 	(*BrokerStatusRequest)(nil),        // 43: gantry.v1.BrokerStatusRequest
 	(*BrokerStatusResponse)(nil),       // 44: gantry.v1.BrokerStatusResponse
-	(*ConsumerConnectionRequest)(nil),  // 45: gantry.v1.ConsumerConnectionRequest
-	(*ConsumerConnection)(nil),         // 46: gantry.v1.ConsumerConnection
-	(*ConsumerConnectionResponse)(nil), // 47: gantry.v1.ConsumerConnectionResponse
-	nil,                                // 48: gantry.v1.TopicConfig.AttributesEntry
-	nil,                                // 49: gantry.v1.ResetOffsetByTimeResponse.OffsetsEntry
-	nil,                                // 50: gantry.v1.BrokerStatusResponse.StatusEntry
-	(ConsumeModel)(0),                  // 51: gantry.v1.ConsumeModel
-	(*Subscription)(nil),               // 52: gantry.v1.Subscription
-	(*QueueRef)(nil),                   // 53: gantry.v1.QueueRef
+	(*HAStatusRequest)(nil),            // 45: gantry.v1.HAStatusRequest
+	(*HASlave)(nil),                    // 46: gantry.v1.HASlave
+	(*HAStatusResponse)(nil),           // 47: gantry.v1.HAStatusResponse
+	(*ConsumerConnectionRequest)(nil),  // 48: gantry.v1.ConsumerConnectionRequest
+	(*ConsumerConnection)(nil),         // 49: gantry.v1.ConsumerConnection
+	(*ConsumerConnectionResponse)(nil), // 50: gantry.v1.ConsumerConnectionResponse
+	nil,                                // 51: gantry.v1.TopicConfig.AttributesEntry
+	nil,                                // 52: gantry.v1.ResetOffsetByTimeResponse.OffsetsEntry
+	nil,                                // 53: gantry.v1.BrokerStatusResponse.StatusEntry
+	(ConsumeModel)(0),                  // 54: gantry.v1.ConsumeModel
+	(*Subscription)(nil),               // 55: gantry.v1.Subscription
+	(*QueueRef)(nil),                   // 56: gantry.v1.QueueRef
 }
 var file_admin_proto_depIdxs = []int32{
 	0,  // 0: gantry.v1.DLQSelection.filter:type_name -> gantry.v1.DLQFilter
@@ -3032,7 +3307,7 @@ var file_admin_proto_depIdxs = []int32{
 	11, // 8: gantry.v1.DLQResendResponse.failed:type_name -> gantry.v1.DLQResendFailure
 	0,  // 9: gantry.v1.DLQExportRequest.filter:type_name -> gantry.v1.DLQFilter
 	1,  // 10: gantry.v1.DLQPurgeRequest.selection:type_name -> gantry.v1.DLQSelection
-	48, // 11: gantry.v1.TopicConfig.attributes:type_name -> gantry.v1.TopicConfig.AttributesEntry
+	51, // 11: gantry.v1.TopicConfig.attributes:type_name -> gantry.v1.TopicConfig.AttributesEntry
 	17, // 12: gantry.v1.CreateTopicRequest.topic:type_name -> gantry.v1.TopicConfig
 	17, // 13: gantry.v1.AdminListTopicsResponse.topics:type_name -> gantry.v1.TopicConfig
 	25, // 14: gantry.v1.TopicStatusResponse.queues:type_name -> gantry.v1.QueueStatus
@@ -3040,53 +3315,56 @@ var file_admin_proto_depIdxs = []int32{
 	27, // 16: gantry.v1.CreateGroupRequest.group:type_name -> gantry.v1.GroupConfig
 	27, // 17: gantry.v1.ListGroupsResponse.groups:type_name -> gantry.v1.GroupConfig
 	36, // 18: gantry.v1.ConsumerProgressResponse.queues:type_name -> gantry.v1.QueueProgress
-	49, // 19: gantry.v1.ResetOffsetByTimeResponse.offsets:type_name -> gantry.v1.ResetOffsetByTimeResponse.OffsetsEntry
-	50, // 20: gantry.v1.BrokerStatusResponse.status:type_name -> gantry.v1.BrokerStatusResponse.StatusEntry
-	51, // 21: gantry.v1.ConsumerConnection.model:type_name -> gantry.v1.ConsumeModel
-	52, // 22: gantry.v1.ConsumerConnection.subscriptions:type_name -> gantry.v1.Subscription
-	53, // 23: gantry.v1.ConsumerConnection.assigned:type_name -> gantry.v1.QueueRef
-	46, // 24: gantry.v1.ConsumerConnectionResponse.connections:type_name -> gantry.v1.ConsumerConnection
-	18, // 25: gantry.v1.Admin.CreateTopic:input_type -> gantry.v1.CreateTopicRequest
-	20, // 26: gantry.v1.Admin.DeleteTopic:input_type -> gantry.v1.DeleteTopicRequest
-	22, // 27: gantry.v1.Admin.ListTopics:input_type -> gantry.v1.AdminListTopicsRequest
-	24, // 28: gantry.v1.Admin.TopicStatus:input_type -> gantry.v1.TopicStatusRequest
-	29, // 29: gantry.v1.Admin.CreateGroup:input_type -> gantry.v1.CreateGroupRequest
-	31, // 30: gantry.v1.Admin.DeleteGroup:input_type -> gantry.v1.DeleteGroupRequest
-	33, // 31: gantry.v1.Admin.ListGroups:input_type -> gantry.v1.ListGroupsRequest
-	35, // 32: gantry.v1.Admin.ConsumerProgress:input_type -> gantry.v1.ConsumerProgressRequest
-	45, // 33: gantry.v1.Admin.ConsumerConnection:input_type -> gantry.v1.ConsumerConnectionRequest
-	38, // 34: gantry.v1.Admin.ResetOffsetByTime:input_type -> gantry.v1.ResetOffsetByTimeRequest
-	40, // 35: gantry.v1.Admin.QueryMessageById:input_type -> gantry.v1.QueryMessageByIdRequest
-	41, // 36: gantry.v1.Admin.QueryMessageByKey:input_type -> gantry.v1.QueryMessageByKeyRequest
-	43, // 37: gantry.v1.Admin.BrokerStatus:input_type -> gantry.v1.BrokerStatusRequest
-	3,  // 38: gantry.v1.Admin.DLQList:input_type -> gantry.v1.DLQListRequest
-	5,  // 39: gantry.v1.Admin.DLQShow:input_type -> gantry.v1.DLQShowRequest
-	9,  // 40: gantry.v1.Admin.DLQResend:input_type -> gantry.v1.DLQResendRequest
-	13, // 41: gantry.v1.Admin.DLQExport:input_type -> gantry.v1.DLQExportRequest
-	15, // 42: gantry.v1.Admin.DLQPurge:input_type -> gantry.v1.DLQPurgeRequest
-	19, // 43: gantry.v1.Admin.CreateTopic:output_type -> gantry.v1.CreateTopicResponse
-	21, // 44: gantry.v1.Admin.DeleteTopic:output_type -> gantry.v1.DeleteTopicResponse
-	23, // 45: gantry.v1.Admin.ListTopics:output_type -> gantry.v1.AdminListTopicsResponse
-	26, // 46: gantry.v1.Admin.TopicStatus:output_type -> gantry.v1.TopicStatusResponse
-	30, // 47: gantry.v1.Admin.CreateGroup:output_type -> gantry.v1.CreateGroupResponse
-	32, // 48: gantry.v1.Admin.DeleteGroup:output_type -> gantry.v1.DeleteGroupResponse
-	34, // 49: gantry.v1.Admin.ListGroups:output_type -> gantry.v1.ListGroupsResponse
-	37, // 50: gantry.v1.Admin.ConsumerProgress:output_type -> gantry.v1.ConsumerProgressResponse
-	47, // 51: gantry.v1.Admin.ConsumerConnection:output_type -> gantry.v1.ConsumerConnectionResponse
-	39, // 52: gantry.v1.Admin.ResetOffsetByTime:output_type -> gantry.v1.ResetOffsetByTimeResponse
-	42, // 53: gantry.v1.Admin.QueryMessageById:output_type -> gantry.v1.QueryMessageResponse
-	42, // 54: gantry.v1.Admin.QueryMessageByKey:output_type -> gantry.v1.QueryMessageResponse
-	44, // 55: gantry.v1.Admin.BrokerStatus:output_type -> gantry.v1.BrokerStatusResponse
-	4,  // 56: gantry.v1.Admin.DLQList:output_type -> gantry.v1.DLQListResponse
-	8,  // 57: gantry.v1.Admin.DLQShow:output_type -> gantry.v1.DLQShowResponse
-	12, // 58: gantry.v1.Admin.DLQResend:output_type -> gantry.v1.DLQResendResponse
-	14, // 59: gantry.v1.Admin.DLQExport:output_type -> gantry.v1.DLQExportChunk
-	16, // 60: gantry.v1.Admin.DLQPurge:output_type -> gantry.v1.DLQPurgeResponse
-	43, // [43:61] is the sub-list for method output_type
-	25, // [25:43] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	52, // 19: gantry.v1.ResetOffsetByTimeResponse.offsets:type_name -> gantry.v1.ResetOffsetByTimeResponse.OffsetsEntry
+	53, // 20: gantry.v1.BrokerStatusResponse.status:type_name -> gantry.v1.BrokerStatusResponse.StatusEntry
+	46, // 21: gantry.v1.HAStatusResponse.slaves:type_name -> gantry.v1.HASlave
+	54, // 22: gantry.v1.ConsumerConnection.model:type_name -> gantry.v1.ConsumeModel
+	55, // 23: gantry.v1.ConsumerConnection.subscriptions:type_name -> gantry.v1.Subscription
+	56, // 24: gantry.v1.ConsumerConnection.assigned:type_name -> gantry.v1.QueueRef
+	49, // 25: gantry.v1.ConsumerConnectionResponse.connections:type_name -> gantry.v1.ConsumerConnection
+	18, // 26: gantry.v1.Admin.CreateTopic:input_type -> gantry.v1.CreateTopicRequest
+	20, // 27: gantry.v1.Admin.DeleteTopic:input_type -> gantry.v1.DeleteTopicRequest
+	22, // 28: gantry.v1.Admin.ListTopics:input_type -> gantry.v1.AdminListTopicsRequest
+	24, // 29: gantry.v1.Admin.TopicStatus:input_type -> gantry.v1.TopicStatusRequest
+	29, // 30: gantry.v1.Admin.CreateGroup:input_type -> gantry.v1.CreateGroupRequest
+	31, // 31: gantry.v1.Admin.DeleteGroup:input_type -> gantry.v1.DeleteGroupRequest
+	33, // 32: gantry.v1.Admin.ListGroups:input_type -> gantry.v1.ListGroupsRequest
+	35, // 33: gantry.v1.Admin.ConsumerProgress:input_type -> gantry.v1.ConsumerProgressRequest
+	48, // 34: gantry.v1.Admin.ConsumerConnection:input_type -> gantry.v1.ConsumerConnectionRequest
+	38, // 35: gantry.v1.Admin.ResetOffsetByTime:input_type -> gantry.v1.ResetOffsetByTimeRequest
+	40, // 36: gantry.v1.Admin.QueryMessageById:input_type -> gantry.v1.QueryMessageByIdRequest
+	41, // 37: gantry.v1.Admin.QueryMessageByKey:input_type -> gantry.v1.QueryMessageByKeyRequest
+	43, // 38: gantry.v1.Admin.BrokerStatus:input_type -> gantry.v1.BrokerStatusRequest
+	45, // 39: gantry.v1.Admin.HAStatus:input_type -> gantry.v1.HAStatusRequest
+	3,  // 40: gantry.v1.Admin.DLQList:input_type -> gantry.v1.DLQListRequest
+	5,  // 41: gantry.v1.Admin.DLQShow:input_type -> gantry.v1.DLQShowRequest
+	9,  // 42: gantry.v1.Admin.DLQResend:input_type -> gantry.v1.DLQResendRequest
+	13, // 43: gantry.v1.Admin.DLQExport:input_type -> gantry.v1.DLQExportRequest
+	15, // 44: gantry.v1.Admin.DLQPurge:input_type -> gantry.v1.DLQPurgeRequest
+	19, // 45: gantry.v1.Admin.CreateTopic:output_type -> gantry.v1.CreateTopicResponse
+	21, // 46: gantry.v1.Admin.DeleteTopic:output_type -> gantry.v1.DeleteTopicResponse
+	23, // 47: gantry.v1.Admin.ListTopics:output_type -> gantry.v1.AdminListTopicsResponse
+	26, // 48: gantry.v1.Admin.TopicStatus:output_type -> gantry.v1.TopicStatusResponse
+	30, // 49: gantry.v1.Admin.CreateGroup:output_type -> gantry.v1.CreateGroupResponse
+	32, // 50: gantry.v1.Admin.DeleteGroup:output_type -> gantry.v1.DeleteGroupResponse
+	34, // 51: gantry.v1.Admin.ListGroups:output_type -> gantry.v1.ListGroupsResponse
+	37, // 52: gantry.v1.Admin.ConsumerProgress:output_type -> gantry.v1.ConsumerProgressResponse
+	50, // 53: gantry.v1.Admin.ConsumerConnection:output_type -> gantry.v1.ConsumerConnectionResponse
+	39, // 54: gantry.v1.Admin.ResetOffsetByTime:output_type -> gantry.v1.ResetOffsetByTimeResponse
+	42, // 55: gantry.v1.Admin.QueryMessageById:output_type -> gantry.v1.QueryMessageResponse
+	42, // 56: gantry.v1.Admin.QueryMessageByKey:output_type -> gantry.v1.QueryMessageResponse
+	44, // 57: gantry.v1.Admin.BrokerStatus:output_type -> gantry.v1.BrokerStatusResponse
+	47, // 58: gantry.v1.Admin.HAStatus:output_type -> gantry.v1.HAStatusResponse
+	4,  // 59: gantry.v1.Admin.DLQList:output_type -> gantry.v1.DLQListResponse
+	8,  // 60: gantry.v1.Admin.DLQShow:output_type -> gantry.v1.DLQShowResponse
+	12, // 61: gantry.v1.Admin.DLQResend:output_type -> gantry.v1.DLQResendResponse
+	14, // 62: gantry.v1.Admin.DLQExport:output_type -> gantry.v1.DLQExportChunk
+	16, // 63: gantry.v1.Admin.DLQPurge:output_type -> gantry.v1.DLQPurgeResponse
+	45, // [45:64] is the sub-list for method output_type
+	26, // [26:45] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_admin_proto_init() }
@@ -3101,7 +3379,7 @@ func file_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_admin_proto_rawDesc), len(file_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   51,
+			NumMessages:   54,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

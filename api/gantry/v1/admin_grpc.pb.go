@@ -32,6 +32,7 @@ const (
 	Admin_QueryMessageById_FullMethodName   = "/gantry.v1.Admin/QueryMessageById"
 	Admin_QueryMessageByKey_FullMethodName  = "/gantry.v1.Admin/QueryMessageByKey"
 	Admin_BrokerStatus_FullMethodName       = "/gantry.v1.Admin/BrokerStatus"
+	Admin_HAStatus_FullMethodName           = "/gantry.v1.Admin/HAStatus"
 	Admin_DLQList_FullMethodName            = "/gantry.v1.Admin/DLQList"
 	Admin_DLQShow_FullMethodName            = "/gantry.v1.Admin/DLQShow"
 	Admin_DLQResend_FullMethodName          = "/gantry.v1.Admin/DLQResend"
@@ -72,6 +73,10 @@ type AdminClient interface {
 	QueryMessageById(ctx context.Context, in *QueryMessageByIdRequest, opts ...grpc.CallOption) (*QueryMessageResponse, error)
 	QueryMessageByKey(ctx context.Context, in *QueryMessageByKeyRequest, opts ...grpc.CallOption) (*QueryMessageResponse, error)
 	BrokerStatus(ctx context.Context, in *BrokerStatusRequest, opts ...grpc.CallOption) (*BrokerStatusResponse, error)
+	// HAStatus returns the broker's part in replication (mqadmin haStatus,
+	// docs/REPLICATION.md): on a master its slaves and how far behind each
+	// is, on a slave how far it follows its master.
+	HAStatus(ctx context.Context, in *HAStatusRequest, opts ...grpc.CallOption) (*HAStatusResponse, error)
 	// DLQList returns a page of a group's dead letters, oldest first.
 	DLQList(ctx context.Context, in *DLQListRequest, opts ...grpc.CallOption) (*DLQListResponse, error)
 	// DLQShow returns one dead letter with its body, properties and history
@@ -225,6 +230,16 @@ func (c *adminClient) BrokerStatus(ctx context.Context, in *BrokerStatusRequest,
 	return out, nil
 }
 
+func (c *adminClient) HAStatus(ctx context.Context, in *HAStatusRequest, opts ...grpc.CallOption) (*HAStatusResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(HAStatusResponse)
+	err := c.cc.Invoke(ctx, Admin_HAStatus_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *adminClient) DLQList(ctx context.Context, in *DLQListRequest, opts ...grpc.CallOption) (*DLQListResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(DLQListResponse)
@@ -317,6 +332,10 @@ type AdminServer interface {
 	QueryMessageById(context.Context, *QueryMessageByIdRequest) (*QueryMessageResponse, error)
 	QueryMessageByKey(context.Context, *QueryMessageByKeyRequest) (*QueryMessageResponse, error)
 	BrokerStatus(context.Context, *BrokerStatusRequest) (*BrokerStatusResponse, error)
+	// HAStatus returns the broker's part in replication (mqadmin haStatus,
+	// docs/REPLICATION.md): on a master its slaves and how far behind each
+	// is, on a slave how far it follows its master.
+	HAStatus(context.Context, *HAStatusRequest) (*HAStatusResponse, error)
 	// DLQList returns a page of a group's dead letters, oldest first.
 	DLQList(context.Context, *DLQListRequest) (*DLQListResponse, error)
 	// DLQShow returns one dead letter with its body, properties and history
@@ -378,6 +397,9 @@ func (UnimplementedAdminServer) QueryMessageByKey(context.Context, *QueryMessage
 }
 func (UnimplementedAdminServer) BrokerStatus(context.Context, *BrokerStatusRequest) (*BrokerStatusResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method BrokerStatus not implemented")
+}
+func (UnimplementedAdminServer) HAStatus(context.Context, *HAStatusRequest) (*HAStatusResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method HAStatus not implemented")
 }
 func (UnimplementedAdminServer) DLQList(context.Context, *DLQListRequest) (*DLQListResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DLQList not implemented")
@@ -649,6 +671,24 @@ func _Admin_BrokerStatus_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_HAStatus_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(HAStatusRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).HAStatus(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_HAStatus_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).HAStatus(ctx, req.(*HAStatusRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Admin_DLQList_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(DLQListRequest)
 	if err := dec(in); err != nil {
@@ -790,6 +830,10 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "BrokerStatus",
 			Handler:    _Admin_BrokerStatus_Handler,
+		},
+		{
+			MethodName: "HAStatus",
+			Handler:    _Admin_HAStatus_Handler,
 		},
 		{
 			MethodName: "DLQList",
