@@ -231,7 +231,11 @@ func (m *Master) serve(conn net.Conn) {
 	fail(m.stream(ctx, conn, s, &sent))
 	readers.Wait()
 	if m.ctx.Err() == nil {
-		log.Warn("slave disconnected", "err", firstErr, "acked", m.acked(s.state))
+		level := slog.LevelWarn
+		if errors.Is(firstErr, io.EOF) { // the slave hung up: it stopped or restarts
+			level = slog.LevelInfo
+		}
+		log.Log(context.Background(), level, "slave disconnected", "err", firstErr, "acked", m.acked(s.state))
 	}
 }
 

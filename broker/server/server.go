@@ -64,6 +64,7 @@ type Server struct {
 	ports           ports
 	reg             atomic.Pointer[Registrar]
 	ha              haState // replication.go
+	regVersion      regVersion
 	grpcAddr        string
 	httpAddr        string
 	remotingAddr    string
@@ -218,7 +219,7 @@ func (s *Server) registration() *gantryv1.RegisterBrokerRequest {
 		RemotingAddr: s.remotingAddr, HaAddr: s.ha.addr,
 		Topics: map[string]*gantryv1.TopicInfo{},
 	}
-	v := s.b.TopicsVersion()
+	v := s.regVersion.next(s.b.TopicsVersion())
 	req.DataVersion = &gantryv1.DataVersion{TimestampMs: v.Timestamp, Counter: v.Counter}
 	for _, tc := range s.b.Topics() {
 		req.Topics[tc.TopicName] = &gantryv1.TopicInfo{ReadQueueNums: tc.ReadQueueNums, WriteQueueNums: tc.WriteQueueNums,
