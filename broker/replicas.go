@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"slices"
-	"strings"
 	"sync/atomic"
 
 	"github.com/gantrymq/gantry/broker/metadata"
@@ -145,44 +143,13 @@ func (b *Broker) recordEnd(phys int64) (int64, error) {
 	return phys + int64(binary.BigEndian.Uint32(r.B)), nil
 }
 
-// slaveTopic is the configuration a slave serves a topic with that its
-// own table lacks (topic configurations are not replicated): its queues
-// as the replicated log holds them, readable.
-func (b *Broker) slaveTopic(name string) (metadata.TopicConfig, bool) {
-	var n int32
-	for _, k := range b.store.Queues() {
-		if k.Topic == name && k.QueueID >= n {
-			n = k.QueueID + 1
-		}
-	}
-	if n == 0 {
-		return metadata.TopicConfig{}, false
-	}
-	return metadata.TopicConfig{TopicName: name, ReadQueueNums: n, WriteQueueNums: n, Perm: metadata.PermRead}, true
-}
-
-// slaveTopics adds to tcs, a slave's own topic table, the topics its
-// replicated log holds queues of, and makes every one read-only: what a
-// slave registers with the nameservers, whose routes use it only while
-// the group has no master.
-func (b *Broker) slaveTopics(tcs []metadata.TopicConfig) []metadata.TopicConfig {
-	have := make(map[string]bool, len(tcs))
-	for _, tc := range tcs {
-		have[tc.TopicName] = true
-	}
-	for _, k := range b.store.Queues() {
-		if have[k.Topic] || isParkingTopic(k.Topic) || IsReservedTopic(k.Topic) {
-			continue
-		}
-		if tc, ok := b.slaveTopic(k.Topic); ok {
-			have[k.Topic] = true
-			tcs = append(tcs, tc)
-		}
-	}
+// readOnly makes every topic of tcs, a slave's topic table, read-only:
+// what a slave registers with the nameservers, whose routes use it only
+// while the group has no master.
+func readOnly(tcs []metadata.TopicConfig) []metadata.TopicConfig {
 	for i := range tcs {
 		tcs[i].Perm &^= metadata.PermWrite
 	}
-	slices.SortFunc(tcs, func(a, b metadata.TopicConfig) int { return strings.Compare(a.TopicName, b.TopicName) })
 	return tcs
 }
 

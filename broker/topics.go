@@ -137,12 +137,12 @@ func (b *Broker) Topic(name string) (metadata.TopicConfig, bool) { return b.meta
 // Topics returns every topic's configuration, sorted by name, except the
 // broker's parking topics (ScheduleTopic, TimerTopic): they are not
 // registered with the nameservers nor listed, though Topic, Pull and
-// TopicStatus find them (read-only). A slave adds the topics its
-// replicated log holds queues of, and reports every topic read-only.
+// TopicStatus find them (read-only). A slave, whose table is its
+// master's (RestoreMeta), reports every topic read-only.
 func (b *Broker) Topics() []metadata.TopicConfig {
 	tcs := slices.DeleteFunc(b.meta.Topics(), func(tc metadata.TopicConfig) bool { return isParkingTopic(tc.TopicName) })
 	if b.cfg.BrokerRole == Slave {
-		return b.slaveTopics(tcs)
+		return readOnly(tcs)
 	}
 	return tcs
 }
@@ -157,9 +157,6 @@ func (b *Broker) topic(name string) (metadata.TopicConfig, error) {
 		return metadata.TopicConfig{}, err
 	}
 	tc, ok := b.meta.Topic(name)
-	if !ok && b.cfg.BrokerRole == Slave {
-		tc, ok = b.slaveTopic(name)
-	}
 	if !ok {
 		return tc, fmt.Errorf("%w: %q", ErrTopicNotFound, name)
 	}

@@ -64,10 +64,20 @@ func waitSlaves(t *testing.T, c *embedded.Cluster, n int) {
 	}, 30*time.Second, 10*time.Millisecond, "the master's slaves: %+v", c.Server().Slaves())
 }
 
+// groupTopic creates a topic on the master and waits for the running
+// slaves to have it (metadata snapshots, every MetaInterval).
 func groupTopic(t *testing.T, c *embedded.Cluster, name string, queues int32) {
 	t.Helper()
 	require.NoError(t, c.Broker().CreateOrUpdateTopic(metadata.TopicConfig{
 		TopicName: name, ReadQueueNums: queues, WriteQueueNums: queues, Perm: metadata.PermRead | metadata.PermWrite}))
+	for id := int64(1); id <= 8; id++ { // nil past Options.Slaves
+		s := c.SlaveServer(id)
+		if s == nil {
+			continue
+		}
+		require.Eventually(t, func() bool { _, ok := s.Broker().Topic(name); return ok }, 30*time.Second, 10*time.Millisecond,
+			"slave %d never learned topic %q from its master's metadata", id, name)
+	}
 }
 
 func sendOne(ctx context.Context, b *broker.Broker, topic string, i int) ([]broker.SendResult, error) {
