@@ -179,18 +179,16 @@ type Config struct {
 	// SLAVE. A master's brokerId is 0, a slave's above 0
 	// (docs/REPLICATION.md, "Running a master and slaves").
 	BrokerRole BrokerRole
-	// Replication (config_replication.go; docs/REPLICATION.md). HAListenPort
-	// (haListenPort): a master's HA port, default listenPort+1 (ephemeral
-	// when broker/server is given a remoting listener and listenPort is
-	// unset, as in tests). HAMasterAddress (haMasterAddress): a slave's
-	// master's HA host:port, default the one the nameserver names.
-	// InSyncReplicas (inSyncReplicas): the replicas, master included, that
-	// hold a SYNC_MASTER's message before its ack; 1..17, default 2.
-	// SlaveTimeout (slaveTimeout, ms): how long such a send waits for the
-	// slaves (then ErrReplicaTimeout); default 3 s. HAMaxGapNotInSync
-	// (haMaxGapNotInSync, bytes): how far behind a connected slave still
-	// counts as in sync; default 256 MiB. SlaveReadEnable
+	// Replication (config_replication.go; docs/REPLICATION.md). HAListenPort (haListenPort): a
+	// master's HA port, default listenPort+1 (ephemeral when broker/server is given a remoting
+	// listener and listenPort is unset, as in tests). HAMasterAddress (haMasterAddress): a slave's
+	// master's HA host:port, default the one the nameserver names. InSyncReplicas (inSyncReplicas):
+	// the replicas, master included, that hold a SYNC_MASTER's message before its ack; 1..17,
+	// default 2. SlaveTimeout (slaveTimeout, ms): how long such a send waits for the slaves (then
+	// ErrReplicaTimeout); default 3 s. HAMaxGapNotInSync (haMaxGapNotInSync, bytes): how far behind
+	// a connected slave still counts as in sync; default 256 MiB. SlaveReadEnable
 	// (slaveReadEnable): a slave serves pulls; default false.
+	ControllerMode    // config_replication.go
 	HAListenPort      int
 	HAMasterAddress   string
 	InSyncReplicas    int
@@ -386,6 +384,7 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.InSyncReplicas, DefaultInSyncReplicas)
 	setDefault(&c.SlaveTimeout, DefaultSlaveTimeout)
 	setDefault(&c.HAMaxGapNotInSync, DefaultHAMaxGapNotInSync)
+	c.ControllerMode.setDefaults()
 	setDefault(&c.scheduleTick, defaultScheduleTick)
 	setDefault(&c.dlqSweepInterval, defaultDLQSweepInterval)
 	if len(c.MessageDelayLevel) == 0 {
@@ -441,6 +440,7 @@ func (c Config) validateIdentity(bad badFunc) {
 	switch {
 	case c.BrokerRole < AsyncMaster || c.BrokerRole > Slave:
 		bad("brokerRole %d: want ASYNC_MASTER, SYNC_MASTER or SLAVE", int(c.BrokerRole))
+	case c.EnableControllerMode: // validateReplication checks brokerId and brokerRole
 	case c.BrokerRole == Slave && c.BrokerID <= 0:
 		bad("brokerId %d: a SLAVE's brokerId is above 0 (0 is the master's)", c.BrokerID)
 	case c.BrokerRole != Slave && c.BrokerID != 0:
@@ -648,12 +648,12 @@ var ConfigKeys = []string{
 	"httpListenAddr", "pprofEnable", "brokerIP1", "storePathRootDir", "mappedFileSizeCommitLog", "flushDiskType",
 	"pageCacheWrites", "brokerRole", "fileReservedTime", "deleteWhen", "diskMaxUsedSpaceRatio",
 	"diskSpaceCleanForciblyRatio", "diskSpaceWarningLevelRatio", "maxHashSlotNum", "maxIndexNum", "skipCorrupt",
-	"autoCreateTopicEnable",
-	"defaultTopicQueueNums", "autoCreateSubscriptionGroup", "maxMessageSize", "maxPropertiesSize",
+	"autoCreateTopicEnable", "defaultTopicQueueNums", "autoCreateSubscriptionGroup", "maxMessageSize", "maxPropertiesSize",
 	"longPollingMaxHold", "flushConsumerOffsetInterval", "registerNameServerPeriod", "channelExpiredTimeout",
-	"messageDelayLevel", "timerMaxDelay", "dlqRetentionHours",
-	"duplicationWindow", "maxGroupsPerHeartbeat", "maxConsumerGroups", "memoryLimit",
-	"haListenPort", "haMasterAddress", "inSyncReplicas", "slaveTimeout", "haMaxGapNotInSync", "slaveReadEnable",
+	"messageDelayLevel", "timerMaxDelay", "dlqRetentionHours", "duplicationWindow", "maxGroupsPerHeartbeat",
+	"maxConsumerGroups", "memoryLimit", "enableControllerMode", "controllerAddr", "brokerHeartbeatInterval",
+	"masterLeaseMillis", "haListenPort", "haMasterAddress", "inSyncReplicas", "slaveTimeout", "haMaxGapNotInSync",
+	"slaveReadEnable",
 }
 
 // setters maps each key to the function that parses its value into a Config.

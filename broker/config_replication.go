@@ -3,8 +3,66 @@ package broker
 import (
 	"net"
 	"strconv"
+	"sync/atomic"
 	"time"
 )
+
+// ControllerMode holds the keys of a broker whose role a controller
+// decides (docs/REPLICATION.md, "Failover"), RocketMQ's names.
+type ControllerMode struct {
+	// EnableControllerMode (enableControllerMode): the controllers at
+	// ControllerAddr elect the group's master; brokerRole then says only
+	// how a master acknowledges (SYNC_MASTER or ASYNC_MASTER) and brokerId
+	// is the broker's id in its group, above 0. broker/server's Member runs
+	// such a broker. Default false.
+	EnableControllerMode bool
+	// ControllerAddr (controllerAddr, "host:port;host:port"): the
+	// controller members' gRPC addresses.
+	ControllerAddr []string
+	// BrokerHeartbeatInterval (brokerHeartbeatInterval, ms): how often the
+	// broker heartbeats to the controller; default 1 s.
+	BrokerHeartbeatInterval time.Duration
+	// MasterLease (masterLeaseMillis, ms): how long a master acknowledges
+	// writes after a heartbeat the controller answered naming it master;
+	// keep it well below the controller's brokerTimeout (10 s), after
+	// which another broker may be elected. Default 5 s.
+	MasterLease time.Duration
+	// Lease, when set, is the lease a master's writes need (not a key: its
+	// owner, broker/server's Member, renews it).
+	Lease *Lease
+}
+
+// Default controller-mode settings.
+const (
+	DefaultBrokerHeartbeatInterval = time.Second
+	DefaultMasterLease             = 5 * time.Second
+)
+
+func (m *ControllerMode) setDefaults() {
+	setDefault(&m.BrokerHeartbeatInterval, DefaultBrokerHeartbeatInterval)
+	setDefault(&m.MasterLease, DefaultMasterLease)
+}
+
+// Lease is a master's right to acknowledge writes until a deadline. The
+// zero Lease is expired. Safe for concurrent use.
+type Lease struct{ until atomic.Int64 } // unix nanoseconds
+
+// Renew extends the lease to until; a lease only moves forward.
+func (l *Lease) Renew(until time.Time) {
+	n := until.UnixNano()
+	for {
+		old := l.until.Load()
+		if n <= old || l.until.CompareAndSwap(old, n) {
+			return
+		}
+	}
+}
+
+// Revoke ends the lease now.
+func (l *Lease) Revoke() { l.until.Store(0) }
+
+// Valid reports whether the lease holds at now.
+func (l *Lease) Valid(now time.Time) bool { return now.UnixNano() < l.until.Load() }
 
 // The replication keys (docs/REPLICATION.md, "Running a master and
 // slaves"), RocketMQ's names.
@@ -16,6 +74,13 @@ func init() {
 		"slaveTimeout":      func(c *Config, v string) error { return parseDuration(v, time.Millisecond, &c.SlaveTimeout) },
 		"haMaxGapNotInSync": func(c *Config, v string) error { return parseInt(v, &c.HAMaxGapNotInSync) },
 		"slaveReadEnable":   func(c *Config, v string) error { return parseBool(v, &c.SlaveReadEnable) },
+
+		"enableControllerMode": func(c *Config, v string) error { return parseBool(v, &c.EnableControllerMode) },
+		"controllerAddr":       func(c *Config, v string) error { c.ControllerAddr = splitList(v); return nil },
+		"brokerHeartbeatInterval": func(c *Config, v string) error {
+			return parseDuration(v, time.Millisecond, &c.BrokerHeartbeatInterval)
+		},
+		"masterLeaseMillis": func(c *Config, v string) error { return parseDuration(v, time.Millisecond, &c.MasterLease) },
 	} {
 		setters[k] = f
 	}
@@ -36,6 +101,7 @@ func (c Config) validateReplication(bad badFunc) {
 	if c.SlaveTimeout < time.Millisecond {
 		bad("slaveTimeout %s: want at least 1ms", c.SlaveTimeout)
 	}
+	c.validateControllerMode(bad)
 	if c.HAMaxGapNotInSync < 0 {
 		bad("haMaxGapNotInSync %d: want > 0 (bytes)", c.HAMaxGapNotInSync)
 	}
@@ -51,3 +117,37 @@ func (c Config) HAListenAddr() string {
 	}
 	return net.JoinHostPort(c.BindAddress, strconv.Itoa(port))
 }
+
+func (c Config) validateControllerMode(bad badFunc) {
+	if !c.EnableControllerMode {
+		return
+	}
+	if len(c.ControllerAddr) == 0 {
+		bad("enableControllerMode: controllerAddr is empty; want the controllers' host:port;host:port")
+	}
+	for _, a := range c.ControllerAddr {
+		if err := checkHostPort(a, false); err != nil {
+			bad("controllerAddr %q: %v", a, err)
+		}
+	}
+	if c.BrokerID <= 0 {
+		bad("brokerId %d: with enableControllerMode, brokerId is the broker's id in its group, above 0 (the controller elects the master)", c.BrokerID)
+	}
+	if c.BrokerRole == Slave {
+		bad("brokerRole SLAVE: with enableControllerMode the controller decides who is master; brokerRole says how a master acknowledges: SYNC_MASTER or ASYNC_MASTER")
+	}
+	if c.HAMasterAddress != "" {
+		bad("haMasterAddress %q: with enableControllerMode a slave follows the master the controller names; remove the key", c.HAMasterAddress)
+	}
+	if c.BrokerHeartbeatInterval < 10*time.Millisecond {
+		bad("brokerHeartbeatInterval %s: want at least 10ms", c.BrokerHeartbeatInterval)
+	}
+	if c.MasterLease < 2*c.BrokerHeartbeatInterval {
+		bad("masterLeaseMillis %s: want at least twice brokerHeartbeatInterval (%s), or a master loses its lease between heartbeats",
+			c.MasterLease, c.BrokerHeartbeatInterval)
+	}
+}
+
+// WithDefaults returns c with every unset setting at its default, as Open
+// applies them.
+func (c Config) WithDefaults() Config { return c.withDefaults() }

@@ -112,9 +112,17 @@ type NotMasterError struct {
 	Broker string // the broker name (its master/slave group)
 	ID     int64  // the slave's brokerId
 	Master string // the master's address, "" when unknown
+	// NoLease: the broker is a master whose lease from the controller
+	// expired (it cannot reach the controller, or another broker is
+	// being elected).
+	NoLease bool
 }
 
 func (e *NotMasterError) Error() string {
+	if e.NoLease {
+		return fmt.Sprintf("broker: not master: broker %s id %d has no master lease from the controller (it cannot reach it, "+
+			"or another broker is being elected) and takes no writes", e.Broker, e.ID)
+	}
 	s := fmt.Sprintf("broker: not master: broker %s id %d is a SLAVE and takes no writes", e.Broker, e.ID)
 	if e.Master != "" {
 		s += "; the master is at " + e.Master

@@ -71,10 +71,14 @@ func (b *Broker) notifyCommit(int64) {
 	}
 }
 
-// writable refuses a write on a slave with a *NotMasterError.
+// writable refuses a write on a slave, or on a master whose lease
+// expired, with a *NotMasterError.
 func (b *Broker) writable() error {
 	if b.cfg.BrokerRole != Slave {
-		return nil
+		if b.leased() {
+			return nil
+		}
+		return &NotMasterError{Broker: b.cfg.BrokerName, ID: b.cfg.BrokerID, NoLease: true}
 	}
 	e := &NotMasterError{Broker: b.cfg.BrokerName, ID: b.cfg.BrokerID}
 	if p := b.repl.master.Load(); p != nil {
@@ -82,6 +86,10 @@ func (b *Broker) writable() error {
 	}
 	return e
 }
+
+// leased reports whether a master may acknowledge writes: it has no
+// lease to keep (not in controller mode), or its lease holds.
+func (b *Broker) leased() bool { return b.cfg.Lease == nil || b.cfg.Lease.Valid(b.cfg.Now()) }
 
 // readable refuses a pull on a slave without slaveReadEnable.
 func (b *Broker) readable() error {
@@ -157,3 +165,11 @@ func readOnly(tcs []metadata.TopicConfig) []metadata.TopicConfig {
 // master's replication.Master reads it, a slave's replication.Slave is
 // the only writer of it.
 func (b *Broker) ReplicaLog() *commitlog.Log { return b.store.CommitLog() }
+
+// TruncateLog cuts the commit log of the (closed) broker of cfg at offset,
+// recorded with reason in storePathRootDir/truncations.log: a rejoining
+// replica drops what it holds past the history it shares with the master
+// (docs/REPLICATION.md, "Rejoining a master").
+func TruncateLog(ctx context.Context, cfg Config, offset int64, reason string) (commitlog.TruncateReport, error) {
+	return store.TruncateLog(ctx, cfg.StoreConfig(), offset, reason)
+}

@@ -113,7 +113,12 @@ func (b *Broker) putBatch(ctx context.Context, topic string, batch store.Batch) 
 		return res, putError(topic, res, err)
 	}
 	if need > 0 && len(res) > 0 {
-		return res, b.waitReplicas(ctx, rep, topic, res, need)
+		if err := b.waitReplicas(ctx, rep, topic, res, need); err != nil {
+			return res, err
+		}
+	}
+	if !b.leased() { // stored, but another master may have been elected meanwhile
+		return res, fmt.Errorf("broker: send to %q: %w: the master lease expired before the send was acknowledged", topic, ErrReplicaTimeout)
 	}
 	return res, nil
 }

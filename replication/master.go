@@ -168,6 +168,32 @@ func (m *Master) WaitAcked(ctx context.Context, offset int64, n int) error {
 	}
 }
 
+// WaitAckedBy returns once every replica of ids has acknowledged the log
+// up to offset (a replica that never connected has acknowledged nothing),
+// or with ctx's error, or ErrClosed.
+func (m *Master) WaitAckedBy(ctx context.Context, offset int64, ids []int64) error {
+	behind := func(id int64) bool { s := m.slaves[id]; return s == nil || s.acked < offset }
+	for {
+		m.mu.Lock()
+		done := !slices.ContainsFunc(ids, behind)
+		changed := m.changed
+		m.mu.Unlock()
+		if done {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			m.mu.Lock()
+			missing := slices.DeleteFunc(slices.Clone(ids), func(id int64) bool { return !behind(id) })
+			m.mu.Unlock()
+			return fmt.Errorf("replication: wait for replicas %v to ack %d (%v have not): %w", ids, offset, missing, ctx.Err())
+		case <-m.ctx.Done():
+			return ErrClosed
+		}
+	}
+}
+
 // Slaves returns what the master knows of each replica, by id.
 func (m *Master) Slaves() []SlaveInfo {
 	m.mu.Lock()

@@ -11,6 +11,7 @@ import (
 	"github.com/gantrymq/gantry/broker"
 	"github.com/gantrymq/gantry/broker/grpcapi"
 	"github.com/gantrymq/gantry/replication"
+	"github.com/gantrymq/gantry/replication/epoch"
 )
 
 // A broker's part in replication (docs/REPLICATION.md, "Running a master
@@ -26,6 +27,8 @@ type haState struct {
 	master *replication.Master // nil on a slave
 	addr   string              // the master's advertised HA address
 
+	epochs *epoch.File // controller mode: the epoch file a slave checks its history with
+
 	mu     sync.Mutex
 	slave  *replication.Slave // nil on a master, or while the master's HA address is unknown
 	follow string             // the HA address slave follows
@@ -34,13 +37,18 @@ type haState struct {
 
 // masterGate adapts a replication.Master to broker.Replication.
 type masterGate struct {
-	m      *replication.Master
-	maxGap int64
+	m       *replication.Master
+	maxGap  int64
+	waitFor func() []int64 // controller mode: the slaves of the in-sync set
 }
 
 // InSync counts the connected slaves whose last ack is within maxGap of
-// end.
+// end; in controller mode, the slaves of the in-sync set (a send then
+// waits for each of them).
 func (g masterGate) InSync(end int64) int {
+	if g.waitFor != nil {
+		return len(g.waitFor())
+	}
 	n := 0
 	for _, s := range g.m.Slaves() {
 		if s.Connected && s.Acked >= end-g.maxGap {
@@ -51,6 +59,9 @@ func (g masterGate) InSync(end int64) int {
 }
 
 func (g masterGate) WaitAcked(ctx context.Context, off int64, n int) error {
+	if g.waitFor != nil {
+		return g.m.WaitAckedBy(ctx, off, g.waitFor())
+	}
 	return g.m.WaitAcked(ctx, off, n)
 }
 
@@ -76,18 +87,23 @@ func haListenAddr(cfg Config) string {
 // when its master's HA address is configured.
 func (s *Server) startReplication(cfg Config) error {
 	c := s.b.Config()
+	s.ha.epochs = cfg.Epochs
 	if c.BrokerRole == broker.Slave {
 		if c.HAMasterAddress != "" {
 			return s.followMaster(c.HAMasterAddress)
 		}
 		return nil
 	}
-	m, err := replication.NewMaster(replication.MasterConfig{Addr: haListenAddr(cfg), Meta: s.b, Logger: c.Logger}, s.b.ReplicaLog())
+	mc := replication.MasterConfig{Addr: haListenAddr(cfg), Meta: s.b, Logger: c.Logger}
+	if cfg.Epochs != nil {
+		mc.Epochs = cfg.Epochs.Entries()
+	}
+	m, err := replication.NewMaster(mc, s.b.ReplicaLog())
 	if err != nil {
 		return fmt.Errorf("broker HA port (haListenPort): %w", err)
 	}
 	s.ha.master, s.ha.addr = m, advertised(m.Addr(), c.BrokerIP1)
-	s.b.SetReplication(masterGate{m: m, maxGap: c.HAMaxGapNotInSync})
+	s.b.SetReplication(masterGate{m: m, maxGap: c.HAMaxGapNotInSync, waitFor: cfg.WaitFor})
 	return nil
 }
 
@@ -105,7 +121,11 @@ func (s *Server) followMaster(addr string) error {
 		s.ha.slave = nil
 	}
 	c := s.b.Config()
-	sl, err := replication.StartSlave(replication.SlaveConfig{MasterAddr: addr, ReplicaID: c.BrokerID, OnMeta: s.b.RestoreMeta, Logger: c.Logger}, s.b.ReplicaLog())
+	sc := replication.SlaveConfig{MasterAddr: addr, ReplicaID: c.BrokerID, OnMeta: s.b.RestoreMeta, Logger: c.Logger}
+	if s.ha.epochs != nil {
+		sc.Epochs = s.ha.epochs
+	}
+	sl, err := replication.StartSlave(sc, s.b.ReplicaLog())
 	if err != nil {
 		return fmt.Errorf("broker: replicate from %s: %w", addr, err)
 	}
@@ -122,7 +142,9 @@ func (s *Server) registered(res *gantryv1.RegisterBrokerResponse) {
 	if a := res.GetMasterAddr(); a != "" {
 		s.b.SetMasterAddr(a)
 	}
-	if a := res.GetMasterHaAddr(); a != "" && s.b.Config().HAMasterAddress == "" {
+	// In controller mode (epochs) the controller names the master, not the
+	// nameservers, which may still list an old one.
+	if a := res.GetMasterHaAddr(); a != "" && s.b.Config().HAMasterAddress == "" && s.ha.epochs == nil {
 		if err := s.followMaster(a); err != nil {
 			s.log.Error("cannot replicate from the master the nameserver names", "ha_addr", a, "err", err)
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/gantrymq/gantry/broker/grpcapi"
 	"github.com/gantrymq/gantry/broker/remotingapi"
 	"github.com/gantrymq/gantry/remoting"
+	"github.com/gantrymq/gantry/replication/epoch"
 )
 
 // Config configures a broker server.
@@ -43,6 +44,15 @@ type Config struct {
 	// GRPCOptions are added to the gRPC server after its defaults
 	// (grpcapi.NewServer).
 	GRPCOptions []grpc.ServerOption
+
+	// Epochs is the broker's epoch file in controller mode (Member sets
+	// it): a master labels the frames it ships with it, a slave checks its
+	// history against its master's. nil: no epochs (static roles).
+	Epochs *epoch.File
+	// WaitFor, when set, names the slaves a SYNC_MASTER waits for before
+	// an ack (the controller's in-sync set less the master; Member sets
+	// it), instead of any inSyncReplicas-1 connected slaves.
+	WaitFor func() []int64
 }
 
 // maxRemotingRequestsPerConn bounds the requests a remoting connection has

@@ -603,3 +603,14 @@ func firstAtOrAbove(q *consumequeue.Queue, phys int64) int64 {
 	}
 	return lo
 }
+
+// TruncateLog cuts the commit log of the store in cfg.Root at offset
+// (commitlog.Truncate: recorded in Root/truncations.log), for a replica
+// whose log extends past the history it shares with a new master. The
+// store must be closed; Open then rebuilds the queues to the new end.
+func TruncateLog(ctx context.Context, cfg Config, offset int64, reason string) (commitlog.TruncateReport, error) {
+	cfg = cfg.withDefaults()
+	lc := cfg.Log
+	lc.Dir, lc.StateDir, lc.FS, lc.Now, lc.Logger = filepath.Join(cfg.Root, "commitlog"), cfg.Root, cfg.FS, cfg.Now, cfg.Logger
+	return commitlog.Truncate(ctx, lc, offset, reason)
+}

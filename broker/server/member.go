@@ -1,0 +1,509 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gantrymq/gantry/broker"
+	"github.com/gantrymq/gantry/replication"
+	"github.com/gantrymq/gantry/replication/controller"
+	"github.com/gantrymq/gantry/replication/epoch"
+)
+
+// EpochFile is the epoch file's name under storePathRootDir (RocketMQ's).
+const EpochFile = "epochFileCheckpoint"
+
+// Member runs a broker of a group whose master the controllers elect
+// (enableControllerMode; docs/REPLICATION.md, "Failover"). It registers
+// the broker with the controller and heartbeats every
+// brokerHeartbeatInterval; each answer names the group's master:
+//
+//   - named master in a new epoch, it records the epoch in the epoch file at
+//     its log's end and serves as master, acknowledging writes while its
+//     lease (masterLeaseMillis from the last answered heartbeat) holds,
+//     and keeps the controller's in-sync set to the slaves that keep up:
+//     a SYNC_MASTER waits for every one of them;
+//   - another broker named, it serves as that master's slave; when its log
+//     holds more than the history it shares with the master, it truncates
+//     it (recorded in truncations.log) and follows again;
+//   - a master that loses its lease stops acknowledging at once and, at
+//     its next heartbeat, serves as a slave until the controller names a
+//     master.
+//
+// A change of role restarts the Server on the same addresses and store:
+// clients reconnect, as they do to any broker restart.
+type Member struct {
+	cfg    Config // addresses pinned: every Server listens where the first did
+	bc     broker.Config
+	haAddr string
+	ctl    *controller.Client
+	epochs *epoch.File
+	lease  broker.Lease
+	inSync atomic.Pointer[[]int64] // the slaves a SYNC_MASTER waits for
+	log    *slog.Logger
+
+	stop context.CancelFunc
+	done chan struct{}
+
+	mu     sync.Mutex // guards what follows against Server and Close
+	srv    *Server    // nil while restarting
+	master bool
+	epoch  int32  // the master epoch the broker leads or follows
+	follow string // the master's HA address a slave follows
+	closed bool
+}
+
+// StartMember starts a controller-mode broker (cfg.Broker's
+// enableControllerMode): it serves as a slave without a master until the
+// controller names one, and returns once its Server is up.
+func StartMember(ctx context.Context, cfg Config) (*Member, error) {
+	bc := cfg.Broker
+	if err := bc.Validate(); err != nil {
+		closeAll([]net.Listener{cfg.GRPCListener, cfg.HTTPListener, cfg.RemotingListener})
+		return nil, err
+	}
+	if !bc.EnableControllerMode {
+		closeAll([]net.Listener{cfg.GRPCListener, cfg.HTTPListener, cfg.RemotingListener})
+		return nil, errors.New("broker: a Member needs enableControllerMode=true and controllerAddr")
+	}
+	bc = bc.WithDefaults()
+	haAddr, err := pinAddrs(&cfg, &bc)
+	if err != nil {
+		return nil, err
+	}
+	epochs, err := epoch.Open(bc.StoreConfig().FS, filepath.Join(bc.StorePathRootDir, EpochFile))
+	if err != nil {
+		return nil, fmt.Errorf("broker: epoch file: %w", err)
+	}
+	ctl, err := controller.NewClient(controller.ClientConfig{Addrs: bc.ControllerAddr, AttemptTimeout: bc.MasterLease / 2})
+	if err != nil {
+		return nil, err
+	}
+	m := &Member{cfg: cfg, bc: bc, haAddr: haAddr, ctl: ctl, epochs: epochs, done: make(chan struct{}),
+		log: bc.Logger.With("component", "member", "group", bc.BrokerName, "broker", bc.BrokerID)}
+	if last, ok := epochs.Last(); ok {
+		m.epoch = last.Epoch
+	}
+	m.inSync.Store(&[]int64{})
+	if err := m.restart(ctx, false, ""); err != nil {
+		_ = ctl.Close()
+		return nil, err
+	}
+	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	m.stop = stop
+	go func() {
+		defer close(m.done)
+		m.run(runCtx)
+	}()
+	return m, nil
+}
+
+// pinAddrs fixes the addresses every Server of the member listens on: the
+// given listeners' (closed here) or the configured ones, a port 0 replaced
+// by a port free now. The HA port is haListenPort, else listenPort+1, else
+// (an ephemeral listenPort, as in tests) a free one. It returns the HA
+// address registered with the controller.
+func pinAddrs(cfg *Config, bc *broker.Config) (string, error) {
+	lis := []net.Listener{cfg.GRPCListener, cfg.HTTPListener, cfg.RemotingListener}
+	g, h, r := bc.ListenAddrs()
+	addrs := []string{g, h, r}
+	for i, l := range lis {
+		if l != nil {
+			addrs[i] = l.Addr().String()
+		}
+	}
+	closeAll(lis)
+	cfg.GRPCListener, cfg.HTTPListener, cfg.RemotingListener = nil, nil, nil
+	_, rport, _ := net.SplitHostPort(addrs[2])
+	ephemeral := rport == "0" || lis[2] != nil && bc.ListenPort == 0
+	for i, a := range addrs {
+		p, err := freeIfZero(a)
+		if err != nil {
+			return "", err
+		}
+		addrs[i] = p
+	}
+	host, port, err := net.SplitHostPort(addrs[2])
+	if err != nil {
+		return "", err
+	}
+	bc.GRPCListenAddr, bc.HTTPListenAddr, bc.BindAddress = addrs[0], addrs[1], host
+	if bc.ListenPort, err = strconv.Atoi(port); err != nil {
+		return "", err
+	}
+	ha := net.JoinHostPort(host, strconv.Itoa(bc.HAListenPort))
+	switch {
+	case bc.HAListenPort != 0:
+	case ephemeral:
+		if ha, err = freeIfZero(net.JoinHostPort(host, "0")); err != nil {
+			return "", err
+		}
+	default:
+		ha = net.JoinHostPort(host, strconv.Itoa(bc.ListenPort+1))
+	}
+	tcp, err := net.ResolveTCPAddr("tcp", ha)
+	if err != nil {
+		return "", err
+	}
+	bc.HAListenPort = tcp.Port
+	return advertised(tcp, bc.BrokerIP1), nil
+}
+
+// freeIfZero returns addr, or with port 0 the address of a port free now.
+func freeIfZero(addr string) (string, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || port != "0" {
+		return addr, err
+	}
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return "", fmt.Errorf("broker: pick a port on %s: %w", host, err)
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// Server returns the broker's current Server, nil while it restarts for a
+// change of role.
+func (m *Member) Server() *Server {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.srv
+}
+
+// IsMaster reports whether the broker serves as its group's master now.
+func (m *Member) IsMaster() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.master && m.srv != nil
+}
+
+// Epoch returns the master epoch the broker leads or follows.
+func (m *Member) Epoch() int32 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.epoch
+}
+
+// Epochs returns the broker's epoch file entries.
+func (m *Member) Epochs() []epoch.Entry { return m.epochs.Entries() }
+
+// Close stops heartbeating, then closes the Server (Server.Close).
+func (m *Member) Close(ctx context.Context) error {
+	return m.shut(func(s *Server) error { return s.Close(ctx) })
+}
+
+// Kill stops heartbeating and kills the Server (Server.Kill): for tests
+// of a master that dies.
+func (m *Member) Kill() error { return m.shut((*Server).Kill) }
+
+func (m *Member) shut(end func(*Server) error) error {
+	m.stop()
+	<-m.done
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil
+	}
+	m.closed = true
+	m.lease.Revoke()
+	var err error
+	if m.srv != nil {
+		err = end(m.srv)
+		m.srv = nil
+	}
+	return errors.Join(err, m.ctl.Close())
+}
+
+// run registers and heartbeats until ctx ends.
+func (m *Member) run(ctx context.Context) {
+	registered := false
+	for {
+		if !registered {
+			registered = m.register(ctx)
+		}
+		if registered {
+			registered = m.beat(ctx)
+		}
+		wait := m.bc.BrokerHeartbeatInterval
+		if m.growing() {
+			wait = min(wait, 100*time.Millisecond) // a new master's slaves join the in-sync set sooner
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
+}
+
+// register registers the broker with the controller.
+func (m *Member) register(ctx context.Context) bool {
+	srv := m.Server()
+	if srv == nil {
+		return false
+	}
+	cctx, cancel := context.WithTimeout(ctx, m.bc.MasterLease)
+	defer cancel()
+	if _, err := m.ctl.RegisterBroker(cctx, m.bc.BrokerName, m.bc.BrokerID, m.haAddr, srv.GRPCAddr()); err != nil {
+		if ctx.Err() == nil {
+			m.log.Warn("cannot register with the controller", "controllers", m.bc.ControllerAddr, "err", err)
+		}
+		return false
+	}
+	m.log.Info("registered with the controller", "ha_addr", m.haAddr)
+	return true
+}
+
+// beat sends one heartbeat and follows its answer; false means the
+// controller does not know the broker (register again).
+func (m *Member) beat(ctx context.Context) bool {
+	srv := m.Server()
+	if srv == nil {
+		return true
+	}
+	hb := controller.BrokerReport{Group: m.bc.BrokerName, BrokerID: m.bc.BrokerID, MasterEpoch: m.Epoch(), LogEnd: srv.b.ReplicaLog().MaxOffset()}
+	if last, ok := m.epochs.Last(); ok {
+		hb.LastEpoch, hb.LastEpochStart = last.Epoch, last.StartOffset
+	}
+	sent := time.Now()
+	cctx, cancel := context.WithTimeout(ctx, m.bc.MasterLease/2)
+	st, err := m.ctl.BrokerHeartbeat(cctx, hb)
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			return true
+		}
+		m.log.Warn("heartbeat to the controller failed", "err", err)
+		if m.IsMaster() && !m.lease.Valid(time.Now()) {
+			m.log.Warn("master lease expired: no more writes; serving as a slave until the controller names a master")
+			m.becomeSlave(ctx, "", m.Epoch())
+		}
+		return !errors.Is(err, controller.ErrUnknownGroup) && !errors.Is(err, controller.ErrUnknownReplica)
+	}
+	m.follow1(ctx, st.GroupState, sent)
+	return true
+}
+
+// follow1 takes one answer of the controller.
+func (m *Member) follow1(ctx context.Context, g controller.GroupState, sent time.Time) {
+	if g.MasterEpoch < m.Epoch() {
+		return // an answer older than what the broker knows
+	}
+	switch {
+	case g.MasterID == m.bc.BrokerID:
+		if !m.IsMaster() || m.Epoch() != g.MasterEpoch {
+			m.promote(ctx, g, sent)
+			return
+		}
+		m.lease.Renew(sent.Add(m.bc.MasterLease))
+		m.tendInSync(ctx, g)
+	case g.MasterID != 0:
+		m.lease.Revoke()
+		addr := g.MasterAddr()
+		m.mu.Lock()
+		same := !m.master && m.follow == addr && m.epoch == g.MasterEpoch && m.srv != nil
+		m.mu.Unlock()
+		if !same {
+			m.becomeSlave(ctx, addr, g.MasterEpoch)
+			return
+		}
+		m.rejoin(ctx, addr)
+	default: // no master: the controller elects one, maybe this broker
+		if m.IsMaster() {
+			m.log.Warn("the controller names no master: no more writes")
+			m.becomeSlave(ctx, "", m.Epoch())
+		}
+	}
+}
+
+// promote makes the broker its group's master in g's epoch: the epoch
+// starts at its log's end.
+func (m *Member) promote(ctx context.Context, g controller.GroupState, sent time.Time) {
+	m.mu.Lock()
+	srv := m.srv
+	m.mu.Unlock()
+	if srv != nil {
+		srv.stopSlave() // the log's end is final
+	}
+	end := int64(0)
+	if srv != nil {
+		end = srv.b.ReplicaLog().MaxOffset()
+	}
+	if last, ok := m.epochs.Last(); !ok || last.Epoch < g.MasterEpoch {
+		if err := m.epochs.Append(g.MasterEpoch, end); err != nil {
+			m.log.Error("cannot record the new epoch: not serving as master", "epoch", g.MasterEpoch, "err", err)
+			return
+		}
+	}
+	m.inSync.Store(ptr(others(g.InSync, m.bc.BrokerID)))
+	m.lease.Renew(sent.Add(m.bc.MasterLease))
+	m.log.Info("elected master: serving writes", "epoch", g.MasterEpoch, "log_end", end, "in_sync", g.InSync)
+	m.setRole(true, "", g.MasterEpoch)
+	if err := m.restart(ctx, true, ""); err != nil {
+		m.log.Error("cannot start as master", "err", err)
+	}
+}
+
+// becomeSlave makes the broker a slave of the master at HA address addr
+// ("" none yet) in epoch ep.
+func (m *Member) becomeSlave(ctx context.Context, addr string, ep int32) {
+	m.lease.Revoke()
+	m.inSync.Store(&[]int64{})
+	if addr != "" {
+		m.log.Info("following the master", "ha_addr", addr, "epoch", ep)
+	}
+	m.setRole(false, addr, ep)
+	if err := m.restart(ctx, false, addr); err != nil {
+		m.log.Error("cannot start as slave", "err", err)
+	}
+}
+
+// rejoin truncates a slave's log that holds more than the history it
+// shares with its master (the slave stopped for it), then follows again.
+func (m *Member) rejoin(ctx context.Context, addr string) {
+	srv := m.Server()
+	st, ok := srv.SlaveStatus()
+	if !ok || !st.Stopped {
+		return
+	}
+	var te *replication.TruncateNeededError
+	if !errors.As(st.LastErr, &te) {
+		m.log.Error("replication stopped", "err", st.LastErr)
+		return
+	}
+	m.mu.Lock()
+	m.srv = nil
+	m.mu.Unlock()
+	if err := srv.Close(ctx); err != nil {
+		m.log.Warn("close before truncation", "err", err)
+	}
+	reason := fmt.Sprintf("rejoining group %s as broker %d: the master (epoch %d) shares the log up to %d", m.bc.BrokerName, m.bc.BrokerID, m.Epoch(), te.To)
+	rep, err := broker.TruncateLog(ctx, m.roleConfig(false, addr).Broker, te.To, reason)
+	if err == nil {
+		err = m.epochs.TruncateAfter(te.To)
+	}
+	if err != nil {
+		m.log.Error("cannot truncate the log to rejoin the master", "to", te.To, "err", err)
+	} else {
+		m.log.Warn("log truncated to rejoin the master (recorded in truncations.log)", "to", te.To, "bytes", rep.Bytes, "records", rep.Records)
+	}
+	if err := m.restart(ctx, false, addr); err != nil {
+		m.log.Error("cannot start as slave", "err", err)
+	}
+}
+
+// tendInSync keeps the controller's in-sync set to the slaves that keep
+// up: one joins once within 1 MiB (at most haMaxGapNotInSync) of the log's
+// end, one leaves when disconnected or past haMaxGapNotInSync. A joiner is
+// waited for before the controller holds it; a leaver until it does.
+func (m *Member) tendInSync(ctx context.Context, g controller.GroupState) {
+	srv := m.Server()
+	if srv == nil {
+		return
+	}
+	end := srv.b.ReplicaLog().MaxOffset()
+	gap := m.bc.HAMaxGapNotInSync
+	join := min(gap, 1<<20)
+	have := others(g.InSync, m.bc.BrokerID)
+	var want []int64
+	for _, s := range srv.Slaves() {
+		in := slices.Contains(have, s.ID)
+		if s.Connected && (s.Acked >= end-join || in && s.Acked >= end-gap) {
+			want = append(want, s.ID)
+		}
+	}
+	slices.Sort(want)
+	if slices.Equal(want, have) {
+		m.inSync.Store(ptr(have))
+		return
+	}
+	union := slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(have), want...))))
+	m.inSync.Store(ptr(union))
+	ng, err := m.ctl.AlterSyncStateSet(ctx, g.Name, m.bc.BrokerID, g.MasterEpoch, g.InSyncEpoch, append(slices.Clone(want), m.bc.BrokerID))
+	if err != nil {
+		m.log.Warn("cannot change the in-sync set", "from", g.InSync, "to", want, "err", err)
+		return
+	}
+	m.inSync.Store(ptr(others(ng.InSync, m.bc.BrokerID)))
+	m.log.Info("in-sync set changed", "from", g.InSync, "to", ng.InSync, "epoch", ng.InSyncEpoch)
+}
+
+// growing reports whether a master has connected slaves outside its
+// in-sync set, which tendInSync may add.
+func (m *Member) growing() bool {
+	srv := m.Server()
+	if srv == nil || !m.IsMaster() {
+		return false
+	}
+	return len(srv.Slaves()) > len(*m.inSync.Load())
+}
+
+func (m *Member) setRole(master bool, follow string, ep int32) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.master, m.follow, m.epoch = master, follow, ep
+}
+
+// restart closes the current Server, if any, and starts one in the role.
+func (m *Member) restart(ctx context.Context, master bool, follow string) error {
+	m.mu.Lock()
+	old := m.srv
+	m.srv = nil
+	m.mu.Unlock()
+	if old != nil {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := old.Close(cctx)
+		cancel()
+		if err != nil {
+			m.log.Warn("close for a change of role", "err", err)
+		}
+	}
+	srv, err := Start(ctx, m.roleConfig(master, follow))
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed { // Close came meanwhile
+		return srv.Close(ctx)
+	}
+	m.srv = srv
+	return nil
+}
+
+// roleConfig is the Server configuration of the role: a master registers
+// as brokerId 0 and takes writes under the lease, a slave as its own id.
+func (m *Member) roleConfig(master bool, follow string) Config {
+	c := m.cfg
+	bc := m.bc
+	bc.EnableControllerMode = false
+	if master {
+		bc.BrokerID, bc.Lease = 0, &m.lease
+		if bc.BrokerRole == broker.SyncMaster {
+			c.WaitFor = func() []int64 { return *m.inSync.Load() }
+		}
+	} else {
+		bc.BrokerRole, bc.HAMasterAddress, bc.Lease = broker.Slave, follow, nil
+	}
+	c.Broker, c.Epochs = bc, m.epochs
+	return c
+}
+
+// others returns ids less id, sorted.
+func others(ids []int64, id int64) []int64 {
+	out := slices.DeleteFunc(slices.Clone(ids), func(x int64) bool { return x == id })
+	slices.Sort(out)
+	return out
+}
+
+func ptr[T any](v T) *T { return &v }
