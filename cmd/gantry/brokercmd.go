@@ -63,6 +63,9 @@ Keys: ` + strings.Join(broker.ConfigKeys, ", ") + `.`,
 			cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 			cfg.Logger.Info("go memory limit", "limit", serverGC(cfg.MemoryLimit))
 			start := time.Now()
+			if cfg.EnableControllerMode {
+				return runMember(cmd, cfg, start)
+			}
 			s, err := server.Start(cmd.Context(), server.Config{Broker: cfg})
 			if err != nil {
 				return &exitError{code: exitUsage, err: err}
@@ -86,4 +89,24 @@ Keys: ` + strings.Join(broker.ConfigKeys, ", ") + `.`,
 	f.BoolVar(&skip, "skip-corrupt", false, "start although the commit log is damaged in the middle: keep every valid record after the damage, "+
 		"copy the damaged range to corrupt/ and report it (skipCorrupt)")
 	return cmd
+}
+
+// runMember runs a controller-mode broker (enableControllerMode) until the
+// command's context ends.
+func runMember(cmd *cobra.Command, cfg broker.Config, start time.Time) error {
+	m, err := server.StartMember(cmd.Context(), server.Config{Broker: cfg})
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	s := m.Server()
+	fmt.Fprintf(cmd.OutOrStdout(), "broker %s id %d ready in %v (controller mode, controllers %s; the controller elects the master): gRPC %s, RocketMQ remoting %s, HTTP %s\n",
+		cfg.BrokerName, cfg.BrokerID, time.Since(start).Round(time.Millisecond), strings.Join(cfg.ControllerAddr, ";"),
+		s.GRPCAddr(), s.RemotingAddr(), s.HTTPAddr())
+	<-cmd.Context().Done()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := m.Close(ctx); err != nil {
+		return &exitError{code: exitProblems, err: fmt.Errorf("shutdown: %w", err)}
+	}
+	return nil
 }
