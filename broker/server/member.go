@@ -80,6 +80,9 @@ func StartMember(ctx context.Context, cfg Config) (*Member, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.HAAdvertiseAddr != "" {
+		haAddr = cfg.HAAdvertiseAddr
+	}
 	epochs, err := epoch.Open(bc.StoreConfig().FS, filepath.Join(bc.StorePathRootDir, EpochFile))
 	if err != nil {
 		return nil, fmt.Errorf("broker: epoch file: %w", err)

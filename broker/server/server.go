@@ -53,6 +53,10 @@ type Config struct {
 	// an ack (the controller's in-sync set less the master; Member sets
 	// it), instead of any inSyncReplicas-1 connected slaves.
 	WaitFor func() []int64
+	// HAAdvertiseAddr is the HA address a Member registers with the
+	// controller, where its slaves dial it as master, when that is not its
+	// HA listener's (a proxy or NAT in front). Default the listener's.
+	HAAdvertiseAddr string
 }
 
 // maxRemotingRequestsPerConn bounds the requests a remoting connection has
