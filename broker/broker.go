@@ -80,6 +80,9 @@ func Open(ctx context.Context, cfg Config) (*Broker, error) {
 	b.locks = newLockTable(cfg.Now, cfg.QueueLockTTL)
 	b.watches = newWatchTable()
 	b.resets = newResetTable(cfg.Now, resetGrace, cfg.ChannelExpiredTimeout)
+	if cfg.SlaveReadEnable && cfg.BrokerRole != Slave {
+		b.repl.behind = slaveReadBehind(cfg)
+	}
 	sc := cfg.StoreConfig()
 	sc.OnDispatch = chainDispatch(sc.OnDispatch, b.polls.notify)
 	sc.KeepFrom = b.dlqKeepFrom

@@ -188,7 +188,7 @@ type Config struct {
 	// ErrReplicaTimeout); default 3 s. HAMaxGapNotInSync (haMaxGapNotInSync, bytes): how far behind
 	// a connected slave still counts as in sync; default 256 MiB. SlaveReadEnable
 	// (slaveReadEnable): a slave serves pulls; default false.
-	ControllerMode    // config_replication.go
+	HAConfig    // config_replication.go
 	HAListenPort      int
 	HAMasterAddress   string
 	InSyncReplicas    int
@@ -384,7 +384,7 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.InSyncReplicas, DefaultInSyncReplicas)
 	setDefault(&c.SlaveTimeout, DefaultSlaveTimeout)
 	setDefault(&c.HAMaxGapNotInSync, DefaultHAMaxGapNotInSync)
-	c.ControllerMode.setDefaults()
+	c.HAConfig.setDefaults()
 	setDefault(&c.scheduleTick, defaultScheduleTick)
 	setDefault(&c.dlqSweepInterval, defaultDLQSweepInterval)
 	if len(c.MessageDelayLevel) == 0 {
@@ -653,7 +653,7 @@ var ConfigKeys = []string{
 	"messageDelayLevel", "timerMaxDelay", "dlqRetentionHours", "duplicationWindow", "maxGroupsPerHeartbeat",
 	"maxConsumerGroups", "memoryLimit", "enableControllerMode", "controllerAddr", "brokerHeartbeatInterval",
 	"masterLeaseMillis", "haListenPort", "haMasterAddress", "inSyncReplicas", "slaveTimeout", "haMaxGapNotInSync",
-	"slaveReadEnable",
+	"slaveReadEnable", "accessMessageInMemoryMaxRatio",
 }
 
 // setters maps each key to the function that parses its value into a Config.

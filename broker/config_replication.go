@@ -7,9 +7,9 @@ import (
 	"time"
 )
 
-// ControllerMode holds the keys of a broker whose role a controller
-// decides (docs/REPLICATION.md, "Failover"), RocketMQ's names.
-type ControllerMode struct {
+// HAConfig holds the replication keys of controller mode and of reads
+// from slaves (docs/REPLICATION.md, "Failover"), RocketMQ's names.
+type HAConfig struct {
 	// EnableControllerMode (enableControllerMode): the controllers at
 	// ControllerAddr elect the group's master; brokerRole then says only
 	// how a master acknowledges (SYNC_MASTER or ASYNC_MASTER) and brokerId
@@ -30,6 +30,13 @@ type ControllerMode struct {
 	// Lease, when set, is the lease a master's writes need (not a key: its
 	// owner, broker/server's Member, renews it).
 	Lease *Lease
+	// AccessMessageInMemoryMaxRatio (accessMessageInMemoryMaxRatio,
+	// percent of the machine's memory): a master with slaveReadEnable
+	// tells a RocketMQ consumer to pull from slave brokerId 1 when what it
+	// reads lies further behind the log's end than this share of memory
+	// (no longer in the page cache, as RocketMQ reasons). 1..100,
+	// default 40.
+	AccessMessageInMemoryMaxRatio int
 }
 
 // Default controller-mode settings.
@@ -38,7 +45,8 @@ const (
 	DefaultMasterLease             = 5 * time.Second
 )
 
-func (m *ControllerMode) setDefaults() {
+func (m *HAConfig) setDefaults() {
+	setDefault(&m.AccessMessageInMemoryMaxRatio, 40)
 	setDefault(&m.BrokerHeartbeatInterval, DefaultBrokerHeartbeatInterval)
 	setDefault(&m.MasterLease, DefaultMasterLease)
 }
@@ -81,6 +89,9 @@ func init() {
 			return parseDuration(v, time.Millisecond, &c.BrokerHeartbeatInterval)
 		},
 		"masterLeaseMillis": func(c *Config, v string) error { return parseDuration(v, time.Millisecond, &c.MasterLease) },
+		"accessMessageInMemoryMaxRatio": func(c *Config, v string) error {
+			return parseInt(v, &c.AccessMessageInMemoryMaxRatio)
+		},
 	} {
 		setters[k] = f
 	}
@@ -101,6 +112,7 @@ func (c Config) validateReplication(bad badFunc) {
 	if c.SlaveTimeout < time.Millisecond {
 		bad("slaveTimeout %s: want at least 1ms", c.SlaveTimeout)
 	}
+	checkRanges(bad, intRange{"accessMessageInMemoryMaxRatio", c.AccessMessageInMemoryMaxRatio, 1, 100, " (percent of memory)"})
 	c.validateControllerMode(bad)
 	if c.HAMaxGapNotInSync < 0 {
 		bad("haMaxGapNotInSync %d: want > 0 (bytes)", c.HAMaxGapNotInSync)

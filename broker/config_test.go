@@ -62,6 +62,11 @@ inSyncReplicas=3
 slaveTimeout=5000
 haMaxGapNotInSync=1048576
 slaveReadEnable=true
+enableControllerMode=false
+controllerAddr=10.0.0.7:9878;10.0.0.8:9878
+brokerHeartbeatInterval=2000
+masterLeaseMillis=6000
+accessMessageInMemoryMaxRatio=30
 `
 
 func TestParseConfigEveryKey(t *testing.T) {
@@ -89,6 +94,8 @@ func TestParseConfigEveryKey(t *testing.T) {
 		MemoryLimit:  2 << 30,
 		HAListenPort: 20912, HAMasterAddress: "10.0.0.9:10912", InSyncReplicas: 3, SlaveTimeout: 5 * time.Second,
 		HAMaxGapNotInSync: 1 << 20, SlaveReadEnable: true,
+		HAConfig: broker.HAConfig{ControllerAddr: []string{"10.0.0.7:9878", "10.0.0.8:9878"}, BrokerHeartbeatInterval: 2 * time.Second,
+			MasterLease: 6 * time.Second, AccessMessageInMemoryMaxRatio: 30},
 	}
 	assert.Equal(t, want, c)
 	assert.NoError(t, c.Validate())
@@ -300,6 +307,18 @@ func TestConfigReplication(t *testing.T) {
 		{"inSyncReplicas too many", broker.Config{InSyncReplicas: 18}, "inSyncReplicas 18: want 1..17"},
 		{"slaveTimeout negative", broker.Config{SlaveTimeout: -time.Second}, "slaveTimeout -1s: want at least 1ms"},
 		{"haMaxGapNotInSync negative", broker.Config{HAMaxGapNotInSync: -1}, "haMaxGapNotInSync -1: want > 0"},
+		{"controller mode", ctlMode(broker.SyncMaster, 2, "10.0.0.7:9878"), ""},
+		{"controller mode without controllers", ctlMode(broker.SyncMaster, 2), "controllerAddr is empty"},
+		{"controller mode with a bad controller", ctlMode(broker.SyncMaster, 2, "10.0.0.7"), `controllerAddr "10.0.0.7"`},
+		{"controller mode with brokerId 0", ctlMode(broker.AsyncMaster, 0, "10.0.0.7:9878"), "brokerId 0: with enableControllerMode"},
+		{"controller mode as SLAVE", ctlMode(broker.Slave, 1, "10.0.0.7:9878"), "brokerRole SLAVE: with enableControllerMode"},
+		{"controller mode with a short lease", func() broker.Config {
+			c := ctlMode(broker.SyncMaster, 1, "10.0.0.7:9878")
+			c.MasterLease = time.Second
+			return c
+		}(), "masterLeaseMillis 1s: want at least twice brokerHeartbeatInterval (1s)"},
+		{"accessMessageInMemoryMaxRatio out of range", broker.Config{HAConfig: broker.HAConfig{AccessMessageInMemoryMaxRatio: 101}},
+			"accessMessageInMemoryMaxRatio 101: want 1..100"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -336,4 +355,9 @@ func TestParseConfigReplicationKeys(t *testing.T) {
 	assert.Equal(t, broker.Slave, c.BrokerRole)
 	assert.Equal(t, 250*time.Millisecond, c.SlaveTimeout)
 	require.NoError(t, c.Validate())
+}
+
+// ctlMode is a controller-mode configuration.
+func ctlMode(role broker.BrokerRole, id int64, controllers ...string) broker.Config {
+	return broker.Config{BrokerRole: role, BrokerID: id, HAConfig: broker.HAConfig{EnableControllerMode: true, ControllerAddr: controllers}}
 }

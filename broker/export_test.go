@@ -9,9 +9,6 @@ import (
 	"github.com/gantrymq/gantry/message"
 )
 
-// WithDefaults exposes withDefaults to tests.
-func (c Config) WithDefaults() Config { return c.withDefaults() }
-
 // PullLimits exposes how a Pull's limits are defaulted and bounded.
 func PullLimits(msgs, bytes int) (int, int) { return pullLimits(msgs, bytes) }
 
@@ -54,3 +51,7 @@ func (b *Broker) ParkRetryRefs(ctx context.Context, group string, level int32, r
 
 // Store returns the broker's store, for tests that check it directly.
 func (b *Broker) Store() *store.Store { return b.store.(*store.Store) }
+
+// SetSlaveReadBehind sets how far behind the log's end a read makes
+// SuggestSlave answer true.
+func (b *Broker) SetSlaveReadBehind(n int64) { b.repl.behind = n }

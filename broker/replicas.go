@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"os"
 	"encoding/binary"
 	"fmt"
 	"sync/atomic"
@@ -9,6 +10,7 @@ import (
 	"github.com/gantrymq/gantry/broker/metadata"
 	"github.com/gantrymq/gantry/broker/store"
 	"github.com/gantrymq/gantry/commitlog"
+	"github.com/gantrymq/gantry/internal/memlimit"
 )
 
 // Roles (docs/REPLICATION.md, "Running a master and slaves"): a master
@@ -35,6 +37,9 @@ type Replication interface {
 type replicationState struct {
 	rep    atomic.Pointer[replicationBox]
 	master atomic.Pointer[string] // a slave's master's address, for NotMasterError
+	// behind is how far behind the log's end a read makes a master with
+	// slaveReadEnable suggest a slave (SuggestSlave); 0: never.
+	behind int64
 }
 
 type replicationBox struct{ r Replication }
@@ -90,6 +95,25 @@ func (b *Broker) writable() error {
 // leased reports whether a master may acknowledge writes: it has no
 // lease to keep (not in controller mode), or its lease holds.
 func (b *Broker) leased() bool { return b.cfg.Lease == nil || b.cfg.Lease.Valid(b.cfg.Now()) }
+
+// SuggestSlave reports whether a consumer that reads the record at log
+// offset phys should pull from a slave (RocketMQ's suggestWhichBrokerId):
+// the broker is a master with slaveReadEnable and its log's end lies more
+// than accessMessageInMemoryMaxRatio of the machine's memory ahead.
+func (b *Broker) SuggestSlave(phys int64) bool {
+	return b.repl.behind > 0 && b.cfg.BrokerRole != Slave && b.cfg.SlaveReadEnable &&
+		b.store.CommitLog().MaxOffset()-phys > b.repl.behind
+}
+
+// slaveReadBehind is SuggestSlave's distance: the ratio of the machine's
+// memory, 0 when it is unknown.
+func slaveReadBehind(cfg Config) int64 {
+	mem, _, err := memlimit.Machine(os.DirFS("/"))
+	if err != nil {
+		return 0
+	}
+	return mem / 100 * int64(cfg.AccessMessageInMemoryMaxRatio)
+}
 
 // readable refuses a pull on a slave without slaveReadEnable.
 func (b *Broker) readable() error {

@@ -2,6 +2,7 @@ package broker_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -166,4 +167,27 @@ func TestSyncMasterDuplicateWaitsForItsSlaves(t *testing.T) {
 	assert.True(t, res[0].Duplicate)
 	_, maxOff := b.QueueOffsets("T", 0)
 	assert.Equal(t, int64(1), maxOff, "stored once")
+}
+
+// A master with slaveReadEnable suggests a slave to a consumer whose read
+// lies further behind the log's end than the set distance; otherwise, and
+// without slaveReadEnable, it never does.
+func TestSuggestSlave(t *testing.T) {
+	for _, slaveRead := range []bool{true, false} {
+		cfg := testConfig(t)
+		cfg.SlaveReadEnable = slaveRead
+		b := openBroker(t, cfg)
+		createTopic(t, b, "T", 1)
+		var phys []int64
+		for i := range 10 {
+			res, err := b.Send(t.Context(), "T", []*message.Message{newMsg("T", 0, fmt.Sprint("m", i), "")})
+			require.NoError(t, err)
+			phys = append(phys, res[0].PhysicalOffset)
+		}
+		end := b.ReplicaLog().MaxOffset()
+		b.SetSlaveReadBehind(end - phys[5])
+		for i, p := range phys {
+			assert.Equal(t, slaveRead && i < 5, b.SuggestSlave(p), "record %d, slaveReadEnable %t", i, slaveRead)
+		}
+	}
 }

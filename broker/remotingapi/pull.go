@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gantrymq/gantry/broker"
+	"github.com/gantrymq/gantry/message"
 	"github.com/gantrymq/gantry/remoting"
 )
 
@@ -17,6 +18,10 @@ const (
 	pullSuspend      = 1 << 1 // long poll when there is nothing new
 	pullSubscription = 1 << 2 // the subscription is in the request
 )
+
+// slaveBrokerID is the broker a master suggests to a consumer reading far
+// behind (RocketMQ's whichBrokerWhenConsumeSlowly).
+const slaveBrokerID = "1"
 
 // expressionTag is the only filter expression type Gantry evaluates.
 const expressionTag = "TAG"
@@ -67,7 +72,11 @@ func (h *Handler) pull(ctx context.Context, _ *remoting.Conn, req *remoting.Comm
 	resp.SetExt("nextBeginOffset", strconv.FormatInt(res.NextOffset, 10))
 	resp.SetExt("minOffset", strconv.FormatInt(res.MinOffset, 10))
 	resp.SetExt("maxOffset", strconv.FormatInt(res.MaxOffset, 10))
-	resp.SetExt("suggestWhichBrokerId", "0")
+	suggest := "0"
+	if len(res.Records) > 0 && h.b.SuggestSlave(message.PhysicalOffsetOf(res.Records[0].B)) {
+		suggest = slaveBrokerID
+	}
+	resp.SetExt("suggestWhichBrokerId", suggest)
 	if len(res.Records) > 0 {
 		n := 0
 		for _, r := range res.Records {
