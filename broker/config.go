@@ -188,7 +188,7 @@ type Config struct {
 	// ErrReplicaTimeout); default 3 s. HAMaxGapNotInSync (haMaxGapNotInSync, bytes): how far behind
 	// a connected slave still counts as in sync; default 256 MiB. SlaveReadEnable
 	// (slaveReadEnable): a slave serves pulls; default false.
-	HAConfig    // config_replication.go
+	HAConfig          // config_replication.go
 	HAListenPort      int
 	HAMasterAddress   string
 	InSyncReplicas    int

@@ -2,9 +2,9 @@ package broker
 
 import (
 	"context"
-	"os"
 	"encoding/binary"
 	"fmt"
+	"os"
 	"sync/atomic"
 
 	"github.com/gantrymq/gantry/broker/metadata"
