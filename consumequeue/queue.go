@@ -374,6 +374,9 @@ func (q *Queue) restartAt(queueOffset int64) error {
 		return fmt.Errorf("consumequeue: restart at %d: %w", queueOffset, err)
 	}
 	pos := queueOffset * EntrySize
+	if err := q.cfg.FS.MkdirAll(q.cfg.Dir, 0o755); err != nil { // a deferred queue has no directory yet
+		return fmt.Errorf("consumequeue: create %s: %w", q.cfg.Dir, err)
+	}
 	f, err := q.roll(&fileList{}, pos)
 	if err != nil {
 		return err

@@ -211,14 +211,15 @@ func (s *Store) dispatchOne(v message.View, phys int64) error {
 }
 
 // skipGone restarts q at queue offset qo, the offset of the record the
-// dispatcher is at, when every entry it holds points below the log's first
-// offset and so do the messages from its max offset up to qo: retention
-// deleted them (forced cleaning in a store written without DeleteFloor,
-// which keeps the records the dispatcher has not passed). They are known to be gone when this
-// dispatch run started at the log's first record: it would have found any
-// of them the log still holds. Otherwise the queue lacks entries whose
-// records may be in the log: errGap, which makes recovery rebuild the
-// queues from the log's first record.
+// dispatcher is at, when every entry it holds (if any) points below the
+// log's first offset and so do the messages from its max offset up to qo:
+// retention deleted them (forced cleaning in a store written without
+// DeleteFloor, which keeps the records the dispatcher has not passed), or
+// the log was reset to start where its master's does (ResetLog). They are
+// known to be gone when this dispatch run started at the log's first
+// record: it would have found any of them the log still holds. Otherwise
+// the queue lacks entries whose records may be in the log: errGap, which
+// makes recovery rebuild the queues from the log's first record.
 func (s *Store) skipGone(q *cqueue, qo, phys int64) error {
 	maxOff := q.MaxOffset()
 	_, last, ok := q.LastEntry()
@@ -226,7 +227,7 @@ func (s *Store) skipGone(q *cqueue, qo, phys int64) error {
 	if ok && last.End() > logMin && s.dispatchFrom <= last.End() {
 		return s.fillLost(q.key, q.Queue, qo, phys) // this run read everything after the last entry: they were in a damaged range
 	}
-	if !ok || last.End() > logMin || s.dispatchFrom > logMin {
+	if ok && last.End() > logMin || s.dispatchFrom > logMin {
 		return fmt.Errorf("%w: %s ends at %d, the log's next record of it has queue offset %d", errGap, q.key, maxOff, qo)
 	}
 	if err := q.RestartAt(qo); err != nil {

@@ -609,8 +609,23 @@ func firstAtOrAbove(q *consumequeue.Queue, phys int64) int64 {
 // whose log extends past the history it shares with a new master. The
 // store must be closed; Open then rebuilds the queues to the new end.
 func TruncateLog(ctx context.Context, cfg Config, offset int64, reason string) (commitlog.TruncateReport, error) {
+	return commitlog.Truncate(ctx, cfg.logConfig(), offset, reason)
+}
+
+// logConfig is the commit log's configuration under cfg, without the
+// store's hooks.
+func (cfg Config) logConfig() commitlog.Config {
 	cfg = cfg.withDefaults()
 	lc := cfg.Log
 	lc.Dir, lc.StateDir, lc.FS, lc.Now, lc.Logger = filepath.Join(cfg.Root, "commitlog"), cfg.Root, cfg.FS, cfg.Now, cfg.Logger
-	return commitlog.Truncate(ctx, lc, offset, reason)
+	return lc
+}
+
+// ResetLog empties the commit log of the store in cfg.Root and makes it
+// start at offset (commitlog.ResetTo: recorded in Root/truncations.log),
+// for a replica that copies its master's log from the master's first
+// segment. The store must be closed; Open then resumes each queue at the
+// queue offset of its first record from there.
+func ResetLog(ctx context.Context, cfg Config, offset int64, reason string) (commitlog.TruncateReport, error) {
+	return commitlog.ResetTo(ctx, cfg.logConfig(), offset, reason)
 }

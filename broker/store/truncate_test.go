@@ -92,3 +92,62 @@ func TestReopenAfterLogTruncation(t *testing.T) {
 		})
 	}
 }
+
+// TestReplicaFromMastersFirstSegment: a replica whose log is reset to
+// start where its master's retained log does (ResetLog) and then takes
+// the master's bytes from there builds every queue from the queue offset
+// of its first record there: each message answers at the master's queue
+// offset, and the queues end where the master's do.
+func TestReplicaFromMastersFirstSegment(t *testing.T) {
+	master := openStore(t, testConfig(t, t.TempDir(), nil))
+	defer master.Close()
+	res := putAll(t, master, 0, 1500) // several segments of 64 KiB
+	waitDispatched(t, master)
+	seg := master.CommitLog().SegmentBytes()
+	from := 2 * seg
+	require.Greater(t, master.CommitLog().MaxOffset(), from+seg, "the master's log spans more than 3 segments")
+
+	cfg := testConfig(t, t.TempDir(), nil)
+	rep, err := store.ResetLog(t.Context(), cfg, from, "test")
+	require.NoError(t, err)
+	assert.Zero(t, rep.Records, "an empty replica")
+	replica := openStore(t, cfg)
+	require.Equal(t, from, replica.CommitLog().MinOffset())
+	buf := make([]byte, 256<<10)
+	for off := from; off < master.CommitLog().MaxOffset(); {
+		data, next, err := master.CommitLog().CopyReplica(off, buf, len(buf))
+		require.NoError(t, err)
+		_, err = replica.CommitLog().AppendReplica(t.Context(), off, data)
+		require.NoError(t, err)
+		off = next
+	}
+	require.Eventually(t, func() bool { return replica.DispatchedOffset() >= master.CommitLog().MaxOffset() }, 5*time.Second, time.Millisecond)
+
+	held := 0
+	for i, r := range res {
+		m, err := replica.MessageByQueueOffset(topics[i%3], r.QueueID, r.QueueOffset)
+		if r.PhysicalOffset < from {
+			assert.Error(t, err, "message %d lies before the replica's log", i)
+			continue
+		}
+		held++
+		require.NoError(t, err, "message %d", i)
+		assert.Equal(t, r.PhysicalOffset, m.PhysicalOffset)
+		assert.Equal(t, msg(i).Body, m.Body)
+	}
+	assert.Positive(t, held)
+	for _, tp := range topics {
+		for q := range int32(4) {
+			_, want := master.QueueOffsets(tp, q)
+			_, got := replica.QueueOffsets(tp, q)
+			assert.Equal(t, want, got, "queue %s/%d ends where the master's does", tp, q)
+		}
+	}
+	// Reopened, it recovers the same queues.
+	require.NoError(t, replica.Close())
+	replica = openStore(t, cfg)
+	defer replica.Close()
+	m, err := replica.MessageByQueueOffset(topics[1499%3], res[1499].QueueID, res[1499].QueueOffset)
+	require.NoError(t, err)
+	assert.Equal(t, res[1499].PhysicalOffset, m.PhysicalOffset)
+}
