@@ -197,3 +197,12 @@ func (b *Broker) ReplicaLog() *commitlog.Log { return b.store.CommitLog() }
 func TruncateLog(ctx context.Context, cfg Config, offset int64, reason string) (commitlog.TruncateReport, error) {
 	return store.TruncateLog(ctx, cfg.StoreConfig(), offset, reason)
 }
+
+// ResetLog empties the commit log of the (closed) broker of cfg into one
+// that starts at offset, recorded with reason in
+// storePathRootDir/truncations.log: a replica whose log ends below its
+// master's first offset copies the master's from there (docs/REPLICATION.md,
+// "Resync from the master's first segment").
+func ResetLog(ctx context.Context, cfg Config, offset int64, reason string) (commitlog.TruncateReport, error) {
+	return store.ResetLog(ctx, cfg.StoreConfig(), offset, reason)
+}

@@ -3,6 +3,8 @@ package replication
 import (
 	"errors"
 	"fmt"
+
+	"github.com/gantrymq/gantry/replication/epoch"
 )
 
 var (
@@ -66,6 +68,8 @@ func (e *OffsetError) Unwrap() error { return ErrOffset }
 var (
 	// ErrTruncateNeeded is the kind of every *TruncateNeededError.
 	ErrTruncateNeeded = errors.New("replication: the replica's log must be truncated")
+	// ErrResyncNeeded is the kind of every *ResyncNeededError.
+	ErrResyncNeeded = errors.New("replication: the replica must copy the master's log from its first offset")
 	// ErrStaleEpoch means a data frame's epoch is older than the replica's
 	// last epoch entry: bytes of an epoch the replica has moved past. It
 	// comes wrapped with ErrProtocol; the connection is closed.
@@ -91,3 +95,23 @@ func (e *TruncateNeededError) Error() string {
 
 // Unwrap returns ErrTruncateNeeded.
 func (e *TruncateNeededError) Unwrap() error { return ErrTruncateNeeded }
+
+// ResyncNeededError stops a Slave whose log ends below the master's first
+// offset: retention on the master deleted the bytes that would follow
+// (a replica long gone, or with an empty disk). The slave appends nothing
+// and does not reconnect; its owner empties its log to start at From
+// (broker.ResetLog), makes its epoch file the master's entries up to From
+// (Epochs) and starts the slave again. It unwraps to ErrResyncNeeded.
+type ResyncNeededError struct {
+	From   int64         // the master's first offset
+	End    int64         // the replica's log end
+	Epochs []epoch.Entry // the master's epoch list
+}
+
+func (e *ResyncNeededError) Error() string {
+	return fmt.Sprintf("replication: the replica's log ends at %d, below the master's first offset %d: empty it to start at %d and restart the slave",
+		e.End, e.From, e.From)
+}
+
+// Unwrap returns ErrResyncNeeded.
+func (e *ResyncNeededError) Unwrap() error { return ErrResyncNeeded }

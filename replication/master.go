@@ -289,7 +289,8 @@ func (m *Master) handshake(conn net.Conn, addr string) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := Welcome{Version: Version, SegmentBytes: m.src.SegmentBytes(), End: m.src.MaxOffset(), Epoch: m.cfg.Epoch, Epochs: m.cfg.Epochs}
+	w := Welcome{Version: Version, SegmentBytes: m.src.SegmentBytes(), End: m.src.MaxOffset(), Epoch: m.cfg.Epoch, Epochs: m.cfg.Epochs,
+		Start: m.src.MinOffset()}
 	s := &session{from: h.End, next: h.End}
 	reason := m.admit(h, w.End)
 	if reason == "" {

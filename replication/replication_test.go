@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/gantrymq/gantry/commitlog"
 	"github.com/gantrymq/gantry/message"
 	"github.com/gantrymq/gantry/replication"
+	"github.com/gantrymq/gantry/replication/epoch"
 )
 
 func TestSlaveMirrorsMaster(t *testing.T) {
@@ -464,4 +466,51 @@ func TestAppendersWaitForTheSlave(t *testing.T) {
 	require.Greater(t, master.MaxOffset(), 2*int64(segBytes))
 	waitCaughtUp(t, master, replica)
 	requireSameBytes(t, master, replica)
+}
+
+// A replica whose log ends below the master's first offset (retention
+// deleted what would follow) stops with a *ResyncNeededError naming that
+// offset and the master's epochs; emptied to start there, it copies the
+// master's log from it.
+func TestSlaveBelowTheMastersFirstOffsetResyncs(t *testing.T) {
+	const seg = 64 << 10
+	mdir := t.TempDir()
+	_, err := commitlog.ResetTo(t.Context(), commitlog.Config{Dir: mdir, SegmentBytes: seg, Logger: testLogger(t)}, 3*seg, "test")
+	require.NoError(t, err)
+	ml := openLog(t, mdir, seg, commitlog.AsyncFlush)
+	second := appendN(t, ml, 0, 50, 700) // epoch 2 starts after 50 records
+	appendN(t, ml, 50, 150, 700)
+	require.Equal(t, int64(3*seg), ml.MinOffset())
+	mc := masterConfig(t)
+	mc.Epochs = []epoch.Entry{{Epoch: 1, StartOffset: 0}, {Epoch: 2, StartOffset: second}}
+	m := startMaster(t, mc, ml)
+
+	rdir := t.TempDir()
+	rl := openLog(t, rdir, seg, commitlog.AsyncFlush)
+	appendN(t, rl, 0, 10, 700) // a replica long gone: its log ends in the master's first segment's past
+	ef, err := epoch.Open(nil, filepath.Join(t.TempDir(), "epochs"))
+	require.NoError(t, err)
+	sc := slaveConfig(t, m.Addr().String())
+	sc.Epochs = ef
+	s := startSlave(t, sc, rl)
+	require.Eventually(t, func() bool { return s.Status().Stopped }, patience, 2*time.Millisecond)
+	var re *replication.ResyncNeededError
+	require.ErrorAs(t, s.Status().LastErr, &re)
+	assert.Equal(t, int64(3*seg), re.From)
+	assert.Equal(t, rl.MaxOffset(), re.End)
+	assert.Equal(t, mc.Epochs, re.Epochs)
+	require.ErrorIs(t, s.Status().LastErr, replication.ErrResyncNeeded)
+	assert.Equal(t, re.End, rl.MaxOffset(), "the replica appended nothing")
+	require.NoError(t, s.Close())
+	require.NoError(t, rl.Close())
+
+	_, err = commitlog.ResetTo(t.Context(), commitlog.Config{Dir: rdir, SegmentBytes: seg, Logger: testLogger(t)}, re.From, "resync")
+	require.NoError(t, err)
+	require.NoError(t, ef.TruncateAfter(0))
+	require.NoError(t, ef.Append(1, 0)) // the master's entries up to From
+	rl = openLog(t, rdir, seg, commitlog.AsyncFlush)
+	startSlave(t, sc, rl)
+	waitCaughtUp(t, ml, rl)
+	requireSameBytes(t, ml, rl)
+	assert.Equal(t, mc.Epochs, ef.Entries(), "the replica recorded epoch 2 from its frames")
 }

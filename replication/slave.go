@@ -215,6 +215,9 @@ func (s *Slave) handshake(conn net.Conn, end int64) (Welcome, error) {
 		return Welcome{}, fmt.Errorf("replication: send hello: %w", err)
 	}
 	w, err := ReadWelcome(conn)
+	if err == nil && w.Version == Version && end < w.Start { // nothing of the log is kept: no history to compare
+		return Welcome{}, &stopError{&ResyncNeededError{From: w.Start, End: end, Epochs: w.Epochs}}
+	}
 	if err == nil && w.Version == Version && s.cfg.Epochs != nil {
 		if err := s.checkHistory(w, end); err != nil {
 			return Welcome{}, err

@@ -92,6 +92,10 @@ type Welcome struct {
 	// which a slave compares with its own before it appends anything. It
 	// is on the wire in a welcome of this Version only: nil in another's.
 	Epochs []epoch.Entry
+	// Start is the master's log's first offset (retention deleted what
+	// lay below): a replica whose log ends below it resyncs from there.
+	// After the epoch list, in a welcome of this Version only.
+	Start int64
 }
 
 // FrameHeader is the fixed part of a frame.
@@ -166,8 +170,25 @@ func AppendWelcome(b []byte, w Welcome) []byte {
 	b = append(b, reason...)
 	if w.Version == Version {
 		b = epoch.AppendWire(b, w.Epochs)
+		b = binary.BigEndian.AppendUint64(b, uint64(w.Start))
 	}
 	return b
+}
+
+// readStart reads a welcome's Start, after its epoch list, and checks it.
+func readStart(r io.Reader, w *Welcome) error {
+	var b [8]byte
+	if _, err := io.ReadFull(r, b[:]); err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return fmt.Errorf("%w: welcome without the master's first offset: %w", ErrProtocol, err)
+		}
+		return fmt.Errorf("replication: read welcome's first offset: %w", err)
+	}
+	w.Start = int64(binary.BigEndian.Uint64(b[:]))
+	if w.Start < 0 || w.Reason == "" && w.Start > w.End {
+		return fmt.Errorf("%w: welcome's first offset %d outside the master's log [0, %d]", ErrProtocol, w.Start, w.End)
+	}
+	return nil
 }
 
 // decodeWelcomeHeader decodes the fixed part of a welcome and returns the
@@ -226,8 +247,11 @@ func DecodeWelcome(b []byte) (Welcome, error) {
 	if w.Epochs, err = readEpochs(r); err != nil {
 		return Welcome{}, err
 	}
+	if err := readStart(r, &w); err != nil {
+		return Welcome{}, err
+	}
 	if r.Len() > 0 {
-		return Welcome{}, fmt.Errorf("%w: %d bytes after the welcome's epoch list", ErrProtocol, r.Len())
+		return Welcome{}, fmt.Errorf("%w: %d bytes after the welcome's first offset", ErrProtocol, r.Len())
 	}
 	return w, nil
 }
@@ -261,6 +285,9 @@ func ReadWelcome(r io.Reader) (Welcome, error) {
 	w.Reason = string(b[WelcomeHeaderSize : WelcomeHeaderSize+n])
 	if w.Version == Version {
 		if w.Epochs, err = readEpochs(r); err != nil {
+			return Welcome{}, err
+		}
+		if err := readStart(r, &w); err != nil {
 			return Welcome{}, err
 		}
 	}

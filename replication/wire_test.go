@@ -27,14 +27,14 @@ func TestWireRoundTrips(t *testing.T) {
 	for _, w := range []replication.Welcome{
 		{Version: replication.Version, SegmentBytes: 1 << 30, End: 99, Epoch: 4},
 		{Version: replication.Version, SegmentBytes: 1 << 30, End: 99, Epoch: 4, Reason: "no"},
-		{Version: replication.Version, SegmentBytes: 1 << 30, End: 8192, Epoch: 4, Epochs: three},
+		{Version: replication.Version, SegmentBytes: 1 << 30, End: 8192, Epoch: 4, Epochs: three, Start: 4096},
 		{Version: replication.Version, SegmentBytes: 1 << 30, End: 8192, Epoch: 4, Reason: "beyond", Epochs: three},
 		{Version: 1, SegmentBytes: 1 << 30, End: 99, Epoch: 4, Reason: "version 1 has no list"},
 	} {
 		b := replication.AppendWelcome(nil, w)
 		size := replication.WelcomeHeaderSize + len(w.Reason)
 		if w.Version == replication.Version {
-			size += 4 + 12*len(w.Epochs)
+			size += 4 + 12*len(w.Epochs) + 8
 		}
 		require.Len(t, b, size)
 		got, err := replication.ReadWelcome(bytes.NewReader(b))
@@ -111,7 +111,15 @@ func TestWireRefusesMalformed(t *testing.T) {
 			_, err := replication.DecodeWelcome(withList(2, epoch.Entry{Epoch: 2}, epoch.Entry{Epoch: 1, StartOffset: 10}))
 			return err
 		}, "epoch 1 is not greater than the previous entry's 2"},
-		{"welcome: bytes after the epoch list", func() error { _, err := replication.DecodeWelcome(append(withList(0), 7)); return err }, "1 bytes after the welcome's epoch list"},
+		{"welcome: no first offset", func() error { _, err := replication.DecodeWelcome(append(withList(0), 7)); return err }, "welcome without the master's first offset"},
+		{"welcome: first offset past the end", func() error {
+			_, err := replication.DecodeWelcome(binary.BigEndian.AppendUint64(withList(0), 1<<40))
+			return err
+		}, "first offset 1099511627776 outside the master's log"},
+		{"welcome: bytes after the first offset", func() error {
+			_, err := replication.DecodeWelcome(append(binary.BigEndian.AppendUint64(withList(0), 0), 7))
+			return err
+		}, "1 bytes after the welcome's first offset"},
 		{"frame: type", func() error {
 			_, err := replication.DecodeFrameHeader(frame(replication.FrameHeader{Type: 0}), 10)
 			return err

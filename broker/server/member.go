@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gantrymq/gantry/broker"
+	"github.com/gantrymq/gantry/commitlog"
 	"github.com/gantrymq/gantry/replication"
 	"github.com/gantrymq/gantry/replication/controller"
 	"github.com/gantrymq/gantry/replication/epoch"
@@ -371,16 +372,21 @@ func (m *Member) becomeSlave(ctx context.Context, addr string, ep int32) {
 	}
 }
 
-// rejoin truncates a slave's log that holds more than the history it
-// shares with its master (the slave stopped for it), then follows again.
+// rejoin cuts a slave's log that holds more than the history it shares
+// with its master (truncated to the common point), or that ends below the
+// master's first offset (emptied to start there), after the slave stopped
+// for it, then follows again. Either cut is recorded in truncations.log.
 func (m *Member) rejoin(ctx context.Context, addr string) {
 	srv := m.Server()
 	st, ok := srv.SlaveStatus()
 	if !ok || !st.Stopped {
 		return
 	}
-	var te *replication.TruncateNeededError
-	if !errors.As(st.LastErr, &te) {
+	var (
+		te *replication.TruncateNeededError
+		re *replication.ResyncNeededError
+	)
+	if !errors.As(st.LastErr, &te) && !errors.As(st.LastErr, &re) {
 		m.log.Error("replication stopped", "err", st.LastErr)
 		return
 	}
@@ -388,21 +394,48 @@ func (m *Member) rejoin(ctx context.Context, addr string) {
 	m.srv = nil
 	m.mu.Unlock()
 	if err := srv.Close(ctx); err != nil {
-		m.log.Warn("close before truncation", "err", err)
+		m.log.Warn("close before cutting the log", "err", err)
 	}
-	reason := fmt.Sprintf("rejoining group %s as broker %d: the master (epoch %d) shares the log up to %d", m.bc.BrokerName, m.bc.BrokerID, m.Epoch(), te.To)
-	rep, err := broker.TruncateLog(ctx, m.roleConfig(false, addr).Broker, te.To, reason)
-	if err == nil {
-		err = m.epochs.TruncateAfter(te.To)
+	bc := m.roleConfig(false, addr).Broker
+	var err error
+	if te != nil {
+		reason := fmt.Sprintf("rejoining group %s as broker %d: the master (epoch %d) shares the log up to %d", m.bc.BrokerName, m.bc.BrokerID, m.Epoch(), te.To)
+		var rep commitlog.TruncateReport
+		if rep, err = broker.TruncateLog(ctx, bc, te.To, reason); err == nil {
+			err = m.epochs.TruncateAfter(te.To)
+			m.log.Warn("log truncated to rejoin the master (recorded in truncations.log)", "to", te.To, "bytes", rep.Bytes, "records", rep.Records)
+		}
+	} else {
+		reason := fmt.Sprintf("rejoining group %s as broker %d: the log ends at %d, below the master's first offset %d", m.bc.BrokerName, m.bc.BrokerID, re.End, re.From)
+		var rep commitlog.TruncateReport
+		if rep, err = broker.ResetLog(ctx, bc, re.From, reason); err == nil {
+			err = m.resetEpochs(re)
+			m.log.Warn("log emptied to copy the master's from its first offset (recorded in truncations.log)", "from", re.From, "records", rep.Records)
+		}
 	}
 	if err != nil {
-		m.log.Error("cannot truncate the log to rejoin the master", "to", te.To, "err", err)
-	} else {
-		m.log.Warn("log truncated to rejoin the master (recorded in truncations.log)", "to", te.To, "bytes", rep.Bytes, "records", rep.Records)
+		m.log.Error("cannot cut the log to rejoin the master", "err", err)
 	}
 	if err := m.restart(ctx, false, addr); err != nil {
 		m.log.Error("cannot start as slave", "err", err)
 	}
+}
+
+// resetEpochs makes the epoch file the master's entries that start at or
+// below the replica's new first offset: the history its log starts in.
+func (m *Member) resetEpochs(re *replication.ResyncNeededError) error {
+	if err := m.epochs.TruncateAfter(0); err != nil {
+		return err
+	}
+	for _, e := range re.Epochs {
+		if e.StartOffset > re.From {
+			break
+		}
+		if err := m.epochs.Append(e.Epoch, e.StartOffset); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // tendInSync keeps the controller's in-sync set to the slaves that keep

@@ -18,6 +18,7 @@ import (
 
 	"github.com/gantrymq/gantry/broker"
 	"github.com/gantrymq/gantry/broker/server"
+	"github.com/gantrymq/gantry/broker/store"
 	"github.com/gantrymq/gantry/message"
 	"github.com/gantrymq/gantry/replication/controller"
 	"github.com/gantrymq/gantry/replication/epoch"
@@ -192,7 +193,7 @@ func (g *group) sameLogs(master, id int) {
 	}, failoverWait, 10*time.Millisecond, "broker %d never caught up with %d", id, master)
 	a, b := g.ms[master-1].Server().Broker().ReplicaLog(), g.ms[id-1].Server().Broker().ReplicaLog()
 	end, seg := a.MaxOffset(), a.SegmentBytes()
-	for off := int64(0); off < end; {
+	for off := b.MinOffset(); off < end; {
 		n := min(end-off, seg-off%seg)
 		ra, err := a.Read(off, int(n))
 		require.NoError(g.t, err)
@@ -284,4 +285,88 @@ func TestMemberRejoinTruncatesTheOldMastersSuffix(t *testing.T) {
 	assert.Equal(t, 1, strings.Count(strings.TrimSpace(string(rec)), "\n")+1, "one truncation: %s", rec)
 	ents := g.ms[m1-1].Epochs()
 	assert.Equal(t, []epoch.Entry{{Epoch: 1, StartOffset: 0}, {Epoch: 2, StartOffset: ents[1].StartOffset}}, ents)
+}
+
+// A slave whose disk was emptied while the master's retention deleted its
+// first segments copies the master's log from the master's first offset:
+// its queues answer at the master's queue offsets.
+func TestMemberResyncsFromTheMastersFirstSegment(t *testing.T) {
+	ctl := startController(t, false)
+	g := &group{t: t}
+	hours := make([]string, 24)
+	for i := range hours {
+		hours[i] = fmt.Sprintf("%02d", i)
+	}
+	for id := 1; id <= 2; id++ {
+		cfg := memberConfig(t, ctl, filepath.Join(t.TempDir(), "store"), int64(id), broker.AsyncMaster)
+		cfg.Broker.MappedFileSizeCommitLog = 64 << 10
+		cfg.Broker.StoreOverride = func(sc *store.Config) { // every sealed segment is expired, at any hour
+			sc.Log.FileReservedTime, sc.Log.DeleteWhen = time.Nanosecond, strings.Join(hours, ";")
+		}
+		g.cfgs, g.ms = append(g.cfgs, cfg), append(g.ms, nil)
+		g.start(id)
+	}
+	t.Cleanup(func() {
+		for _, m := range g.ms {
+			if m != nil {
+				assert.NoError(t, m.Close(context.Background()))
+			}
+		}
+	})
+	m := g.master(1)
+	s := 3 - m
+	require.NoError(t, g.ms[m-1].Server().Broker().CreateOrUpdateTopic(broker.TopicConfig{TopicName: "T", ReadQueueNums: 2, WriteQueueNums: 2, Perm: 6}))
+	g.waitTopic(s)
+	require.NoError(t, g.ms[s-1].Close(t.Context()))
+	g.ms[s-1] = nil
+	require.NoError(t, os.RemoveAll(g.cfgs[s-1].Broker.StorePathRootDir)) // an empty disk
+
+	mb := g.ms[m-1].Server().Broker()
+	big := make([]byte, 1000)
+	for i := range 400 { // about 6 segments
+		_, err := mb.Send(t.Context(), "T", []*message.Message{{Topic: "T", QueueID: int32(i % 2), Body: append(body(i), big...)}})
+		require.NoError(t, err)
+	}
+	require.Eventually(t, func() bool {
+		_, err := mb.ReplicaLog().Clean()
+		require.NoError(t, err)
+		return mb.ReplicaLog().MinOffset() > 0
+	}, failoverWait, 10*time.Millisecond, "retention deleted the master's first segments")
+	from := mb.ReplicaLog().MinOffset()
+	for i := 400; i < 500; i++ { // every queue has messages past the deleted ones
+		_, err := mb.Send(t.Context(), "T", []*message.Message{{Topic: "T", QueueID: int32(i % 2), Body: append(body(i), big...)}})
+		require.NoError(t, err)
+	}
+
+	g.start(s)
+	g.sameLogs(m, s)
+	sb := g.ms[s-1].Server().Broker()
+	assert.Equal(t, from, sb.ReplicaLog().MinOffset(), "the slave's log starts where the master's does")
+	one := func(b *broker.Broker, q int32, off int64) (broker.PullResult, []byte) {
+		res, err := b.Pull(t.Context(), broker.PullRequest{Topic: "T", QueueID: q, Offset: off, MaxMsgs: 1})
+		require.NoError(t, err)
+		defer res.Release()
+		if len(res.Records) == 0 {
+			return res, nil
+		}
+		return res, bytes.Clone(res.Records[0].B)
+	}
+	for q := range int32(2) {
+		mres, _ := one(mb, q, 0)
+		var first broker.PullResult
+		require.Eventually(t, func() bool {
+			first, _ = one(sb, q, 0)
+			return first.MaxOffset == mres.MaxOffset
+		}, failoverWait, 10*time.Millisecond, "queue %d ends where the master's does", q)
+		require.Positive(t, first.MinOffset, "queue %d starts past the messages the master no longer has", q)
+		for _, off := range []int64{first.MinOffset, first.MaxOffset - 1} {
+			_, want := one(mb, q, off)
+			_, got := one(sb, q, off)
+			require.NotNil(t, got, "queue %d offset %d", q, off)
+			assert.Equal(t, want, got, "queue %d offset %d: the master's message", q, off)
+		}
+	}
+	rec, err := os.ReadFile(filepath.Join(g.cfgs[s-1].Broker.StorePathRootDir, "truncations.log"))
+	require.NoError(t, err)
+	assert.Contains(t, string(rec), "below the master's first offset")
 }
