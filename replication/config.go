@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"time"
 
 	"github.com/gantrymq/gantry/replication/epoch"
@@ -26,6 +27,9 @@ const (
 type MasterConfig struct {
 	// Addr is the TCP address to listen on. Default DefaultAddr.
 	Addr string
+	// Listener, when set, is accepted on instead of listening on Addr;
+	// Close closes it.
+	Listener net.Listener
 	// Epochs is the master's epoch list, oldest first (its epoch file's
 	// Entries, the current epoch last, starting at or below the log's
 	// end). The welcome carries it and each data frame is labelled with

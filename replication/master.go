@@ -84,9 +84,12 @@ func NewMaster(cfg MasterConfig, src Source) (*Master, error) {
 			return nil, fmt.Errorf("replication: the master's current epoch (%v) starts beyond its log's end %d", last, end)
 		}
 	}
-	ln, err := net.Listen("tcp", cfg.Addr)
-	if err != nil {
-		return nil, fmt.Errorf("replication: listen on %s: %w", cfg.Addr, err)
+	ln := cfg.Listener
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", cfg.Addr); err != nil {
+			return nil, fmt.Errorf("replication: listen on %s: %w", cfg.Addr, err)
+		}
 	}
 	m := &Master{
 		cfg:     cfg,

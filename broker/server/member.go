@@ -43,8 +43,9 @@ const EpochFile = "epochFileCheckpoint"
 // A change of role restarts the Server on the same addresses and store:
 // clients reconnect, as they do to any broker restart.
 type Member struct {
-	cfg    Config // addresses pinned: every Server listens where the first did
+	cfg    Config // without listeners: each Server gets lis, kept
 	bc     broker.Config
+	lis    []*net.TCPListener // gRPC, HTTP, remoting, HA
 	haAddr string
 	ctl    *controller.Client
 	epochs *epoch.File
@@ -77,22 +78,30 @@ func StartMember(ctx context.Context, cfg Config) (*Member, error) {
 		return nil, errors.New("broker: a Member needs enableControllerMode=true and controllerAddr")
 	}
 	bc = bc.WithDefaults()
-	haAddr, err := pinAddrs(&cfg, &bc)
+	lis, haAddr, err := listenAll(cfg, &bc)
 	if err != nil {
 		return nil, err
+	}
+	cfg.GRPCListener, cfg.HTTPListener, cfg.RemotingListener, cfg.HAListener = nil, nil, nil, nil
+	closeLis := func() {
+		for _, l := range lis {
+			l.Close()
+		}
 	}
 	if cfg.HAAdvertiseAddr != "" {
 		haAddr = cfg.HAAdvertiseAddr
 	}
 	epochs, err := epoch.Open(bc.StoreConfig().FS, filepath.Join(bc.StorePathRootDir, EpochFile))
 	if err != nil {
+		closeLis()
 		return nil, fmt.Errorf("broker: epoch file: %w", err)
 	}
 	ctl, err := controller.NewClient(controller.ClientConfig{Addrs: bc.ControllerAddr, AttemptTimeout: bc.MasterLease / 2})
 	if err != nil {
+		closeLis()
 		return nil, err
 	}
-	m := &Member{cfg: cfg, bc: bc, haAddr: haAddr, ctl: ctl, epochs: epochs, done: make(chan struct{}),
+	m := &Member{cfg: cfg, bc: bc, lis: lis, haAddr: haAddr, ctl: ctl, epochs: epochs, done: make(chan struct{}),
 		log: bc.Logger.With("component", "member", "group", bc.BrokerName, "broker", bc.BrokerID)}
 	if last, ok := epochs.Last(); ok {
 		m.epoch = last.Epoch
@@ -100,6 +109,7 @@ func StartMember(ctx context.Context, cfg Config) (*Member, error) {
 	m.inSync.Store(&[]int64{})
 	if err := m.restart(ctx, false, ""); err != nil {
 		_ = ctl.Close()
+		closeLis()
 		return nil, err
 	}
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
@@ -111,69 +121,51 @@ func StartMember(ctx context.Context, cfg Config) (*Member, error) {
 	return m, nil
 }
 
-// pinAddrs fixes the addresses every Server of the member listens on: the
-// given listeners' (closed here) or the configured ones, a port 0 replaced
-// by a port free now. The HA port is haListenPort, else listenPort+1, else
-// (an ephemeral listenPort, as in tests) a free one. It returns the HA
-// address registered with the controller.
-func pinAddrs(cfg *Config, bc *broker.Config) (string, error) {
-	lis := []net.Listener{cfg.GRPCListener, cfg.HTTPListener, cfg.RemotingListener}
+// listenAll returns the listeners every Server of the member accepts on:
+// gRPC, HTTP, remoting and HA, the given ones or new ones on the
+// configured addresses. The HA port is haListenPort, else listenPort+1,
+// else (an ephemeral listenPort, as in tests) an ephemeral one. It sets
+// bc's listen settings to what they got and returns the HA address
+// registered with the controller.
+func listenAll(cfg Config, bc *broker.Config) ([]*net.TCPListener, string, error) {
+	given := []net.Listener{cfg.GRPCListener, cfg.HTTPListener, cfg.RemotingListener, cfg.HAListener}
 	g, h, r := bc.ListenAddrs()
-	addrs := []string{g, h, r}
-	for i, l := range lis {
-		if l != nil {
-			addrs[i] = l.Addr().String()
+	addrs := []string{g, h, r, ""}
+	ephemeral := cfg.Broker.ListenPort == 0 && given[2] != nil // bc has the defaults
+	out := make([]*net.TCPListener, 0, len(given))
+	fail := func(err error) ([]*net.TCPListener, string, error) {
+		for _, l := range out {
+			l.Close()
 		}
+		closeAll(given[len(out):])
+		return nil, "", err
 	}
-	closeAll(lis)
-	cfg.GRPCListener, cfg.HTTPListener, cfg.RemotingListener = nil, nil, nil
-	_, rport, _ := net.SplitHostPort(addrs[2])
-	ephemeral := rport == "0" || lis[2] != nil && bc.ListenPort == 0
-	for i, a := range addrs {
-		p, err := freeIfZero(a)
-		if err != nil {
-			return "", err
+	for i, l := range given {
+		if l == nil {
+			addr := addrs[i]
+			if i == 3 {
+				host, _, _ := net.SplitHostPort(out[2].Addr().String())
+				port := bc.HAListenPort
+				if port == 0 && !ephemeral {
+					port = out[2].Addr().(*net.TCPAddr).Port + 1
+				}
+				addr = net.JoinHostPort(host, strconv.Itoa(port))
+			}
+			var err error
+			if l, err = net.Listen("tcp", addr); err != nil {
+				return fail(fmt.Errorf("broker listen on %s: %w", addr, err))
+			}
 		}
-		addrs[i] = p
-	}
-	host, port, err := net.SplitHostPort(addrs[2])
-	if err != nil {
-		return "", err
-	}
-	bc.GRPCListenAddr, bc.HTTPListenAddr, bc.BindAddress = addrs[0], addrs[1], host
-	if bc.ListenPort, err = strconv.Atoi(port); err != nil {
-		return "", err
-	}
-	ha := net.JoinHostPort(host, strconv.Itoa(bc.HAListenPort))
-	switch {
-	case bc.HAListenPort != 0:
-	case ephemeral:
-		if ha, err = freeIfZero(net.JoinHostPort(host, "0")); err != nil {
-			return "", err
+		tcp, ok := l.(*net.TCPListener)
+		if !ok {
+			l.Close()
+			return fail(fmt.Errorf("broker: a Member needs TCP listeners, got %T", l))
 		}
-	default:
-		ha = net.JoinHostPort(host, strconv.Itoa(bc.ListenPort+1))
+		out = append(out, tcp)
 	}
-	tcp, err := net.ResolveTCPAddr("tcp", ha)
-	if err != nil {
-		return "", err
-	}
-	bc.HAListenPort = tcp.Port
-	return advertised(tcp, bc.BrokerIP1), nil
-}
-
-// freeIfZero returns addr, or with port 0 the address of a port free now.
-func freeIfZero(addr string) (string, error) {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil || port != "0" {
-		return addr, err
-	}
-	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		return "", fmt.Errorf("broker: pick a port on %s: %w", host, err)
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
+	ra, ha := out[2].Addr().(*net.TCPAddr), out[3].Addr().(*net.TCPAddr)
+	bc.ListenPort, bc.HAListenPort = ra.Port, ha.Port
+	return out, advertised(ha, bc.BrokerIP1), nil
 }
 
 // Server returns the broker's current Server, nil while it restarts for a
@@ -225,6 +217,9 @@ func (m *Member) shut(end func(*Server) error) error {
 		err = end(m.srv)
 		m.srv = nil
 	}
+	for _, l := range m.lis {
+		l.Close()
+	}
 	return errors.Join(err, m.ctl.Close())
 }
 
@@ -232,6 +227,7 @@ func (m *Member) shut(end func(*Server) error) error {
 func (m *Member) run(ctx context.Context) {
 	registered := false
 	for {
+		m.ensureServer(ctx)
 		if !registered {
 			registered = m.register(ctx)
 		}
@@ -396,7 +392,7 @@ func (m *Member) rejoin(ctx context.Context, addr string) {
 	if err := srv.Close(ctx); err != nil {
 		m.log.Warn("close before cutting the log", "err", err)
 	}
-	bc := m.roleConfig(false, addr).Broker
+	bc := m.roleBroker(false, addr)
 	var err error
 	if te != nil {
 		reason := fmt.Sprintf("rejoining group %s as broker %d: the master (epoch %d) shares the log up to %d", m.bc.BrokerName, m.bc.BrokerID, m.Epoch(), te.To)
@@ -484,6 +480,20 @@ func (m *Member) growing() bool {
 	return len(srv.Slaves()) > len(*m.inSync.Load())
 }
 
+// ensureServer starts the Server again in the broker's role after a start
+// failed (a port or the disk briefly unavailable).
+func (m *Member) ensureServer(ctx context.Context) {
+	m.mu.Lock()
+	missing, master, follow := m.srv == nil && !m.closed, m.master, m.follow
+	m.mu.Unlock()
+	if !missing {
+		return
+	}
+	if err := m.restart(ctx, master, follow); err != nil {
+		m.log.Error("cannot start the broker; retrying at the next heartbeat", "master", master, "err", err)
+	}
+}
+
 func (m *Member) setRole(master bool, follow string, ep int32) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -517,22 +527,29 @@ func (m *Member) restart(ctx context.Context, master bool, follow string) error 
 	return nil
 }
 
-// roleConfig is the Server configuration of the role: a master registers
-// as brokerId 0 and takes writes under the lease, a slave as its own id.
+// roleConfig is the Server configuration of the role, on the member's
+// listeners.
 func (m *Member) roleConfig(master bool, follow string) Config {
 	c := m.cfg
+	c.Broker, c.Epochs = m.roleBroker(master, follow), m.epochs
+	if master && c.Broker.BrokerRole == broker.SyncMaster {
+		c.WaitFor = func() []int64 { return *m.inSync.Load() }
+	}
+	c.GRPCListener, c.HTTPListener, c.RemotingListener, c.HAListener = keep(m.lis[0]), keep(m.lis[1]), keep(m.lis[2]), keep(m.lis[3])
+	return c
+}
+
+// roleBroker is the broker configuration of the role: a master registers
+// as brokerId 0 and takes writes under the lease, a slave as its own id.
+func (m *Member) roleBroker(master bool, follow string) broker.Config {
 	bc := m.bc
 	bc.EnableControllerMode = false
 	if master {
 		bc.BrokerID, bc.Lease = 0, &m.lease
-		if bc.BrokerRole == broker.SyncMaster {
-			c.WaitFor = func() []int64 { return *m.inSync.Load() }
-		}
 	} else {
 		bc.BrokerRole, bc.HAMasterAddress, bc.Lease = broker.Slave, follow, nil
 	}
-	c.Broker, c.Epochs = bc, m.epochs
-	return c
+	return bc
 }
 
 // others returns ids less id, sorted.

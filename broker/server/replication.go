@@ -94,7 +94,7 @@ func (s *Server) startReplication(cfg Config) error {
 		}
 		return nil
 	}
-	mc := replication.MasterConfig{Addr: haListenAddr(cfg), Meta: s.b, Logger: c.Logger}
+	mc := replication.MasterConfig{Addr: haListenAddr(cfg), Listener: cfg.HAListener, Meta: s.b, Logger: c.Logger}
 	if cfg.Epochs != nil {
 		mc.Epochs = cfg.Epochs.Entries()
 	}

@@ -53,6 +53,10 @@ type Config struct {
 	// an ack (the controller's in-sync set less the master; Member sets
 	// it), instead of any inSyncReplicas-1 connected slaves.
 	WaitFor func() []int64
+	// HAListener, if set, is where a master serves its log to its slaves
+	// instead of listening on haListenPort (Member lends its listener to
+	// each Server it runs). Close closes it.
+	HAListener net.Listener
 	// HAAdvertiseAddr is the HA address a Member registers with the
 	// controller, where its slaves dial it as master, when that is not its
 	// HA listener's (a proxy or NAT in front). Default the listener's.
