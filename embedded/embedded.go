@@ -10,6 +10,10 @@
 // Both also speak RocketMQ's remoting protocol, so the official Apache
 // RocketMQ clients work against the cluster too: give them
 // NameServerRemotingAddr as their nameserver.
+//
+// Options.Slaves adds slaves to the broker, a master for good;
+// Options.Replicas runs a broker group whose master a controller elects
+// instead, for failover tests (KillMember, WaitMaster).
 package embedded
 
 import (
