@@ -10,6 +10,10 @@
 // Both also speak RocketMQ's remoting protocol, so the official Apache
 // RocketMQ clients work against the cluster too: give them
 // NameServerRemotingAddr as their nameserver.
+//
+// Options.Slaves adds slaves to the broker, a master for good;
+// Options.Replicas runs a broker group whose master a controller elects
+// instead, for failover tests (KillMember, WaitMaster).
 package embedded
 
 import (
@@ -28,6 +32,7 @@ import (
 	"github.com/gantrymq/gantry/broker/remotingapi"
 	"github.com/gantrymq/gantry/broker/server"
 	"github.com/gantrymq/gantry/nameserver"
+	"github.com/gantrymq/gantry/replication/controller"
 )
 
 // Options configures Start. The zero value is ready to use: a temporary
@@ -64,6 +69,25 @@ type Options struct {
 	// Slave, if set, adjusts each slave's configuration (after Broker)
 	// before it starts; id is its brokerId.
 	Slave func(id int64, c *broker.Config)
+	// Replicas, when above 0, runs the broker group in controller mode
+	// instead (docs/REPLICATION.md): a one-member controller
+	// (replication/controller, its raft data under Dir/controller) and
+	// Replicas brokers of one brokerName, brokerId 1..Replicas, each a
+	// broker/server Member with enableControllerMode and its store under
+	// Dir/broker-<id>. The controller elects the master and elects another
+	// when it stops heartbeating; brokerRole (Broker sets it; ASYNC_MASTER
+	// by default) is only how a master acknowledges. Broker 1 listens on
+	// BrokerListen, HTTPListen and BrokerRemotingListen, the others on
+	// loopback ports chosen at Start; each keeps its ports across restarts.
+	// Start returns once the master takes writes (WaitMaster). Slaves must
+	// be 0. Default 0: a single broker (and Slaves).
+	Replicas int
+	// ControllerListen and ControllerRaftListen are the controller's gRPC
+	// and raft listen addresses with Replicas. Default 127.0.0.1:0 each.
+	ControllerListen, ControllerRaftListen string
+	// Controller, if set, adjusts the controller's configuration (its
+	// timeouts, UncleanElection) before it starts.
+	Controller func(*controller.Config)
 	// Logger receives both components' logs. Default: discard.
 	Logger *slog.Logger
 }
@@ -88,6 +112,8 @@ type Cluster struct {
 	grpcListen, httpListen, remotingListen string
 	haPort                                 int // the master's HA port, kept across restarts
 	slaves                                 []*slaveNode
+	members                                []*memberNode // controller mode
+	ctl                                    *controllerNode
 }
 
 // slaveNode is one slave of the broker group.
@@ -118,6 +144,12 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	}
 	c.grpcListen, c.httpListen = orDefault(opts.BrokerListen, "127.0.0.1:0"), orDefault(opts.HTTPListen, "127.0.0.1:0")
 	c.remotingListen = orDefault(opts.BrokerRemotingListen, "127.0.0.1:0")
+	if opts.Replicas > 0 {
+		if err := c.startGroup(ctx); err != nil {
+			return nil, errors.Join(err, c.Close(context.Background()))
+		}
+		return c, nil
+	}
 	if err := c.StartBroker(ctx); err != nil {
 		return nil, errors.Join(err, c.Close(context.Background()))
 	}
@@ -175,6 +207,9 @@ func (c *Cluster) cleanup(err error) error {
 // StartBroker starts the broker (after StopBroker), on the same store and
 // addresses.
 func (c *Cluster) StartBroker(ctx context.Context) error {
+	if c.opts.Replicas > 0 {
+		return errControllerMode
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.broker != nil {
@@ -205,6 +240,9 @@ func (c *Cluster) brokerConfig(root string) broker.Config {
 		StorePathRootDir:      root,
 		AutoCreateTopicEnable: !c.opts.NoAutoCreateTopics,
 		Logger:                c.log,
+	}
+	if c.opts.Replicas > 0 {
+		memberDefaults(&bc)
 	}
 	if c.opts.Broker != nil {
 		c.opts.Broker(&bc)
@@ -306,8 +344,12 @@ func (c *Cluster) SlaveServer(id int64) *server.Server {
 }
 
 // Server returns the running master's server (its HA address and slaves),
-// nil while it is stopped.
+// nil while it is stopped; in controller mode, the server of the broker
+// the controller made master, nil while none serves.
 func (c *Cluster) Server() *server.Server {
+	if c.opts.Replicas > 0 {
+		return c.masterServer()
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.broker
@@ -337,6 +379,9 @@ func (c *Cluster) waitRegistered(ctx context.Context, addr string) error {
 
 // StopBroker shuts the broker down gracefully (unregister, drain, flush).
 func (c *Cluster) StopBroker(ctx context.Context) error {
+	if c.opts.Replicas > 0 {
+		return errControllerMode
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.broker == nil {
@@ -351,6 +396,9 @@ func (c *Cluster) StopBroker(ctx context.Context) error {
 // clients: no unregistration, connections cut (the store is still closed
 // cleanly).
 func (c *Cluster) KillBroker() error {
+	if c.opts.Replicas > 0 {
+		return errControllerMode
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.broker == nil {
@@ -395,21 +443,33 @@ func (c *Cluster) NameServerRemotingAddr() string { return c.nsRemotingAddr }
 // listenPort: the port it registers with the nameserver and stores in
 // every record and offset message id). Like BrokerAddr, it is the listen
 // address, its port chosen at the first start and kept across restarts.
+// In controller mode it is the current master's ("" while none serves).
 func (c *Cluster) BrokerRemotingAddr() string {
+	if c.opts.Replicas > 0 {
+		return addrOf(c.masterServer(), (*server.Server).RemotingAddr)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.remotingListen
 }
 
-// BrokerAddr is the broker's gRPC address.
+// BrokerAddr is the broker's gRPC address; in controller mode the current
+// master's ("" while none serves).
 func (c *Cluster) BrokerAddr() string {
+	if c.opts.Replicas > 0 {
+		return addrOf(c.masterServer(), (*server.Server).GRPCAddr)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.grpcListen
 }
 
-// HTTPAddr is the broker's metrics and health address.
+// HTTPAddr is the broker's metrics and health address; in controller mode
+// the current master's ("" while none serves).
 func (c *Cluster) HTTPAddr() string {
+	if c.opts.Replicas > 0 {
+		return addrOf(c.masterServer(), (*server.Server).HTTPAddr)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.httpListen
@@ -418,8 +478,15 @@ func (c *Cluster) HTTPAddr() string {
 // Dir is the data directory.
 func (c *Cluster) Dir() string { return c.dir }
 
-// Broker returns the running broker core, or nil while it is stopped.
+// Broker returns the running broker core, or nil while it is stopped; in
+// controller mode the current master's, nil while none serves.
 func (c *Cluster) Broker() *broker.Broker {
+	if c.opts.Replicas > 0 {
+		if s := c.masterServer(); s != nil {
+			return s.Broker()
+		}
+		return nil
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.broker == nil {
@@ -428,13 +495,26 @@ func (c *Cluster) Broker() *broker.Broker {
 	return c.broker.Broker()
 }
 
-// Close stops the broker and the nameserver and removes a temporary data
-// directory.
+// Close stops the brokers (and the controller) and the nameserver and
+// removes a temporary data directory.
 func (c *Cluster) Close(ctx context.Context) error {
 	var errs []error
 	for i := range c.slaves {
 		errs = append(errs, c.StopSlave(ctx, int64(i+1)))
 	}
-	err := errors.Join(append(errs, c.StopBroker(ctx), c.StopNameServer(ctx))...)
+	if c.opts.Replicas > 0 {
+		errs = append(errs, c.closeGroup(ctx))
+	} else {
+		errs = append(errs, c.StopBroker(ctx))
+	}
+	err := errors.Join(append(errs, c.StopNameServer(ctx))...)
 	return c.cleanup(err)
+}
+
+// addrOf is one of s's addresses, "" for a nil s.
+func addrOf(s *server.Server, addr func(*server.Server) string) string {
+	if s == nil {
+		return ""
+	}
+	return addr(s)
 }

@@ -27,6 +27,7 @@ func newDevCmd() *cobra.Command {
 		nsRemoting           string
 		brokerRemoting       string
 		httpListen           string
+		ctlListen, ctlRaft   string
 		flush                string
 		procs, replicas      int
 		verbose, pprof       bool
@@ -43,12 +44,15 @@ and either works for either. Go's profiles (/debug/pprof/) are served only
 with --pprof. Ctrl-C shuts both down cleanly (the broker unregisters,
 finishes requests in flight and flushes).
 
-With --replicas N (2 to 5) the broker is the master, brokerId 0 and
-SYNC_MASTER (inSyncReplicas 2), of a broker group of N: the other N-1 are
-SLAVEs (slaveReadEnable) on ports the system chooses, each with its store
-under --dir, replicating from the master (docs/REPLICATION.md). gantry admin
-haStatus shows each slave's lag. There is no failover: the brokers do not
-talk to a controller, and a stopped master stays stopped.`,
+With --replicas N (2 to 5) it runs a broker group of N in controller mode
+(docs/REPLICATION.md): a one-member controller (--controller-listen, the
+address gantry admin -a uses by default) and N brokers, ids 1 to N, each
+with its store under --dir, SYNC_MASTER (inSyncReplicas 2) and
+slaveReadEnable. The controller elects the master; the others replicate
+from it. Broker 1 listens on the broker flags' addresses, the others on
+ports the system chooses. Dev prints which broker is master, and how to
+watch the group (gantry admin haStatus, getSyncStateSet) and hand the
+master role to another broker (gantry admin electMaster).`,
 		Example: `  gantry dev
   gantry dev --replicas 3
   gantry admin updateTopic -t Orders
@@ -94,11 +98,11 @@ talk to a controller, and a stopped master stays stopped.`,
 			c, err := embedded.Start(cmd.Context(), devOptions(embedded.Options{
 				Dir: dir, NameServerListen: nsListen, BrokerListen: brokerList, HTTPListen: httpListen, Logger: logger,
 				NameServerRemotingListen: nsRemoting, BrokerRemotingListen: brokerRemoting,
+				ControllerListen: ctlListen, ControllerRaftListen: ctlRaft,
 			}, mode, pprof, replicas))
 			if err != nil {
 				return &exitError{code: exitUsage, err: err}
 			}
-			inSync := replicas == 1 || waitInSync(cmd.Context(), c, devSyncWait)
 			abs, _ := filepath.Abs(c.Dir())
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, `Gantry dev ready in %v
@@ -112,7 +116,7 @@ talk to a controller, and a stopped master stays stopped.`,
 `, time.Since(start).Round(time.Millisecond), c.NameServerAddr(), c.NameServerRemotingAddr(), c.BrokerAddr(),
 				c.BrokerRemotingAddr(), c.HTTPAddr(), pprofNote(pprof), abs, mode, cpus, runtime.NumCPU())
 			if replicas > 1 {
-				printDevGroup(out, c, replicas, inSync)
+				printDevGroup(out, c, replicas)
 			}
 			fmt.Fprint(out, `Each nameserver and broker port serves gRPC and RocketMQ remoting alike.
 Ctrl-C to stop.
@@ -129,8 +133,10 @@ Ctrl-C to stop.
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&dir, "dir", "./gantry-data", "data directory (the store is DIR/store, a slave's DIR/slave-ID/store)")
-	f.IntVar(&replicas, "replicas", 1, fmt.Sprintf("brokers in the broker group, 1 to %d: a SYNC_MASTER and replicas-1 slaves; 1: a single broker", maxDevReplicas))
+	f.StringVar(&dir, "dir", "./gantry-data", "data directory (the store is DIR/store; with --replicas, broker ID's is DIR/broker-ID/store and the controller's data DIR/controller)")
+	f.IntVar(&replicas, "replicas", 1, fmt.Sprintf("brokers in the broker group, 1 to %d: with 2 or more, a controller elects a SYNC_MASTER among them; 1: a single broker", maxDevReplicas))
+	f.StringVar(&ctlListen, "controller-listen", defaultController, "with --replicas: the controller's gRPC listen address (gantry admin -a)")
+	f.StringVar(&ctlRaft, "controller-raft-listen", "127.0.0.1:9878", "with --replicas: the controller's raft listen address")
 	f.StringVar(&nsListen, "namesrv-listen", "127.0.0.1:9877", "nameserver gRPC listen address")
 	f.StringVar(&brokerList, "broker-listen", "127.0.0.1:8081", "broker gRPC listen address")
 	f.StringVar(&nsRemoting, "namesrv-remoting-listen", "127.0.0.1:9876", "nameserver RocketMQ remoting listen address")
@@ -147,79 +153,71 @@ Ctrl-C to stop.
 const maxDevReplicas = 5
 
 // devOptions sets dev's brokers in o: the flush mode and profiles, and
-// with replicas > 1 a SYNC_MASTER (inSyncReplicas 2) and replicas-1 slaves
-// that serve reads.
+// with replicas > 1 a controller-mode group of replicas brokers, SYNC_MASTER
+// (inSyncReplicas 2), serving reads on slaves.
 func devOptions(o embedded.Options, mode commitlog.FlushMode, pprof bool, replicas int) embedded.Options {
 	o.Broker = func(bc *broker.Config) {
 		bc.FlushDiskType, bc.PprofEnable = mode, pprof
 		if replicas > 1 {
-			bc.BrokerRole, bc.InSyncReplicas = broker.SyncMaster, 2
+			bc.BrokerRole, bc.InSyncReplicas, bc.SlaveReadEnable = broker.SyncMaster, 2, true
 		}
 	}
-	o.Slaves = replicas - 1
-	o.Slave = func(_ int64, bc *broker.Config) { bc.SlaveReadEnable = true }
+	if replicas > 1 {
+		o.Replicas = replicas
+	}
 	return o
 }
 
-// printDevGroup prints the slaves' endpoints and the broker group.
-func printDevGroup(out io.Writer, c *embedded.Cluster, replicas int, inSync bool) {
-	m := c.Server()
-	ids := make([]string, 0, replicas-1)
-	for id := int64(1); id < int64(replicas); id++ {
-		s := c.SlaveServer(id)
+// printDevGroup prints the controller, each broker's endpoints, which one
+// is master and the admin verbs that show and change the group.
+func printDevGroup(out io.Writer, c *embedded.Cluster, replicas int) {
+	ctlData, _ := filepath.Abs(filepath.Join(c.Dir(), "controller"))
+	fmt.Fprintf(out, "  controller  %s   (gRPC: gantry admin -a)   raft %s   data %s\n", c.ControllerAddr(), c.ControllerRaftAddr(), ctlData)
+	var slaves []string
+	for id := int64(1); id <= int64(replicas); id++ {
+		m := c.Member(id)
+		if m == nil {
+			continue
+		}
+		s := m.Server()
 		if s == nil {
 			continue
 		}
 		store, _ := filepath.Abs(s.Broker().Config().StorePathRootDir)
-		fmt.Fprintf(out, "  slave %d     %s   (gRPC)   %s   (RocketMQ remoting)   metrics http://%s/metrics   store %s\n",
+		fmt.Fprintf(out, "  broker %d    %s   (gRPC)   %s   (RocketMQ remoting)   metrics http://%s/metrics   store %s\n",
 			id, s.GRPCAddr(), s.RemotingAddr(), s.HTTPAddr(), store)
-		ids = append(ids, strconv.FormatInt(id, 10))
+		if !m.IsMaster() {
+			slaves = append(slaves, strconv.FormatInt(id, 10))
+		}
 	}
-	bc := m.Broker().Config()
-	slaves := "slaves " + strings.Join(ids, ", ") + " (SLAVE, slaveReadEnable) replicate"
-	if len(ids) == 1 {
-		slaves = "slave " + ids[0] + " (SLAVE, slaveReadEnable) replicates"
+	id, ep := c.MasterID()
+	master := c.Member(id)
+	if id == 0 || master == nil || master.Server() == nil {
+		fmt.Fprintf(out, "Broker group: no master serves right now (an election?): gantry admin getSyncStateSet -a %s -b %s shows the controller's view.\n",
+			c.ControllerAddr(), broker.DefaultBrokerName)
+		return
 	}
-	fmt.Fprintf(out, `Broker group %s: the master is brokerId 0 at %s (%s, inSyncReplicas %d);
-  %s from its HA port %s.
+	s := master.Server()
+	bc := s.Broker().Config()
+	follow := "brokers " + strings.Join(slaves, ", ") + " (slaveReadEnable) replicate"
+	switch len(slaves) {
+	case 0:
+		follow = "no other broker serves to replicate"
+	case 1:
+		follow = "broker " + slaves[0] + " (slaveReadEnable) replicates"
+	}
+	other := "ID"
+	if len(slaves) > 0 {
+		other = slaves[0]
+	}
+	fmt.Fprintf(out, `Broker group %s in controller mode (%s, inSyncReplicas %d): the master is broker %d, epoch %d,
+  at %s (gRPC) and %s (RocketMQ remoting); %s from its HA port %s.
   gantry admin haStatus -b %s shows each slave's lag.
-  No failover: the brokers do not talk to a controller, so a stopped master stays stopped and no slave takes over.
-`, bc.BrokerName, c.BrokerAddr(), bc.BrokerRole, bc.InSyncReplicas, slaves, m.HAAddr(), c.BrokerAddr())
-	if !inSync {
-		fmt.Fprint(out, "  No slave is in sync yet (still catching up?): the master refuses sends until one is.\n")
-	}
-}
-
-// devSyncWait bounds how long dev waits for a slave to be in sync before
-// it says it is ready.
-const devSyncWait = 10 * time.Second
-
-// waitInSync waits, at most d, until the SYNC_MASTER has the slaves in
-// sync a send needs (inSyncReplicas-1), and reports whether it has: it
-// refuses sends until then. On loopback a slave connects within moments of
-// its start; one far behind counts once within haMaxGapNotInSync.
-func waitInSync(ctx context.Context, c *embedded.Cluster, d time.Duration) bool {
-	m := c.Server()
-	bc := m.Broker().Config()
-	need := bc.InSyncReplicas - 1
-	ctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
-	for {
-		end, n := m.Broker().ReplicaLog().MaxOffset(), 0
-		for _, s := range m.Slaves() {
-			if s.Connected && s.Acked >= end-bc.HAMaxGapNotInSync {
-				n++
-			}
-		}
-		if n >= need {
-			return true
-		}
-		select {
-		case <-ctx.Done():
-			return false
-		case <-time.After(time.Millisecond):
-		}
-	}
+  gantry admin getSyncStateSet -a %s -b %s shows the controller's master, epoch and in-sync set.
+  gantry admin electMaster -a %s -b %s -i %s makes in-sync broker %s the master; clients follow through the nameserver.
+  A master silent for %v (its controller heartbeats) is replaced by an in-sync broker.
+`, bc.BrokerName, bc.BrokerRole, bc.InSyncReplicas, id, ep, s.GRPCAddr(), s.RemotingAddr(), follow, s.HAAddr(), s.GRPCAddr(),
+		c.ControllerAddr(), bc.BrokerName, c.ControllerAddr(), bc.BrokerName, other, other, embedded.ControllerBrokerTimeout)
 }
 
 // pprofNote says where Go's profiles are, with --pprof.

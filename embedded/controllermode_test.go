@@ -1,0 +1,173 @@
+package embedded_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gantrymq/gantry/broker"
+	"github.com/gantrymq/gantry/broker/metadata"
+	"github.com/gantrymq/gantry/broker/server"
+	"github.com/gantrymq/gantry/client"
+	"github.com/gantrymq/gantry/embedded"
+	"github.com/gantrymq/gantry/replication/controller"
+)
+
+const failoverWait = 60 * time.Second
+
+// startControllerGroup starts a controller-mode group of n brokers acking
+// as role, serving reads on slaves.
+func startControllerGroup(t *testing.T, n int, role broker.BrokerRole) *embedded.Cluster {
+	t.Helper()
+	return startGroup(t, embedded.Options{
+		Replicas: n,
+		Broker: func(c *broker.Config) {
+			c.BrokerRole, c.SlaveReadEnable = role, true
+			c.MappedFileSizeCommitLog = 4 << 20
+			c.MaxHashSlotNum, c.MaxIndexNum = 1000, 4000
+			c.SlaveTimeout = 10 * time.Second // a busy machine must not time out a healthy slave
+		},
+	})
+}
+
+// controllerGroup asks the cluster's controller for the group.
+func controllerGroup(t *testing.T, c *embedded.Cluster) controller.GroupStatus {
+	t.Helper()
+	cl, err := controller.NewClient(controller.ClientConfig{Addrs: []string{c.ControllerAddr()}})
+	require.NoError(t, err)
+	defer cl.Close()
+	g, err := cl.GetSyncStateSet(t.Context(), broker.DefaultBrokerName)
+	require.NoError(t, err)
+	return g
+}
+
+// sendUntilAcked sends body through p until a send is acknowledged (the
+// group may be between masters).
+func sendUntilAcked(t *testing.T, p *client.Producer, topic, body string) {
+	t.Helper()
+	deadline := time.Now().Add(failoverWait)
+	for {
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		_, err := p.Send(ctx, &client.Message{Topic: topic, Body: []byte(body)})
+		cancel()
+		if err == nil {
+			return
+		}
+		require.True(t, time.Now().Before(deadline), "send %s for %s: %v", body, failoverWait, err)
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// masterBodies returns the bodies of the messages of topic the current
+// master holds (at most MaxPullMsgs a queue), sorted.
+func masterBodies(t *testing.T, c *embedded.Cluster, topic string, queues int32) []string {
+	t.Helper()
+	var out []string
+	for q := range queues {
+		out = append(out, pullSlave(t, c.Server(), topic, q)...)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// A controller-mode group elects a master, which clients reach through
+// the nameserver; killed, it is replaced by an in-sync broker that holds
+// every message the old one acknowledged, and restarted it follows the
+// new master.
+func TestControllerModeFailover(t *testing.T) {
+	c := startControllerGroup(t, 3, broker.SyncMaster)
+	m1, ep1 := c.MasterID()
+	require.NotZero(t, m1, "Start returns with a master")
+	g := controllerGroup(t, c)
+	assert.Equal(t, m1, g.MasterID, "the controller's master")
+	assert.Equal(t, ep1, g.MasterEpoch)
+	assert.GreaterOrEqual(t, len(g.InSync), 2, "a SYNC_MASTER with inSyncReplicas 2 starts with a slave in sync: %v", g.InSync)
+	assert.Equal(t, c.Member(m1).Server().GRPCAddr(), c.BrokerAddr(), "BrokerAddr is the master's")
+	assert.Equal(t, c.Member(m1).Server(), c.Server())
+
+	require.NoError(t, c.Broker().CreateOrUpdateTopic(metadata.TopicConfig{
+		TopicName: "T", ReadQueueNums: 2, WriteQueueNums: 2, Perm: metadata.PermRead | metadata.PermWrite}))
+	// A slave learns topics from its master's metadata (about every
+	// second): one promoted before that would not serve T.
+	for id := int64(1); id <= 3; id++ {
+		require.Eventually(t, func() bool {
+			s := c.Member(id).Server()
+			if s == nil {
+				return false
+			}
+			_, ok := s.Broker().Topic("T")
+			return ok
+		}, failoverWait, 10*time.Millisecond, "broker %d never learned topic T", id)
+	}
+	p, err := client.NewProducer(t.Context(), client.Config{NameServers: []string{c.NameServerAddr()}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Close(context.Background()) })
+	var want []string
+	for i := range 20 {
+		want = append(want, fmt.Sprintf("m%03d", i))
+		sendUntilAcked(t, p, "T", want[i])
+	}
+
+	require.ErrorContains(t, c.KillBroker(), "controller mode", "the static master's calls are refused")
+	require.NoError(t, c.KillMember(m1))
+	assert.Nil(t, c.Member(m1))
+	ctx, cancel := context.WithTimeout(t.Context(), failoverWait)
+	defer cancel()
+	m2, err := c.WaitMaster(ctx, ep1)
+	require.NoError(t, err)
+	assert.NotEqual(t, m1, m2)
+	_, ep2 := c.MasterID()
+	assert.Greater(t, ep2, ep1)
+	assert.Equal(t, m2, controllerGroup(t, c).MasterID)
+	for i := 20; i < 40; i++ {
+		want = append(want, fmt.Sprintf("m%03d", i))
+		sendUntilAcked(t, p, "T", want[i])
+	}
+	got := masterBodies(t, c, "T", 2)
+	for _, w := range want {
+		assert.Contains(t, got, w, "acknowledged before or after the failover")
+	}
+
+	// The old master rejoins as a slave of the new one, on its old ports.
+	require.NoError(t, c.StartMember(t.Context(), m1))
+	require.Error(t, c.StartMember(t.Context(), m1), "already running")
+	sameLog(t, c.Server(), following(t, c, m1, ep2))
+	assert.False(t, c.Member(m1).IsMaster())
+	assert.Equal(t, ep2, c.Member(m1).Epoch())
+}
+
+// following waits until member id follows the master of epoch ep and
+// returns its Server (a member restarts its Server on a change of role).
+func following(t *testing.T, c *embedded.Cluster, id int64, ep int32) *server.Server {
+	t.Helper()
+	var s *server.Server
+	require.Eventually(t, func() bool {
+		m := c.Member(id)
+		if m == nil || m.Epoch() != ep {
+			return false
+		}
+		s = m.Server()
+		if s == nil {
+			return false
+		}
+		st, ok := s.SlaveStatus()
+		return ok && st.Connected && st.Epoch == ep
+	}, failoverWait, 10*time.Millisecond, "broker %d never followed the master of epoch %d", id, ep)
+	return s
+}
+
+func TestControllerModeRefusesSlaves(t *testing.T) {
+	_, err := embedded.Start(t.Context(), embedded.Options{Replicas: 2, Slaves: 1})
+	require.ErrorContains(t, err, "Options.Slaves 1 and Replicas 2")
+	c, err := embedded.Start(t.Context(), embedded.Options{})
+	require.NoError(t, err)
+	defer c.Close(context.Background())
+	_, err = c.WaitMaster(t.Context(), 0)
+	assert.ErrorContains(t, err, "controller-mode group")
+	assert.Empty(t, c.ControllerAddr())
+}
