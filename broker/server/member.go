@@ -70,11 +70,11 @@ type Member struct {
 func StartMember(ctx context.Context, cfg Config) (*Member, error) {
 	bc := cfg.Broker
 	if err := bc.Validate(); err != nil {
-		closeAll([]net.Listener{cfg.GRPCListener, cfg.HTTPListener, cfg.RemotingListener})
+		closeAll([]net.Listener{cfg.GRPCListener, cfg.HTTPListener, cfg.RemotingListener, cfg.HAListener})
 		return nil, err
 	}
 	if !bc.EnableControllerMode {
-		closeAll([]net.Listener{cfg.GRPCListener, cfg.HTTPListener, cfg.RemotingListener})
+		closeAll([]net.Listener{cfg.GRPCListener, cfg.HTTPListener, cfg.RemotingListener, cfg.HAListener})
 		return nil, errors.New("broker: a Member needs enableControllerMode=true and controllerAddr")
 	}
 	bc = bc.WithDefaults()
@@ -290,12 +290,12 @@ func (m *Member) beat(ctx context.Context) bool {
 		}
 		return !errors.Is(err, controller.ErrUnknownGroup) && !errors.Is(err, controller.ErrUnknownReplica)
 	}
-	m.follow1(ctx, st.GroupState, sent)
+	m.heed(ctx, st.GroupState, sent)
 	return true
 }
 
-// follow1 takes one answer of the controller.
-func (m *Member) follow1(ctx context.Context, g controller.GroupState, sent time.Time) {
+// heed takes one answer of the controller.
+func (m *Member) heed(ctx context.Context, g controller.GroupState, sent time.Time) {
 	if g.MasterEpoch < m.Epoch() {
 		return // an answer older than what the broker knows
 	}
@@ -470,14 +470,20 @@ func (m *Member) tendInSync(ctx context.Context, g controller.GroupState) {
 	m.log.Info("in-sync set changed", "from", g.InSync, "to", ng.InSync, "epoch", ng.InSyncEpoch)
 }
 
-// growing reports whether a master has connected slaves outside its
-// in-sync set, which tendInSync may add.
+// growing reports whether a master has more connected slaves than its
+// in-sync set holds: tendInSync may add them.
 func (m *Member) growing() bool {
 	srv := m.Server()
 	if srv == nil || !m.IsMaster() {
 		return false
 	}
-	return len(srv.Slaves()) > len(*m.inSync.Load())
+	n := 0
+	for _, sl := range srv.Slaves() {
+		if sl.Connected {
+			n++
+		}
+	}
+	return n > len(*m.inSync.Load())
 }
 
 // ensureServer starts the Server again in the broker's role after a start
