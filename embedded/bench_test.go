@@ -3,6 +3,7 @@ package embedded_test
 import (
 	"context"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -118,6 +119,8 @@ func BenchmarkSendSyncMaster(b *testing.B) {
 				b.SetBytes(1024)
 				inflight := make(chan struct{}, 4096)
 				var failed atomic.Int64
+				stopLag := sampleLag(b, c, mode.slaves > 0)
+				defer stopLag()
 				for b.Loop() {
 					inflight <- struct{}{}
 					p.SendAsync(context.Background(), &client.Message{Topic: "Sync", Body: body}, func(_ *client.Message, _ client.SendResult, err error) {
@@ -130,6 +133,7 @@ func BenchmarkSendSyncMaster(b *testing.B) {
 				for range cap(inflight) {
 					inflight <- struct{}{}
 				}
+				stopLag()
 				if n := failed.Load(); n > 0 {
 					b.Fatalf("%d sends failed", n)
 				}
@@ -146,6 +150,46 @@ func BenchmarkSendSyncMaster(b *testing.B) {
 					}
 				})
 			})
+		})
+	}
+}
+
+// sampleLag samples, every millisecond while the benchmark runs, how far
+// the slave's acknowledged log end is behind the master's, and reports the
+// p99 in KiB when stopped (stop is idempotent). Without a slave it does
+// nothing.
+func sampleLag(b *testing.B, c *embedded.Cluster, slave bool) (stop func()) {
+	if !slave {
+		return func() {}
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	var lags []int64
+	wg.Go(func() {
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			end := c.Broker().ReplicaLog().MaxOffset()
+			if s := c.Server().Slaves(); len(s) == 1 {
+				lags = append(lags, max(end-s[0].Acked, 0))
+			}
+		}
+	})
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			close(done)
+			wg.Wait()
+			if len(lags) == 0 {
+				return
+			}
+			slices.Sort(lags)
+			b.ReportMetric(float64(lags[len(lags)*99/100])/1024, "lag-p99-KiB")
 		})
 	}
 }
