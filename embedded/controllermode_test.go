@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -170,4 +171,102 @@ func TestControllerModeRefusesSlaves(t *testing.T) {
 	_, err = c.WaitMaster(t.Context(), 0)
 	assert.ErrorContains(t, err, "controller-mode group")
 	assert.Empty(t, c.ControllerAddr())
+}
+
+// A consumer group's committed offsets reach the slaves with the master's
+// metadata: after a failover, a consumer of the group resumes on the new
+// master where it left off, and is handed only what it had not handled.
+func TestControllerModeConsumerOffsetsSurviveFailover(t *testing.T) {
+	c := startControllerGroup(t, 3, broker.SyncMaster)
+	m1, ep1 := c.MasterID()
+	require.NoError(t, c.Broker().CreateOrUpdateTopic(metadata.TopicConfig{
+		TopicName: "T", ReadQueueNums: 2, WriteQueueNums: 2, Perm: metadata.PermRead | metadata.PermWrite}))
+	for id := int64(1); id <= 3; id++ {
+		require.Eventually(t, func() bool {
+			s := c.Member(id).Server()
+			if s == nil {
+				return false
+			}
+			_, ok := s.Broker().Topic("T")
+			return ok
+		}, failoverWait, 10*time.Millisecond, "broker %d never learned topic T", id)
+	}
+	cfg := client.Config{NameServers: []string{c.NameServerAddr()}}
+	p, err := client.NewProducer(t.Context(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Close(context.Background()) })
+	for i := range 20 {
+		sendUntilAcked(t, p, "T", fmt.Sprintf("a%03d", i))
+	}
+
+	var mu sync.Mutex
+	handled := map[string]int{}
+	consume := func() *client.PushConsumer {
+		pc, err := client.NewPushConsumer(t.Context(), cfg, "G", func(_ context.Context, ms []*client.MessageExt) client.ConsumeResult {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, m := range ms {
+				handled[string(m.Body)]++
+			}
+			return client.ConsumeSuccess
+		}, client.WithConsumeFrom(client.ConsumeFromFirstOffset), client.WithFetchHold(time.Second))
+		require.NoError(t, err)
+		require.NoError(t, pc.Subscribe("T", "*"))
+		require.NoError(t, pc.Start(t.Context()))
+		return pc
+	}
+	count := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(handled)
+	}
+	pc := consume()
+	require.Eventually(t, func() bool { return count() == 20 }, failoverWait, 10*time.Millisecond)
+	require.NoError(t, pc.Shutdown(t.Context())) // commits what it handled
+	committed := map[int32]int64{}
+	for q := range int32(2) {
+		off, ok := c.Broker().QueryOffset("G", "T", q)
+		require.True(t, ok)
+		committed[q] = off
+	}
+	require.Equal(t, int64(20), committed[0]+committed[1])
+	for id := int64(1); id <= 3; id++ { // the slaves have the offsets (metadata, about every second)
+		if id == m1 {
+			continue
+		}
+		require.Eventually(t, func() bool {
+			s := c.Member(id).Server()
+			for q, want := range committed {
+				if s == nil {
+					return false
+				}
+				if off, ok := s.Broker().QueryOffset("G", "T", q); !ok || off != want {
+					return false
+				}
+			}
+			return true
+		}, failoverWait, 10*time.Millisecond, "broker %d never had G's offsets %v", id, committed)
+	}
+
+	require.NoError(t, c.KillMember(m1))
+	ctx, cancel := context.WithTimeout(t.Context(), failoverWait)
+	defer cancel()
+	_, err = c.WaitMaster(ctx, ep1)
+	require.NoError(t, err)
+	for q, want := range committed {
+		off, ok := c.Broker().QueryOffset("G", "T", q)
+		require.True(t, ok)
+		assert.Equal(t, want, off, "queue %d: the new master's offset of G", q)
+	}
+	for i := range 10 {
+		sendUntilAcked(t, p, "T", fmt.Sprintf("b%03d", i))
+	}
+	pc = consume()
+	t.Cleanup(func() { _ = pc.Shutdown(context.Background()) })
+	require.Eventually(t, func() bool { return count() == 30 }, failoverWait, 10*time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	for b, n := range handled {
+		assert.Equal(t, 1, n, "%s handled %d times: the consumer resumed from the committed offsets", b, n)
+	}
 }
