@@ -19,24 +19,11 @@ import (
 //
 // The log must not be open, here or in another process.
 func ResetTo(ctx context.Context, cfg Config, offset int64, reason string) (TruncateReport, error) {
-	cfg = cfg.withDefaults()
-	if err := cfg.Validate(); err != nil {
+	l, cfg, err := openOffline(ctx, cfg)
+	if err != nil {
 		return TruncateReport{}, err
 	}
-	l := newLog(cfg)
-	l.truncating = true
-	defer func() {
-		l.closeSegments()
-		l.freeStages()
-	}()
-	for _, d := range []string{cfg.Dir, cfg.StateDir} { // an empty disk has none yet
-		if err := l.fs.MkdirAll(d, 0o755); err != nil {
-			return TruncateReport{}, fmt.Errorf("commitlog: create %s: %w", d, err)
-		}
-	}
-	if err := l.recover(ctx); err != nil {
-		return TruncateReport{}, err
-	}
+	defer l.closeOffline()
 	sl := l.segs.Load()
 	minOff, end := sl.segs[0].base, l.writeOff
 	rep := TruncateReport{Dir: cfg.Dir, At: cfg.Now().UTC(), Reason: reason, Offset: offset, OldEnd: end}

@@ -85,19 +85,11 @@ type TruncateReport struct {
 //
 // The log must not be open, here or in another process.
 func Truncate(ctx context.Context, cfg Config, offset int64, reason string) (TruncateReport, error) {
-	cfg = cfg.withDefaults()
-	if err := cfg.Validate(); err != nil {
+	l, cfg, err := openOffline(ctx, cfg)
+	if err != nil {
 		return TruncateReport{}, err
 	}
-	l := newLog(cfg)
-	l.truncating = true
-	defer func() {
-		l.closeSegments()
-		l.freeStages()
-	}()
-	if err := l.recover(ctx); err != nil {
-		return TruncateReport{}, err
-	}
+	defer l.closeOffline()
 	sl := l.segs.Load()
 	minOff, end := sl.segs[0].base, l.writeOff
 	rep := TruncateReport{Dir: cfg.Dir, At: cfg.Now().UTC(), Reason: reason, Offset: offset, OldEnd: end}
@@ -153,6 +145,32 @@ func Truncate(ctx context.Context, cfg Config, offset int64, reason string) (Tru
 		return rep, fmt.Errorf("commitlog: sync %s: %w", cfg.StateDir, err)
 	}
 	return rep, nil
+}
+
+// openOffline recovers the closed log of cfg for Truncate or ResetTo
+// (creating its directories, as Open does); closeOffline releases it.
+func openOffline(ctx context.Context, cfg Config) (*Log, Config, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, cfg, err
+	}
+	l := newLog(cfg)
+	l.truncating = true
+	for _, d := range []string{cfg.Dir, cfg.StateDir} {
+		if err := l.fs.MkdirAll(d, 0o755); err != nil {
+			return nil, cfg, fmt.Errorf("commitlog: create %s: %w", d, err)
+		}
+	}
+	if err := l.recover(ctx); err != nil {
+		l.closeOffline()
+		return nil, cfg, err
+	}
+	return l, cfg, nil
+}
+
+func (l *Log) closeOffline() {
+	l.closeSegments()
+	l.freeStages()
 }
 
 // entryStart checks that an entry starts at position pos of seg by walking

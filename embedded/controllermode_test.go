@@ -64,6 +64,21 @@ func sendUntilAcked(t *testing.T, p *client.Producer, topic, body string) {
 	}
 }
 
+// waitTopicEverywhere waits until brokers 1..n of the group have topic.
+func waitTopicEverywhere(t *testing.T, c *embedded.Cluster, n int64, topic string) {
+	t.Helper()
+	for id := int64(1); id <= n; id++ {
+		require.Eventually(t, func() bool {
+			m := c.Member(id)
+			if m == nil || m.Server() == nil {
+				return false
+			}
+			_, ok := m.Server().Broker().Topic(topic)
+			return ok
+		}, failoverWait, 10*time.Millisecond, "broker %d never learned topic %s", id, topic)
+	}
+}
+
 // masterBodies returns the bodies of the messages of topic the current
 // master holds (at most MaxPullMsgs a queue), sorted.
 func masterBodies(t *testing.T, c *embedded.Cluster, topic string, queues int32) []string {
@@ -95,16 +110,7 @@ func TestControllerModeFailover(t *testing.T) {
 		TopicName: "T", ReadQueueNums: 2, WriteQueueNums: 2, Perm: metadata.PermRead | metadata.PermWrite}))
 	// A slave learns topics from its master's metadata (about every
 	// second): one promoted before that would not serve T.
-	for id := int64(1); id <= 3; id++ {
-		require.Eventually(t, func() bool {
-			s := c.Member(id).Server()
-			if s == nil {
-				return false
-			}
-			_, ok := s.Broker().Topic("T")
-			return ok
-		}, failoverWait, 10*time.Millisecond, "broker %d never learned topic T", id)
-	}
+	waitTopicEverywhere(t, c, 3, "T")
 	p, err := client.NewProducer(t.Context(), client.Config{NameServers: []string{c.NameServerAddr()}})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = p.Close(context.Background()) })
@@ -181,16 +187,7 @@ func TestControllerModeConsumerOffsetsSurviveFailover(t *testing.T) {
 	m1, ep1 := c.MasterID()
 	require.NoError(t, c.Broker().CreateOrUpdateTopic(metadata.TopicConfig{
 		TopicName: "T", ReadQueueNums: 2, WriteQueueNums: 2, Perm: metadata.PermRead | metadata.PermWrite}))
-	for id := int64(1); id <= 3; id++ {
-		require.Eventually(t, func() bool {
-			s := c.Member(id).Server()
-			if s == nil {
-				return false
-			}
-			_, ok := s.Broker().Topic("T")
-			return ok
-		}, failoverWait, 10*time.Millisecond, "broker %d never learned topic T", id)
-	}
+	waitTopicEverywhere(t, c, 3, "T")
 	cfg := client.Config{NameServers: []string{c.NameServerAddr()}}
 	p, err := client.NewProducer(t.Context(), cfg)
 	require.NoError(t, err)
