@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"os"
 	"slices"
 	"strconv"
@@ -293,6 +294,9 @@ func addClusterVerbs(verb addVerb) {
 	})
 
 	c := verb("brokerStatus", "Show a broker's status", func(ctx context.Context, a *client.Admin, out io.Writer) error {
+		if err := checkBrokerAddr(brokerAddr); err != nil {
+			return err
+		}
 		st, err := a.BrokerStatus(ctx, brokerAddr)
 		if err != nil {
 			return err
@@ -306,6 +310,9 @@ func addClusterVerbs(verb addVerb) {
 	_ = c.MarkFlagRequired("brokerAddr")
 
 	c = verb("haStatus", "Show a broker's replication: a master's slaves and their lag, or how far a slave follows", func(ctx context.Context, a *client.Admin, out io.Writer) error {
+		if err := checkBrokerAddr(brokerAddr); err != nil {
+			return err
+		}
 		st, err := a.HAStatus(ctx, brokerAddr)
 		if err != nil {
 			return err
@@ -315,6 +322,15 @@ func addClusterVerbs(verb addVerb) {
 	})
 	c.Flags().StringVarP(&brokerAddr, "brokerAddr", "b", "", "broker address, either port: its gRPC address or its brokerAddr (required)")
 	_ = c.MarkFlagRequired("brokerAddr")
+}
+
+// checkBrokerAddr refuses a -b that is not an address (a broker name, say)
+// before anything is dialled.
+func checkBrokerAddr(addr string) error {
+	if _, port, err := net.SplitHostPort(addr); err != nil || port == "" {
+		return &exitError{code: exitUsage, err: fmt.Errorf("-b %q: want a broker's address, host:port (gantry admin clusterList lists them)", addr)}
+	}
+	return nil
 }
 
 // printHAStatus prints haStatus's table: a master's slaves, or a slave's

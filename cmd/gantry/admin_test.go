@@ -151,3 +151,14 @@ func TestAdminVerbsAnswerClearly(t *testing.T) {
 	assert.Equal(t, exitProblems, code)
 	assert.Contains(t, errOut, "no message of Orders has UNIQ_KEY nope")
 }
+
+// A -b that is a broker's name, not its address, is a usage error naming
+// what -b wants, before anything is dialled.
+func TestBrokerAddrIsAnAddress(t *testing.T) {
+	for _, verb := range []string{"haStatus", "brokerStatus"} {
+		code, out, errOut := execute(t, "admin", verb, "-b", "broker-a")
+		assert.Equal(t, exitUsage, code, verb)
+		assert.Contains(t, errOut, `-b "broker-a": want a broker's address, host:port`)
+		assert.Empty(t, out)
+	}
+}
