@@ -34,5 +34,6 @@ func (b *Broker) PutGroup(g metadata.SubscriptionGroup) error {
 		return fmt.Errorf("broker: group %q updated but not saved: %w", g.GroupName, err)
 	}
 	b.log.Info("subscription group updated", "group", g.GroupName)
+	b.metaChanged()
 	return nil
 }

@@ -172,6 +172,8 @@ func (b *Broker) DeleteGroup(name string, keepOffsets bool) error {
 	}
 	if len(topics) > 0 {
 		b.topicsChanged()
+	} else {
+		b.metaChanged()
 	}
 	b.log.Info("subscription group deleted", "group", name, "offsets_kept", keepOffsets, "topics_deleted", topics)
 	return nil

@@ -30,6 +30,9 @@ type Replication interface {
 	WaitAcked(ctx context.Context, off int64, n int) error
 	// Notify wakes the streams to the slaves after the log grew.
 	Notify()
+	// NotifyMeta has the streams send the metadata at once: a topic or a
+	// group changed.
+	NotifyMeta()
 }
 
 // replicationState is a broker's part in replication, set by its owner
@@ -73,6 +76,15 @@ func (b *Broker) replication() Replication {
 func (b *Broker) notifyCommit(int64) {
 	if r := b.replication(); r != nil {
 		r.Notify()
+	}
+}
+
+// metaChanged sends a topic or group change to the slaves at once, not
+// within the metadata interval: a slave promoted right after it still
+// serves the topic.
+func (b *Broker) metaChanged() {
+	if r := b.replication(); r != nil {
+		r.NotifyMeta()
 	}
 }
 

@@ -48,6 +48,8 @@ func (f *fakeReplication) Notify() {
 	f.mu.Unlock()
 }
 
+func (f *fakeReplication) NotifyMeta() {}
+
 func (f *fakeReplication) set(inSync int, acked int64) {
 	f.mu.Lock()
 	f.inSync, f.acked = inSync, acked

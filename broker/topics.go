@@ -284,6 +284,7 @@ func (b *Broker) autoCreateQueues(name string) int32 {
 }
 
 func (b *Broker) topicsChanged() {
+	b.metaChanged()
 	if b.cfg.OnTopicsChanged != nil {
 		b.cfg.OnTopicsChanged()
 	}

@@ -108,8 +108,8 @@ func TestControllerModeFailover(t *testing.T) {
 
 	require.NoError(t, c.Broker().CreateOrUpdateTopic(metadata.TopicConfig{
 		TopicName: "T", ReadQueueNums: 2, WriteQueueNums: 2, Perm: metadata.PermRead | metadata.PermWrite}))
-	// A slave learns topics from its master's metadata (about every
-	// second): one promoted before that would not serve T.
+	// A slave learns topics from its master's metadata: one promoted
+	// before that would not serve T.
 	waitTopicEverywhere(t, c, 3, "T")
 	p, err := client.NewProducer(t.Context(), client.Config{NameServers: []string{c.NameServerAddr()}})
 	require.NoError(t, err)

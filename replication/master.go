@@ -44,12 +44,15 @@ type Master struct {
 	wg        sync.WaitGroup
 	closeOnce sync.Once
 
-	mu      sync.Mutex
-	slaves  map[int64]*slaveState // by replica id
-	changed chan struct{}         // closed and replaced when an ack moves
-	wake    chan struct{}         // closed and replaced by Notify while streams wait on it
-	waiting bool                  // a stream waits on wake
-	nextSes uint64
+	mu     sync.Mutex
+	slaves map[int64]*slaveState // by replica id
+	// metaKicks counts NotifyMeta calls: a stream whose count is behind
+	// sends the snapshot at once.
+	metaKicks atomic.Uint64
+	changed   chan struct{} // closed and replaced when an ack moves
+	wake      chan struct{} // closed and replaced by Notify while streams wait on it
+	waiting   bool          // a stream waits on wake
+	nextSes   uint64
 }
 
 // slaveState is what the master knows of one replica id. Guarded by
@@ -133,6 +136,14 @@ func (m *Master) Notify() {
 		m.wake, m.waiting = make(chan struct{}), false
 	}
 	m.mu.Unlock()
+}
+
+// NotifyMeta tells the streams that the metadata changed in a way the
+// slaves should see at once (a topic or a group): each sends the snapshot
+// at its next turn instead of within MetaInterval.
+func (m *Master) NotifyMeta() {
+	m.metaKicks.Add(1)
+	m.Notify()
 }
 
 // waitChan returns the channel Notify closes.
@@ -495,7 +506,7 @@ func (m *Master) stream(ctx context.Context, conn net.Conn, s *session, sent *at
 	defer poll.Stop()
 	hdr := make([]byte, 0, FrameHeaderSize)
 	off, data, next, ep := s.from, s.first, s.next, s.firstEpoch
-	ms := &metaSender{src: m.cfg.Meta, every: m.cfg.MetaInterval}
+	ms := &metaSender{src: m.cfg.Meta, every: m.cfg.MetaInterval, kicks: &m.metaKicks}
 	rechecked := false
 	for {
 		if ms.due(time.Now()) {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net"
+	"sync/atomic"
 	"time"
 )
 
@@ -34,18 +35,25 @@ type MetaSource interface {
 type metaSender struct {
 	src      MetaSource
 	every    time.Duration
+	kicks    *atomic.Uint64 // Master.NotifyMeta's count
+	seen     uint64         // the count at the last look
 	sent     uint64
 	sentAny  bool
 	lastLook time.Time
 }
 
 // due reports whether the snapshot should be sent now: never sent on this
-// stream, or changed since, looked at no more often than every interval.
+// stream, or changed since, looked at no more often than every interval
+// unless NotifyMeta was called since the last look.
 func (ms *metaSender) due(now time.Time) bool {
-	if ms.src == nil || ms.sentAny && now.Sub(ms.lastLook) < ms.every {
+	if ms.src == nil {
 		return false
 	}
-	ms.lastLook = now
+	k := ms.kicks.Load()
+	if ms.sentAny && k == ms.seen && now.Sub(ms.lastLook) < ms.every {
+		return false
+	}
+	ms.seen, ms.lastLook = k, now
 	return !ms.sentAny || ms.src.MetaVersion() != ms.sent
 }
 

@@ -107,6 +107,28 @@ func TestMetadataReachesTheSlave(t *testing.T) {
 	sink.mu.Unlock()
 }
 
+// NotifyMeta has a change sent at once, without waiting for
+// MetaInterval; a change without it waits for the interval.
+func TestNotifyMetaSendsAtOnce(t *testing.T) {
+	src := &fakeMeta{}
+	src.set([]byte(`{"topics":1}`))
+	mcfg := masterConfig(t)
+	mcfg.Meta, mcfg.MetaInterval = src, time.Hour
+	mlog := openLog(t, t.TempDir(), segBytes, commitlog.AsyncFlush)
+	master := startMaster(t, mcfg, mlog)
+	sink := &metaSink{}
+	scfg := slaveConfig(t, master.Addr().String())
+	scfg.OnMeta = sink.take
+	startSlave(t, scfg, openLog(t, t.TempDir(), segBytes, commitlog.AsyncFlush))
+	require.Eventually(t, func() bool { return bytes.Equal(sink.last(), []byte(`{"topics":1}`)) }, patience, 5*time.Millisecond)
+
+	src.set([]byte(`{"topics":2}`))
+	time.Sleep(100 * time.Millisecond) // the streams look again only within the hour
+	assert.Equal(t, []byte(`{"topics":1}`), sink.last(), "a change without NotifyMeta waits for MetaInterval")
+	master.NotifyMeta()
+	require.Eventually(t, func() bool { return bytes.Equal(sink.last(), []byte(`{"topics":2}`)) }, patience, 5*time.Millisecond)
+}
+
 // A snapshot the slave's OnMeta refuses does not stop the log, and a
 // failing MetaSnapshot on the master neither.
 func TestMetadataFailuresDoNotStopTheLog(t *testing.T) {

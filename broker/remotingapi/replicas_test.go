@@ -23,7 +23,8 @@ func (s slavesInSync) WaitAcked(ctx context.Context, _ int64, _ int) error {
 	<-ctx.Done()
 	return ctx.Err()
 }
-func (slavesInSync) Notify() {}
+func (slavesInSync) Notify()     {}
+func (slavesInSync) NotifyMeta() {}
 
 func withRole(role broker.BrokerRole, id int64) envOption {
 	return func(c *broker.Config, _ *remotingapi.Config) {

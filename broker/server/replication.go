@@ -67,6 +67,8 @@ func (g masterGate) WaitAcked(ctx context.Context, off int64, n int) error {
 
 func (g masterGate) Notify() { g.m.Notify() }
 
+func (g masterGate) NotifyMeta() { g.m.NotifyMeta() }
+
 // haListenAddr is where a master's HA port listens: haListenPort, else
 // listenPort+1. When a remoting listener is given and listenPort is unset
 // (tests, embedded), it listens on the remoting listener's host, on
