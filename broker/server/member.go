@@ -311,13 +311,22 @@ func (m *Member) heed(ctx context.Context, g controller.GroupState, sent time.Ti
 		m.lease.Revoke()
 		addr := g.MasterAddr()
 		m.mu.Lock()
-		same := !m.master && m.follow == addr && m.epoch == g.MasterEpoch && m.srv != nil
+		srv, slave := m.srv, !m.master && m.srv != nil
+		same := slave && m.follow == addr && m.epoch == g.MasterEpoch
 		m.mu.Unlock()
-		if !same {
+		switch {
+		case same:
+			m.rejoin(ctx, addr)
+		case slave: // a new master: follow it, without a restart of the store
+			m.log.Info("following the master", "ha_addr", addr, "epoch", g.MasterEpoch)
+			if err := srv.followMaster(addr); err != nil {
+				m.log.Error("cannot follow the master", "ha_addr", addr, "err", err)
+				return
+			}
+			m.setRole(false, addr, g.MasterEpoch)
+		default:
 			m.becomeSlave(ctx, addr, g.MasterEpoch)
-			return
 		}
-		m.rejoin(ctx, addr)
 	default: // no master: the controller elects one, maybe this broker
 		if m.IsMaster() {
 			m.log.Warn("the controller names no master: no more writes")
