@@ -40,8 +40,9 @@ const EpochFile = "epochFileCheckpoint"
 //     its next heartbeat, serves as a slave until the controller names a
 //     master.
 //
-// A change of role restarts the Server on the same addresses and store:
-// clients reconnect, as they do to any broker restart.
+// A change of role restarts the Server on the same listeners and store:
+// clients reconnect, as they do to any broker restart. A slave that only
+// follows a new master keeps its Server.
 type Member struct {
 	cfg    Config // without listeners: each Server gets lis, kept
 	bc     broker.Config
