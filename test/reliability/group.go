@@ -88,6 +88,7 @@ func NewGroup(t *testing.T, name string) *Group {
 	for id := int64(1); id <= 3; id++ {
 		bs := g.Spec // the suite's broker defaults, on new ports
 		bs.Name, bs.Store = groupName, filepath.Join(g.Dir, fmt.Sprintf("store-%d", id))
+		bs.SegmentBytes = 1 << 20 // the logs roll: replication and the comparison cross segments
 		bs.GRPC, bs.HTTP, bs.ListenPort, bs.HAPort = freeAddr(t), freeAddr(t), freePort(t), freePort(t)
 		g.Members = append(g.Members, &node[MemberSpec]{Name: fmt.Sprintf("broker-%d", id), Spec: MemberSpec{Broker: bs, ID: id,
 			Controllers: addrs, Role: "SYNC_MASTER", InSyncReplicas: 2, Heartbeat: memberBeat, Lease: memberLease}})
@@ -454,6 +455,14 @@ func (g *Group) StopAndCompareLogs(r *checker.Result, master int64) {
 		}
 	}
 	r.Add("logEnd", common)
+	truncations := 0
+	for _, n := range g.Members {
+		b, err := os.ReadFile(filepath.Join(n.Spec.Broker.Store, "truncations.log"))
+		if err == nil {
+			truncations += bytes.Count(b, []byte("\n"))
+		}
+	}
+	r.Add("truncations", truncations) // rejoins that cut an old master's unreplicated suffix
 }
 
 // firstDifference returns the first offset below end at which the commit

@@ -58,14 +58,16 @@ func runController(ctx context.Context, raw []byte) error {
 	done := make(chan error, 1)
 	go func() { done <- svc.Serve(lis) }()
 	ready(map[string]string{"grpc": lis.Addr().String()})
+	served := false
 	select {
 	case err = <-done:
+		served = true
 	case <-ctx.Done():
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	err = errors.Join(err, svc.Close(sctx))
-	if ctx.Err() != nil { // Serve returned because of Close
+	if !served { // Close ends Serve
 		err = errors.Join(err, <-done)
 	}
 	return errors.Join(err, c.Close())
