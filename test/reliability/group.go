@@ -116,6 +116,21 @@ func (g *Group) Start(queues int32) {
 	}
 	g.WaitHealthy()
 	g.CreateTopic(queues)
+	g.waitTopicReplicated()
+}
+
+// waitTopicReplicated waits until every broker's topics.json names the
+// topic: a master acknowledges a topic's creation before its slaves hold
+// it, so a failover right after the creation would lose the topic.
+func (g *Group) waitTopicReplicated() {
+	g.T.Helper()
+	for _, n := range g.Members {
+		path := filepath.Join(n.Spec.Broker.Store, "config", "topics.json")
+		require.Eventually(g.T, func() bool {
+			b, err := os.ReadFile(path)
+			return err == nil && strings.Contains(string(b), `"`+g.Topic+`"`)
+		}, groupSettling, 50*time.Millisecond, "%s does not name topic %s", path, g.Topic)
+	}
 }
 
 // routeRefresh is the workers' route refresh period. A producer that
@@ -197,9 +212,10 @@ func (g *Group) serving(id int64) bool {
 	return err == nil && st.Role != "SLAVE"
 }
 
-// WaitHealthy waits until the controllers name a master that serves,
-// heartbeats in its epoch, holds every broker in its in-sync set and is
-// the nameserver's master of the group; it returns the group's state.
+// WaitHealthy waits until the controllers name a master that serves with
+// every other broker connected as its slave and in its in-sync set,
+// heartbeats in its epoch, and is the nameserver's master of the group;
+// it returns the group's state.
 func (g *Group) WaitHealthy() controller.GroupStatus {
 	g.T.Helper()
 	var st controller.GroupStatus
@@ -265,6 +281,23 @@ func (g *Group) WaitAcked(since time.Time, ps ...*Proc) {
 		return false
 	})
 	require.True(g.T, ok, "no acknowledgement within %s after %s", groupSettling, since.Format("15:04:05.000"))
+}
+
+// waitHandled waits up to timeout until the consumers have handled every
+// message acknowledged so far, and logs how many they had not then.
+func (g *Group) waitHandled(timeout time.Duration) {
+	g.T.Helper()
+	acked := ackedIDs(g.Events())
+	var evs []history.Event
+	if !waitFor(timeout, 200*time.Millisecond, func() bool { evs = g.Events(); return handledAll(evs, acked) }) {
+		seen := map[string]bool{}
+		for _, e := range evs {
+			if e.Kind == history.Recv && acked[e.ID] {
+				seen[e.ID] = true
+			}
+		}
+		g.T.Logf("after %s the consumers had handled %d of %d acknowledged messages", timeout, len(seen), len(acked))
+	}
 }
 
 // routed reports whether the nameserver names broker id the group's master.
