@@ -2,6 +2,7 @@ package reliability
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -401,7 +402,7 @@ func ackTimes(evs []history.Event) []ack {
 			out = append(out, ack{e.Time, e.Phys})
 		}
 	}
-	slices.SortFunc(out, func(a, b ack) int { return int(a.at - b.at) })
+	slices.SortFunc(out, func(a, b ack) int { return cmp.Compare(a.at, b.at) })
 	return out
 }
 
