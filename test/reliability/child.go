@@ -36,6 +36,8 @@ const (
 	RoleBroker     = "broker"
 	RoleProducer   = "producer"
 	RoleConsumer   = "consumer"
+	RoleController = "controller" // a controller member (groupchild.go)
+	RoleMember     = "member"     // a controller-mode broker (groupchild.go)
 )
 
 // RunChild runs the child role this process was started for, if any, and
@@ -63,6 +65,10 @@ func RunChild() (code int, ok bool) {
 		err = runProducer(ctx, spec)
 	case RoleConsumer:
 		err = runConsumer(ctx, spec)
+	case RoleController:
+		err = runController(ctx, spec)
+	case RoleMember:
+		err = runMember(ctx, spec)
 	default:
 		err = fmt.Errorf("unknown role %q", role)
 	}
@@ -167,28 +173,9 @@ func runBroker(ctx context.Context, raw []byte) error {
 	if err := json.Unmarshal(raw, &spec); err != nil {
 		return err
 	}
-	mode, err := commitlog.ParseFlushMode(spec.Flush)
+	cfg, err := brokerConfig(spec)
 	if err != nil {
 		return err
-	}
-	cfg := broker.Config{
-		BrokerName: spec.Name, NamesrvAddr: spec.NameServers, StorePathRootDir: spec.Store, ListenPort: spec.ListenPort, HAListenPort: spec.HAPort,
-		MappedFileSizeCommitLog: cmp.Or(spec.SegmentBytes, 8<<20), FlushDiskType: mode,
-		DefaultTopicQueueNums: spec.QueueNums, FlushConsumerOffsetInterval: spec.OffsetInterval,
-		RegisterNameServerPeriod: spec.RegisterPeriod, AutoCreateTopicEnable: spec.AutoCreate,
-		Logger: childLogger(),
-		StoreOverride: func(sc *store.Config) {
-			if !spec.StoreDefaults {
-				sc.QueueEntriesPerFile, sc.IndexSlots, sc.IndexEntries = 20_000, 20_000, 80_000 // small files: they roll
-			}
-			if spec.IndexSlots > 0 {
-				sc.IndexSlots = spec.IndexSlots
-			}
-			sc.Log.SyncFlushTimeout = spec.SyncFlushTimeout
-			sc.Log.FlushInterval = spec.FlushInterval
-			sc.Log.DiskFullRatio, sc.Log.DiskForceCleanRatio = spec.DiskFullRatio, spec.DiskForceCleanRatio
-			sc.Log.CleanInterval = spec.CleanInterval
-		},
 	}
 	glis, err := listen(ctx, spec.GRPC)
 	if err != nil {
@@ -208,6 +195,33 @@ func runBroker(ctx context.Context, raw []byte) error {
 	sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	return s.Close(sctx)
+}
+
+// brokerConfig is the broker configuration of spec.
+func brokerConfig(spec BrokerSpec) (broker.Config, error) {
+	mode, err := commitlog.ParseFlushMode(spec.Flush)
+	if err != nil {
+		return broker.Config{}, err
+	}
+	return broker.Config{
+		BrokerName: spec.Name, NamesrvAddr: spec.NameServers, StorePathRootDir: spec.Store, ListenPort: spec.ListenPort, HAListenPort: spec.HAPort,
+		MappedFileSizeCommitLog: cmp.Or(spec.SegmentBytes, 8<<20), FlushDiskType: mode,
+		DefaultTopicQueueNums: spec.QueueNums, FlushConsumerOffsetInterval: spec.OffsetInterval,
+		RegisterNameServerPeriod: spec.RegisterPeriod, AutoCreateTopicEnable: spec.AutoCreate,
+		Logger: childLogger(),
+		StoreOverride: func(sc *store.Config) {
+			if !spec.StoreDefaults {
+				sc.QueueEntriesPerFile, sc.IndexSlots, sc.IndexEntries = 20_000, 20_000, 80_000 // small files: they roll
+			}
+			if spec.IndexSlots > 0 {
+				sc.IndexSlots = spec.IndexSlots
+			}
+			sc.Log.SyncFlushTimeout = spec.SyncFlushTimeout
+			sc.Log.FlushInterval = spec.FlushInterval
+			sc.Log.DiskFullRatio, sc.Log.DiskForceCleanRatio = spec.DiskFullRatio, spec.DiskForceCleanRatio
+			sc.Log.CleanInterval = spec.CleanInterval
+		},
+	}, nil
 }
 
 // listen listens on addr, retrying for a few seconds while the address is

@@ -11,6 +11,11 @@
 //	broker       server.Start on fixed loopback ports (kept across restarts)
 //	producer     workload.RunProducer, writing its history
 //	consumer     workload.RunConsumer, writing its history
+//	controller   a replication controller member (controller.New and its service)
+//	member       a controller-mode broker (server.StartMember)
+//
+// Group (group.go) runs three controllers and a group of three
+// controller-mode brokers for the failover tests (failover_test.go).
 //
 // Env ties one test's processes, histories and verdict together. The
 // short tier (the default) keeps every loop small enough for CI; the long

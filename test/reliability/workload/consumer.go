@@ -25,6 +25,8 @@ type ConsumerSpec struct {
 	// CommitInterval is how often offsets are committed. Default 200 ms.
 	CommitInterval time.Duration
 	Dial           map[string]string
+	// RouteRefresh is the client's route refresh period; 0: its default.
+	RouteRefresh time.Duration
 	// OnStarted, if set, is called once the consumer has started.
 	OnStarted func() `json:"-"`
 }
@@ -68,6 +70,7 @@ func RunConsumer(ctx context.Context, spec ConsumerSpec) (handled int64, err err
 		return client.ConsumeSuccess
 	}
 	cfg := ClientConfig(spec.NameServers, spec.Dial)
+	cfg.RouteRefresh = spec.RouteRefresh
 	cfg.ClientID = spec.Worker
 	c, err := client.NewPushConsumer(ctx, cfg, spec.Group, h,
 		client.WithConsumeFrom(client.ConsumeFromFirstOffset), client.WithConsumeBatchSize(spec.BatchSize),

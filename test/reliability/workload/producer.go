@@ -39,6 +39,8 @@ type ProducerSpec struct {
 	DelayEvery, DelayLevel int
 	// Dial rewrites connection addresses (a broker's to its fault proxy).
 	Dial map[string]string
+	// RouteRefresh is the client's route refresh period; 0: its default.
+	RouteRefresh time.Duration
 	// OnStarted, if set, is called once the history file and the producer
 	// exist, before the first send.
 	OnStarted func() `json:"-"`
@@ -84,7 +86,9 @@ func RunProducer(ctx context.Context, spec ProducerSpec) (Stats, error) {
 		return st, err
 	}
 	defer w.Close()
-	p, err := client.NewProducer(ctx, ClientConfig(spec.NameServers, spec.Dial),
+	cfg := ClientConfig(spec.NameServers, spec.Dial)
+	cfg.RouteRefresh = spec.RouteRefresh
+	p, err := client.NewProducer(ctx, cfg,
 		client.WithSendTimeout(spec.SendTimeout), client.WithRetries(spec.Retries),
 		client.WithBackoff(20*time.Millisecond, 200*time.Millisecond))
 	if err != nil {
