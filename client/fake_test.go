@@ -630,6 +630,9 @@ type fakeNameServer struct {
 	addr       string
 	srv        *grpc.Server
 	routeCalls atomic.Int64
+	// onRoute, if set, runs at the start of each GetRoute (set it before
+	// the first call).
+	onRoute func()
 
 	mu      sync.Mutex
 	brokers []*fakeBroker
@@ -662,6 +665,9 @@ func brokerData(b *fakeBroker) *gantryv1.BrokerData {
 
 func (ns *fakeNameServer) GetRoute(_ context.Context, req *gantryv1.GetRouteRequest) (*gantryv1.GetRouteResponse, error) {
 	ns.routeCalls.Add(1)
+	if ns.onRoute != nil {
+		ns.onRoute()
+	}
 	resp := &gantryv1.GetRouteResponse{}
 	for _, b := range ns.current() {
 		b.mu.Lock()

@@ -733,3 +733,32 @@ func TestNotMasterFollowsTheNewMaster(t *testing.T) {
 	require.ErrorIs(t, err, ErrNotMaster)
 	assert.True(t, IsRetryable(err))
 }
+
+// A route read while a group is between masters has no writable queue; a
+// send then reads the route again with each retry and goes to the new
+// master once it is registered, instead of failing until the next
+// periodic refresh.
+func TestNoWritableQueueReadsTheRouteAgain(t *testing.T) {
+	between, master := startBroker(t, "a", 1), startBroker(t, "a", 1, "T")
+	between.addTopic("T", 1, 1, PermRead) // only a read-only slave registered
+	ns := startNameServer(t, between)
+	var calls atomic.Int64
+	ns.onRoute = func() {
+		if calls.Add(1) == 2 {
+			ns.setBrokers(master) // the new master registers
+		}
+	}
+	p := newTestProducer(t, testConfig(t, ns))
+	res, err := p.Send(t.Context(), &Message{Topic: "T", Body: []byte("x")})
+	require.NoError(t, err)
+	assert.Equal(t, 2, res.Attempts)
+	assert.Equal(t, int64(1), master.sendRequests.Load())
+
+	// Without retries the error names it: retryable.
+	ns.setBrokers(between)
+	_, err = p.c.routes.refresh(t.Context(), "T")
+	require.NoError(t, err)
+	one := newTestProducer(t, testConfig(t, ns), WithRetries(0))
+	_, err = one.Send(t.Context(), &Message{Topic: "T", Body: []byte("y")})
+	require.ErrorIs(t, err, ErrNoQueue)
+}

@@ -153,6 +153,11 @@ func (p *Producer) retryable(ctx context.Context, r *retryState, err error, q Qu
 			p.failed.add(q.Broker)
 		}
 		return true
+	case errors.Is(err, ErrNoQueue):
+		// A group between masters (a failover) has no writable queue in
+		// the route until the new master registers: read it again.
+		_, rerr := p.c.routes.refresh(ctx, q.Topic)
+		return rerr == nil || IsRetryable(rerr)
 	case errors.Is(err, ErrNotMaster):
 		// A failover moved the master: the route names the new one (or no
 		// master yet, when the next attempt waits with its backoff).
