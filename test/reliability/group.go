@@ -135,28 +135,18 @@ func (g *Group) waitTopicReplicated() {
 	}
 }
 
-// routeRefresh is the workers' route refresh period. A producer that
-// reads the route while no broker of the group is master (between the
-// kill and the election) caches a route without writable queues and fails
-// every send with "no writable queue" (client.ErrNoQueue), which neither
-// retries nor reads the route again, until its next periodic refresh
-// (30 s by default); a short period bounds that.
-const routeRefresh = time.Second
-
 // Producer starts a producer worker (4 sends in flight, at most rate a
-// second) that reads its routes every routeRefresh.
+// second) with the client's default route refresh: it finds a new master
+// by reading the route again when a send fails.
 func (g *Group) Producer(name string, rate int) *Proc {
 	g.T.Helper()
-	return g.Env.Producer(name, func(s *workload.ProducerSpec) {
-		s.Concurrency, s.Rate, s.RouteRefresh = 4, rate, routeRefresh
-	})
+	return g.Env.Producer(name, func(s *workload.ProducerSpec) { s.Concurrency, s.Rate = 4, rate })
 }
 
-// Consumer starts a push consumer in group that reads its routes every
-// routeRefresh.
+// Consumer starts a push consumer in group.
 func (g *Group) Consumer(name, group string) *Proc {
 	g.T.Helper()
-	return g.Env.Consumer(name, group, func(s *workload.ConsumerSpec) { s.RouteRefresh = routeRefresh })
+	return g.Env.Consumer(name, group, nil)
 }
 
 // StartController starts (or restarts, on its ports and data) controller

@@ -104,10 +104,6 @@ func runMember(ctx context.Context, raw []byte) error {
 	cfg.BrokerID, cfg.InSyncReplicas = spec.ID, spec.InSyncReplicas
 	cfg.EnableControllerMode, cfg.ControllerAddr = true, spec.Controllers
 	cfg.BrokerHeartbeatInterval, cfg.MasterLease = spec.Heartbeat, spec.Lease
-	// Every interface, as the default "" means, but spelled out: with ""
-	// a Member registers its HA address without a host (":port"), which
-	// its slaves refuse to follow.
-	cfg.BindAddress = "0.0.0.0"
 	glis, err := listen(ctx, spec.Broker.GRPC)
 	if err != nil {
 		return err
