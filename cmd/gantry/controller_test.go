@@ -113,3 +113,30 @@ func TestControllerFlags(t *testing.T) {
 		assert.Empty(t, out)
 	}
 }
+
+// gantry namesrv --enable-controller runs a controller member in the
+// nameserver process (RocketMQ's enableControllerInNamesrv): it answers
+// the controller's admin verbs beside the nameserver's routes, and a bad
+// --controller-* flag stops the start with a usage error.
+func TestNamesrvWithController(t *testing.T) {
+	raftAddr, grpcAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t)), fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	nsAddr, nsRemoting := fmt.Sprintf("127.0.0.1:%d", freePort(t)), fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	_, stop := runUntilReady(t, regexp.MustCompile(`nameserver ready: gRPC \S+`),
+		"namesrv", "--listen", nsAddr, "--remoting-listen", nsRemoting, "--enable-controller",
+		"--controller-id", "c1", "--controller-peers", "c1="+raftAddr+"="+grpcAddr, "--controller-data-dir", filepath.Join(t.TempDir(), "c1"))
+
+	require.Eventually(t, func() bool {
+		code, out, _ := execute(t, "admin", "-a", grpcAddr, "getControllerMetaData")
+		return code == exitOK && regexp.MustCompile(`c1\s+`+regexp.QuoteMeta(raftAddr)+`\s+`+regexp.QuoteMeta(grpcAddr)+`\s+Leader`).MatchString(out)
+	}, 30*time.Second, 50*time.Millisecond, "the controller in the nameserver leads its group of one")
+	code, out, errOut := execute(t, "admin", "-n", nsAddr, "clusterList")
+	require.Equal(t, exitOK, code, errOut)
+	assert.Contains(t, out, "#Cluster Name", "the nameserver answers beside it")
+
+	require.NoError(t, syscall.Kill(syscall.Getpid(), syscall.SIGINT))
+	assert.Equal(t, exitOK, stop())
+
+	code, _, errOut = execute(t, "namesrv", "--listen", "127.0.0.1:0", "--remoting-listen", "127.0.0.1:0", "--enable-controller", "--controller-id", "c1")
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, errOut, `required flag "controller-peers" not set`)
+}

@@ -13,14 +13,72 @@ import (
 	"github.com/gantrymq/gantry/replication/controller"
 )
 
+// controllerFlags are a controller member's flags: those of gantry
+// controller, and gantry namesrv's with --enable-controller (each name then
+// prefixed with "controller-").
+type controllerFlags struct {
+	id, peers, dataDir  string
+	raftListen, listen  string
+	brokerTimeout, scan time.Duration
+	heartbeat, election time.Duration
+	unclean             bool
+	scanSet             func() bool
+	prefix              string // of the flags' names
+}
+
+func (cf *controllerFlags) register(cmd *cobra.Command, prefix string) {
+	f := cmd.Flags()
+	cf.prefix = prefix
+	f.StringVar(&cf.id, prefix+"id", "", "this member's id, one of --"+prefix+"peers (required)")
+	f.StringVar(&cf.peers, prefix+"peers", "", "the whole group: id=raftAddr=grpcAddr, comma-separated (required)")
+	f.StringVar(&cf.dataDir, prefix+"data-dir", "", "raft log, state and snapshots (required)")
+	f.StringVar(&cf.raftListen, prefix+"raft-listen", "", "raft listen address (default: this member's raftAddr in --"+prefix+"peers)")
+	f.StringVar(&cf.listen, prefix+"listen", "", "gRPC listen address (default: this member's grpcAddr in --"+prefix+"peers)")
+	f.DurationVar(&cf.brokerTimeout, prefix+"broker-timeout", 10*time.Second, "mark a broker dead after this long without a heartbeat")
+	f.DurationVar(&cf.scan, prefix+"scan-interval", 0, "how often the leader looks for silent brokers (default 1s, at most the broker timeout)")
+	f.BoolVar(&cf.unclean, prefix+"unclean-election", false, "let automatic elections pick a broker outside the in-sync set when none in it is alive (may lose acknowledged messages)")
+	f.DurationVar(&cf.heartbeat, prefix+"raft-heartbeat-timeout", time.Second, "raft's heartbeat timeout")
+	f.DurationVar(&cf.election, prefix+"raft-election-timeout", time.Second, "raft's election timeout (at least the heartbeat timeout)")
+	cf.scanSet = func() bool { return f.Changed(prefix + "scan-interval") }
+}
+
+// start starts the member: raft and its gRPC service. It returns the
+// service's serve and stop, and a line saying where it listens.
+func (cf *controllerFlags) start(logger *slog.Logger) (serve func() error, stop func(context.Context) error, ready string, err error) {
+	cfg, err := cf.config()
+	if err != nil {
+		return nil, nil, "", &exitError{code: exitUsage, err: err}
+	}
+	cfg.BrokerTimeout, cfg.UncleanElection = cf.brokerTimeout, cf.unclean
+	if cf.scanSet() {
+		cfg.ScanInterval = cf.scan
+	}
+	cfg.HeartbeatTimeout, cfg.ElectionTimeout = cf.heartbeat, cf.election
+	cfg.LeaderLeaseTimeout = min(cf.heartbeat/2, 500*time.Millisecond)
+	cfg.Logger = logger
+	if err := cfg.Validate(); err != nil {
+		return nil, nil, "", &exitError{code: exitUsage, err: err}
+	}
+	lis, err := net.Listen("tcp", cfg.GRPCAddr)
+	if err != nil {
+		return nil, nil, "", &exitError{code: exitUsage, err: fmt.Errorf("controller listen: %w", err)}
+	}
+	ctl, err := controller.New(cfg)
+	if err != nil {
+		lis.Close()
+		return nil, nil, "", &exitError{code: exitUsage, err: err}
+	}
+	svc, err := controller.NewService(ctl)
+	if err != nil {
+		lis.Close()
+		return nil, nil, "", &exitError{code: exitUsage, err: errors.Join(err, ctl.Close())}
+	}
+	ready = fmt.Sprintf("controller %s ready: raft %s, gRPC %s, data %s", cfg.ID, cfg.BindAddr, lis.Addr(), cfg.DataDir)
+	return func() error { return svc.Serve(lis) }, func(ctx context.Context) error { return errors.Join(svc.Close(ctx), ctl.Close()) }, ready, nil
+}
+
 func newControllerCmd() *cobra.Command {
-	var (
-		id, peers, dataDir  string
-		raftListen, listen  string
-		brokerTimeout, scan time.Duration
-		heartbeat, election time.Duration
-		unclean             bool
-	)
+	var cf controllerFlags
 	cmd := &cobra.Command{
 		Use:   "controller",
 		Short: "Run a replication controller member",
@@ -30,7 +88,8 @@ epoch, and the in-sync set; brokers register and heartbeat to it over gRPC, and
 when a master falls silent for --broker-timeout the leader elects a new one
 from the in-sync set (the broker with the highest last epoch, then the greatest
 log end). Admin verbs reach it with gantry admin -a (getSyncStateSet,
-getBrokerEpoch, electMaster, getControllerMetaData).
+getBrokerEpoch, electMaster, getControllerMetaData). gantry namesrv
+--enable-controller runs a member inside a nameserver instead.
 
 --peers lists the whole group, this member included, as id=raftAddr=grpcAddr,
 comma-separated; every member gets the same list. The raft state lives in
@@ -39,87 +98,53 @@ comma-separated; every member gets the same list. The raft state lives in
     --peers c1=10.0.0.1:9878=10.0.0.1:9879,c2=10.0.0.2:9878=10.0.0.2:9879,c3=10.0.0.3:9878=10.0.0.3:9879`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := controllerConfig(id, peers, dataDir, raftListen, listen)
-			if err != nil {
-				return &exitError{code: exitUsage, err: err}
-			}
-			cfg.BrokerTimeout, cfg.UncleanElection = brokerTimeout, unclean
-			if cmd.Flags().Changed("scan-interval") {
-				cfg.ScanInterval = scan
-			}
-			cfg.HeartbeatTimeout, cfg.ElectionTimeout = heartbeat, election
-			cfg.LeaderLeaseTimeout = min(heartbeat/2, 500*time.Millisecond)
 			logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
-			cfg.Logger = logger
-			if err := cfg.Validate(); err != nil {
-				return &exitError{code: exitUsage, err: err}
-			}
-			lis, err := net.Listen("tcp", cfg.GRPCAddr)
+			serve, stop, ready, err := cf.start(logger)
 			if err != nil {
-				return &exitError{code: exitUsage, err: fmt.Errorf("controller listen: %w", err)}
+				return err
 			}
-			ctl, err := controller.New(cfg)
-			if err != nil {
-				lis.Close()
-				return &exitError{code: exitUsage, err: err}
-			}
-			svc, err := controller.NewService(ctl)
-			if err != nil {
-				lis.Close()
-				return &exitError{code: exitUsage, err: errors.Join(err, ctl.Close())}
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "controller %s ready: raft %s, gRPC %s, data %s\n", cfg.ID, cfg.BindAddr, lis.Addr(), cfg.DataDir)
-			stop := func(ctx context.Context) error { return errors.Join(svc.Close(ctx), ctl.Close()) }
-			return serveUntilDone(cmd.Context(), logger, func() error { return svc.Serve(lis) }, stop)
+			fmt.Fprintln(cmd.OutOrStdout(), ready)
+			return serveUntilDone(cmd.Context(), logger, serve, stop)
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&id, "id", "", "this member's id, one of --peers (required)")
-	f.StringVar(&peers, "peers", "", "the whole group: id=raftAddr=grpcAddr, comma-separated (required)")
-	f.StringVar(&dataDir, "data-dir", "", "raft log, state and snapshots (required)")
-	f.StringVar(&raftListen, "raft-listen", "", "raft listen address (default: this member's raftAddr in --peers)")
-	f.StringVar(&listen, "listen", "", "gRPC listen address (default: this member's grpcAddr in --peers)")
-	f.DurationVar(&brokerTimeout, "broker-timeout", 10*time.Second, "mark a broker dead after this long without a heartbeat")
-	f.DurationVar(&scan, "scan-interval", 0, "how often the leader looks for silent brokers (default 1s, at most --broker-timeout)")
-	f.BoolVar(&unclean, "unclean-election", false, "let automatic elections pick a broker outside the in-sync set when none in it is alive (may lose acknowledged messages)")
-	f.DurationVar(&heartbeat, "raft-heartbeat-timeout", time.Second, "raft's heartbeat timeout")
-	f.DurationVar(&election, "raft-election-timeout", time.Second, "raft's election timeout (at least the heartbeat timeout)")
+	cf.register(cmd, "")
 	return cmd
 }
 
-// controllerConfig builds a member's configuration from the flags: the
+// config builds the member's configuration from the flags: the
 // listen addresses default to the member's own entry of --peers.
-func controllerConfig(id, peers, dataDir, raftListen, listen string) (controller.Config, error) {
+func (cf *controllerFlags) config() (controller.Config, error) {
+	p := cf.prefix
 	switch {
-	case id == "":
-		return controller.Config{}, errors.New(`required flag "id" not set`)
-	case peers == "":
-		return controller.Config{}, errors.New(`required flag "peers" not set: id=raftAddr=grpcAddr, comma-separated`)
-	case dataDir == "":
-		return controller.Config{}, errors.New(`required flag "data-dir" not set`)
+	case cf.id == "":
+		return controller.Config{}, fmt.Errorf(`required flag "%sid" not set`, p)
+	case cf.peers == "":
+		return controller.Config{}, fmt.Errorf(`required flag "%speers" not set: id=raftAddr=grpcAddr, comma-separated`, p)
+	case cf.dataDir == "":
+		return controller.Config{}, fmt.Errorf(`required flag "%sdata-dir" not set`, p)
 	}
-	ps, err := controller.ParsePeers(peers)
+	ps, err := controller.ParsePeers(cf.peers)
 	if err != nil {
-		return controller.Config{}, fmt.Errorf("--peers: %w", err)
+		return controller.Config{}, fmt.Errorf("--%speers: %w", p, err)
 	}
-	cfg := controller.Config{ID: id, Peers: ps, DataDir: dataDir, BindAddr: raftListen, GRPCAddr: listen}
-	for _, p := range ps {
-		if p.ID != id {
+	cfg := controller.Config{ID: cf.id, Peers: ps, DataDir: cf.dataDir, BindAddr: cf.raftListen, GRPCAddr: cf.listen}
+	for _, peer := range ps {
+		if peer.ID != cf.id {
 			continue
 		}
-		if p.GRPCAddr == "" {
-			return controller.Config{}, fmt.Errorf("--peers: member %s has no gRPC address (id=raftAddr=grpcAddr)", id)
+		if peer.GRPCAddr == "" {
+			return controller.Config{}, fmt.Errorf("--%speers: member %s has no gRPC address (id=raftAddr=grpcAddr)", p, cf.id)
 		}
-		cfg.AdvertiseAddr = p.Addr
+		cfg.AdvertiseAddr = peer.Addr
 		if cfg.BindAddr == "" {
-			cfg.BindAddr = p.Addr
+			cfg.BindAddr = peer.Addr
 		}
 		if cfg.GRPCAddr == "" {
-			cfg.GRPCAddr = p.GRPCAddr
+			cfg.GRPCAddr = peer.GRPCAddr
 		}
 	}
 	if cfg.AdvertiseAddr == "" {
-		return controller.Config{}, fmt.Errorf("--peers does not list this member %q", id)
+		return controller.Config{}, fmt.Errorf("--%speers does not list this member %q", p, cf.id)
 	}
 	return cfg, nil
 }

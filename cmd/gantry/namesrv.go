@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -18,6 +19,8 @@ func newNamesrvCmd() *cobra.Command {
 		listen         string
 		remotingListen string
 		expiry         time.Duration
+		withController bool
+		cf             controllerFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "namesrv",
@@ -31,7 +34,12 @@ Both ports, --listen (Gantry's 9877) and --remoting-listen (RocketMQ's 9876),
 answer Gantry's clients and brokers over gRPC and Apache RocketMQ clients over
 RocketMQ's remoting protocol (routes, cluster info and the topic list): the
 first bytes of each connection tell them apart, so a RocketMQ broker.conf's
-namesrvAddr=host:9876 works as written.`,
+namesrvAddr=host:9876 works as written.
+
+--enable-controller also runs a replication controller member in the process
+(RocketMQ's enableControllerInNamesrv), with the --controller-* flags of
+gantry controller (--controller-id, --controller-peers, --controller-data-dir,
+...): three nameservers then make the controller's raft group.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
@@ -51,20 +59,34 @@ namesrvAddr=host:9876 works as written.`,
 				_ = ns.Close(context.Background())
 				return &exitError{code: exitUsage, err: fmt.Errorf("nameserver remoting listen: %w", err)}
 			}
+			serves, stop := []func() error{func() error { return ns.Serve(lis) }, func() error { return ns.Serve(rlis) }}, ns.Close
+			if withController {
+				cserve, cstop, ready, err := cf.start(logger.With("component", "controller"))
+				if err != nil {
+					lis.Close()
+					rlis.Close()
+					return errors.Join(err, ns.Close(context.Background()))
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), ready)
+				serves = append(serves, cserve)
+				stop = func(ctx context.Context) error { return errors.Join(ns.Close(ctx), cstop(ctx)) }
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "nameserver ready: gRPC %s, RocketMQ remoting %s (each port speaks both)\n", lis.Addr(), rlis.Addr())
-			return serveUntilDone(cmd.Context(), logger, serveBoth(func() error { return ns.Serve(lis) }, func() error { return ns.Serve(rlis) }, ns.Close), ns.Close)
+			return serveUntilDone(cmd.Context(), logger, serveAll(stop, serves...), stop)
 		},
 	}
 	cmd.Flags().StringVar(&listen, "listen", ":9877", "listen address of Gantry's port (gRPC and RocketMQ remoting)")
 	cmd.Flags().StringVar(&remotingListen, "remoting-listen", ":9876", "listen address of RocketMQ's port (RocketMQ remoting and gRPC)")
 	cmd.Flags().DurationVar(&expiry, "broker-expiry", 120*time.Second, "drop a broker silent for this long")
+	cmd.Flags().BoolVar(&withController, "enable-controller", false, "also run a replication controller member (enableControllerInNamesrv; the --controller-* flags)")
+	cf.register(cmd, "controller-")
 	return cmd
 }
 
-// serveBoth returns a serve function for serveUntilDone that runs a and b
-// until both return: when one fails first, stop ends the other. It
+// serveAll returns a serve function for serveUntilDone that runs every
+// serve until all return: when one fails first, stop ends the others. It
 // returns the first failure.
-func serveBoth(a, b func() error, stop func(context.Context) error) func() error {
+func serveAll(stop func(context.Context) error, serves ...func() error) func() error {
 	return func() error {
 		var (
 			wg    sync.WaitGroup
@@ -82,8 +104,9 @@ func serveBoth(a, b func() error, stop func(context.Context) error) func() error
 				}
 			})
 		}
-		wg.Go(func() { run(a) })
-		wg.Go(func() { run(b) })
+		for _, serve := range serves {
+			wg.Go(func() { run(serve) })
+		}
 		wg.Wait()
 		return first
 	}
