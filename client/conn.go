@@ -214,7 +214,9 @@ func (c *core) brokerAddr(q Queue) (string, error) {
 // broker may have moved, and a slave's refusal means the master moved, so
 // the topic's route is refreshed soon.
 func (c *core) brokerFailed(topic string, err error) {
-	if errors.Is(err, ErrUnavailable) || errors.Is(err, ErrNotMaster) {
+	// A broker that does not answer in time may be a master cut off by a
+	// failover, which the route names anew.
+	if errors.Is(err, ErrUnavailable) || errors.Is(err, ErrNotMaster) || errors.Is(err, context.DeadlineExceeded) {
 		c.routes.kick(topic)
 	}
 }

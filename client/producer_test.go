@@ -762,3 +762,25 @@ func TestNoWritableQueueReadsTheRouteAgain(t *testing.T) {
 	_, err = one.Send(t.Context(), &Message{Topic: "T", Body: []byte("y")})
 	require.ErrorIs(t, err, ErrNoQueue)
 }
+
+// A send to a broker that does not answer in time (a master cut off from
+// everyone while another is elected) reads the route again soon, so the
+// sends after it reach the new master without waiting for the periodic
+// refresh.
+func TestTimeoutReadsTheRouteAgain(t *testing.T) {
+	old, newer := startBroker(t, "a", 1, "T"), startBroker(t, "a", 1, "T")
+	ns := startNameServer(t, old)
+	old.setFault(func(int64, *gantryv1.SendRequest) *sendFault {
+		ns.setBrokers(newer) // the failover happened meanwhile
+		return &sendFault{code: codes.DeadlineExceeded, msg: "deadline exceeded"}
+	})
+	p := newTestProducer(t, testConfig(t, ns))
+	_, err := p.Send(t.Context(), &Message{Topic: "T", Body: []byte("x")})
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Eventually(t, func() bool { return ns.routeCalls.Load() >= 2 }, 10*time.Second, time.Millisecond, "the route is read again")
+	require.Eventually(t, func() bool {
+		_, err := p.Send(t.Context(), &Message{Topic: "T", Body: []byte("y")})
+		return err == nil
+	}, 10*time.Second, 10*time.Millisecond)
+	assert.Positive(t, newer.sendRequests.Load())
+}
