@@ -55,7 +55,14 @@ type Failover struct {
 	// EpochStart is the commit-log offset the new master's epoch starts
 	// at (-1 until known): an ack at or past it came from the new master.
 	EpochStart int64
+	// Fault says what ended the old master's term when it was not a
+	// SIGKILL ("partitioned from controllers"); Killed and KilledAt then
+	// name the broker cut off and when.
+	Fault string
 }
+
+// how says what ended the old master's term.
+func (f Failover) how() string { return cmp.Or(f.Fault, "killed") }
 
 // groupTimeouts: a broker silent 3 s is dead; its master lease (1.5 s)
 // runs out well before, so an old master stops acknowledging before
@@ -335,7 +342,7 @@ func (g *Group) WaitElected(f Failover) Failover {
 		st, err = g.GroupState()
 		return err == nil && st.MasterID != 0 && st.MasterID != f.Killed && st.MasterEpoch > f.Epoch
 	})
-	require.True(g.T, ok, "no new master within %s of killing broker %d", groupSettling, f.Killed)
+	require.True(g.T, ok, "no new master within %s after broker %d was %s", groupSettling, f.Killed, f.how())
 	f.NewMaster, f.NewEpoch = st.MasterID, st.MasterEpoch
 	g.Record(history.Event{Kind: history.Heal, Note: fmt.Sprintf("broker %d elected (epoch %d)", st.MasterID, st.MasterEpoch),
 		Time: history.Now()})
@@ -367,13 +374,13 @@ func (g *Group) CheckFailovers(r *checker.Result) {
 		}
 		u, ok := unavailability(acks, f)
 		if !ok {
-			r.Fail("failover %d: no acknowledgement after broker %d was killed", i+1, f.Killed)
+			r.Fail("failover %d: no acknowledgement after broker %d was %s", i+1, f.Killed, f.how())
 			continue
 		}
 		worst = max(worst, u)
 		each = append(each, u.Round(10*time.Millisecond).String())
-		g.T.Logf("failover %d: broker %d (epoch %d) killed, broker %d elected (epoch %d), first ack of the new master after %s",
-			i+1, f.Killed, f.Epoch, f.NewMaster, f.NewEpoch, u.Round(time.Millisecond))
+		g.T.Logf("failover %d: broker %d (epoch %d) %s, broker %d elected (epoch %d), first ack of the new master after %s",
+			i+1, f.Killed, f.Epoch, f.how(), f.NewMaster, f.NewEpoch, u.Round(time.Millisecond))
 	}
 	r.Add("failovers", len(g.Failovers))
 	if len(each) > 0 {

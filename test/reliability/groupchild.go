@@ -87,6 +87,9 @@ type MemberSpec struct {
 	InSyncReplicas int
 	// Heartbeat is brokerHeartbeatInterval; Lease is masterLeaseMillis.
 	Heartbeat, Lease time.Duration
+	// HAAdvertise, when set, is the HA address the broker registers with
+	// the controllers (a fault proxy in front of HAPort): its slaves dial it.
+	HAAdvertise string
 }
 
 func runMember(ctx context.Context, raw []byte) error {
@@ -113,7 +116,7 @@ func runMember(ctx context.Context, raw []byte) error {
 		glis.Close()
 		return err
 	}
-	m, err := server.StartMember(ctx, server.Config{Broker: cfg, GRPCListener: glis, HTTPListener: hlis})
+	m, err := server.StartMember(ctx, server.Config{Broker: cfg, GRPCListener: glis, HTTPListener: hlis, HAAdvertiseAddr: spec.HAAdvertise})
 	if err != nil {
 		return err
 	}
