@@ -45,10 +45,14 @@ import (
 //
 // The short tier cuts the master from the controllers and from its
 // clients once each; the long tier runs every shape three times, in an
-// order drawn from the seed. Cut off from everyone is the slow shape: the
-// workers' sends to the unreachable old master time out, which does not
-// make a client read the route again, so they find the new master only at
-// their periodic route refresh.
+// order drawn from the seed. Cut off from everyone, the old master may
+// store sends it never acknowledges (its slaves are cut off too) and hand
+// them to a long poll held open across the cut, whose answer arrives when
+// the cut heals: the consumer then reads, at queue offsets the new master
+// fills with other messages, records the old master's rejoin truncates
+// (docs/REPLICATION.md, "Not yet": a master shows consumers what its
+// in-sync set does not hold yet). That shape fails on such a run, so it
+// is in the long tier only until that is fixed.
 func TestGroupPartitionedMaster(t *testing.T) {
 	g := NewGroup(t, "group-partitioned-master")
 	links := proxyLinks(g)
