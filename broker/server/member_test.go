@@ -228,7 +228,12 @@ func TestMemberFailoverKeepsEveryAck(t *testing.T) {
 		g.send(m2, i)
 		want[i%2] = append(want[i%2], string(body(i)))
 	}
-	assert.Equal(t, want, g.bodies(m2), "every acknowledged message, once, in order")
+	var got [2][]string
+	require.Eventually(t, func() bool { // dispatch follows the acks
+		got = g.bodies(m2)
+		return len(got[0])+len(got[1]) >= 80
+	}, failoverWait, 10*time.Millisecond)
+	assert.Equal(t, want, got, "every acknowledged message, once, in order")
 	entries := g.ms[m2-1].Epochs()
 	require.Len(t, entries, 2)
 	assert.Equal(t, []int32{1, 2}, []int32{entries[0].Epoch, entries[1].Epoch})
@@ -273,8 +278,12 @@ func TestMemberRejoinTruncatesTheOldMastersSuffix(t *testing.T) {
 	}
 	g.start(m1)
 	g.sameLogs(s, m1)
-	bodies := g.bodies(m1)
-	all := slices.Concat(bodies[0], bodies[1])
+	var all []string
+	require.Eventually(t, func() bool { // its consume queues follow its log
+		bodies := g.bodies(m1)
+		all = slices.Concat(bodies[0], bodies[1])
+		return len(all) >= 15
+	}, failoverWait, 10*time.Millisecond)
 	assert.Len(t, all, 15, "m0000..m0009 and m0020..m0024: %v", all)
 	for i := 10; i < 20; i++ {
 		assert.NotContains(t, all, string(body(i)))
@@ -284,6 +293,7 @@ func TestMemberRejoinTruncatesTheOldMastersSuffix(t *testing.T) {
 	assert.Contains(t, string(rec), `"records":10`)
 	assert.Equal(t, 1, strings.Count(strings.TrimSpace(string(rec)), "\n")+1, "one truncation: %s", rec)
 	ents := g.ms[m1-1].Epochs()
+	require.Len(t, ents, 2)
 	assert.Equal(t, []epoch.Entry{{Epoch: 1, StartOffset: 0}, {Epoch: 2, StartOffset: ents[1].StartOffset}}, ents)
 }
 
