@@ -140,11 +140,13 @@ func (g *group) send(id, i int) {
 	}, failoverWait, 20*time.Millisecond, "send %d to %d: %v", i, id, &last)
 }
 
-// bodies returns what member id's broker holds in T, by queue.
+// bodies returns what member id's broker holds in T, by queue, once its
+// consume queues hold its whole log.
 func (g *group) bodies(id int) [2][]string {
 	g.t.Helper()
 	var out [2][]string
 	b := g.ms[id-1].Server().Broker()
+	require.Eventually(g.t, func() bool { return b.DispatchedOffset() >= b.ReplicaLog().MaxOffset() }, failoverWait, time.Millisecond)
 	for q := range int32(2) {
 		for from := int64(0); ; {
 			res, err := b.Pull(g.t.Context(), broker.PullRequest{Topic: "T", QueueID: q, Offset: from, MaxMsgs: broker.MaxPullMsgs})
