@@ -207,16 +207,18 @@ func (m *Member) shut(end func(*Server) error) error {
 	m.stop()
 	<-m.done
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	if m.closed {
+		m.mu.Unlock()
 		return nil
 	}
 	m.closed = true
+	srv := m.srv
+	m.srv = nil
+	m.mu.Unlock() // not held while the server closes: Server and IsMaster answer meanwhile
 	m.lease.Revoke()
 	var err error
-	if m.srv != nil {
-		err = end(m.srv)
-		m.srv = nil
+	if srv != nil {
+		err = end(srv)
 	}
 	for _, l := range m.lis {
 		l.Close()
