@@ -84,7 +84,8 @@ func (s *Store) dispatch() (n int64, err error) {
 	if copying && s.dbuf == nil {
 		s.dbuf = make([]byte, dispatchChunk)
 	}
-	for off := s.dispatched.Load(); off < s.cl.MaxOffset(); {
+	end := s.dispatchEnd()
+	for off := s.dispatched.Load(); off < end; {
 		var (
 			recs        []byte
 			start, next int64
@@ -107,13 +108,13 @@ func (s *Store) dispatch() (n int64, err error) {
 		case err != nil:
 			return n, fmt.Errorf("store: dispatch read at %d: %w", off, err)
 		}
-		k, err := s.dispatchRecords(recs, start)
+		k, cut, err := s.dispatchRecords(recs, start, end)
 		r.Release()
 		n += k
 		if k > 0 {
 			s.dispatchMoved()
 		}
-		if err != nil {
+		if err != nil || cut {
 			return n, err
 		}
 		off = next
@@ -126,11 +127,15 @@ func (s *Store) dispatch() (n int64, err error) {
 const dispatchChunk = 256 << 10
 
 // dispatchRecords dispatches records lying back to back in recs, the first
-// at log offset start, advancing the dispatch position past each.
-func (s *Store) dispatchRecords(recs []byte, start int64) (n int64, err error) {
+// at log offset start, advancing the dispatch position past each, up to
+// the first that would end beyond limit (cut then reports it).
+func (s *Store) dispatchRecords(recs []byte, start, limit int64) (n int64, cut bool, err error) {
 	for p := 0; p < len(recs); {
 		size, _, _ := message.RecordSize(recs[p:])
 		phys := start + int64(p)
+		if phys+int64(size) > limit {
+			return n, true, nil
+		}
 		v, err := message.NewView(recs[p : p+int(size)])
 		if err == nil {
 			err = s.dispatchOne(v, phys)
@@ -138,13 +143,13 @@ func (s *Store) dispatchRecords(recs []byte, start int64) (n int64, err error) {
 			err = fmt.Errorf("store: dispatch decode at %d: %w", phys, err)
 		}
 		if err != nil {
-			return n, err
+			return n, false, err
 		}
 		p += int(size)
 		s.dispatched.Store(start + int64(p))
 		n++
 	}
-	return n, nil
+	return n, false, nil
 }
 
 // dispatchOne adds the record's consume-queue entry (unless it is a

@@ -23,6 +23,15 @@ const findCandidates = 4096
 // (Recovery().DispatchError): PutBatch refuses messages until then.
 func (s *Store) DispatchedOffset() int64 { return s.dispatched.Load() }
 
+// SettledDispatch returns the dispatch position once a dispatch under way
+// has finished: every later one reads Config.DispatchLimit afresh, so a
+// lowered limit holds from there on.
+func (s *Store) SettledDispatch() int64 {
+	s.dispatchMu.Lock()
+	defer s.dispatchMu.Unlock()
+	return s.dispatched.Load()
+}
+
 // WaitDispatched waits until the dispatcher has passed off (a log offset:
 // every record below it is then in its consume queue and the index), the
 // context ends or d passes, and reports whether it did. It is for lookups

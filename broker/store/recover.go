@@ -143,6 +143,10 @@ func (s *Store) recover(ctx context.Context) error {
 		if err := s.openStalled(err); err != nil {
 			return err
 		}
+	} else if s.cfg.DispatchLimit != nil && s.dispatched.Load() < s.cl.MaxOffset() {
+		if err := s.openHeld(); err != nil {
+			return err
+		}
 	}
 	r.SkippedEntries = s.skipped.Load()
 	if s.cfg.CheckQueues {
@@ -207,6 +211,21 @@ func (s *Store) openStalled(cause error) error {
 	s.recoveredEnds = ends
 	s.log.Error("store opened with records not dispatched; sends are refused until they are", "offset", s.dispatched.Load(),
 		"lagBytes", s.cl.MaxOffset()-s.dispatched.Load(), "err", cause)
+	return nil
+}
+
+// openHeld lets Open finish with records Config.DispatchLimit holds back
+// (a controller-mode broker's records its group has not confirmed): the
+// queue counters come from the log, as in openStalled, without a stall.
+func (s *Store) openHeld() error {
+	ends, err := s.logQueueEnds(s.dispatched.Load())
+	if err != nil {
+		return fmt.Errorf("store: open with records held back from dispatch: %w", err)
+	}
+	for k, end := range ends {
+		s.setNext(k, end)
+	}
+	s.recoveredEnds = ends
 	return nil
 }
 

@@ -26,8 +26,13 @@ type DispatchStatus struct {
 	// Dispatched is the log offset below which every record is in its
 	// consume queue and the index.
 	Dispatched int64
-	// LogEnd is the log's readable end; LagBytes = LogEnd - Dispatched.
+	// LogEnd is the log's readable end; LagBytes = LogEnd - Dispatched,
+	// less Held.
 	LogEnd, LagBytes int64
+	// Held is how many bytes below LogEnd Config.DispatchLimit holds back
+	// (a controller-mode master's records its in-sync slaves do not hold
+	// yet): not a lag of the dispatcher's, and never a reason to refuse.
+	Held int64
 	// Stalled is true while the dispatcher's last attempt failed; Since is
 	// when its failures began, For how long ago that was, and Err the last
 	// failure.
@@ -129,7 +134,8 @@ func (s *Store) resumed(now time.Time) {
 // whether PutBatch refuses messages for it. Safe for concurrent use.
 func (s *Store) DispatchState() DispatchStatus {
 	d := DispatchStatus{Dispatched: s.dispatched.Load(), LogEnd: s.cl.MaxOffset()}
-	d.LagBytes = max(d.LogEnd-d.Dispatched, 0)
+	bound := min(d.LogEnd, max(s.limitAt.Load(), d.Dispatched))
+	d.Held, d.LagBytes = d.LogEnd-bound, max(bound-d.Dispatched, 0)
 	if since := s.stall.since.Load(); since != 0 {
 		d.Stalled, d.Since = true, time.Unix(0, since)
 		d.For = max(s.cfg.Now().Sub(d.Since), 0)
@@ -159,7 +165,7 @@ func (s *Store) refusing(d DispatchStatus) bool {
 func (s *Store) Refusal() error {
 	if s.stall.since.Load() == 0 {
 		lim := s.cfg.MaxDispatchLagBytes
-		if lim <= 0 || s.cl.MaxOffset()-s.dispatched.Load() <= lim {
+		if lim <= 0 || min(s.cl.MaxOffset(), s.limitAt.Load())-s.dispatched.Load() <= lim {
 			return nil // the common case, without building a status
 		}
 	}

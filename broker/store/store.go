@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -74,6 +75,15 @@ type Config struct {
 	// ErrDispatchStalled. Default 256 MiB (DefaultMaxDispatchLagBytes);
 	// negative: no limit.
 	MaxDispatchLagBytes int64
+	// DispatchLimit, if set, bounds dispatch: a record is dispatched (and
+	// so read by consumers) only once it ends at or below the log offset
+	// it returns; math.MaxInt64 bounds nothing. A controller-mode master
+	// bounds it at what every slave of its in-sync set holds, so that no
+	// failover takes back a message a consumer has read
+	// (docs/REPLICATION.md, "What consumers read"). It runs on the
+	// dispatcher goroutine and in Open and must not block; call Kick when
+	// its value grows.
+	DispatchLimit func() int64
 	// KeepFrom, if set, pins the commit log: retention does not delete a
 	// segment for its age while it holds an offset at or above the value
 	// KeepFrom returns (math.MaxInt64: nothing pinned; see
@@ -153,6 +163,7 @@ type Store struct {
 	next map[QueueKey]*int64
 
 	dispatched atomic.Int64 // log offset up to which records are dispatched
+	limitAt    atomic.Int64 // DispatchLimit's value at the last dispatch (math.MaxInt64 without one)
 	// moved is closed when the dispatch position next grows, nil while
 	// nobody waits for it (WaitDispatched).
 	moved     atomic.Pointer[chan struct{}]
@@ -202,6 +213,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		create: make(chan *cqueue, createBacklog),
 		dcache: map[string]map[int32]*cqueue{},
 	}
+	s.limitAt.Store(math.MaxInt64)
 	meta := cfg.Metadata
 	if meta == nil {
 		var err error
@@ -317,6 +329,21 @@ func (s *Store) wake() {
 	case s.kick <- struct{}{}:
 	default:
 	}
+}
+
+// Kick wakes the dispatcher: Config.DispatchLimit's value grew. It does
+// not block.
+func (s *Store) Kick() { s.wake() }
+
+// dispatchEnd is where a dispatch stops: the log's readable end, or
+// Config.DispatchLimit's value when it is lower.
+func (s *Store) dispatchEnd() int64 {
+	end, lim := s.cl.MaxOffset(), int64(math.MaxInt64)
+	if f := s.cfg.DispatchLimit; f != nil {
+		lim = f()
+	}
+	s.limitAt.Store(lim)
+	return min(end, lim)
 }
 
 // Metadata returns the store's topics, subscription groups and consumer
