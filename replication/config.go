@@ -55,6 +55,14 @@ type MasterConfig struct {
 	// nobody told it of: the appender calls Master.Notify, which wakes the
 	// streams at once. Default 100 ms.
 	PollInterval time.Duration
+	// Confirmed, if set, returns the master's confirmed offset: what its
+	// consumers may read up to (its store's DispatchLimit). Each stream
+	// sends it in a confirm frame when it grows, capped at what the stream
+	// has sent. It is called under no lock of the Master's.
+	Confirmed func() int64
+	// OnAck, if set, is called after a replica's ack moved, outside the
+	// Master's lock; it must not block.
+	OnAck func()
 	// HeartbeatInterval is how long a stream stays silent before it sends a
 	// heartbeat. Default 1 s.
 	HeartbeatInterval time.Duration
@@ -162,6 +170,11 @@ type SlaveConfig struct {
 	// error is logged; replication goes on, and the next snapshot replaces
 	// the one refused. Without it snapshots are dropped.
 	OnMeta func(snapshot []byte) error
+	// OnConfirm, if set, takes the master's confirmed offset from each
+	// confirm frame (at most the replica's log end; it only grows within a
+	// connection), in the goroutine that appends the log. It must not
+	// block.
+	OnConfirm func(off int64)
 	// MaxMetaBytes bounds a metadata snapshot; a larger one is refused (the
 	// connection drops). Default DefaultMaxMetaBytes.
 	MaxMetaBytes int

@@ -346,7 +346,7 @@ func TestVersionOneIsRefused(t *testing.T) {
 	reason := make([]byte, n)
 	_, err = io.ReadFull(c, reason)
 	require.NoError(t, err)
-	assert.Equal(t, "the replica speaks protocol version 1, the master 2", string(reason))
+	assert.Equal(t, "the replica speaks protocol version 1, the master 3", string(reason))
 	assert.Empty(t, m.Slaves())
 
 	for _, tc := range []struct {
@@ -355,8 +355,8 @@ func TestVersionOneIsRefused(t *testing.T) {
 		by   string
 		says string
 	}{
-		{"a version 1 master's refusal", replication.Welcome{Version: 1, Reason: "the replica speaks protocol version 2, the master 1"}, "master", "protocol version 2, the master 1"},
-		{"a version 1 master's welcome", replication.Welcome{Version: 1, SegmentBytes: segBytes}, "slave", "the master speaks protocol version 1, the replica 2"},
+		{"a version 1 master's refusal", replication.Welcome{Version: 1, Reason: "the replica speaks protocol version 3, the master 1"}, "master", "protocol version 3, the master 1"},
+		{"a version 1 master's welcome", replication.Welcome{Version: 1, SegmentBytes: segBytes}, "slave", "the master speaks protocol version 1, the replica 3"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := startFakeMaster(t, func(c net.Conn) {

@@ -208,6 +208,29 @@ func (m *Master) WaitAckedBy(ctx context.Context, offset int64, ids []int64) err
 	}
 }
 
+// MinAcked returns the lowest log end the replicas of ids acknowledged (0
+// for one that never connected), math.MaxInt64 for no ids.
+func (m *Master) MinAcked(ids []int64) int64 {
+	low := int64(math.MaxInt64)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, id := range ids {
+		s := m.slaves[id]
+		if s == nil {
+			return 0
+		}
+		low = min(low, s.acked)
+	}
+	return low
+}
+
+// ackChan returns a channel closed when an ack next moves.
+func (m *Master) ackChan() <-chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.changed
+}
+
 // Slaves returns what the master knows of each replica, by id.
 func (m *Master) Slaves() []SlaveInfo {
 	m.mu.Lock()
@@ -493,6 +516,9 @@ func (m *Master) readAcks(conn net.Conn, s *session, sent *atomic.Int64) error {
 			m.setAckedLocked(s.state, end)
 		}
 		m.mu.Unlock()
+		if m.cfg.OnAck != nil {
+			m.cfg.OnAck()
+		}
 	}
 }
 
@@ -508,7 +534,14 @@ func (m *Master) stream(ctx context.Context, conn net.Conn, s *session, sent *at
 	off, data, next, ep := s.from, s.first, s.next, s.firstEpoch
 	ms := &metaSender{src: m.cfg.Meta, every: m.cfg.MetaInterval, kicks: &m.metaKicks}
 	rechecked := false
+	var confirmed int64 // the last confirm frame's offset
 	for {
+		if c := m.confirmed(off); c > confirmed {
+			if err := m.send(conn, hdr, FrameHeader{Type: FrameConfirm, Epoch: m.cfg.Epoch, Offset: c}, nil); err != nil {
+				return err
+			}
+			confirmed = c
+		}
 		if ms.due(time.Now()) {
 			if err := m.sendMeta(conn, hdr, ms, s.maxFrame); err != nil {
 				return err
@@ -538,10 +571,18 @@ func (m *Master) stream(ctx context.Context, conn net.Conn, s *session, sent *at
 			continue
 		}
 		rechecked = false
+		var acked <-chan struct{} // a confirm to send may follow an ack
+		if m.cfg.Confirmed != nil && confirmed < off {
+			acked = m.ackChan()
+			if m.confirmed(off) > confirmed {
+				continue
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-wake:
+		case <-acked:
 		case <-poll.C:
 		case <-hb.C:
 			if err := m.send(conn, hdr, FrameHeader{Type: FrameHeartbeat, Epoch: m.cfg.Epoch, Offset: m.src.MaxOffset()}, nil); err != nil {
@@ -550,6 +591,15 @@ func (m *Master) stream(ctx context.Context, conn net.Conn, s *session, sent *at
 			hb.Reset(m.cfg.HeartbeatInterval)
 		}
 	}
+}
+
+// confirmed is the confirmed offset a stream that has sent up to sent
+// tells its slave: 0 without MasterConfig.Confirmed.
+func (m *Master) confirmed(sent int64) int64 {
+	if m.cfg.Confirmed == nil {
+		return 0
+	}
+	return min(m.cfg.Confirmed(), sent)
 }
 
 // send writes a frame: its header and body in one write.

@@ -165,7 +165,9 @@ func TestSlaveRefusesBadFrames(t *testing.T) {
 		{"not at the replica's end", append(header(replication.FrameData, 4096, 500), garbage...), replication.ErrOffset, "offset 4096, but the replica's log ends at 0"},
 		{"not a record", append(header(replication.FrameData, 0, 500), garbage...), commitlog.ErrInvalidBatch, "replica batch at 0"},
 		{"an unknown type", header(9, 0, 0), replication.ErrProtocol, "unknown frame type 9"},
-		{"a heartbeat with a body", header(replication.FrameHeartbeat, 0, 8), replication.ErrProtocol, "heartbeat with a body"},
+		{"a heartbeat with a body", header(replication.FrameHeartbeat, 0, 8), replication.ErrProtocol, "heartbeat frame with a body"},
+		{"a confirm with a body", header(replication.FrameConfirm, 0, 8), replication.ErrProtocol, "confirm frame with a body"},
+		{"a confirm beyond the replica's end", header(replication.FrameConfirm, 4096, 0), replication.ErrProtocol, "confirms 4096, beyond the replica's end 0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			replica := openLog(t, t.TempDir(), segBytes, commitlog.AsyncFlush)

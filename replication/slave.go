@@ -60,6 +60,7 @@ type SlaveStatus struct {
 	End       int64 // the replica's log end
 	MasterEnd int64 // the master's log end, as last heard
 	Epoch     int32 // the master's epoch, as last heard
+	Confirmed int64 // the master's confirmed offset, as last heard (FrameConfirm)
 	// MetaSnapshots counts the metadata snapshots OnMeta took.
 	MetaSnapshots int
 	// LastErr is why the last connection attempt or connection ended: a
@@ -295,6 +296,16 @@ func (s *Slave) receive(ctx context.Context, conn net.Conn, end int64, masterEpo
 			if snap != nil {
 				s.takeMeta(snap)
 			}
+			continue
+		}
+		if h.Type == FrameConfirm {
+			if h.Offset > end {
+				return fmt.Errorf("%w: the master confirms %d, beyond the replica's end %d", ErrProtocol, h.Offset, end)
+			}
+			if s.cfg.OnConfirm != nil {
+				s.cfg.OnConfirm(h.Offset)
+			}
+			s.update(func(st *SlaveStatus) { st.Confirmed = max(st.Confirmed, h.Offset) })
 			continue
 		}
 		masterEnd := h.Offset + int64(len(body))

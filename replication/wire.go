@@ -19,15 +19,17 @@ import (
 //	        [epoch count u32][k × [epoch i32][start offset i64]] (the master's epoch list,
 //	        epoch.AppendWire; in a welcome of this Version only, refusals included)
 //	frame   (master → slave, 17+n bytes): [type u8][epoch i32][offset i64][body length u32][body]
+//	        type 1 data, 2 heartbeat (offset: the master's log end), 3 metadata, 4 confirm
+//	        (offset: the master's confirmed offset); heartbeats and confirms have no body
 //	        a metadata frame's offset is its chunk's position in the snapshot, its body
 //	        [snapshot length u32][chunk]
 //	ack     (slave → master, 8 bytes): [log end i64]
 const (
 	// Version is the protocol version this package speaks. Version 2
 	// added the master's epoch list to the welcome and labels each data
-	// frame with its data's epoch; a peer of another version is refused
-	// with a reason naming both.
-	Version = 2
+	// frame with its data's epoch; version 3 the confirm frame. A peer of
+	// another version is refused with a reason naming both.
+	Version = 3
 
 	// HelloSize, WelcomeHeaderSize, FrameHeaderSize and AckSize are the
 	// fixed sizes of the messages (a welcome is followed by its reason and
@@ -58,6 +60,12 @@ const (
 	// is the chunk's position in the snapshot, the body the snapshot's
 	// length (u32) and the chunk.
 	FrameMeta FrameType = 3
+	// FrameConfirm has no body; Offset is the master's confirmed offset
+	// (MasterConfig.Confirmed), which the master's consumers may read up
+	// to, at most what it sent the slave. A slave in controller mode lets
+	// its own consumers read up to it (docs/REPLICATION.md, "What
+	// consumers read").
+	FrameConfirm FrameType = 4
 )
 
 func (t FrameType) String() string {
@@ -68,6 +76,8 @@ func (t FrameType) String() string {
 		return "heartbeat"
 	case FrameMeta:
 		return "metadata"
+	case FrameConfirm:
+		return "confirm"
 	}
 	return fmt.Sprintf("type %d", uint8(t))
 }
@@ -317,14 +327,14 @@ func DecodeFrameHeader(b []byte, maxBody int) (FrameHeader, error) {
 		BodyLen: binary.BigEndian.Uint32(b[13:]),
 	}
 	switch {
-	case h.Type != FrameData && h.Type != FrameHeartbeat && h.Type != FrameMeta:
+	case h.Type < FrameData || h.Type > FrameConfirm:
 		return FrameHeader{}, fmt.Errorf("%w: unknown frame %s", ErrProtocol, h.Type)
 	case h.Offset < 0:
 		return FrameHeader{}, fmt.Errorf("%w: %s frame at negative offset %d", ErrProtocol, h.Type, h.Offset)
 	case h.Epoch < 0:
 		return FrameHeader{}, fmt.Errorf("%w: %s frame at %d of negative epoch %d", ErrProtocol, h.Type, h.Offset, h.Epoch)
-	case h.Type == FrameHeartbeat && h.BodyLen != 0:
-		return FrameHeader{}, fmt.Errorf("%w: heartbeat with a body of %d bytes", ErrProtocol, h.BodyLen)
+	case (h.Type == FrameHeartbeat || h.Type == FrameConfirm) && h.BodyLen != 0:
+		return FrameHeader{}, fmt.Errorf("%w: %s frame with a body of %d bytes", ErrProtocol, h.Type, h.BodyLen)
 	case h.Type == FrameData && h.BodyLen == 0:
 		return FrameHeader{}, fmt.Errorf("%w: data frame at %d without a body", ErrProtocol, h.Offset)
 	case h.Type == FrameMeta && h.BodyLen <= metaLenSize:
