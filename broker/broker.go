@@ -87,6 +87,7 @@ func Open(ctx context.Context, cfg Config) (*Broker, error) {
 	sc.OnDispatch = chainDispatch(sc.OnDispatch, b.polls.notify)
 	sc.KeepFrom = b.dlqKeepFrom
 	sc.OnCommit = b.notifyCommit
+	sc.DispatchLimit = cfg.DispatchLimit
 	meta, err := metadata.Open(metadata.Config{Dir: filepath.Join(sc.Root, "config"), FS: sc.FS, Now: sc.Now, Logger: sc.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("broker: open store: %w", err)

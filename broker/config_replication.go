@@ -30,6 +30,12 @@ type HAConfig struct {
 	// Lease, when set, is the lease a master's writes need (not a key: its
 	// owner, broker/server's Member, renews it).
 	Lease *Lease
+	// DispatchLimit, when set, bounds what consumers read (not a key: its
+	// owner, broker/server, sets it in controller mode): a message reaches
+	// its consume queue only once it ends at or below the log offset it
+	// returns (store.Config.DispatchLimit); call Broker.ConfirmMoved when
+	// that grows.
+	DispatchLimit func() int64
 	// AccessMessageInMemoryMaxRatio (accessMessageInMemoryMaxRatio,
 	// percent of the machine's memory): a master with slaveReadEnable
 	// tells a RocketMQ consumer to pull from slave brokerId 1 when what it

@@ -79,6 +79,13 @@ func (b *Broker) notifyCommit(int64) {
 	}
 }
 
+// ConfirmMoved wakes the dispatcher: Config.DispatchLimit's value grew.
+func (b *Broker) ConfirmMoved() { b.store.Kick() }
+
+// SettledDispatch returns the dispatch position once a dispatch under way
+// has finished (store.Store.SettledDispatch).
+func (b *Broker) SettledDispatch() int64 { return b.store.SettledDispatch() }
+
 // metaChanged sends a topic or group change to the slaves at once, not
 // within the metadata interval: a slave promoted right after it still
 // serves the topic.

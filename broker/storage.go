@@ -39,6 +39,8 @@ type messageStore interface {
 	DispatchedOffset() int64
 	WaitDispatched(ctx context.Context, off int64, d time.Duration) bool
 	DispatchState() store.DispatchStatus
+	Kick()
+	SettledDispatch() int64
 
 	// topic deletion
 	BeginDeleteTopic(topic string) error

@@ -245,6 +245,7 @@ func (h *Handler) runtimeInfo(_ context.Context, _ *remoting.Conn, req *remoting
 	}
 	if st.Ready {
 		t["dispatchBehindBytes"] = i(max(st.MaxLogOffset-h.b.DispatchedOffset(), 0))
+		t["dispatchHeldBytes"] = i(st.Dispatch.Held) // controller mode: what the in-sync set does not hold yet
 		if ts, ok := h.earliestMessageTime(st.MinLogOffset); ok {
 			t["earliestMessageTimeStamp"] = i(ts)
 		}

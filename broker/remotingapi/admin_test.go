@@ -394,6 +394,7 @@ func TestAdminRuntimeInfo(t *testing.T) {
 	assert.True(t, ratio >= 0 && ratio <= 1, "ratio %v", ratio)
 	assert.Regexp(t, `^Total : [\d.]+ [KMGTPE]iB, Free : [\d.]+ [KMGTPE]iB\.$`, kv.Table["commitLogDirCapacity"])
 	assert.Contains(t, kv.Table, "dispatchBehindBytes")
+	assert.Equal(t, "0", kv.Table["dispatchHeldBytes"], "a broker of static role holds nothing back")
 }
 
 // INVOKE_BROKER_TO_RESET_OFFSET resets a group's offsets in every read

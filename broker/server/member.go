@@ -191,6 +191,11 @@ func (m *Member) Epoch() int32 {
 	return m.epoch
 }
 
+// InSync returns the slaves a master's acks (SYNC_MASTER) and its
+// consumers' reads wait for: the controller's in-sync set less the master,
+// with a slave joining or leaving it meanwhile. Empty on a slave.
+func (m *Member) InSync() []int64 { return slices.Clone(*m.inSync.Load()) }
+
 // Epochs returns the broker's epoch file entries.
 func (m *Member) Epochs() []epoch.Entry { return m.epochs.Entries() }
 
@@ -473,6 +478,11 @@ func (m *Member) tendInSync(ctx context.Context, g controller.GroupState) {
 	}
 	union := slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(have), want...))))
 	m.inSync.Store(ptr(union))
+	if err := m.joinersHold(ctx, srv, slices.DeleteFunc(slices.Clone(want), func(id int64) bool { return slices.Contains(have, id) })); err != nil {
+		m.inSync.Store(ptr(have))
+		m.log.Info("a slave joins the in-sync set later: it does not hold what consumers read yet", "err", err)
+		return
+	}
 	ng, err := m.ctl.AlterSyncStateSet(ctx, g.Name, m.bc.BrokerID, g.MasterEpoch, g.InSyncEpoch, append(slices.Clone(want), m.bc.BrokerID))
 	if err != nil {
 		m.log.Warn("cannot change the in-sync set", "from", g.InSync, "to", want, "err", err)
@@ -480,6 +490,21 @@ func (m *Member) tendInSync(ctx context.Context, g controller.GroupState) {
 	}
 	m.inSync.Store(ptr(others(ng.InSync, m.bc.BrokerID)))
 	m.log.Info("in-sync set changed", "from", g.InSync, "to", ng.InSync, "epoch", ng.InSyncEpoch)
+}
+
+// joinersHold waits, at most a heartbeat interval, until every slave of
+// joiners holds what consumers may have read: once they bound dispatch
+// (m.inSync holds them), what is dispatched stops growing past their acks,
+// and an elected joiner must hold all of it (docs/REPLICATION.md, "What
+// consumers read").
+func (m *Member) joinersHold(ctx context.Context, srv *Server, joiners []int64) error {
+	if len(joiners) == 0 || srv.ha.master == nil {
+		return nil
+	}
+	read := srv.b.SettledDispatch()
+	ctx, cancel := context.WithTimeout(ctx, m.bc.BrokerHeartbeatInterval)
+	defer cancel()
+	return srv.ha.master.WaitAckedBy(ctx, read, joiners)
 }
 
 // growing reports whether a master has more connected slaves than its
@@ -550,8 +575,11 @@ func (m *Member) restart(ctx context.Context, master bool, follow string) error 
 func (m *Member) roleConfig(master bool, follow string) Config {
 	c := m.cfg
 	c.Broker, c.Epochs = m.roleBroker(master, follow), m.epochs
-	if master && c.Broker.BrokerRole == broker.SyncMaster {
-		c.WaitFor = func() []int64 { return *m.inSync.Load() }
+	if master {
+		c.ConfirmBy = func() []int64 { return *m.inSync.Load() }
+		if c.Broker.BrokerRole == broker.SyncMaster {
+			c.WaitFor = c.ConfirmBy
+		}
 	}
 	c.GRPCListener, c.HTTPListener, c.RemotingListener, c.HAListener = keep(m.lis[0]), keep(m.lis[1]), keep(m.lis[2]), keep(m.lis[3])
 	return c

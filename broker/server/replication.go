@@ -6,6 +6,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	gantryv1 "github.com/gantrymq/gantry/api/gantry/v1"
 	"github.com/gantrymq/gantry/broker"
@@ -27,12 +28,47 @@ type haState struct {
 	master *replication.Master // nil on a slave
 	addr   string              // the master's advertised HA address
 
-	epochs *epoch.File // controller mode: the epoch file a slave checks its history with
+	epochs  *epoch.File   // controller mode: the epoch file a slave checks its history with
+	confirm *confirmState // controller mode: what consumers may read up to; nil otherwise
 
 	mu     sync.Mutex
 	slave  *replication.Slave // nil on a master, or while the master's HA address is unknown
 	follow string             // the HA address slave follows
 	closed bool
+}
+
+// confirmState bounds what a controller-mode broker's consumers read
+// (docs/REPLICATION.md, "What consumers read"): on a master, what every
+// slave of its in-sync set acknowledged; on a slave, what its master
+// confirmed (replication's confirm frames).
+type confirmState struct {
+	by     func() []int64 // a master's in-sync slaves; nil on a slave
+	master atomic.Pointer[replication.Master]
+	heard  atomic.Int64 // a slave's: its master's last confirm
+}
+
+// newConfirmState returns the bound of a controller-mode broker, nil for
+// a broker of static role.
+func newConfirmState(cfg Config) *confirmState {
+	switch {
+	case cfg.ConfirmBy != nil && cfg.Broker.BrokerRole != broker.Slave:
+		return &confirmState{by: cfg.ConfirmBy}
+	case cfg.Epochs != nil && cfg.Broker.BrokerRole == broker.Slave:
+		return &confirmState{}
+	}
+	return nil
+}
+
+// limit is the broker's store's DispatchLimit.
+func (c *confirmState) limit() int64 {
+	if c.by == nil {
+		return c.heard.Load()
+	}
+	m := c.master.Load()
+	if m == nil {
+		return 0 // until the HA port is up
+	}
+	return m.MinAcked(c.by())
 }
 
 // masterGate adapts a replication.Master to broker.Replication.
@@ -100,9 +136,16 @@ func (s *Server) startReplication(cfg Config) error {
 	if cfg.Epochs != nil {
 		mc.Epochs = cfg.Epochs.Entries()
 	}
+	if s.ha.confirm != nil {
+		mc.Confirmed, mc.OnAck = s.ha.confirm.limit, s.b.ConfirmMoved
+	}
 	m, err := replication.NewMaster(mc, s.b.ReplicaLog())
 	if err != nil {
 		return fmt.Errorf("broker HA port (haListenPort): %w", err)
+	}
+	if s.ha.confirm != nil {
+		s.ha.confirm.master.Store(m)
+		s.b.ConfirmMoved()
 	}
 	s.ha.master, s.ha.addr = m, advertised(m.Addr(), c.BrokerIP1)
 	s.b.SetReplication(masterGate{m: m, maxGap: c.HAMaxGapNotInSync, waitFor: cfg.WaitFor})
@@ -126,6 +169,18 @@ func (s *Server) followMaster(addr string) error {
 	sc := replication.SlaveConfig{MasterAddr: addr, ReplicaID: c.BrokerID, OnMeta: s.b.RestoreMeta, Logger: c.Logger}
 	if s.ha.epochs != nil {
 		sc.Epochs = s.ha.epochs
+	}
+	if cs := s.ha.confirm; cs != nil {
+		// What the last master confirmed of the log, the new one holds
+		// too (it was elected from the in-sync set); the rest waits for its
+		// confirms.
+		cs.heard.Store(min(cs.heard.Load(), s.b.ReplicaLog().MaxOffset()))
+		sc.OnConfirm = func(off int64) {
+			if off > cs.heard.Load() {
+				cs.heard.Store(off)
+				s.b.ConfirmMoved()
+			}
+		}
 	}
 	sl, err := replication.StartSlave(sc, s.b.ReplicaLog())
 	if err != nil {

@@ -53,6 +53,12 @@ type Config struct {
 	// an ack (the controller's in-sync set less the master; Member sets
 	// it), instead of any inSyncReplicas-1 connected slaves.
 	WaitFor func() []int64
+	// ConfirmBy, when set, names the slaves whose acks bound what a
+	// master's consumers read (the controller's in-sync set less the
+	// master; Member sets it): a message reaches its consume queue once
+	// each holds it, so that no failover takes back a message a consumer
+	// read. A slave with Epochs reads up to what its master confirms.
+	ConfirmBy func() []int64
 	// HAListener, if set, is where a master serves its log to its slaves
 	// instead of listening on haListenPort (Member lends its listener to
 	// each Server it runs). Close closes it.
@@ -124,6 +130,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	s.remotingAddr = advertised(remotingLis.Addr(), bc.BrokerIP1)
 	bc.GRPCListenAddr, bc.HTTPListenAddr = s.grpcAddr, s.httpAddr
 	bc.ListenPort = remotingLis.Addr().(*net.TCPAddr).Port // the store host in records: the port clients reach
+	if s.ha.confirm = newConfirmState(cfg); s.ha.confirm != nil {
+		bc.DispatchLimit = s.ha.confirm.limit
+	}
 	b, err := broker.Open(ctx, bc)
 	if err != nil {
 		closeAll(lis)

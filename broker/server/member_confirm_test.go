@@ -1,0 +1,64 @@
+package server_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gantrymq/gantry/broker"
+	"github.com/gantrymq/gantry/internal/faultproxy"
+	"github.com/gantrymq/gantry/message"
+)
+
+// A controller-mode master's consumers read only what every slave of its
+// in-sync set holds, and its slaves' consumers only what it confirmed: a
+// message its slaves have not received stays unread (so no failover can
+// take back a message a consumer read), and is read everywhere once they
+// have it.
+func TestMemberConsumersReadWhatTheInSyncSetHolds(t *testing.T) {
+	g, _, ha := proxied(t, broker.SyncMaster)
+	m1 := g.master(1)
+	require.NoError(t, g.ms[m1-1].Server().Broker().CreateOrUpdateTopic(broker.TopicConfig{TopicName: "T", ReadQueueNums: 2, WriteQueueNums: 2, Perm: 6}))
+	for id := 1; id <= 3; id++ {
+		g.waitTopic(id)
+	}
+	require.Eventually(t, func() bool { return len(g.ms[m1-1].InSync()) == 2 }, failoverWait, 10*time.Millisecond)
+	g.send(m1, 0)
+	queued := func(id int, q int32) int64 {
+		_, max := g.ms[id-1].Server().Broker().QueueOffsets("T", q)
+		return max
+	}
+	for id := 1; id <= 3; id++ {
+		require.Eventually(t, func() bool { return queued(id, 0) == 1 }, failoverWait, 5*time.Millisecond, "broker %d", id)
+	}
+
+	ha[m1-1].Set(faultproxy.Fault{Mode: faultproxy.Blackhole}) // the slaves stay connected and in sync, but receive nothing
+	b := g.ms[m1-1].Server().Broker()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	_, err := b.Send(ctx, "T", []*message.Message{{Topic: "T", QueueID: 1, Body: body(1)}})
+	require.ErrorIs(t, err, broker.ErrReplicaTimeout, "no slave acknowledged it")
+	assert.Greater(t, b.Status().Dispatch.Held, int64(0), "the master holds the message back")
+	assert.Zero(t, queued(m1, 1), "no consumer of the master reads it")
+	assert.ElementsMatch(t, others3(m1), g.ms[m1-1].InSync(), "the slaves are still in sync")
+
+	ha[m1-1].Set(faultproxy.Fault{})
+	for id := 1; id <= 3; id++ {
+		require.Eventually(t, func() bool { return queued(id, 1) == 1 }, failoverWait, 5*time.Millisecond, "broker %d never served the message", id)
+	}
+	assert.Zero(t, b.Status().Dispatch.Held)
+}
+
+// others3 returns the ids of a group of 3 other than id.
+func others3(id int) []int64 {
+	var out []int64
+	for i := int64(1); i <= 3; i++ {
+		if i != int64(id) {
+			out = append(out, i)
+		}
+	}
+	return out
+}
