@@ -175,6 +175,16 @@ func (c *Client) target() string {
 	return a
 }
 
+// unasked returns the first of the given addresses not in asked.
+func (c *Client) unasked(asked map[string]bool) (string, bool) {
+	for _, a := range c.cfg.Addrs {
+		if !asked[a] {
+			return a, true
+		}
+	}
+	return "", false
+}
+
 func (c *Client) setLeader(addr string) {
 	c.mu.Lock()
 	c.leader = addr
@@ -193,6 +203,7 @@ func invoke[T any](ctx context.Context, c *Client, call func(context.Context, ga
 	backoff := c.cfg.Backoff
 	next := c.target()
 	wait, redirected := false, false
+	asked := map[string]bool{} // members that answered not-leader or not at all
 	for range c.cfg.Attempts {
 		if wait {
 			t := time.NewTimer(backoff + rand.N(backoff/2+1))
@@ -224,14 +235,24 @@ func invoke[T any](ctx context.Context, c *Client, call func(context.Context, ga
 		if ctx.Err() != nil {
 			return zero, last
 		}
+		asked[addr] = true
 		var nl *NotLeaderError
 		switch {
 		case errors.As(err, &nl):
 			c.setLeader("")
-			if nl.LeaderAddr != "" && nl.LeaderAddr != addr {
-				next, wait, redirected = nl.LeaderAddr, redirected, true
+			h := nl.LeaderAddr
+			if h == "" || h == addr {
+				break
+			}
+			// The leader's own address is not one the client was given:
+			// behind a proxy or NAT the given ones are those that reach
+			// the members, so each is asked before the named address.
+			if a, ok := c.unasked(asked); ok && !slices.Contains(c.cfg.Addrs, h) {
+				next, wait, redirected = a, false, false
 				continue
 			}
+			next, wait, redirected = h, redirected, true
+			continue
 		case retryable(err):
 			c.setLeader("")
 		default:

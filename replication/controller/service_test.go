@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	gantryv1 "github.com/gantrymq/gantry/api/gantry/v1"
+	"github.com/gantrymq/gantry/internal/faultproxy"
 	"github.com/gantrymq/gantry/internal/testutil"
 )
 
@@ -589,4 +590,37 @@ func TestClientRedirectsAreBounded(t *testing.T) {
 	assert.EqualValues(t, 3, ps[0].calls.Load())
 	assert.EqualValues(t, 3, ps[1].calls.Load())
 	assert.Empty(t, c.Leader())
+}
+
+// Behind a proxy or NAT (the addresses a client is given are not the
+// members' own), a client asks each given address before it follows a
+// not-leader answer to the leader's own address: it reaches the leader
+// through its proxy.
+func TestClientPrefersTheGivenAddresses(t *testing.T) {
+	sc := newSvcCluster(t, 3, nil)
+	var proxies []string
+	for _, a := range sc.addrs {
+		p, err := faultproxy.Start(faultproxy.Config{Target: a})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = p.Close() })
+		proxies = append(proxies, p.Addr())
+	}
+	leader := sc.leader()
+	follower := (leader + 1) % 3
+	poll(t, "a follower that knows the leader", func() bool {
+		id, _ := sc.members[follower].c.Leader()
+		return id == sc.members[leader].cfg.ID
+	})
+	for range 4 { // a client starts at a random address: most start at a follower
+		c := sc.client(proxies[follower], proxies[(leader+2)%3], proxies[leader])
+		_, err := c.RegisterBroker(ctx(t), "g", 1, "10.0.0.1:10912", "")
+		require.NoError(t, err)
+		assert.Equal(t, proxies[leader], c.Leader(), "the leader is reached through its proxy")
+	}
+
+	// Given only a follower's proxy, the client follows the named address.
+	c := sc.client(proxies[follower])
+	_, err := c.GetGroup(ctx(t), "g")
+	require.NoError(t, err)
+	assert.Equal(t, sc.addrs[leader], c.Leader())
 }
