@@ -309,6 +309,17 @@ func TestConsumerVerdicts(t *testing.T) {
 	// c-3 never handled.
 	r = Check(h.events[:len(h.events)-1], Options{ExpectHandled: true})
 	assert.Equal(t, 1, r.Unhandled)
+
+	// A message lost is counted as lost, not also as unhandled.
+	lost := &hist{}
+	lost.send("c-1", history.OK, 0, 0)
+	lost.send("c-2", history.OK, 0, 1)
+	lost.drain("c-1", 0, 0)
+	lost.queue(0, 0, 1)
+	lost.read(history.Recv, "c-1", 0, 0)
+	r = Check(lost.events, Options{ExpectHandled: true})
+	assert.Equal(t, 1, r.Lost, "%v", r.Problems)
+	assert.Zero(t, r.Unhandled, "%v", r.Problems)
 }
 
 func TestHarnessFailuresAndFiles(t *testing.T) {
