@@ -316,14 +316,20 @@ func (s *Admin) QueryMessageByKey(ctx context.Context, req *gantryv1.QueryMessag
 func (s *Admin) BrokerStatus(context.Context, *gantryv1.BrokerStatusRequest) (*gantryv1.BrokerStatusResponse, error) {
 	st := s.b.Status()
 	i := func(v int64) string { return strconv.FormatInt(v, 10) }
-	return &gantryv1.BrokerStatusResponse{Status: map[string]string{
+	m := map[string]string{
 		"clusterName": st.ClusterName, "brokerName": st.BrokerName, "brokerId": i(st.BrokerID),
 		"brokerAddr": st.BrokerAddr, "grpcAddr": st.GRPCListenAddr, "httpAddr": st.HTTPListenAddr,
 		"ready": strconv.FormatBool(st.Ready), "minLogOffset": i(st.MinLogOffset), "maxLogOffset": i(st.MaxLogOffset),
 		"flushedOffset": i(st.FlushedOffset), "topics": strconv.Itoa(st.Topics), "messagesPut": i(st.MessagesPut),
 		"messagesGot": i(st.MessagesGot), "uptime": st.Uptime.Round(1e9).String(),
 		"flushDiskType": s.b.Config().FlushDiskType.String(),
-	}}, nil
+	}
+	if st.Ready {
+		// Held: what a controller-mode master's in-sync set does not hold
+		// yet, which its consumers do not read (docs/REPLICATION.md).
+		m["dispatchBehindBytes"], m["dispatchHeldBytes"] = i(st.Dispatch.LagBytes), i(st.Dispatch.Held)
+	}
+	return &gantryv1.BrokerStatusResponse{Status: m}, nil
 }
 
 func dlqFilter(f *gantryv1.DLQFilter) broker.DLQFilter {

@@ -2,12 +2,14 @@ package server_test
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	gantryv1 "github.com/gantrymq/gantry/api/gantry/v1"
 	"github.com/gantrymq/gantry/broker"
 	"github.com/gantrymq/gantry/internal/faultproxy"
 	"github.com/gantrymq/gantry/message"
@@ -41,7 +43,12 @@ func TestMemberConsumersReadWhatTheInSyncSetHolds(t *testing.T) {
 	defer cancel()
 	_, err := b.Send(ctx, "T", []*message.Message{{Topic: "T", QueueID: 1, Body: body(1)}})
 	require.ErrorIs(t, err, broker.ErrReplicaTimeout, "no slave acknowledged it")
-	assert.Greater(t, b.Status().Dispatch.Held, int64(0), "the master holds the message back")
+	held := b.Status().Dispatch.Held
+	assert.Greater(t, held, int64(0), "the master holds the message back")
+	st, err := adminAt(t, g.ms[m1-1].Server().GRPCAddr()).BrokerStatus(t.Context(), &gantryv1.BrokerStatusRequest{})
+	require.NoError(t, err)
+	assert.Equal(t, strconv.FormatInt(held, 10), st.Status["dispatchHeldBytes"], "brokerStatus shows it")
+	assert.Equal(t, "0", st.Status["dispatchBehindBytes"], "held bytes are no dispatch lag")
 	assert.Zero(t, queued(m1, 1), "no consumer of the master reads it")
 	assert.ElementsMatch(t, others3(m1), g.ms[m1-1].InSync(), "the slaves are still in sync")
 
