@@ -653,7 +653,7 @@ var ConfigKeys = []string{
 	"messageDelayLevel", "timerMaxDelay", "dlqRetentionHours", "duplicationWindow", "maxGroupsPerHeartbeat",
 	"maxConsumerGroups", "memoryLimit", "enableControllerMode", "controllerAddr", "brokerHeartbeatInterval",
 	"masterLeaseMillis", "haListenPort", "haMasterAddress", "inSyncReplicas", "slaveTimeout", "haMaxGapNotInSync",
-	"slaveReadEnable", "accessMessageInMemoryMaxRatio",
+	"slaveReadEnable", "accessMessageInMemoryMaxRatio", "haMaxTimeSlaveNotCatchup",
 }
 
 // setters maps each key to the function that parses its value into a Config.

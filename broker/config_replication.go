@@ -27,6 +27,12 @@ type HAConfig struct {
 	// keep it well below the controller's brokerTimeout (10 s), after
 	// which another broker may be elected. Default 5 s.
 	MasterLease time.Duration
+	// HAMaxTimeSlaveNotCatchup (haMaxTimeSlaveNotCatchup, ms): a slave of
+	// a controller-mode master's in-sync set leaves it once its acks have
+	// not caught up with the master's log for this long (stalled, or
+	// lagging for good), so that the master's acks and reads stop waiting
+	// for it. At least 2 s (an idle slave acks every second); default 15 s.
+	HAMaxTimeSlaveNotCatchup time.Duration
 	// Lease, when set, is the lease a master's writes need (not a key: its
 	// owner, broker/server's Member, renews it).
 	Lease *Lease
@@ -47,14 +53,16 @@ type HAConfig struct {
 
 // Default controller-mode settings.
 const (
-	DefaultBrokerHeartbeatInterval = time.Second
-	DefaultMasterLease             = 5 * time.Second
+	DefaultBrokerHeartbeatInterval  = time.Second
+	DefaultMasterLease              = 5 * time.Second
+	DefaultHAMaxTimeSlaveNotCatchup = 15 * time.Second
 )
 
 func (m *HAConfig) setDefaults() {
 	setDefault(&m.AccessMessageInMemoryMaxRatio, 40)
 	setDefault(&m.BrokerHeartbeatInterval, DefaultBrokerHeartbeatInterval)
 	setDefault(&m.MasterLease, DefaultMasterLease)
+	setDefault(&m.HAMaxTimeSlaveNotCatchup, DefaultHAMaxTimeSlaveNotCatchup)
 }
 
 // Lease is a master's right to acknowledge writes until a deadline. The
@@ -98,6 +106,9 @@ func init() {
 		"accessMessageInMemoryMaxRatio": func(c *Config, v string) error {
 			return parseInt(v, &c.AccessMessageInMemoryMaxRatio)
 		},
+		"haMaxTimeSlaveNotCatchup": func(c *Config, v string) error {
+			return parseDuration(v, time.Millisecond, &c.HAMaxTimeSlaveNotCatchup)
+		},
 	} {
 		setters[k] = f
 	}
@@ -120,6 +131,9 @@ func (c Config) validateReplication(bad badFunc) {
 	}
 	checkRanges(bad, intRange{"accessMessageInMemoryMaxRatio", c.AccessMessageInMemoryMaxRatio, 1, 100, " (percent of memory)"})
 	c.validateControllerMode(bad)
+	if c.HAMaxTimeSlaveNotCatchup < 2*time.Second {
+		bad("haMaxTimeSlaveNotCatchup %s: want at least 2s (an idle slave acknowledges every second)", c.HAMaxTimeSlaveNotCatchup)
+	}
 	if c.HAMaxGapNotInSync < 0 {
 		bad("haMaxGapNotInSync %d: want > 0 (bytes)", c.HAMaxGapNotInSync)
 	}

@@ -67,6 +67,7 @@ controllerAddr=10.0.0.7:9878;10.0.0.8:9878
 brokerHeartbeatInterval=2000
 masterLeaseMillis=6000
 accessMessageInMemoryMaxRatio=30
+haMaxTimeSlaveNotCatchup=5000
 `
 
 func TestParseConfigEveryKey(t *testing.T) {
@@ -95,7 +96,7 @@ func TestParseConfigEveryKey(t *testing.T) {
 		HAListenPort: 20912, HAMasterAddress: "10.0.0.9:10912", InSyncReplicas: 3, SlaveTimeout: 5 * time.Second,
 		HAMaxGapNotInSync: 1 << 20, SlaveReadEnable: true,
 		HAConfig: broker.HAConfig{ControllerAddr: []string{"10.0.0.7:9878", "10.0.0.8:9878"}, BrokerHeartbeatInterval: 2 * time.Second,
-			MasterLease: 6 * time.Second, AccessMessageInMemoryMaxRatio: 30},
+			MasterLease: 6 * time.Second, AccessMessageInMemoryMaxRatio: 30, HAMaxTimeSlaveNotCatchup: 5 * time.Second},
 	}
 	assert.Equal(t, want, c)
 	assert.NoError(t, c.Validate())
@@ -319,6 +320,8 @@ func TestConfigReplication(t *testing.T) {
 		}(), "masterLeaseMillis 1s: want at least twice brokerHeartbeatInterval (1s)"},
 		{"accessMessageInMemoryMaxRatio out of range", broker.Config{HAConfig: broker.HAConfig{AccessMessageInMemoryMaxRatio: 101}},
 			"accessMessageInMemoryMaxRatio 101: want 1..100"},
+		{"haMaxTimeSlaveNotCatchup too short", broker.Config{HAConfig: broker.HAConfig{HAMaxTimeSlaveNotCatchup: time.Second}},
+			"haMaxTimeSlaveNotCatchup 1s: want at least 2s"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -63,6 +63,19 @@ type slaveState struct {
 	acked   int64
 	session uint64   // the connection that owns it
 	conn    net.Conn // nil while disconnected
+	// caughtUp is when an ack last reached sampled, the log end the
+	// master had at the ack before (RocketMQ's lastCatchUpTimeMs).
+	caughtUp time.Time
+	sampled  int64
+}
+
+// noteAck records an ack of end (keep-alives too) at now, the log's end
+// being top. m.mu is held.
+func (s *slaveState) noteAck(end, top int64, now time.Time) {
+	if end >= s.sampled {
+		s.caughtUp = now
+	}
+	s.sampled = top
 }
 
 // SlaveInfo describes a replica the master has served.
@@ -71,6 +84,10 @@ type SlaveInfo struct {
 	Addr      string // its last connection's remote address
 	Connected bool
 	Acked     int64 // the log end it acknowledged last
+	// CaughtUpAt is when its ack last reached the log end the master had
+	// at its ack before (or when it connected): a slave that keeps up
+	// renews it with every ack, one that lags or stalls does not.
+	CaughtUpAt time.Time
 }
 
 // NewMaster listens on cfg.Addr and serves src to the slaves that connect,
@@ -237,7 +254,7 @@ func (m *Master) Slaves() []SlaveInfo {
 	defer m.mu.Unlock()
 	out := make([]SlaveInfo, 0, len(m.slaves))
 	for _, s := range m.slaves {
-		out = append(out, SlaveInfo{ID: s.id, Addr: s.addr, Connected: s.conn != nil, Acked: s.acked})
+		out = append(out, SlaveInfo{ID: s.id, Addr: s.addr, Connected: s.conn != nil, Acked: s.acked, CaughtUpAt: s.caughtUp})
 	}
 	return out
 }
@@ -455,6 +472,7 @@ func (m *Master) register(h Hello, addr string, conn net.Conn) (*slaveState, uin
 	}
 	m.nextSes++
 	s.addr, s.conn, s.session = addr, conn, m.nextSes
+	s.caughtUp, s.sampled = time.Now(), 0 // a new connection has its time to catch up
 	// What it holds now, if less than before (a crash). Bytes beyond its
 	// last ack count once it acks them on this connection: a slave with an
 	// epoch file appends, and acks, only after it checked that its log is
@@ -507,16 +525,18 @@ func (m *Master) readAcks(conn net.Conn, s *session, sent *atomic.Int64) error {
 			return fmt.Errorf("%w: ack of %d, beyond the %d sent", ErrProtocol, end, top)
 		case end < last:
 			return fmt.Errorf("%w: ack of %d after an ack of %d", ErrProtocol, end, last)
-		case end == last:
-			continue // a keep-alive
 		}
+		moved := end != last // else a keep-alive
 		last = end
 		m.mu.Lock()
 		if s.state.session == s.session {
-			m.setAckedLocked(s.state, end)
+			if moved {
+				m.setAckedLocked(s.state, end)
+			}
+			s.state.noteAck(end, m.src.MaxOffset(), time.Now())
 		}
 		m.mu.Unlock()
-		if m.cfg.OnAck != nil {
+		if moved && m.cfg.OnAck != nil {
 			m.cfg.OnAck()
 		}
 	}

@@ -453,8 +453,9 @@ func (m *Member) resetEpochs(re *replication.ResyncNeededError) error {
 
 // tendInSync keeps the controller's in-sync set to the slaves that keep
 // up: one joins once within 1 MiB (at most haMaxGapNotInSync) of the log's
-// end, one leaves when disconnected or past haMaxGapNotInSync. A joiner is
-// waited for before the controller holds it; a leaver until it does.
+// end, one leaves when disconnected, past haMaxGapNotInSync, or not caught
+// up for haMaxTimeSlaveNotCatchup. A joiner is waited for before the
+// controller holds it; a leaver until it does.
 func (m *Member) tendInSync(ctx context.Context, g controller.GroupState) {
 	srv := m.Server()
 	if srv == nil {
@@ -464,10 +465,12 @@ func (m *Member) tendInSync(ctx context.Context, g controller.GroupState) {
 	gap := m.bc.HAMaxGapNotInSync
 	join := min(gap, 1<<20)
 	have := others(g.InSync, m.bc.BrokerID)
+	now := time.Now()
 	var want []int64
 	for _, s := range srv.Slaves() {
 		in := slices.Contains(have, s.ID)
-		if s.Connected && (s.Acked >= end-join || in && s.Acked >= end-gap) {
+		fresh := now.Sub(s.CaughtUpAt) <= m.bc.HAMaxTimeSlaveNotCatchup
+		if s.Connected && fresh && (s.Acked >= end-join || in && s.Acked >= end-gap) {
 			want = append(want, s.ID)
 		}
 	}
@@ -480,6 +483,7 @@ func (m *Member) tendInSync(ctx context.Context, g controller.GroupState) {
 	m.inSync.Store(ptr(union))
 	if err := m.joinersHold(ctx, srv, slices.DeleteFunc(slices.Clone(want), func(id int64) bool { return slices.Contains(have, id) })); err != nil {
 		m.inSync.Store(ptr(have))
+		srv.b.ConfirmMoved() // reads no longer wait for the joiners
 		m.log.Info("a slave joins the in-sync set later: it does not hold what consumers read yet", "err", err)
 		return
 	}
@@ -489,6 +493,7 @@ func (m *Member) tendInSync(ctx context.Context, g controller.GroupState) {
 		return
 	}
 	m.inSync.Store(ptr(others(ng.InSync, m.bc.BrokerID)))
+	srv.b.ConfirmMoved() // reads no longer wait for a leaver
 	m.log.Info("in-sync set changed", "from", g.InSync, "to", ng.InSync, "epoch", ng.InSyncEpoch)
 }
 

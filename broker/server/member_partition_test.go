@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gantrymq/gantry/broker"
+	"github.com/gantrymq/gantry/broker/server"
 	"github.com/gantrymq/gantry/internal/faultproxy"
 	"github.com/gantrymq/gantry/message"
 )
@@ -28,7 +29,7 @@ type ack struct {
 
 // proxied starts a group of 3 whose links to the controller and whose HA
 // ports (as slaves dial them) each go through a fault proxy, by broker id.
-func proxied(t *testing.T, role broker.BrokerRole) (g *group, ctl, ha []*faultproxy.Proxy) {
+func proxied(t *testing.T, role broker.BrokerRole, edit ...func(*server.Config)) (g *group, ctl, ha []*faultproxy.Proxy) {
 	ctlAddr := startController(t, false)
 	g = &group{t: t}
 	for id := 1; id <= 3; id++ {
@@ -43,6 +44,9 @@ func proxied(t *testing.T, role broker.BrokerRole) (g *group, ctl, ha []*faultpr
 		_, p, _ := net.SplitHostPort(haPort)
 		cfg.Broker.HAListenPort, _ = strconv.Atoi(p)
 		cfg.HAAdvertiseAddr = h.Addr()
+		for _, e := range edit {
+			e(&cfg)
+		}
 		g.cfgs, g.ms = append(g.cfgs, cfg), append(g.ms, nil)
 		g.start(id)
 	}
