@@ -598,3 +598,7 @@ func maxResume(evs []history.Event) (time.Duration, bool) {
 	}
 	return worst, found
 }
+
+// FreeAddr returns a loopback address with a free port, never handed out
+// before in this process (freePort), for a test's own listeners.
+func FreeAddr(t *testing.T) string { return freeAddr(t) }

@@ -43,7 +43,7 @@ type node[S any] struct {
 	Proc *Proc
 }
 
-func (n *node[S]) up() bool { return n.Proc != nil && !n.Proc.Exited() }
+func (n *node[S]) Up() bool { return n.Proc != nil && !n.Proc.Exited() }
 
 // Failover is one master change: the master killed and what followed.
 type Failover struct {
@@ -64,17 +64,22 @@ type Failover struct {
 // how says what ended the old master's term.
 func (f Failover) how() string { return cmp.Or(f.Fault, "killed") }
 
-// groupTimeouts: a broker silent 3 s is dead; its master lease (1.5 s)
+// The group tests (TestGroup*) run in parallel with each other (t.Parallel,
+// after the suite's other tests, at most GOMAXPROCS at a time): each
+// spends most of its time waiting on timers (kill intervals, lease and
+// broker timeouts) under a light load, on ports of its own (freePort).
+
+// GroupTimeouts: a broker silent 3 s is dead; its master lease (1.5 s)
 // runs out well before, so an old master stops acknowledging before
 // another can be elected. Raft keeps its defaults (1 s): shorter ones made
 // the controllers change leaders on a loaded host, and each new leader
 // gives every broker a full BrokerTimeout before it elects.
-var groupTimeouts = ControllerTimeouts{BrokerTimeout: 3 * time.Second, ScanInterval: 100 * time.Millisecond}
+var GroupTimeouts = ControllerTimeouts{BrokerTimeout: 3 * time.Second, ScanInterval: 100 * time.Millisecond}
 
 const (
 	groupName     = "broker-a"
 	memberBeat    = 200 * time.Millisecond
-	memberLease   = 1500 * time.Millisecond
+	MemberLease   = 1500 * time.Millisecond
 	groupSettling = 90 * time.Second // bound of every wait for the group to settle
 )
 
@@ -92,7 +97,7 @@ func NewGroup(t *testing.T, name string) *Group {
 	for _, p := range peers {
 		addrs = append(addrs, p.GRPCAddr)
 		g.Ctls = append(g.Ctls, &node[ControllerSpec]{Name: p.ID, Spec: ControllerSpec{ID: p.ID, Raft: p.Addr, GRPC: p.GRPCAddr,
-			DataDir: filepath.Join(g.Dir, p.ID), Peers: peers, Timeouts: groupTimeouts}})
+			DataDir: filepath.Join(g.Dir, p.ID), Peers: peers, Timeouts: GroupTimeouts}})
 	}
 	for id := int64(1); id <= 3; id++ {
 		bs := g.Spec // the suite's broker defaults, on new ports
@@ -100,7 +105,7 @@ func NewGroup(t *testing.T, name string) *Group {
 		bs.SegmentBytes = 1 << 20 // the logs roll: replication and the comparison cross segments
 		bs.GRPC, bs.HTTP, bs.ListenPort, bs.HAPort = freeAddr(t), freeAddr(t), freePort(t), freePort(t)
 		g.Members = append(g.Members, &node[MemberSpec]{Name: fmt.Sprintf("broker-%d", id), Spec: MemberSpec{Broker: bs, ID: id,
-			Controllers: addrs, Role: "SYNC_MASTER", InSyncReplicas: 2, Heartbeat: memberBeat, Lease: memberLease}})
+			Controllers: addrs, Role: "SYNC_MASTER", InSyncReplicas: 2, Heartbeat: memberBeat, Lease: MemberLease}})
 	}
 	c, err := controller.NewClient(controller.ClientConfig{Addrs: addrs, AttemptTimeout: time.Second, Attempts: 3})
 	require.NoError(t, err)
@@ -188,8 +193,8 @@ func (g *Group) StartMember(i int) {
 	n.Proc = p
 }
 
-// member returns the node of broker id.
-func (g *Group) member(id int64) *node[MemberSpec] { return g.Members[id-1] }
+// Member returns the node of broker id.
+func (g *Group) Member(id int64) *node[MemberSpec] { return g.Members[id-1] }
 
 // GroupState asks the controllers for the group's state.
 func (g *Group) GroupState() (controller.GroupStatus, error) {
@@ -202,11 +207,11 @@ func (g *Group) GroupState() (controller.GroupStatus, error) {
 func (g *Group) HAStatus(id int64) (client.HAStatus, error) {
 	ctx, cancel := context.WithTimeout(g.T.Context(), 2*time.Second)
 	defer cancel()
-	return g.Admin().HAStatus(ctx, g.member(id).Spec.Broker.GRPC)
+	return g.Admin().HAStatus(ctx, g.Member(id).Spec.Broker.GRPC)
 }
 
-// serving reports whether broker id serves as master now.
-func (g *Group) serving(id int64) bool {
+// Serving reports whether broker id serves as master now.
+func (g *Group) Serving(id int64) bool {
 	st, err := g.HAStatus(id)
 	return err == nil && st.Role != "SLAVE"
 }
@@ -219,7 +224,7 @@ func (g *Group) WaitHealthy() controller.GroupStatus {
 	g.T.Helper()
 	var st controller.GroupStatus
 	var why string
-	ok := waitFor(groupSettling, 50*time.Millisecond, func() bool {
+	ok := WaitFor(groupSettling, 50*time.Millisecond, func() bool {
 		var err error
 		st, err = g.GroupState()
 		hb, beat := st.Heartbeats[st.MasterID]
@@ -268,7 +273,7 @@ func (g *Group) replicating(id int64) bool {
 // since: the group takes writes again.
 func (g *Group) WaitAcked(since time.Time, ps ...*Proc) {
 	g.T.Helper()
-	ok := waitFor(groupSettling, 200*time.Millisecond, func() bool {
+	ok := WaitFor(groupSettling, 200*time.Millisecond, func() bool {
 		for _, p := range ps {
 			evs := g.WorkerEvents(p.Name)
 			for i := len(evs) - 1; i >= 0 && evs[i].Time > since.UnixNano(); i-- {
@@ -282,13 +287,13 @@ func (g *Group) WaitAcked(since time.Time, ps ...*Proc) {
 	require.True(g.T, ok, "no acknowledgement within %s after %s", groupSettling, since.Format("15:04:05.000"))
 }
 
-// waitHandled waits up to timeout until the consumers have handled every
+// WaitHandled waits up to timeout until the consumers have handled every
 // message acknowledged so far, and logs how many they had not then.
-func (g *Group) waitHandled(timeout time.Duration) {
+func (g *Group) WaitHandled(timeout time.Duration) {
 	g.T.Helper()
 	acked := ackedIDs(g.Events())
 	var evs []history.Event
-	if !waitFor(timeout, 200*time.Millisecond, func() bool { evs = g.Events(); return handledAll(evs, acked) }) {
+	if !WaitFor(timeout, 200*time.Millisecond, func() bool { evs = g.Events(); return handledAll(evs, acked) }) {
 		seen := map[string]bool{}
 		for _, e := range evs {
 			if e.Kind == history.Recv && acked[e.ID] {
@@ -304,11 +309,11 @@ func (g *Group) routed(id int64) bool {
 	ctx, cancel := context.WithTimeout(g.T.Context(), 2*time.Second)
 	defer cancel()
 	ci, err := g.Admin().ClusterInfo(ctx)
-	return err == nil && ci.Brokers[groupName].Addrs[0] == g.member(id).Spec.Broker.GRPC
+	return err == nil && ci.Brokers[groupName].Addrs[0] == g.Member(id).Spec.Broker.GRPC
 }
 
-// waitFor polls cond every poll until it holds or timeout passes.
-func waitFor(timeout, poll time.Duration, cond func() bool) bool {
+// WaitFor polls cond every poll until it holds or timeout passes.
+func WaitFor(timeout, poll time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(timeout)
 	for {
 		if cond() {
@@ -328,7 +333,7 @@ func (g *Group) KillMaster(st controller.GroupStatus) Failover {
 	f := Failover{Killed: st.MasterID, Epoch: st.MasterEpoch, EpochStart: -1}
 	g.Fault(fmt.Sprintf("SIGKILL master broker %d (epoch %d)", st.MasterID, st.MasterEpoch))
 	f.KilledAt = time.Now()
-	g.member(st.MasterID).Proc.Kill()
+	g.Member(st.MasterID).Proc.Kill()
 	return f
 }
 
@@ -337,7 +342,7 @@ func (g *Group) KillMaster(st controller.GroupStatus) Failover {
 func (g *Group) WaitElected(f Failover) Failover {
 	g.T.Helper()
 	var st controller.GroupStatus
-	ok := waitFor(groupSettling, 20*time.Millisecond, func() bool {
+	ok := WaitFor(groupSettling, 20*time.Millisecond, func() bool {
 		var err error
 		st, err = g.GroupState()
 		return err == nil && st.MasterID != 0 && st.MasterID != f.Killed && st.MasterEpoch > f.Epoch
@@ -452,7 +457,7 @@ func CheckPositions(r *checker.Result, evs []history.Event) {
 func (g *Group) StopAndCompareLogs(r *checker.Result, master int64) {
 	g.T.Helper()
 	ends := make([]int64, len(g.Members))
-	caughtUp := waitFor(groupSettling, 50*time.Millisecond, func() bool {
+	caughtUp := WaitFor(groupSettling, 50*time.Millisecond, func() bool {
 		for i := range g.Members {
 			st, err := g.HAStatus(int64(i + 1))
 			if err != nil {
@@ -470,7 +475,7 @@ func (g *Group) StopAndCompareLogs(r *checker.Result, master int64) {
 			require.NoError(g.T, n.Proc.Stop(30*time.Second), "%s shutdown (log %s)", n.Name, n.Proc.Log)
 		}
 	}
-	m := g.member(master)
+	m := g.Member(master)
 	require.NoError(g.T, m.Proc.Stop(30*time.Second), "%s shutdown (log %s)", m.Name, m.Proc.Log)
 	common := slices.Min(ends)
 	ref := filepath.Join(m.Spec.Broker.Store, "commitlog")
@@ -539,11 +544,11 @@ func readPrefix(path string, n int64) ([]byte, error) {
 	return b, nil
 }
 
-// controllerLeader returns the index of the controllers' raft leader.
-func (g *Group) controllerLeader() int {
+// ControllerLeader returns the index of the controllers' raft leader.
+func (g *Group) ControllerLeader() int {
 	g.T.Helper()
 	var leader string
-	ok := waitFor(groupSettling, 50*time.Millisecond, func() bool {
+	ok := WaitFor(groupSettling, 50*time.Millisecond, func() bool {
 		ctx, cancel := context.WithTimeout(g.T.Context(), 3*time.Second)
 		defer cancel()
 		var err error

@@ -1,4 +1,4 @@
-package reliability
+package group
 
 import (
 	"fmt"
@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gantrymq/gantry/replication/controller"
+	"github.com/gantrymq/gantry/test/reliability"
 	"github.com/gantrymq/gantry/test/reliability/checker"
 )
 
@@ -23,9 +24,10 @@ import (
 // byte-identical; how far behind each slave was and how long it took to
 // be in sync again are reported.
 func TestGroupSlaveCatchUp(t *testing.T) {
-	g := NewGroup(t, "group-slave-catch-up")
+	t.Parallel() // beside the other group tests (group.go)
+	g := reliability.NewGroup(t, "group-slave-catch-up")
 	g.Start(4)
-	ps := []*Proc{g.Producer("p0", 100), g.Producer("p1", 100)}
+	ps := []*reliability.Proc{g.Producer("p0", 100), g.Producer("p1", 100)}
 	c := g.Consumer("c0", groupConsumer)
 	st := g.WaitHealthy()
 	g.WaitAcked(time.Now(), ps...)
@@ -34,12 +36,12 @@ func TestGroupSlaveCatchUp(t *testing.T) {
 	for i, empty := range []bool{false, true} {
 		id := slaveOf(st, i)
 		g.Fault(fmt.Sprintf("SIGKILL slave broker %d", id))
-		g.member(id).Proc.Kill()
+		g.Member(id).Proc.Kill()
 		if empty {
-			require.NoError(t, os.RemoveAll(g.member(id).Spec.Broker.Store))
+			require.NoError(t, os.RemoveAll(g.Member(id).Spec.Broker.Store))
 		}
-		time.Sleep(Pick(15*time.Second, 60*time.Second))
-		behind := g.lagOf(st.MasterID, id, empty)
+		time.Sleep(reliability.Pick(15*time.Second, 60*time.Second))
+		behind := lagOf(g, st.MasterID, id, empty)
 		start := time.Now()
 		g.StartMember(int(id - 1))
 		st = g.WaitHealthy()
@@ -55,11 +57,11 @@ func TestGroupSlaveCatchUp(t *testing.T) {
 
 	time.Sleep(time.Second)
 	g.StopWorkers(ps...)
-	g.waitHandled(time.Minute)
+	g.WaitHandled(time.Minute)
 	g.StopWorkers(c)
 	g.Committed(groupConsumer)
 	r := g.DrainAndCheck(checker.Options{MinAcked: 500, ExpectHandled: true})
-	CheckPositions(r, g.Events())
+	reliability.CheckPositions(r, g.Events())
 	g.CheckFailovers(r)
 	g.StopAndCompareLogs(r, st.MasterID)
 	for _, f := range figures {
@@ -83,7 +85,7 @@ func slaveOf(st controller.GroupStatus, i int) int64 {
 
 // lagOf is how many bytes of the master's log slave id lacks: all of it
 // when its disk is empty, else what it acknowledged last.
-func (g *Group) lagOf(master, id int64, empty bool) int64 {
+func lagOf(g *reliability.Group, master, id int64, empty bool) int64 {
 	g.T.Helper()
 	hs, err := g.HAStatus(master)
 	require.NoError(g.T, err)

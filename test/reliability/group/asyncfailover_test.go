@@ -1,4 +1,4 @@
-package reliability
+package group
 
 import (
 	"bufio"
@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gantrymq/gantry/internal/faultproxy"
+	"github.com/gantrymq/gantry/test/reliability"
 	"github.com/gantrymq/gantry/test/reliability/checker"
 	"github.com/gantrymq/gantry/test/reliability/history"
 )
@@ -31,17 +32,18 @@ import (
 // messages (consumers read only what the in-sync set holds); the epoch up
 // by one per failover and the logs byte-identical after healing.
 func TestGroupAsyncFailover(t *testing.T) {
-	g := NewGroup(t, "group-async-failover")
+	t.Parallel() // beside the other group tests (group.go)
+	g := reliability.NewGroup(t, "group-async-failover")
 	for _, m := range g.Members {
 		m.Spec.Role = "ASYNC_MASTER"
 	}
 	links := proxyLinks(g)
 	g.Start(8)
-	ps := []*Proc{g.Producer("p0", 100), g.Producer("p1", 100)}
+	ps := []*reliability.Proc{g.Producer("p0", 100), g.Producer("p1", 100)}
 	c := g.Consumer("c0", groupConsumer)
 	st := g.WaitHealthy()
 	last := time.Now()
-	for range Pick(3, 12) {
+	for range reliability.Pick(3, 12) {
 		next := last.Add(8*time.Second + time.Duration(g.Rand.Int64N(int64(4*time.Second))))
 		time.Sleep(time.Until(next))
 		ha := links.ha[st.MasterID-1]
@@ -58,14 +60,14 @@ func TestGroupAsyncFailover(t *testing.T) {
 	}
 	time.Sleep(time.Second)
 	g.StopWorkers(ps...)
-	g.waitHandled(20 * time.Second) // what was lost never is: a shorter wait
+	g.WaitHandled(20 * time.Second) // what was lost never is: a shorter wait
 	g.StopWorkers(c)
 	g.Committed(groupConsumer)
 	r := g.DrainAndCheck(checker.Options{MinAcked: 500, LossAllowance: 2 * time.Second, ExpectHandled: true})
-	CheckPositions(r, g.Events())
+	reliability.CheckPositions(r, g.Events())
 	g.CheckFailovers(r)
 	g.StopAndCompareLogs(r, st.MasterID)
-	g.checkLostWereCut(r)
+	checkLostWereCut(g, r)
 	g.Report(r)
 }
 
@@ -78,7 +80,7 @@ type cutRange struct {
 
 // checkLostWereCut fails r unless every acknowledged message missing from
 // the drain lies in a range some broker's truncations.log records as cut.
-func (g *Group) checkLostWereCut(r *checker.Result) {
+func checkLostWereCut(g *reliability.Group, r *checker.Result) {
 	g.T.Helper()
 	var cuts []cutRange
 	for _, m := range g.Members {

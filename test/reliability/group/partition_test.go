@@ -1,4 +1,4 @@
-package reliability
+package group
 
 import (
 	"fmt"
@@ -16,6 +16,7 @@ import (
 	"github.com/gantrymq/gantry/internal/fsx"
 	"github.com/gantrymq/gantry/replication/controller"
 	"github.com/gantrymq/gantry/replication/epoch"
+	"github.com/gantrymq/gantry/test/reliability"
 	"github.com/gantrymq/gantry/test/reliability/checker"
 	"github.com/gantrymq/gantry/test/reliability/history"
 )
@@ -52,16 +53,17 @@ import (
 // their queue offsets with other messages (docs/REPLICATION.md, "What
 // consumers read").
 func TestGroupPartitionedMaster(t *testing.T) {
-	g := NewGroup(t, "group-partitioned-master")
+	t.Parallel() // beside the other group tests (group.go)
+	g := reliability.NewGroup(t, "group-partitioned-master")
 	links := proxyLinks(g)
 	g.Start(4)
-	ps := []*Proc{g.Producer("p0", 100), g.Producer("p1", 100)}
+	ps := []*reliability.Proc{g.Producer("p0", 100), g.Producer("p1", 100)}
 	c := g.Consumer("c0", groupConsumer)
 	st := g.WaitHealthy()
 	masters := map[int32]int64{st.MasterEpoch: st.MasterID}
 
 	shapes := []partShape{partShapes[0], partShapes[1], partShapes[3]}
-	if Long() {
+	if reliability.Long() {
 		shapes = nil
 		for range 3 {
 			shapes = append(shapes, partShapes...)
@@ -81,14 +83,14 @@ func TestGroupPartitionedMaster(t *testing.T) {
 	}
 	time.Sleep(time.Second) // acks from the last master
 	g.StopWorkers(ps...)
-	g.waitHandled(time.Minute) // the verdict counts what it did not handle
+	g.WaitHandled(time.Minute) // the verdict counts what it did not handle
 	g.StopWorkers(c)
 	g.Committed(groupConsumer)
 	r := g.DrainAndCheck(checker.Options{MinAcked: 300, ExpectHandled: true})
-	CheckPositions(r, g.Events())
+	reliability.CheckPositions(r, g.Events())
 	g.CheckFailovers(r)
 	g.StopAndCompareLogs(r, st.MasterID)
-	g.checkCuts(r, cuts, masters, st.MasterID)
+	checkCuts(g, r, cuts, masters, st.MasterID)
 	g.Report(r)
 }
 
@@ -113,7 +115,7 @@ var partShapes = []partShape{
 // broker timeout (a master they stopped hearing is replaced by then) and
 // past a send's 3 s timeout (a response held by a cut link is never read
 // as an ack after the heal).
-var partitionHold = groupTimeouts.BrokerTimeout + time.Second
+var partitionHold = reliability.GroupTimeouts.BrokerTimeout + time.Second
 
 // groupLinks are the fault proxies in front of each broker's links, by
 // broker index.
@@ -128,7 +130,7 @@ type groupLinks struct {
 // specs). The workers dial every broker through
 // its proxy (the master moves); the harness's own clients and the drain
 // connect directly.
-func proxyLinks(g *Group) *groupLinks {
+func proxyLinks(g *reliability.Group) *groupLinks {
 	g.T.Helper()
 	start := func(target string) *faultproxy.Proxy {
 		p, err := faultproxy.Start(faultproxy.Config{Target: target})
@@ -146,7 +148,7 @@ func proxyLinks(g *Group) *groupLinks {
 		c.Spec.Peers = slices.Clone(c.Spec.Peers)
 		for j := range c.Spec.Peers {
 			if j != i {
-				c.Spec.Peers[j].GRPCAddr = freeAddr(g.T)
+				c.Spec.Peers[j].GRPCAddr = reliability.FreeAddr(g.T)
 			}
 		}
 	}
@@ -197,7 +199,7 @@ type cut struct {
 // partition cuts the master of st off in shape s, waits (for the new
 // master's first ack when the controllers elect), heals it and returns
 // what happened; the caller waits for the group to settle.
-func (l *groupLinks) partition(g *Group, st controller.GroupStatus, s partShape, ps []*Proc) cut {
+func (l *groupLinks) partition(g *reliability.Group, st controller.GroupStatus, s partShape, ps []*reliability.Proc) cut {
 	g.T.Helper()
 	c := cut{shape: s, master: st.MasterID, epoch: st.MasterEpoch}
 	i := int(st.MasterID - 1)
@@ -205,14 +207,14 @@ func (l *groupLinks) partition(g *Group, st controller.GroupStatus, s partShape,
 	c.at = time.Now()
 	l.set(i, s, faultproxy.Fault{Mode: faultproxy.Blackhole})
 	if s.elects {
-		f := g.WaitElected(Failover{Killed: st.MasterID, KilledAt: c.at, Epoch: st.MasterEpoch, EpochStart: -1,
+		f := g.WaitElected(reliability.Failover{Killed: st.MasterID, KilledAt: c.at, Epoch: st.MasterEpoch, EpochStart: -1,
 			Fault: "partitioned from " + s.name})
 		g.T.Logf("%s: broker %d elected (epoch %d) %s after the cut", s.name, f.NewMaster, f.NewEpoch,
 			time.Since(c.at).Round(time.Millisecond))
 		g.WaitAcked(time.Now(), ps...) // the new master takes writes while the old one is cut off
 	}
 	time.Sleep(time.Until(c.at.Add(partitionHold)))
-	ok := waitFor(5*time.Second, 100*time.Millisecond, func() bool {
+	ok := reliability.WaitFor(5*time.Second, 100*time.Millisecond, func() bool {
 		var err error
 		c.during, err = g.GroupState()
 		return err == nil
@@ -236,9 +238,9 @@ type ackAt struct {
 // partitions (see TestGroupPartitionedMaster); the brokers must be
 // stopped. masters names each epoch's master as the controllers did;
 // final is the last master.
-func (g *Group) checkCuts(r *checker.Result, cuts []cut, masters map[int32]int64, final int64) {
+func checkCuts(g *reliability.Group, r *checker.Result, cuts []cut, masters map[int32]int64, final int64) {
 	g.T.Helper()
-	entries := g.epochsAgree(r, final)
+	entries := epochsAgree(g, r, final)
 	evs := g.Events()
 	acks, misplaced := epochAcks(evs, entries)
 	r.Add("misplacedAcks", misplaced)
@@ -264,7 +266,7 @@ func (g *Group) checkCuts(r *checker.Result, cuts []cut, masters map[int32]int64
 	var names []string
 	for _, c := range cuts {
 		names = append(names, c.shape.name)
-		g.checkCut(r, c, acks, first, last)
+		checkCut(g, r, c, acks, first, last)
 	}
 	r.Add("partitions", strings.Join(names, ","))
 }
@@ -272,7 +274,7 @@ func (g *Group) checkCuts(r *checker.Result, cuts []cut, masters map[int32]int64
 // checkCut checks one partition: the epoch after it, and for an election
 // that the old master's acks end before its lease does and before the
 // new master's first.
-func (g *Group) checkCut(r *checker.Result, c cut, acks []ackAt, first, last map[int32]int64) {
+func checkCut(g *reliability.Group, r *checker.Result, c cut, acks []ackAt, first, last map[int32]int64) {
 	s := c.shape
 	during := 0
 	for _, a := range acks {
@@ -296,7 +298,7 @@ func (g *Group) checkCut(r *checker.Result, c cut, acks []ackAt, first, last map
 			s.name, c.master, c.epoch, c.after.MasterID, c.after.MasterEpoch, c.epoch+1)
 	}
 	lastOld, firstNew := last[c.epoch], first[c.epoch+1]
-	lease := c.at.Add(2 * memberLease).UnixNano() // the lease runs from a heartbeat sent before the cut; the ack is read after it is given
+	lease := c.at.Add(2 * reliability.MemberLease).UnixNano() // the lease runs from a heartbeat sent before the cut; the ack is read after it is given
 	switch {
 	case firstNew == 0:
 		r.Fail("%s: no ack in epoch %d", s.name, c.epoch+1)
@@ -305,7 +307,7 @@ func (g *Group) checkCut(r *checker.Result, c cut, acks []ackAt, first, last map
 			time.Unix(0, lastOld).Format("15:04:05.000"), c.epoch+1, time.Unix(0, firstNew).Format("15:04:05.000"))
 	case lastOld > lease:
 		r.Fail("%s: broker %d acknowledged %s after it was cut off, past its lease (%s)", s.name, c.master,
-			time.Duration(lastOld-c.at.UnixNano()).Round(time.Millisecond), memberLease)
+			time.Duration(lastOld-c.at.UnixNano()).Round(time.Millisecond), reliability.MemberLease)
 	}
 	g.T.Logf("%s: broker %d (epoch %d) cut off; its last ack %s after the cut, epoch %d's first %s after it; %d acks in epoch %d during the partition",
 		s.name, c.master, c.epoch, time.Duration(lastOld-c.at.UnixNano()).Round(time.Millisecond), c.epoch+1,
@@ -344,7 +346,7 @@ func epochAcks(evs []history.Event, entries []epoch.Entry) ([]ackAt, int) {
 
 // epochsAgree reads every broker's epoch file and fails r unless they
 // agree on the epochs that hold data; it returns the master's entries.
-func (g *Group) epochsAgree(r *checker.Result, master int64) []epoch.Entry {
+func epochsAgree(g *reliability.Group, r *checker.Result, master int64) []epoch.Entry {
 	g.T.Helper()
 	files := make([][]epoch.Entry, len(g.Members))
 	for i, n := range g.Members {

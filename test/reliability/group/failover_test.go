@@ -1,4 +1,4 @@
-package reliability
+package group
 
 import (
 	"testing"
@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gantrymq/gantry/test/reliability"
 	"github.com/gantrymq/gantry/test/reliability/checker"
 )
 
@@ -27,14 +28,15 @@ const groupConsumer = "reliability-group"
 // Both tiers kill the master every 15-25 s: the short tier 8 times, the
 // long tier 40.
 func TestGroupFailoverSIGKILL(t *testing.T) {
-	g := NewGroup(t, "group-failover-sigkill")
+	t.Parallel() // beside the other group tests (group.go)
+	g := reliability.NewGroup(t, "group-failover-sigkill")
 	g.Start(8)
-	ps := []*Proc{g.Producer("p0", 100), g.Producer("p1", 100)}
+	ps := []*reliability.Proc{g.Producer("p0", 100), g.Producer("p1", 100)}
 	c := g.Consumer("c0", groupConsumer)
 	st := g.WaitHealthy()
 	lo, hi := 15*time.Second, 25*time.Second
 	last := time.Now()
-	for range Pick(8, 40) {
+	for range reliability.Pick(8, 40) {
 		next := last.Add(lo + time.Duration(g.Rand.Int64N(int64(hi-lo))))
 		time.Sleep(time.Until(next))
 		f := g.KillMaster(st)
@@ -46,11 +48,11 @@ func TestGroupFailoverSIGKILL(t *testing.T) {
 	}
 	time.Sleep(time.Second) // acks from the last master
 	g.StopWorkers(ps...)
-	g.waitHandled(time.Minute) // the verdict counts what it did not handle
+	g.WaitHandled(time.Minute) // the verdict counts what it did not handle
 	g.StopWorkers(c)
 	g.Committed(groupConsumer)
 	r := g.DrainAndCheck(checker.Options{MinAcked: 500, ExpectHandled: true})
-	CheckPositions(r, g.Events())
+	reliability.CheckPositions(r, g.Events())
 	g.CheckFailovers(r)
 	g.StopAndCompareLogs(r, st.MasterID)
 	g.Report(r)
@@ -61,13 +63,14 @@ func TestGroupFailoverSIGKILL(t *testing.T) {
 // broker becomes master after the master dies, until a second member is
 // back. Nothing acknowledged is lost throughout.
 func TestGroupControllerLoss(t *testing.T) {
-	g := NewGroup(t, "group-controller-loss")
+	t.Parallel() // beside the other group tests (group.go)
+	g := reliability.NewGroup(t, "group-controller-loss")
 	g.Start(4)
 	p := g.Producer("p0", 100)
 	st := g.WaitHealthy()
 	g.WaitAcked(time.Now(), p)
 
-	first := g.controllerLeader()
+	first := g.ControllerLeader()
 	g.KillController(first)
 	time.Sleep(time.Second)
 	st = g.Failover(st) // with two controllers of three
@@ -76,9 +79,9 @@ func TestGroupControllerLoss(t *testing.T) {
 	second := (first + 1) % len(g.Ctls)
 	g.KillController(second)
 	f := g.KillMaster(st)
-	newMaster := waitFor(3*groupTimeouts.BrokerTimeout, 100*time.Millisecond, func() bool {
+	newMaster := reliability.WaitFor(3*reliability.GroupTimeouts.BrokerTimeout, 100*time.Millisecond, func() bool {
 		for i, n := range g.Members {
-			if n.up() && g.serving(int64(i+1)) {
+			if n.Up() && g.Serving(int64(i+1)) {
 				t.Logf("broker %d serves as master without a controller quorum", i+1)
 				return true
 			}
@@ -98,7 +101,7 @@ func TestGroupControllerLoss(t *testing.T) {
 	time.Sleep(time.Second)
 	g.StopWorkers(p)
 	r := g.DrainAndCheck(checker.Options{MinAcked: 100})
-	CheckPositions(r, g.Events())
+	reliability.CheckPositions(r, g.Events())
 	g.CheckFailovers(r)
 	g.StopAndCompareLogs(r, st.MasterID)
 	g.Report(r)
