@@ -135,6 +135,7 @@ func Produce(ctx context.Context, send AsyncSender, cfg ProduceConfig) (Result, 
 	if cfg.Inflight <= 0 {
 		cfg.Inflight = 1
 	}
+	start := time.Now() // before the deadline: a run of Duration lasts at least that long
 	if cfg.Duration > 0 && cfg.Count == 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, cfg.Duration)
@@ -157,7 +158,6 @@ func Produce(ctx context.Context, send AsyncSender, cfg ProduceConfig) (Result, 
 	free := make(chan []byte, cfg.Inflight)
 	size := bodyLen(cfg.Size)
 	stop := progress(cfg.Progress, "sent", &acked, &failed, cfg.Count)
-	start := time.Now()
 	for seq := int64(0); cfg.Count == 0 || seq < cfg.Count; seq++ {
 		took := false
 		select {
