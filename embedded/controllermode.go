@@ -51,6 +51,9 @@ type memberNode struct {
 	id  int64
 	cfg server.Config  // listen addresses fixed at Start, kept across restarts
 	m   *server.Member // nil while stopped
+	// busy is set while the broker starts or stops, which happens outside
+	// Cluster.mu (a start is I/O): another start or stop is refused.
+	busy bool
 }
 
 // startGroup starts the controller and the Replicas members, then waits
@@ -212,19 +215,27 @@ func (c *Cluster) member(id int64) (*memberNode, error) {
 // names its role); it registers with the controller from then on.
 func (c *Cluster) StartMember(ctx context.Context, id int64) error {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	n, err := c.member(id)
+	switch {
+	case err != nil:
+	case n.busy:
+		err = fmt.Errorf("embedded: broker %d is starting or stopping", id)
+	case n.m != nil:
+		err = fmt.Errorf("embedded: broker %d already running", id)
+	}
 	if err != nil {
+		c.mu.Unlock()
 		return err
 	}
-	if n.m != nil {
-		return fmt.Errorf("embedded: broker %d already running", id)
-	}
+	n.busy = true
+	c.mu.Unlock()
 	m, err := server.StartMember(ctx, n.cfg)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n.busy, n.m = false, m
 	if err != nil {
 		return fmt.Errorf("embedded: start broker %d: %w", id, err)
 	}
-	n.m = m
 	return nil
 }
 
@@ -245,13 +256,21 @@ func (c *Cluster) KillMember(id int64) error {
 
 func (c *Cluster) endMember(id int64, end func(*server.Member) error) error {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	n, err := c.member(id)
-	if err != nil || n.m == nil {
+	if err != nil || n.m == nil || n.busy {
+		c.mu.Unlock()
+		if err == nil && n.busy {
+			err = fmt.Errorf("embedded: broker %d is starting or stopping", id)
+		}
 		return err
 	}
-	err = end(n.m)
-	n.m = nil
+	m := n.m
+	n.m, n.busy = nil, true
+	c.mu.Unlock()
+	err = end(m) // outside the lock: Member and MasterID answer meanwhile
+	c.mu.Lock()
+	n.busy = false
+	c.mu.Unlock()
 	return err
 }
 
