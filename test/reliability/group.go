@@ -397,19 +397,25 @@ func (g *Group) CheckFailovers(r *checker.Result) {
 // ack is an acknowledgement's time and commit-log offset.
 type ack struct{ at, phys int64 }
 
+// DrainedIDs returns the ids the run's drain found (none before a drain).
+func DrainedIDs(evs []history.Event) map[string]bool {
+	out := map[string]bool{}
+	for _, e := range evs {
+		if e.Kind == history.Drain && e.ID != "" {
+			out[e.ID] = true
+		}
+	}
+	return out
+}
+
 // ackTimes returns the run's acknowledgements by time, less those of
 // messages a drain did not find (an ASYNC master's last acks, lost with
 // it: their offsets may lie in the next epoch's range).
 func ackTimes(evs []history.Event) []ack {
-	drained, stored := false, map[string]bool{}
-	for _, e := range evs {
-		if e.Kind == history.Drain {
-			drained, stored[e.ID] = true, true
-		}
-	}
+	stored := DrainedIDs(evs)
 	var out []ack
 	for _, e := range evs {
-		if e.Kind == history.Send && e.Outcome == history.OK && (!drained || stored[e.ID]) {
+		if e.Kind == history.Send && e.Outcome == history.OK && (len(stored) == 0 || stored[e.ID]) {
 			out = append(out, ack{e.Time, e.Phys})
 		}
 	}

@@ -8,9 +8,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/gantrymq/gantry/commitlog"
 	"github.com/gantrymq/gantry/internal/faultproxy"
 	"github.com/gantrymq/gantry/test/reliability"
 	"github.com/gantrymq/gantry/test/reliability/checker"
@@ -58,76 +60,46 @@ func TestGroupAsyncFailover(t *testing.T) {
 		st = g.WaitHealthy()
 		g.WaitAcked(time.Now(), ps...)
 	}
-	time.Sleep(time.Second)
-	g.StopWorkers(ps...)
-	g.WaitHandled(20 * time.Second) // what was lost never is: a shorter wait
-	g.StopWorkers(c)
-	g.Committed(groupConsumer)
-	r := g.DrainAndCheck(checker.Options{MinAcked: 500, LossAllowance: 2 * time.Second, ExpectHandled: true})
-	reliability.CheckPositions(r, g.Events())
-	g.CheckFailovers(r)
-	g.StopAndCompareLogs(r, st.MasterID)
+	// What was lost is never handled: a shorter wait for the rest.
+	r := finish(g, ps, c, 20*time.Second, checker.Options{MinAcked: 500, LossAllowance: 2 * time.Second, ExpectHandled: true}, st.MasterID)
 	checkLostWereCut(g, r)
 	g.Report(r)
-}
-
-// cutRange is a range of a broker's log its truncation record says was
-// cut.
-type cutRange struct {
-	broker     string
-	from, upTo int64
 }
 
 // checkLostWereCut fails r unless every acknowledged message missing from
 // the drain lies in a range some broker's truncations.log records as cut.
 func checkLostWereCut(g *reliability.Group, r *checker.Result) {
 	g.T.Helper()
-	var cuts []cutRange
+	var cuts []commitlog.TruncateReport
 	for _, m := range g.Members {
 		rs, err := truncations(m.Spec.Broker.Store)
 		if err != nil {
 			r.Fail("read %s's truncation records: %v", m.Name, err)
 			return
 		}
-		for i := range rs {
-			rs[i].broker = m.Name
-		}
 		cuts = append(cuts, rs...)
 	}
-	stored := map[string]bool{}
-	var acked []history.Event
-	for _, e := range g.Events() {
-		switch {
-		case e.Kind == history.Drain && e.ID != "":
-			stored[e.ID] = true
-		case e.Kind == history.Send && e.Outcome == history.OK:
-			acked = append(acked, e)
-		}
-	}
+	evs := g.Events()
+	stored := reliability.DrainedIDs(evs)
 	lost, uncut := 0, 0
-	for _, a := range acked {
-		if stored[a.ID] {
+	for _, a := range evs {
+		if a.Kind != history.Send || a.Outcome != history.OK || stored[a.ID] {
 			continue
 		}
 		lost++
-		found := false
-		for _, c := range cuts {
-			found = found || c.from <= a.Phys && a.Phys < c.upTo
-		}
-		if !found {
+		if !slices.ContainsFunc(cuts, func(c commitlog.TruncateReport) bool { return c.Offset <= a.Phys && a.Phys < c.OldEnd }) {
 			uncut++
 			if uncut <= 5 {
 				r.Fail("lost %s (acknowledged at log offset %d) is in no truncation record", a.ID, a.Phys)
 			}
 		}
 	}
-	r.Add("cutRecords", len(cuts))
 	r.Add("lostInTruncations", fmt.Sprintf("%d/%d", lost-uncut, lost))
 }
 
 // truncations reads the truncation records of the store in dir (none when
-// it never truncated).
-func truncations(dir string) ([]cutRange, error) {
+// it never truncated): one commitlog.TruncateReport per line.
+func truncations(dir string) ([]commitlog.TruncateReport, error) {
 	f, err := os.Open(filepath.Join(dir, "truncations.log"))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -136,18 +108,15 @@ func truncations(dir string) ([]cutRange, error) {
 		return nil, err
 	}
 	defer f.Close()
-	var out []cutRange
+	var out []commitlog.TruncateReport
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
 	for sc.Scan() {
-		var rec struct {
-			Offset int64 `json:"offset"`
-			OldEnd int64 `json:"oldEnd"`
-		}
+		var rec commitlog.TruncateReport
 		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
 			return nil, fmt.Errorf("truncation record %q: %w", sc.Text(), err)
 		}
-		out = append(out, cutRange{from: rec.Offset, upTo: rec.OldEnd})
+		out = append(out, rec)
 	}
 	return out, sc.Err()
 }

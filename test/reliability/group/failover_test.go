@@ -46,16 +46,26 @@ func TestGroupFailoverSIGKILL(t *testing.T) {
 		st = g.WaitHealthy()
 		g.WaitAcked(time.Now(), ps...)
 	}
-	time.Sleep(time.Second) // acks from the last master
+	g.Report(finish(g, ps, c, time.Minute, checker.Options{MinAcked: 500, ExpectHandled: true}, st.MasterID))
+}
+
+// finish ends a group run: it stops the producers (after a second for the
+// last master's acks), waits up to handled for the consumer to handle what
+// was acknowledged, stops it, reads the group's committed offsets, drains
+// and checks with opts, then checks the queue positions, the failovers and
+// the logs (stopping the brokers) against master.
+func finish(g *reliability.Group, ps []*reliability.Proc, c *reliability.Proc, handled time.Duration, opts checker.Options, master int64) *checker.Result {
+	g.T.Helper()
+	time.Sleep(time.Second)
 	g.StopWorkers(ps...)
-	g.WaitHandled(time.Minute) // the verdict counts what it did not handle
+	g.WaitHandled(handled)
 	g.StopWorkers(c)
 	g.Committed(groupConsumer)
-	r := g.DrainAndCheck(checker.Options{MinAcked: 500, ExpectHandled: true})
+	r := g.DrainAndCheck(opts)
 	reliability.CheckPositions(r, g.Events())
 	g.CheckFailovers(r)
-	g.StopAndCompareLogs(r, st.MasterID)
-	g.Report(r)
+	g.StopAndCompareLogs(r, master)
+	return r
 }
 
 // The controllers are a raft group of three: without one member (its

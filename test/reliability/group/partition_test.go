@@ -81,15 +81,7 @@ func TestGroupPartitionedMaster(t *testing.T) {
 		cuts = append(cuts, ct)
 		g.WaitAcked(time.Now(), ps...)
 	}
-	time.Sleep(time.Second) // acks from the last master
-	g.StopWorkers(ps...)
-	g.WaitHandled(time.Minute) // the verdict counts what it did not handle
-	g.StopWorkers(c)
-	g.Committed(groupConsumer)
-	r := g.DrainAndCheck(checker.Options{MinAcked: 300, ExpectHandled: true})
-	reliability.CheckPositions(r, g.Events())
-	g.CheckFailovers(r)
-	g.StopAndCompareLogs(r, st.MasterID)
+	r := finish(g, ps, c, time.Minute, checker.Options{MinAcked: 300, ExpectHandled: true}, st.MasterID)
 	checkCuts(g, r, cuts, masters, st.MasterID)
 	g.Report(r)
 }

@@ -55,15 +55,7 @@ func TestGroupSlaveCatchUp(t *testing.T) {
 	st = g.Failover(st)
 	g.WaitAcked(time.Now(), ps...)
 
-	time.Sleep(time.Second)
-	g.StopWorkers(ps...)
-	g.WaitHandled(time.Minute)
-	g.StopWorkers(c)
-	g.Committed(groupConsumer)
-	r := g.DrainAndCheck(checker.Options{MinAcked: 500, ExpectHandled: true})
-	reliability.CheckPositions(r, g.Events())
-	g.CheckFailovers(r)
-	g.StopAndCompareLogs(r, st.MasterID)
+	r := finish(g, ps, c, time.Minute, checker.Options{MinAcked: 500, ExpectHandled: true}, st.MasterID)
 	for _, f := range figures {
 		r.Add(f[0], f[1])
 	}
