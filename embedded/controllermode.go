@@ -54,6 +54,10 @@ type memberNode struct {
 	// busy is set while the broker starts or stops, which happens outside
 	// Cluster.mu (a start is I/O): another start or stop is refused.
 	busy bool
+	// first holds, until the first start, the listeners of the ports
+	// chosen here (gRPC, HTTP, remoting, HA; nil for a configured one), so
+	// that no other process takes a port between its choice and the bind.
+	first [4]net.Listener
 }
 
 // startGroup starts the controller and the Replicas members, then waits
@@ -70,11 +74,11 @@ func (c *Cluster) startGroup(ctx context.Context) error {
 		if id == 1 { // the first usually becomes master: it gets the configured ports
 			listen = [3]string{c.grpcListen, c.httpListen, c.remotingListen}
 		}
-		cfg, err := c.memberConfig(id, listen)
+		cfg, first, err := c.memberConfig(id, listen)
 		if err != nil {
 			return err
 		}
-		c.members = append(c.members, &memberNode{id: id, cfg: cfg})
+		c.members = append(c.members, &memberNode{id: id, cfg: cfg, first: first})
 		if err := c.StartMember(ctx, id); err != nil {
 			return err
 		}
@@ -142,34 +146,38 @@ func (c *Cluster) stopController() error {
 	return errors.Join(n.svc.Close(ctx), <-n.done, n.ctl.Close())
 }
 
-// memberConfig is broker id's configuration: Options.Broker's, in
+// memberConfig is broker id's configuration, without listeners, in
 // controller mode, listening on listen's addresses (gRPC, HTTP, remoting;
-// a port 0 replaced by one free now) and, when the remoting port was
-// chosen here, on a free HA port too.
-func (c *Cluster) memberConfig(id int64, listen [3]string) (server.Config, error) {
+// a port 0 replaced by one chosen now) and, when the remoting port was
+// chosen here, on an HA port chosen too. It returns the listeners of the
+// ports it chose, for the first start.
+func (c *Cluster) memberConfig(id int64, listen [3]string) (cfg server.Config, first [4]net.Listener, err error) {
+	defer func() {
+		if err != nil {
+			closeListeners(first[:])
+		}
+	}()
 	bc := c.brokerConfig(filepath.Join(c.dir, fmt.Sprintf("broker-%d", id), "store"))
 	bc.EnableControllerMode, bc.ControllerAddr, bc.BrokerID = true, []string{c.ctl.addr}, id
 	_, rport, _ := net.SplitHostPort(listen[2])
 	var addrs [3]string
 	for i, a := range listen {
-		p, err := freePort(a)
-		if err != nil {
-			return server.Config{}, fmt.Errorf("embedded: broker %d: %w", id, err)
+		if addrs[i], first[i], err = listenIfAny(a); err != nil {
+			return cfg, first, fmt.Errorf("embedded: broker %d: %w", id, err)
 		}
-		addrs[i] = p
 	}
 	host, port, err := net.SplitHostPort(addrs[2])
 	if err != nil {
-		return server.Config{}, fmt.Errorf("embedded: broker %d remoting address: %w", id, err)
+		return cfg, first, fmt.Errorf("embedded: broker %d remoting address: %w", id, err)
 	}
 	bc.GRPCListenAddr, bc.HTTPListenAddr, bc.BindAddress = addrs[0], addrs[1], host
 	if bc.ListenPort, err = strconv.Atoi(port); err != nil {
-		return server.Config{}, fmt.Errorf("embedded: broker %d remoting port: %w", id, err)
+		return cfg, first, fmt.Errorf("embedded: broker %d remoting port: %w", id, err)
 	}
 	if bc.HAListenPort == 0 && rport == "0" { // else listenPort+1, RocketMQ's
-		ha, err := freePort(net.JoinHostPort(host, "0"))
-		if err != nil {
-			return server.Config{}, fmt.Errorf("embedded: broker %d HA port: %w", id, err)
+		var ha string
+		if ha, first[3], err = listenIfAny(net.JoinHostPort(host, "0")); err != nil {
+			return cfg, first, fmt.Errorf("embedded: broker %d HA port: %w", id, err)
 		}
 		_, hp, _ := net.SplitHostPort(ha)
 		bc.HAListenPort, _ = strconv.Atoi(hp)
@@ -178,7 +186,30 @@ func (c *Cluster) memberConfig(id int64, listen [3]string) (server.Config, error
 	if c.opts.Remoting != nil {
 		c.opts.Remoting(&rc)
 	}
-	return server.Config{Broker: bc, Remoting: rc}, nil
+	return server.Config{Broker: bc, Remoting: rc}, first, nil
+}
+
+// listenIfAny returns addr and no listener, or with port 0 the address of
+// a listener it opens on a port chosen by the system.
+func listenIfAny(addr string) (string, net.Listener, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || port != "0" {
+		return addr, nil, err
+	}
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return "", nil, err
+	}
+	return l.Addr().String(), l, nil
+}
+
+// closeListeners closes the listeners that are set.
+func closeListeners(ls []net.Listener) {
+	for _, l := range ls {
+		if l != nil {
+			l.Close()
+		}
+	}
 }
 
 // memberDefaults are the controller-mode settings of the group's brokers,
@@ -228,8 +259,11 @@ func (c *Cluster) StartMember(ctx context.Context, id int64) error {
 		return err
 	}
 	n.busy = true
+	cfg := n.cfg
+	cfg.GRPCListener, cfg.HTTPListener, cfg.RemotingListener, cfg.HAListener = n.first[0], n.first[1], n.first[2], n.first[3]
+	n.first = [4]net.Listener{} // StartMember owns them now, and closes them on failure
 	c.mu.Unlock()
-	m, err := server.StartMember(ctx, n.cfg)
+	m, err := server.StartMember(ctx, cfg)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n.busy, n.m = false, m
