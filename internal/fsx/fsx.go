@@ -144,8 +144,15 @@ func ReadFile(fsys FS, name string) ([]byte, error) {
 // syncs it, renames it over name and syncs the directory. A crash at any
 // point leaves either the old or the new content under name.
 func WriteFileAtomic(fsys FS, name string, data []byte) error {
+	return WriteFileAtomicPerm(fsys, name, data, 0o644)
+}
+
+// WriteFileAtomicPerm is WriteFileAtomic creating the file with perm (0o600
+// for a file holding secrets).
+func WriteFileAtomicPerm(fsys FS, name string, data []byte, perm fs.FileMode) error {
 	tmp := name + ".tmp"
-	f, err := fsys.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	_ = fsys.Remove(tmp) // a leftover keeps its mode otherwise
+	f, err := fsys.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, perm)
 	if err != nil {
 		return fmt.Errorf("fsx: create %s: %w", tmp, err)
 	}
