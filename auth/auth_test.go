@@ -324,3 +324,15 @@ func FuzzVerifyRemoting(f *testing.F) {
 		}
 	})
 }
+
+func TestSignerSignsAsSignGRPC(t *testing.T) {
+	s, err := NewSigner("rocketmq2", "12345678")
+	require.NoError(t, err)
+	at := time.UnixMilli(1700000000000)
+	d1, a1 := s.SignGRPC("/gantry.v1.Messaging/Send", at)
+	d2, a2 := SignGRPC("rocketmq2", "12345678", "/gantry.v1.Messaging/Send", at)
+	assert.Equal(t, d2, d1)
+	assert.Equal(t, a2, a1)
+	_, err = NewSigner("ab", "12345678")
+	assert.ErrorContains(t, err, "accessKey")
+}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gantrymq/gantry/broker/dedup"
+	"github.com/gantrymq/gantry/auth"
 	"github.com/gantrymq/gantry/broker/delivery"
 	"github.com/gantrymq/gantry/broker/metadata"
 	"github.com/gantrymq/gantry/broker/store"
@@ -37,6 +38,8 @@ type Broker struct {
 	deliveryOpen atomic.Bool       // delivery is open: the log's pin may be computed
 	repl         replicationState  // replicas.go
 	dedup        *dedup.Table      // keys of recent user sends; nil when DuplicationWindow is off
+	users        *auth.Store       // auth.go; nil when authentication is off
+	guard        *auth.Guard       // nil when authentication is off
 
 	membership hooks[string]      // AddConsumersChangedHook's hooks
 	resetHooks hooks[OffsetReset] // AddOffsetResetHook's hooks
@@ -83,6 +86,9 @@ func Open(ctx context.Context, cfg Config) (*Broker, error) {
 	if cfg.SlaveReadEnable && cfg.BrokerRole != Slave {
 		b.repl.behind = slaveReadBehind(cfg)
 	}
+	if err := b.openAuth(); err != nil {
+		return nil, err
+	}
 	sc := cfg.StoreConfig()
 	sc.OnDispatch = chainDispatch(sc.OnDispatch, b.polls.notify)
 	sc.KeepFrom = b.dlqKeepFrom
@@ -90,24 +96,29 @@ func Open(ctx context.Context, cfg Config) (*Broker, error) {
 	sc.DispatchLimit = cfg.DispatchLimit
 	meta, err := metadata.Open(metadata.Config{Dir: filepath.Join(sc.Root, "config"), FS: sc.FS, Now: sc.Now, Logger: sc.Logger})
 	if err != nil {
+		b.closeUsers()
 		return nil, fmt.Errorf("broker: open store: %w", err)
 	}
 	sc.Metadata = meta // the store saves it with the log
 	st, err := store.Open(ctx, sc)
 	if err != nil {
+		b.closeUsers()
 		return nil, fmt.Errorf("broker: open store: %w%s", err, storeHint(err))
 	}
 	b.store, b.meta = st, meta
 	if err := b.openDelivery(sc); err != nil { // delivery.go
 		_ = st.Close()
+		b.closeUsers()
 		return nil, err
 	}
 	if err := b.openDedup(ctx); err != nil {
 		_ = st.Close()
+		b.closeUsers()
 		return nil, err
 	}
 	if err := b.finishDeletions(); err != nil { // lifecycle.go
 		_ = st.Close()
+		b.closeUsers()
 		return nil, err
 	}
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
@@ -176,6 +187,7 @@ func (b *Broker) Close(ctx context.Context) error {
 	b.closeOnce.Do(func() {
 		b.stop()
 		b.wg.Wait()
+		b.closeUsers()
 		b.closeErr = errors.Join(b.delivery.Close(), b.store.Close())
 		err = b.closeErr
 		b.log.Info("broker closed", "err", err)

@@ -189,6 +189,7 @@ type Config struct {
 	// a connected slave still counts as in sync; default 256 MiB. SlaveReadEnable
 	// (slaveReadEnable): a slave serves pulls; default false.
 	HAConfig          // config_replication.go
+	AuthConfig        // config_auth.go
 	HAListenPort      int
 	HAMasterAddress   string
 	InSyncReplicas    int
@@ -385,6 +386,7 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.SlaveTimeout, DefaultSlaveTimeout)
 	setDefault(&c.HAMaxGapNotInSync, DefaultHAMaxGapNotInSync)
 	c.HAConfig.setDefaults()
+	c.AuthConfig.setDefaults(c.StorePathRootDir)
 	setDefault(&c.scheduleTick, defaultScheduleTick)
 	setDefault(&c.dlqSweepInterval, defaultDLQSweepInterval)
 	if len(c.MessageDelayLevel) == 0 {
@@ -422,6 +424,7 @@ func (c Config) Validate() error {
 	c.validateStore(bad)
 	c.validateLimits(bad)
 	c.validateDelays(bad)
+	c.validateAuth(bad)
 	c.rocketmq.validate(c, bad)
 	if c.DuplicationWindow > 0 && c.DuplicationWindow < time.Millisecond {
 		bad("duplicationWindow %s: want at least 1ms (or 0: off)", c.DuplicationWindow)
@@ -571,24 +574,6 @@ func (c Config) validateLimits(bad badFunc) {
 	} {
 		if d.v < 0 {
 			bad("%s %s: want > 0", d.key, d.v)
-		}
-	}
-}
-
-func (c Config) validateDelays(bad badFunc) {
-	if c.TimerMaxDelay < 0 {
-		bad("timerMaxDelay %s: want > 0", c.TimerMaxDelay)
-	}
-	if c.DLQRetention < 0 {
-		bad("dlqRetentionHours %s: want > 0", c.DLQRetention)
-	}
-	if n := len(c.MessageDelayLevel); n > metadata.MaxQueueNums {
-		bad("messageDelayLevel: %d levels, want 1..%d", n, metadata.MaxQueueNums)
-		return
-	}
-	for i, d := range c.MessageDelayLevel {
-		if d <= 0 {
-			bad("messageDelayLevel: level %d is %s, want > 0", i+1, d)
 		}
 	}
 }
@@ -820,32 +805,6 @@ func unitName(u time.Duration) string {
 		return "seconds"
 	}
 	return "milliseconds"
-}
-
-// delayUnits are the units of messageDelayLevel, as in RocketMQ.
-var delayUnits = map[byte]time.Duration{'s': time.Second, 'm': time.Minute, 'h': time.Hour, 'd': 24 * time.Hour}
-
-// ParseDelayLevels parses a messageDelayLevel value: space-separated
-// delays, each a positive count and a unit s, m, h or d ("1s 5s 10s 30s
-// 1m"), level 1 first.
-func ParseDelayLevels(v string) ([]time.Duration, error) {
-	fields := strings.Fields(v)
-	if len(fields) == 0 {
-		return nil, errors.New("want at least one level, like 1s 5s 10s")
-	}
-	if len(fields) > metadata.MaxQueueNums {
-		return nil, fmt.Errorf("%d levels, at most %d", len(fields), metadata.MaxQueueNums)
-	}
-	out := make([]time.Duration, len(fields))
-	for i, f := range fields {
-		unit, ok := delayUnits[f[len(f)-1]]
-		n, err := strconv.ParseInt(f[:len(f)-1], 10, 64)
-		if !ok || err != nil || n <= 0 || n > int64(math.MaxInt64/unit) {
-			return nil, fmt.Errorf("level %d %q: want a positive count and a unit s, m, h or d (like 10s)", i+1, f)
-		}
-		out[i] = time.Duration(n) * unit
-	}
-	return out, nil
 }
 
 // parseDuplicationWindow reads duplicationWindow: 0 turns it off.

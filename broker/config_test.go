@@ -68,6 +68,12 @@ brokerHeartbeatInterval=2000
 masterLeaseMillis=6000
 accessMessageInMemoryMaxRatio=30
 haMaxTimeSlaveNotCatchup=5000
+authenticationEnabled=true
+authorizationEnabled=false
+aclFile=/etc/gantry/acl.json
+innerClientAuthenticationCredentials={"accessKey":"broker-b","secretKey":"clustersecret"}
+authWindowMillis=30000
+allowRemoteWithoutAuth=true
 `
 
 func TestParseConfigEveryKey(t *testing.T) {
@@ -97,6 +103,8 @@ func TestParseConfigEveryKey(t *testing.T) {
 		HAMaxGapNotInSync: 1 << 20, SlaveReadEnable: true,
 		HAConfig: broker.HAConfig{ControllerAddr: []string{"10.0.0.7:9878", "10.0.0.8:9878"}, BrokerHeartbeatInterval: 2 * time.Second,
 			MasterLease: 6 * time.Second, AccessMessageInMemoryMaxRatio: 30, HAMaxTimeSlaveNotCatchup: 5 * time.Second},
+		AuthConfig: broker.AuthConfig{AuthenticationEnabled: true, SkipAuthorization: true, ACLFile: "/etc/gantry/acl.json",
+			InnerAccessKey: "broker-b", InnerSecretKey: "clustersecret", AuthWindow: 30 * time.Second, AllowRemoteWithoutAuth: true},
 	}
 	assert.Equal(t, want, c)
 	assert.NoError(t, c.Validate())
@@ -137,6 +145,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{"bad dlqRetentionHours", "dlqRetentionHours=3d\n", []string{`dlqRetentionHours: bad value "3d": want an integer (hours)`}},
 		{"bad memoryLimit", "memoryLimit=2 lots\n", []string{`memoryLimit: bad value "2 lots": memory limit "2 lots": want bytes, a size like 2GiB`}},
 		{"negative memoryLimit", "memoryLimit=-5\n", []string{`memoryLimit: bad value "-5"`}},
+		{"bad inner credentials", "innerClientAuthenticationCredentials=broker:secret\n", []string{`innerClientAuthenticationCredentials: bad value "broker:secret": want {"accessKey"`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -322,6 +331,12 @@ func TestConfigReplication(t *testing.T) {
 			"accessMessageInMemoryMaxRatio 101: want 1..100"},
 		{"haMaxTimeSlaveNotCatchup too short", broker.Config{HAConfig: broker.HAConfig{HAMaxTimeSlaveNotCatchup: time.Second}},
 			"haMaxTimeSlaveNotCatchup 1s: want at least 2s"},
+		{"half inner credentials", broker.Config{AuthConfig: broker.AuthConfig{InnerAccessKey: "broker"}},
+			"innerClientAuthenticationCredentials: want both accessKey and secretKey"},
+		{"weak inner credentials", broker.Config{AuthConfig: broker.AuthConfig{InnerAccessKey: "broker", InnerSecretKey: "x"}},
+			"innerClientAuthenticationCredentials: user \"broker\": secretKey: want 6 to 128 characters"},
+		{"short auth window", broker.Config{AuthConfig: broker.AuthConfig{AuthWindow: time.Millisecond}},
+			"authWindowMillis 1ms: want at least 1s"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

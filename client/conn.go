@@ -162,7 +162,13 @@ func newCore(ctx context.Context, cfg Config, component string) (*core, error) {
 		return nil, err
 	}
 	c := &core{cfg: cfg, hooks: newHookSet(cfg.Hooks)}
-	c.pool = newConnPool(cfg.DialOptions, &c.hooks)
+	opts := cfg.DialOptions
+	if o, err := cfg.Credentials.dialOption(); err != nil {
+		return nil, err
+	} else if o != nil {
+		opts = append([]grpc.DialOption{o}, opts...)
+	}
+	c.pool = newConnPool(opts, &c.hooks)
 	c.log = cfg.Logger.With("component", component, "client", cfg.ClientID)
 	c.ns = &nameServers{addrs: cfg.NameServers, pool: c.pool, next: mrand.IntN(len(cfg.NameServers))}
 	c.routes = newRouteCache(c.ns, c.log)

@@ -49,6 +49,9 @@ type Config struct {
 	// doubling to 1 s (grpc.WithConnectParams); TCP connections whose reads
 	// and writes are inline system calls (grpc.WithContextDialer).
 	DialOptions []grpc.DialOption
+	// Credentials, when set, sign every call (brokers and nameservers with
+	// authentication on, docs/SECURITY.md). Default none.
+	Credentials Credentials
 	// RouteRefresh is how often the cached topic routes are read again from
 	// the nameservers. Default 30 s.
 	RouteRefresh time.Duration
