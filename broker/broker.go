@@ -10,8 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/gantrymq/gantry/broker/dedup"
 	"github.com/gantrymq/gantry/auth"
+	"github.com/gantrymq/gantry/broker/dedup"
 	"github.com/gantrymq/gantry/broker/delivery"
 	"github.com/gantrymq/gantry/broker/metadata"
 	"github.com/gantrymq/gantry/broker/store"
