@@ -151,7 +151,9 @@ func WriteFileAtomic(fsys FS, name string, data []byte) error {
 // for a file holding secrets).
 func WriteFileAtomicPerm(fsys FS, name string, data []byte, perm fs.FileMode) error {
 	tmp := name + ".tmp"
-	_ = fsys.Remove(tmp) // a leftover keeps its mode otherwise
+	if perm&0o077 == 0 {
+		_ = fsys.Remove(tmp) // a leftover would keep its wider mode
+	}
 	f, err := fsys.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, perm)
 	if err != nil {
 		return fmt.Errorf("fsx: create %s: %w", tmp, err)
