@@ -32,7 +32,9 @@ const MaxStreamsPerConn = 8192
 // Admin (whose HAStatus reads ha, which may be nil), and its Messaging,
 // whose Shutdown ends the producers' send streams. opts are added after the defaults (a receive limit of
 // MaxRequestBytes, a buffer pool, a fixed flow-control window), which they
-// may replace. Without a unary interceptor, Pull answers with its response
+// may replace. With authentication on (b.Guard), every call is
+// authenticated by an InTapHandle (opts must not set another) and
+// authorized by its handler (docs/SECURITY.md, "Operations and rights"). Without a unary interceptor, Pull answers with its response
 // already encoded (not a *gantryv1.PullResponse); with one, the
 // interceptor sees the generated response, at the cost of one more copy of
 // the records.
@@ -44,6 +46,9 @@ func NewServer(b *broker.Broker, ha HAReporter, opts ...grpc.ServerOption) (*grp
 		experimental.BufferPool(grpcbuf.Shared), grpc.ForceServerCodecV2(grpcbuf.Codec{}),
 		grpc.InitialWindowSize(grpcbuf.FlowWindow), grpc.InitialConnWindowSize(grpcbuf.FlowWindow),
 		grpc.MaxConcurrentStreams(MaxStreamsPerConn)}, opts...)
+	if g := b.Guard(); g != nil {
+		all = append(all, grpc.InTapHandle(authTap(g)))
+	}
 	gs := grpc.NewServer(all...)
 	msg := NewMessaging(b)
 	gs.RegisterService(messagingDesc(msg), msg) // Pull answers already encoded
