@@ -2,6 +2,9 @@ package grpcapi
 
 import (
 	"context"
+	"os"
+	"path/filepath"
+	"regexp"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -36,4 +39,21 @@ func TestAllowAllocatesNothing(t *testing.T) {
 	err = on.allow(ctx, "/gantry.v1.Messaging/Unknown", auth.Topic("T"))
 	assert.Equal(t, codes.PermissionDenied, status.Code(err), "a method without a class is refused")
 	assert.Contains(t, status.Convert(err).Message(), "no operation class")
+}
+
+// docs/SECURITY.md lists every method with its class, as methodClasses
+// has it.
+func TestSecurityDocListsEveryMethod(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "docs", "SECURITY.md"))
+	require.NoError(t, err)
+	row := regexp.MustCompile("(?m)^\\| `((?:Messaging|Admin)/\\w+)` \\| (\\w+) \\|")
+	documented := map[string]string{}
+	for _, m := range row.FindAllStringSubmatch(string(data), -1) {
+		documented["/gantry.v1."+m[1]] = m[2]
+	}
+	want := map[string]string{}
+	for method, c := range methodClasses {
+		want[method] = c.String()
+	}
+	assert.Equal(t, want, documented, "docs/SECURITY.md, \"gRPC methods\"")
 }

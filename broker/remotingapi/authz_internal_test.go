@@ -1,6 +1,9 @@
 package remotingapi
 
 import (
+	"os"
+	"path/filepath"
+	"regexp"
 	"strconv"
 	"testing"
 
@@ -106,4 +109,21 @@ func TestResources(t *testing.T) {
 		assert.Equal(t, tt.class, class, "%s %v", tt.code, tt.ext)
 		assert.Equal(t, tt.want, rs, "%s %v", tt.code, tt.ext)
 	}
+}
+
+// docs/SECURITY.md lists every request code with its name, number and
+// class, as codeClasses has it.
+func TestSecurityDocListsEveryCode(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "docs", "SECURITY.md"))
+	require.NoError(t, err)
+	row := regexp.MustCompile("(?m)^\\| `([A-Z0-9_]+)` \\((\\d+)\\) \\| (\\w+) \\|")
+	documented := map[string]string{}
+	for _, m := range row.FindAllStringSubmatch(string(data), -1) {
+		documented[m[1]+"("+m[2]+")"] = m[3]
+	}
+	want := map[string]string{}
+	for code, c := range codeClasses {
+		want[code.String()] = c.String()
+	}
+	assert.Equal(t, want, documented, "docs/SECURITY.md, \"RocketMQ remoting request codes\"")
 }
