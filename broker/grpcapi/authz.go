@@ -29,8 +29,8 @@ var methodClasses = map[string]auth.Class{
 	gantryv1.Messaging_SearchOffset_FullMethodName:    auth.ClassSub, // SUB on the topic
 	gantryv1.Messaging_Heartbeat_FullMethodName:       auth.ClassSub, // SUB on the group and its subscriptions' topics
 	gantryv1.Messaging_GetConsumerList_FullMethodName: auth.ClassSub, // SUB on the group
-	gantryv1.Messaging_SendBack_FullMethodName:        auth.ClassSub, // SUB on the group (its retry and dead-letter topics)
-	gantryv1.Messaging_SendBackBatch_FullMethodName:   auth.ClassSub, // SUB on every request's group
+	gantryv1.Messaging_SendBack_FullMethodName:        auth.ClassSub, // SUB on the group and the message's topic
+	gantryv1.Messaging_SendBackBatch_FullMethodName:   auth.ClassSub, // SUB on every request's group and message's topic
 	gantryv1.Messaging_LockQueues_FullMethodName:      auth.ClassSub, // SUB on the group and the queues' topics
 	gantryv1.Messaging_UnlockQueues_FullMethodName:    auth.ClassSub, // SUB on the group and the queues' topics
 	gantryv1.Messaging_WatchGroup_FullMethodName:      auth.ClassSub, // SUB on the group

@@ -39,6 +39,7 @@ const testACL = `{"users": [
   {"accessKey": "producer1", "secretKey": "producer1-secret", "rules": [{"resource": "Topic:T", "actions": ["Pub"]}]},
   {"accessKey": "consumer1", "secretKey": "consumer1-secret", "rules": [
     {"resource": "Topic:T", "actions": ["Sub"]}, {"resource": "Group:G", "actions": ["Sub"]}]},
+  {"accessKey": "grouponly1", "secretKey": "grouponly1-secret", "rules": [{"resource": "Group:G", "actions": ["Sub"]}]},
   {"accessKey": "other1", "secretKey": "other1-secret", "rules": [{"resource": "*", "actions": ["All"]},
     {"resource": "Topic:T", "actions": ["All"], "decision": "Deny"}, {"resource": "Group:G", "actions": ["All"], "decision": "Deny"}]}
 ]}`
@@ -55,6 +56,7 @@ var (
 	pub1     = &cred{ak: "producer1", sk: "producer1-secret"}
 	sub1     = &cred{ak: "consumer1", sk: "consumer1-secret"}
 	other1   = &cred{ak: "other1", sk: "other1-secret"}
+	group1   = &cred{ak: "grouponly1", sk: "grouponly1-secret"} // SUB on G, no topic
 )
 
 // sign returns ctx with c's signature of method, or ctx for nil c.
@@ -164,6 +166,7 @@ func newFixture(t *testing.T, b *broker.Broker, cc *grpc.ClientConn) *fixture {
 // group's consumers.
 func (f *fixture) snapshot() string {
 	var sb strings.Builder
+	writeLog(&sb, f.b)
 	for _, tc := range f.b.Topics() {
 		fmt.Fprintf(&sb, "topic %s:", tc.TopicName)
 		for q := range tc.ReadQueueNums {
@@ -542,4 +545,38 @@ func TestSendStreamRefusesPerRequest(t *testing.T) {
 	}, 5*time.Second, time.Millisecond)
 	_, hi := s.Broker().QueueOffsets("U", 0)
 	assert.Zero(t, hi, "nothing stored in U")
+}
+
+// A send-back copies a message into the group's retry topic, where the
+// group's consumers read it: it needs SUB on the message's topic too.
+func TestSendBackNeedsTheMessagesTopic(t *testing.T) {
+	s, cc := authServer(t, nil)
+	b := s.Broker()
+	require.NoError(t, b.CreateOrUpdateTopic(broker.TopicConfig{TopicName: "T", ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6}))
+	require.NoError(t, b.PutGroup(broker.DefaultSubscriptionGroup("G")))
+	res, err := b.Send(t.Context(), "T", []*message.Message{{Topic: "T", QueueID: 0, Body: []byte("secret")}})
+	require.NoError(t, err)
+	m := gantryv1.NewMessagingClient(cc)
+	req := &gantryv1.SendBackRequest{Group: "G", PhysicalOffset: res[0].PhysicalOffset, DelayLevel: 1}
+	_, err = m.SendBack(group1.sign(t.Context(), gantryv1.Messaging_SendBack_FullMethodName), req)
+	require.Equal(t, codes.PermissionDenied, status.Code(err), "%v", err)
+	assert.Contains(t, status.Convert(err).Message(), `user "grouponly1": SUB on Topic:T not allowed`)
+	_, err = m.SendBackBatch(group1.sign(t.Context(), gantryv1.Messaging_SendBackBatch_FullMethodName),
+		&gantryv1.SendBackBatchRequest{Requests: []*gantryv1.SendBackRequest{req}})
+	require.Equal(t, codes.PermissionDenied, status.Code(err), "%v", err)
+	_, retried := b.QueueOffsets(broker.RetryTopic("G"), 0)
+	assert.Zero(t, retried)
+	_, err = m.SendBack(sub1.sign(t.Context(), gantryv1.Messaging_SendBack_FullMethodName), req)
+	require.NoError(t, err)
+}
+
+// writeLog writes the commit log's end, once the dispatcher has indexed
+// all of it (at most 5 s), so that the queues' offsets that follow are
+// every stored message's.
+func writeLog(sb *strings.Builder, b *broker.Broker) {
+	st := b.Status()
+	for deadline := time.Now().Add(5 * time.Second); st.Dispatch.LagBytes > 0 && time.Now().Before(deadline); st = b.Status() {
+		time.Sleep(time.Millisecond)
+	}
+	fmt.Fprintf(sb, "commit log end %d, dispatch lag %d\n", st.MaxLogOffset, st.Dispatch.LagBytes)
 }

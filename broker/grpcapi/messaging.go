@@ -495,8 +495,11 @@ func (s *Messaging) GetConsumerList(ctx context.Context, req *gantryv1.GetConsum
 
 // SendBack implements the service.
 func (s *Messaging) SendBack(ctx context.Context, req *gantryv1.SendBackRequest) (*gantryv1.SendBackResponse, error) {
-	if err := s.guard.allow(ctx, gantryv1.Messaging_SendBack_FullMethodName, auth.Group(req.GetGroup())); err != nil {
-		return nil, err
+	if s.guard.on() {
+		rs := s.sentBack(nil, req)
+		if err := s.guard.allow(ctx, gantryv1.Messaging_SendBack_FullMethodName, rs...); err != nil {
+			return nil, err
+		}
 	}
 	res, err := s.b.SendBack(ctx, toSendBack(req))
 	if err != nil {
@@ -511,9 +514,9 @@ func (s *Messaging) SendBackBatch(ctx context.Context, req *gantryv1.SendBackBat
 		return nil, status.Error(codes.InvalidArgument, "send back: no messages")
 	}
 	if s.guard.on() {
-		rs := make([]auth.Resource, len(req.GetRequests()))
-		for i, r := range req.GetRequests() {
-			rs[i] = auth.Group(r.GetGroup())
+		rs := make([]auth.Resource, 0, 2*len(req.GetRequests()))
+		for _, r := range req.GetRequests() {
+			rs = s.sentBack(rs, r)
 		}
 		if err := s.guard.allow(ctx, gantryv1.Messaging_SendBackBatch_FullMethodName, rs...); err != nil {
 			return nil, err
@@ -535,6 +538,20 @@ func (s *Messaging) SendBackBatch(ctx context.Context, req *gantryv1.SendBackBat
 		}
 	}
 	return out, nil
+}
+
+// sentBack appends what a send-back touches: the group, and the topic of
+// the message it copies into the group's retry topic, lest a consumer of
+// one group read any topic's messages through its retry topic. A message
+// that cannot be read names no topic: the send-back fails on it anyway.
+func (s *Messaging) sentBack(rs []auth.Resource, r *gantryv1.SendBackRequest) []auth.Resource {
+	rs = append(rs, auth.Group(r.GetGroup()))
+	if rec, err := s.b.AppendRecordAt(nil, r.GetPhysicalOffset()); err == nil {
+		if v, err := message.NewView(rec); err == nil {
+			rs = append(rs, auth.Topic(string(v.Topic())))
+		}
+	}
+	return rs
 }
 
 func toSendBack(r *gantryv1.SendBackRequest) broker.SendBackRequest {

@@ -3,10 +3,12 @@ package remotingapi
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 	"strings"
 
 	"github.com/gantrymq/gantry/auth"
 	"github.com/gantrymq/gantry/broker"
+	"github.com/gantrymq/gantry/message"
 	"github.com/gantrymq/gantry/remoting"
 )
 
@@ -75,6 +77,9 @@ func (h *Handler) check(c *remoting.Conn, req *remoting.Command) *remoting.Comma
 	}
 	var buf [maxStackResources]auth.Resource
 	class, rs := resources(class, req, buf[:0])
+	if code == remoting.ReqConsumerSendMsgBack {
+		rs = h.sentBackTopic(rs, req.ExtFields["offset"])
+	}
 	// What the rules allow the guard allows: the guard, which counts and
 	// logs refusals with the peer's address, is asked only otherwise, so
 	// that an allowed request allocates nothing.
@@ -139,6 +144,26 @@ func resources(class auth.Class, req *remoting.Command, rs []auth.Resource) (aut
 		return class, rs
 	}
 	return class, rs // admin operations name nothing
+}
+
+// sentBackTopic appends the topic of the message at commit-log offset off
+// (decimal), which CONSUMER_SEND_MSG_BACK copies into the group's retry
+// topic, lest a consumer of one group read any topic's messages through
+// its retry topic. A message that cannot be read names no topic: the
+// handler refuses it anyway.
+func (h *Handler) sentBackTopic(rs []auth.Resource, off string) []auth.Resource {
+	phys, err := strconv.ParseInt(off, 10, 64)
+	if err != nil {
+		return rs
+	}
+	rec, err := h.b.AppendRecordAt(nil, phys)
+	if err != nil {
+		return rs
+	}
+	if v, err := message.NewView(rec); err == nil {
+		rs = append(rs, auth.Topic(string(v.Topic())))
+	}
+	return rs
 }
 
 // sendResources is what a send to topic needs: PUB on it, or, for a

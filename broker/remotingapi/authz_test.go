@@ -29,6 +29,7 @@ const testACL = `{"users": [
   {"accessKey": "producer1", "secretKey": "producer1-secret", "rules": [{"resource": "Topic:T", "actions": ["Pub"]}]},
   {"accessKey": "consumer1", "secretKey": "consumer1-secret", "rules": [
     {"resource": "Topic:T", "actions": ["Sub"]}, {"resource": "Group:G", "actions": ["Sub"]}]},
+  {"accessKey": "grouponly1", "secretKey": "grouponly1-secret", "rules": [{"resource": "Group:G", "actions": ["Sub"]}]},
   {"accessKey": "other1", "secretKey": "other1-secret", "rules": [{"resource": "*", "actions": ["All"]},
     {"resource": "Topic:T", "actions": ["All"], "decision": "Deny"}, {"resource": "Group:G", "actions": ["All"], "decision": "Deny"}]}
 ]}`
@@ -42,6 +43,7 @@ var (
 	pub1     = &cred{"producer1", "producer1-secret"}
 	sub1     = &cred{"consumer1", "consumer1-secret"}
 	other1   = &cred{"other1", "other1-secret"}
+	group1   = &cred{"grouponly1", "grouponly1-secret"} // SUB on G, no topic
 )
 
 // sign signs req (nil c: leaves it unsigned) and returns it.
@@ -107,6 +109,7 @@ func newRemotingFixture(t *testing.T, e *env) *remotingFixture {
 func (f *remotingFixture) snapshot() string {
 	b := f.e.b
 	var sb strings.Builder
+	writeLog(&sb, b)
 	for _, tc := range b.Topics() {
 		fmt.Fprintf(&sb, "topic %s:", tc.TopicName)
 		for q := range tc.ReadQueueNums {
@@ -291,6 +294,30 @@ func TestRemotingRefusals(t *testing.T) {
 	assert.Contains(t, resp.Remark, "SUB on Topic:%RETRY%G not allowed")
 	requireCode(t, remoting.ResSuccess, invoke(t, cl, sub1.sign(retry())))
 
+	// A send-back copies the message into the group's retry topic: it
+	// needs SUB on the message's topic too.
+	res, err := e.b.Send(t.Context(), "T", []*message.Message{{Topic: "T", QueueID: 0, Body: []byte("secret")}})
+	require.NoError(t, err)
+	sendBack := func() *remoting.Command {
+		return request(remoting.ReqConsumerSendMsgBack, map[string]string{"group": "G",
+			"offset": strconv.FormatInt(res[0].PhysicalOffset, 10), "delayLevel": "1"}, nil)
+	}
+	resp = invoke(t, cl, group1.sign(sendBack()))
+	requireCode(t, remoting.ResNoPermission, resp)
+	assert.Contains(t, resp.Remark, `user "grouponly1": SUB on Topic:T not allowed`)
+	requireCode(t, remoting.ResSuccess, invoke(t, cl, sub1.sign(sendBack())))
+
 	requireCode(t, remoting.ResRequestCodeNotSupported, invoke(t, cl, sub1.sign(request(remoting.ReqEndTransaction, nil, nil))))
 	requireCode(t, remoting.ResNoPermission, invoke(t, cl, (&cred{"consumer1", "wrong-secret"}).sign(request(remoting.ReqEndTransaction, nil, nil))))
+}
+
+// writeLog writes the commit log's end, once the dispatcher has indexed
+// all of it (at most 5 s), so that the queues' offsets that follow are
+// every stored message's.
+func writeLog(sb *strings.Builder, b *broker.Broker) {
+	st := b.Status()
+	for deadline := time.Now().Add(5 * time.Second); st.Dispatch.LagBytes > 0 && time.Now().Before(deadline); st = b.Status() {
+		time.Sleep(time.Millisecond)
+	}
+	fmt.Fprintf(sb, "commit log end %d, dispatch lag %d\n", st.MaxLogOffset, st.Dispatch.LagBytes)
 }
