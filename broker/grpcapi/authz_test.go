@@ -205,14 +205,17 @@ type authOp struct {
 // call that succeeds with the right credentials on the fixture f, in
 // this order (deletions and the purge last of what they touch).
 func authOps(f *fixture) []authOp {
-	var m gantryv1.MessagingClient
-	var a gantryv1.AdminClient
+	var cc *grpc.ClientConn
 	var phys int64
 	var msgID string
 	if f != nil {
-		m, a = gantryv1.NewMessagingClient(f.cc), gantryv1.NewAdminClient(f.cc)
-		phys, msgID = f.sent[0].PhysicalOffset, f.sent[0].MsgID
+		cc, phys, msgID = f.cc, f.sent[0].PhysicalOffset, f.sent[0].MsgID
 	}
+	return append(messagingOps(f, gantryv1.NewMessagingClient(cc), phys), adminOps(gantryv1.NewAdminClient(cc), msgID)...)
+}
+
+// messagingOps are authOps's Messaging methods; phys is a message of T.
+func messagingOps(f *fixture, m gantryv1.MessagingClient, phys int64) []authOp {
 	return []authOp{
 		{gantryv1.Messaging_Send_FullMethodName, auth.ClassPub, func(ctx context.Context) error {
 			_, err := m.Send(ctx, &gantryv1.SendRequest{Topic: "T", Messages: []*gantryv1.Message{{QueueId: 1, Body: []byte("x")}}})
@@ -319,6 +322,12 @@ func authOps(f *fixture) []authOp {
 			}
 			return nil
 		}},
+	}
+}
+
+// adminOps are authOps's Admin methods; msgID is a message of T.
+func adminOps(a gantryv1.AdminClient, msgID string) []authOp {
+	return []authOp{
 		{gantryv1.Admin_CreateTopic_FullMethodName, auth.ClassAdmin, func(ctx context.Context) error {
 			_, err := a.CreateTopic(ctx, &gantryv1.CreateTopicRequest{Topic: &gantryv1.TopicConfig{Name: "TNew"}})
 			return err
