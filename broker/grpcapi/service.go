@@ -32,12 +32,12 @@ const MaxStreamsPerConn = 8192
 // Admin (whose HAStatus reads ha, which may be nil), and its Messaging,
 // whose Shutdown ends the producers' send streams. opts are added after the defaults (a receive limit of
 // MaxRequestBytes, a buffer pool, a fixed flow-control window), which they
-// may replace. With authentication on (b.Guard), every call is
-// authenticated by an InTapHandle (opts must not set another) and
-// authorized by its handler (docs/SECURITY.md, "Operations and rights"). Without a unary interceptor, Pull answers with its response
+// may replace. Without a unary interceptor, Pull answers with its response
 // already encoded (not a *gantryv1.PullResponse); with one, the
 // interceptor sees the generated response, at the cost of one more copy of
-// the records.
+// the records. With authentication on (b.Guard), every call is
+// authenticated by an InTapHandle (opts must not set another) and
+// authorized by its handler (docs/SECURITY.md, "Operations and rights").
 func NewServer(b *broker.Broker, ha HAReporter, opts ...grpc.ServerOption) (*grpc.Server, *Messaging) {
 	// Requests up to the largest valid one, a little over gRPC's 4 MiB
 	// default (docs/BROKER.md, "Size limits"). Buffers are not zeroed for
