@@ -18,6 +18,7 @@ package embedded
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -28,6 +29,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gantrymq/gantry/auth"
 	"github.com/gantrymq/gantry/broker"
 	"github.com/gantrymq/gantry/broker/remotingapi"
 	"github.com/gantrymq/gantry/broker/server"
@@ -90,6 +92,14 @@ type Options struct {
 	Controller func(*controller.Config)
 	// Logger receives both components' logs. Default: discard.
 	Logger *slog.Logger
+	// Users, when set, turns the brokers' authentication on
+	// (authenticationEnabled, docs/SECURITY.md) with these users, written
+	// to Dir/acl.json (the brokers' aclFile): every request must then be
+	// signed by one of them with the rights it needs. Give Gantry's
+	// client its keys in client.Config.Credentials, the official client in
+	// producer.WithCredentials and consumer.WithCredentials. Broker may
+	// adjust the settings further. Default: authentication off.
+	Users []auth.User
 }
 
 // Cluster is a running nameserver and broker.
@@ -98,6 +108,7 @@ type Cluster struct {
 	dir     string
 	tempDir bool
 	log     *slog.Logger
+	aclFile string // the brokers' users with Options.Users
 
 	ns             *nameserver.Server
 	nsAddr         string // Gantry's nameserver port
@@ -136,6 +147,11 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 			return nil, err
 		}
 		c.dir, c.tempDir = d, true
+	}
+	if len(opts.Users) > 0 {
+		if err := c.writeUsers(); err != nil {
+			return nil, c.cleanup(err)
+		}
 	}
 	c.nsAddr = orDefault(opts.NameServerListen, "127.0.0.1:0")
 	c.nsRemotingAddr = orDefault(opts.NameServerRemotingListen, "127.0.0.1:0")
@@ -197,6 +213,21 @@ func orDefault(v, def string) string {
 	return v
 }
 
+// writeUsers writes Options.Users to Dir/acl.json, where the brokers
+// read them (replacing the file of an earlier run on Dir).
+func (c *Cluster) writeUsers() error {
+	data, err := json.MarshalIndent(auth.File{Users: c.opts.Users}, "", "  ")
+	if err != nil {
+		return fmt.Errorf("embedded: Options.Users: %w", err)
+	}
+	path := filepath.Join(c.dir, "acl.json")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		return fmt.Errorf("embedded: Options.Users: %w", err)
+	}
+	c.aclFile = path
+	return nil
+}
+
 func (c *Cluster) cleanup(err error) error {
 	if c.tempDir {
 		os.RemoveAll(c.dir)
@@ -243,6 +274,9 @@ func (c *Cluster) brokerConfig(root string) broker.Config {
 	}
 	if c.opts.Replicas > 0 {
 		memberDefaults(&bc)
+	}
+	if c.aclFile != "" {
+		bc.AuthenticationEnabled, bc.ACLFile = true, c.aclFile
 	}
 	if c.opts.Broker != nil {
 		c.opts.Broker(&bc)

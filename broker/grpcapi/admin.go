@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	gantryv1 "github.com/gantrymq/gantry/api/gantry/v1"
+	"github.com/gantrymq/gantry/auth"
 	"github.com/gantrymq/gantry/broker"
 	"github.com/gantrymq/gantry/message"
 )
@@ -18,17 +19,23 @@ import (
 // Admin implements the Admin service over a broker.
 type Admin struct {
 	gantryv1.UnimplementedAdminServer
-	b  *broker.Broker
-	ha HAReporter // nil: no replication wired
+	b     *broker.Broker
+	ha    HAReporter // nil: no replication wired
+	guard guard
 }
 
 // NewAdmin returns the Admin service of b; ha, which may be nil, reports
 // its replication (HAStatus).
-func NewAdmin(b *broker.Broker, ha HAReporter) *Admin { return &Admin{b: b, ha: ha} }
+func NewAdmin(b *broker.Broker, ha HAReporter) *Admin {
+	return &Admin{b: b, ha: ha, guard: guard{b.Guard()}}
+}
 
 // CreateTopic implements the service; zero queue counts and perm mean 8,
 // 8 and read+write.
-func (s *Admin) CreateTopic(_ context.Context, req *gantryv1.CreateTopicRequest) (*gantryv1.CreateTopicResponse, error) {
+func (s *Admin) CreateTopic(ctx context.Context, req *gantryv1.CreateTopicRequest) (*gantryv1.CreateTopicResponse, error) {
+	if err := s.guard.allow(ctx, gantryv1.Admin_CreateTopic_FullMethodName); err != nil {
+		return nil, err
+	}
 	t := req.GetTopic()
 	if t == nil {
 		return nil, status.Error(codes.InvalidArgument, "create topic: no topic given")
@@ -51,7 +58,10 @@ func (s *Admin) CreateTopic(_ context.Context, req *gantryv1.CreateTopicRequest)
 }
 
 // DeleteTopic implements the service.
-func (s *Admin) DeleteTopic(_ context.Context, req *gantryv1.DeleteTopicRequest) (*gantryv1.DeleteTopicResponse, error) {
+func (s *Admin) DeleteTopic(ctx context.Context, req *gantryv1.DeleteTopicRequest) (*gantryv1.DeleteTopicResponse, error) {
+	if err := s.guard.allow(ctx, gantryv1.Admin_DeleteTopic_FullMethodName); err != nil {
+		return nil, err
+	}
 	if err := s.b.DeleteTopic(req.GetName()); err != nil {
 		return nil, toStatus(err)
 	}
@@ -59,7 +69,10 @@ func (s *Admin) DeleteTopic(_ context.Context, req *gantryv1.DeleteTopicRequest)
 }
 
 // ListTopics implements the service.
-func (s *Admin) ListTopics(context.Context, *gantryv1.AdminListTopicsRequest) (*gantryv1.AdminListTopicsResponse, error) {
+func (s *Admin) ListTopics(ctx context.Context, _ *gantryv1.AdminListTopicsRequest) (*gantryv1.AdminListTopicsResponse, error) {
+	if err := s.guard.allow(ctx, gantryv1.Admin_ListTopics_FullMethodName); err != nil {
+		return nil, err
+	}
 	resp := &gantryv1.AdminListTopicsResponse{}
 	for _, tc := range s.b.Topics() {
 		resp.Topics = append(resp.Topics, &gantryv1.TopicConfig{Name: tc.TopicName, ReadQueueNums: tc.ReadQueueNums,
@@ -69,7 +82,10 @@ func (s *Admin) ListTopics(context.Context, *gantryv1.AdminListTopicsRequest) (*
 }
 
 // TopicStatus implements the service.
-func (s *Admin) TopicStatus(_ context.Context, req *gantryv1.TopicStatusRequest) (*gantryv1.TopicStatusResponse, error) {
+func (s *Admin) TopicStatus(ctx context.Context, req *gantryv1.TopicStatusRequest) (*gantryv1.TopicStatusResponse, error) {
+	if err := s.guard.allow(ctx, gantryv1.Admin_TopicStatus_FullMethodName, auth.Topic(req.GetTopic())); err != nil {
+		return nil, err
+	}
 	qs, err := s.b.TopicStatus(req.GetTopic())
 	if err != nil {
 		return nil, toStatus(err)
@@ -83,7 +99,10 @@ func (s *Admin) TopicStatus(_ context.Context, req *gantryv1.TopicStatusRequest)
 }
 
 // CreateGroup implements the service.
-func (s *Admin) CreateGroup(_ context.Context, req *gantryv1.CreateGroupRequest) (*gantryv1.CreateGroupResponse, error) {
+func (s *Admin) CreateGroup(ctx context.Context, req *gantryv1.CreateGroupRequest) (*gantryv1.CreateGroupResponse, error) {
+	if err := s.guard.allow(ctx, gantryv1.Admin_CreateGroup_FullMethodName); err != nil {
+		return nil, err
+	}
 	g := req.GetGroup()
 	if g == nil {
 		return nil, status.Error(codes.InvalidArgument, "create group: no group given")
@@ -108,7 +127,10 @@ func (s *Admin) CreateGroup(_ context.Context, req *gantryv1.CreateGroupRequest)
 // DeleteGroup implements the service: the group's config goes; its
 // offsets and its retry and dead-letter topics go too with clean
 // (broker.DeleteGroup).
-func (s *Admin) DeleteGroup(_ context.Context, req *gantryv1.DeleteGroupRequest) (*gantryv1.DeleteGroupResponse, error) {
+func (s *Admin) DeleteGroup(ctx context.Context, req *gantryv1.DeleteGroupRequest) (*gantryv1.DeleteGroupResponse, error) {
+	if err := s.guard.allow(ctx, gantryv1.Admin_DeleteGroup_FullMethodName); err != nil {
+		return nil, err
+	}
 	if err := s.b.DeleteGroup(req.GetName(), !req.GetClean()); err != nil {
 		return nil, toStatus(err)
 	}
@@ -116,7 +138,10 @@ func (s *Admin) DeleteGroup(_ context.Context, req *gantryv1.DeleteGroupRequest)
 }
 
 // ListGroups implements the service.
-func (s *Admin) ListGroups(context.Context, *gantryv1.ListGroupsRequest) (*gantryv1.ListGroupsResponse, error) {
+func (s *Admin) ListGroups(ctx context.Context, _ *gantryv1.ListGroupsRequest) (*gantryv1.ListGroupsResponse, error) {
+	if err := s.guard.allow(ctx, gantryv1.Admin_ListGroups_FullMethodName); err != nil {
+		return nil, err
+	}
 	resp := &gantryv1.ListGroupsResponse{}
 	for _, g := range s.b.Groups() {
 		gc := &gantryv1.GroupConfig{Name: g.GroupName, ConsumeEnable: g.ConsumeEnable,
@@ -133,8 +158,16 @@ func (s *Admin) ListGroups(context.Context, *gantryv1.ListGroupsRequest) (*gantr
 // ConsumerProgress implements the service: for every topic the group has
 // offsets in (or the one asked), each queue's broker offset, the group's
 // offset and the lag.
-func (s *Admin) ConsumerProgress(_ context.Context, req *gantryv1.ConsumerProgressRequest) (*gantryv1.ConsumerProgressResponse, error) {
+func (s *Admin) ConsumerProgress(ctx context.Context, req *gantryv1.ConsumerProgressRequest) (*gantryv1.ConsumerProgressResponse, error) {
 	group := req.GetGroup()
+	rs := [2]auth.Resource{auth.Group(group), auth.Topic(req.GetTopic())}
+	n := 1
+	if req.GetTopic() != "" {
+		n = 2
+	}
+	if err := s.guard.allow(ctx, gantryv1.Admin_ConsumerProgress_FullMethodName, rs[:n]...); err != nil {
+		return nil, err
+	}
 	if err := s.checkGroup("consumer progress", group); err != nil {
 		return nil, err
 	}
@@ -211,7 +244,10 @@ func (s *Admin) checkGroup(op, group string) error {
 
 // ConsumerConnection implements the service: a group's live clients, by
 // client id (a known group may have none); an unknown group is NOT_FOUND.
-func (s *Admin) ConsumerConnection(_ context.Context, req *gantryv1.ConsumerConnectionRequest) (*gantryv1.ConsumerConnectionResponse, error) {
+func (s *Admin) ConsumerConnection(ctx context.Context, req *gantryv1.ConsumerConnectionRequest) (*gantryv1.ConsumerConnectionResponse, error) {
+	if err := s.guard.allow(ctx, gantryv1.Admin_ConsumerConnection_FullMethodName, auth.Group(req.GetGroup())); err != nil {
+		return nil, err
+	}
 	if err := s.checkGroup("consumer connection", req.GetGroup()); err != nil {
 		return nil, err
 	}
@@ -230,7 +266,10 @@ func (s *Admin) ConsumerConnection(_ context.Context, req *gantryv1.ConsumerConn
 }
 
 // ResetOffsetByTime implements the service.
-func (s *Admin) ResetOffsetByTime(_ context.Context, req *gantryv1.ResetOffsetByTimeRequest) (*gantryv1.ResetOffsetByTimeResponse, error) {
+func (s *Admin) ResetOffsetByTime(ctx context.Context, req *gantryv1.ResetOffsetByTimeRequest) (*gantryv1.ResetOffsetByTimeResponse, error) {
+	if err := s.guard.allow(ctx, gantryv1.Admin_ResetOffsetByTime_FullMethodName); err != nil {
+		return nil, err
+	}
 	offs, err := s.b.ResetOffsetByTime(req.GetGroup(), req.GetTopic(), req.GetTimestampMs())
 	if err != nil {
 		return nil, toStatus(err)
@@ -244,6 +283,9 @@ func (s *Admin) ResetOffsetByTime(_ context.Context, req *gantryv1.ResetOffsetBy
 // UNIQ_KEY it is (the message and its retry and dead-letter copies),
 // oldest first, at most broker.MaxByUniqKey. NOT_FOUND when there is none.
 func (s *Admin) QueryMessageById(ctx context.Context, req *gantryv1.QueryMessageByIdRequest) (*gantryv1.QueryMessageResponse, error) {
+	if err := s.guard.allow(ctx, gantryv1.Admin_QueryMessageById_FullMethodName); err != nil {
+		return nil, err
+	}
 	id := req.GetMsgId()
 	if id == "" {
 		return nil, status.Error(codes.InvalidArgument, "query message: no message id given")
@@ -291,6 +333,9 @@ func (s *Admin) recordByOffsetID(id string) ([]byte, error) {
 
 // QueryMessageByKey implements the service.
 func (s *Admin) QueryMessageByKey(ctx context.Context, req *gantryv1.QueryMessageByKeyRequest) (*gantryv1.QueryMessageResponse, error) {
+	if err := s.guard.allow(ctx, gantryv1.Admin_QueryMessageByKey_FullMethodName, auth.Topic(req.GetTopic())); err != nil {
+		return nil, err
+	}
 	end := req.GetEndMs()
 	if end == 0 {
 		end = 1<<63 - 1
@@ -313,7 +358,10 @@ func (s *Admin) QueryMessageByKey(ctx context.Context, req *gantryv1.QueryMessag
 }
 
 // BrokerStatus implements the service.
-func (s *Admin) BrokerStatus(context.Context, *gantryv1.BrokerStatusRequest) (*gantryv1.BrokerStatusResponse, error) {
+func (s *Admin) BrokerStatus(ctx context.Context, _ *gantryv1.BrokerStatusRequest) (*gantryv1.BrokerStatusResponse, error) {
+	if err := s.guard.allow(ctx, gantryv1.Admin_BrokerStatus_FullMethodName); err != nil {
+		return nil, err
+	}
 	st := s.b.Status()
 	i := func(v int64) string { return strconv.FormatInt(v, 10) }
 	m := map[string]string{
@@ -368,6 +416,9 @@ func toDLQEntry(e broker.DLQEntry) *gantryv1.DLQEntry {
 
 // DLQList implements the service.
 func (s *Admin) DLQList(ctx context.Context, req *gantryv1.DLQListRequest) (*gantryv1.DLQListResponse, error) {
+	if err := s.guard.allow(ctx, gantryv1.Admin_DLQList_FullMethodName); err != nil {
+		return nil, err
+	}
 	page, err := s.b.ListDLQ(ctx, broker.DLQListRequest{DLQFilter: dlqFilter(req.GetFilter()), Cursor: req.GetCursor(), Limit: int(req.GetLimit())})
 	if err != nil {
 		return nil, toStatus(err)
@@ -381,6 +432,9 @@ func (s *Admin) DLQList(ctx context.Context, req *gantryv1.DLQListRequest) (*gan
 
 // DLQShow implements the service.
 func (s *Admin) DLQShow(ctx context.Context, req *gantryv1.DLQShowRequest) (*gantryv1.DLQShowResponse, error) {
+	if err := s.guard.allow(ctx, gantryv1.Admin_DLQShow_FullMethodName); err != nil {
+		return nil, err
+	}
 	m, err := s.b.ShowDLQ(ctx, broker.DLQRef{Group: req.GetGroup(), Offset: req.GetOffset(), MsgID: req.GetMsgId()})
 	if err != nil {
 		return nil, toStatus(err)
@@ -399,6 +453,9 @@ func (s *Admin) DLQShow(ctx context.Context, req *gantryv1.DLQShowRequest) (*gan
 // broker shutting down, the disk full) answers its error: what it resent
 // before is recorded (DLQList shows the resend counts).
 func (s *Admin) DLQResend(ctx context.Context, req *gantryv1.DLQResendRequest) (*gantryv1.DLQResendResponse, error) {
+	if err := s.guard.allow(ctx, gantryv1.Admin_DLQResend_FullMethodName); err != nil {
+		return nil, err
+	}
 	res, err := s.b.ResendDLQ(ctx, broker.DLQResendRequest{DLQSelect: dlqSelect(req.GetSelection()), ToRetry: req.GetToRetry()})
 	if err != nil {
 		return nil, toStatus(err)
@@ -432,12 +489,18 @@ func (w chunkWriter) Write(p []byte) (int, error) {
 
 // DLQExport implements the service.
 func (s *Admin) DLQExport(req *gantryv1.DLQExportRequest, stream gantryv1.Admin_DLQExportServer) error {
+	if err := s.guard.allow(stream.Context(), gantryv1.Admin_DLQExport_FullMethodName); err != nil {
+		return err
+	}
 	_, err := s.b.ExportDLQ(stream.Context(), dlqFilter(req.GetFilter()), chunkWriter{stream: stream})
 	return toStatus(err)
 }
 
 // DLQPurge implements the service.
 func (s *Admin) DLQPurge(ctx context.Context, req *gantryv1.DLQPurgeRequest) (*gantryv1.DLQPurgeResponse, error) {
+	if err := s.guard.allow(ctx, gantryv1.Admin_DLQPurge_FullMethodName); err != nil {
+		return nil, err
+	}
 	n, err := s.b.PurgeDLQ(ctx, dlqSelect(req.GetSelection()))
 	if err != nil {
 		return nil, toStatus(err)

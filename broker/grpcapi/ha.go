@@ -45,7 +45,10 @@ type HAFollower struct {
 
 // HAStatus implements the service. Without a reporter (no replication
 // wired) it answers the role and log end only.
-func (s *Admin) HAStatus(context.Context, *gantryv1.HAStatusRequest) (*gantryv1.HAStatusResponse, error) {
+func (s *Admin) HAStatus(ctx context.Context, _ *gantryv1.HAStatusRequest) (*gantryv1.HAStatusResponse, error) {
+	if err := s.guard.allow(ctx, gantryv1.Admin_HAStatus_FullMethodName); err != nil {
+		return nil, err
+	}
 	resp := &gantryv1.HAStatusResponse{Role: s.b.Config().BrokerRole.String()}
 	if s.ha == nil {
 		resp.LogEnd = s.b.Status().MaxLogOffset

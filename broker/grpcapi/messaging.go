@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	gantryv1 "github.com/gantrymq/gantry/api/gantry/v1"
+	"github.com/gantrymq/gantry/auth"
 	"github.com/gantrymq/gantry/broker"
 	"github.com/gantrymq/gantry/message"
 )
@@ -26,13 +27,14 @@ import (
 type Messaging struct {
 	gantryv1.UnimplementedMessagingServer
 	b        *broker.Broker
+	guard    guard
 	shutdown chan struct{}
 	once     sync.Once
 }
 
 // NewMessaging returns the Messaging service of b.
 func NewMessaging(b *broker.Broker) *Messaging {
-	return &Messaging{b: b, shutdown: make(chan struct{})}
+	return &Messaging{b: b, guard: guard{b.Guard()}, shutdown: make(chan struct{})}
 }
 
 // Shutdown ends every SendStream after the request it is handling, and
@@ -42,11 +44,16 @@ func (s *Messaging) Shutdown() { s.once.Do(func() { close(s.shutdown) }) }
 
 // Send implements the service.
 func (s *Messaging) Send(ctx context.Context, req *gantryv1.SendRequest) (*gantryv1.SendResponse, error) {
-	resp, err := s.send(ctx, req)
+	resp, err := s.send(ctx, gantryv1.Messaging_Send_FullMethodName, req)
 	return resp, toStatus(err)
 }
 
-func (s *Messaging) send(ctx context.Context, req *gantryv1.SendRequest) (*gantryv1.SendResponse, error) {
+// send stores the messages of req, a request of method (Send or
+// SendStream).
+func (s *Messaging) send(ctx context.Context, method string, req *gantryv1.SendRequest) (*gantryv1.SendResponse, error) {
+	if err := s.guard.allow(ctx, method, auth.Topic(req.GetTopic())); err != nil {
+		return nil, err
+	}
 	if len(req.GetRecords()) > 0 {
 		if len(req.GetMessages()) > 0 {
 			return nil, status.Error(codes.InvalidArgument, "send: give messages or records, not both")
@@ -164,7 +171,7 @@ func (w *sendStreamer) work() {
 				}
 			})
 		}
-		resp, err := w.m.send(ctx, req)
+		resp, err := w.m.send(ctx, gantryv1.Messaging_SendStream_FullMethodName, req)
 		w.respond(req, resp, err)
 		p.release() // answered: nothing of the request is kept
 		w.inflight.Done()
@@ -308,7 +315,10 @@ func pullStatus(st broker.PullStatus) gantryv1.PullStatus {
 
 // QueryOffset implements the service; with a client_id, the offset is
 // that client's own (broadcast consumption).
-func (s *Messaging) QueryOffset(_ context.Context, req *gantryv1.QueryOffsetRequest) (*gantryv1.QueryOffsetResponse, error) {
+func (s *Messaging) QueryOffset(ctx context.Context, req *gantryv1.QueryOffsetRequest) (*gantryv1.QueryOffsetResponse, error) {
+	if err := s.guard.allow(ctx, gantryv1.Messaging_QueryOffset_FullMethodName, auth.Group(req.GetGroup()), auth.Topic(req.GetTopic())); err != nil {
+		return nil, err
+	}
 	var off int64
 	var ok bool
 	if id := req.GetClientId(); id != "" {
@@ -322,7 +332,10 @@ func (s *Messaging) QueryOffset(_ context.Context, req *gantryv1.QueryOffsetRequ
 // CommitOffset implements the service; with a client_id, the offset is
 // that client's own (broadcast consumption); with a lock_holder, it is
 // refused while another client holds the queue's lock.
-func (s *Messaging) CommitOffset(_ context.Context, req *gantryv1.CommitOffsetRequest) (*gantryv1.CommitOffsetResponse, error) {
+func (s *Messaging) CommitOffset(ctx context.Context, req *gantryv1.CommitOffsetRequest) (*gantryv1.CommitOffsetResponse, error) {
+	if err := s.guard.allow(ctx, gantryv1.Messaging_CommitOffset_FullMethodName, auth.Group(req.GetGroup()), auth.Topic(req.GetTopic())); err != nil {
+		return nil, err
+	}
 	var err error
 	switch {
 	case req.GetClientId() != "":
@@ -340,13 +353,23 @@ func (s *Messaging) CommitOffset(_ context.Context, req *gantryv1.CommitOffsetRe
 
 // CommitOffsets implements the service: CommitOffset of each entry, with
 // the request's client_id or lock_holder, each entry answered in order.
-func (s *Messaging) CommitOffsets(_ context.Context, req *gantryv1.CommitOffsetsRequest) (*gantryv1.CommitOffsetsResponse, error) {
+func (s *Messaging) CommitOffsets(ctx context.Context, req *gantryv1.CommitOffsetsRequest) (*gantryv1.CommitOffsetsResponse, error) {
 	entries := req.GetEntries()
 	switch n := len(entries); {
 	case n == 0:
 		return nil, status.Error(codes.InvalidArgument, "commit offsets: no entries")
 	case n > gantryv1.MaxCommitOffsetsEntries:
 		return nil, status.Errorf(codes.InvalidArgument, "commit offsets: %d entries, at most %d (MaxCommitOffsetsEntries)", n, gantryv1.MaxCommitOffsetsEntries)
+	}
+	if s.guard.on() {
+		rs := make([]auth.Resource, 0, len(entries)+1)
+		rs = append(rs, auth.Group(req.GetGroup()))
+		for _, e := range entries {
+			rs = append(rs, auth.Topic(e.GetTopic()))
+		}
+		if err := s.guard.allow(ctx, gantryv1.Messaging_CommitOffsets_FullMethodName, rs...); err != nil {
+			return nil, err
+		}
 	}
 	commits := make([]broker.OffsetCommit, len(entries))
 	for i, e := range entries {
@@ -369,7 +392,10 @@ func (s *Messaging) CommitOffsets(_ context.Context, req *gantryv1.CommitOffsets
 }
 
 // GetQueueOffsets implements the service.
-func (s *Messaging) GetQueueOffsets(_ context.Context, req *gantryv1.GetQueueOffsetsRequest) (*gantryv1.GetQueueOffsetsResponse, error) {
+func (s *Messaging) GetQueueOffsets(ctx context.Context, req *gantryv1.GetQueueOffsetsRequest) (*gantryv1.GetQueueOffsetsResponse, error) {
+	if err := s.guard.allow(ctx, gantryv1.Messaging_GetQueueOffsets_FullMethodName, auth.Topic(req.GetTopic())); err != nil {
+		return nil, err
+	}
 	if err := s.checkQueue(req.GetTopic(), req.GetQueueId()); err != nil {
 		return nil, err
 	}
@@ -378,7 +404,10 @@ func (s *Messaging) GetQueueOffsets(_ context.Context, req *gantryv1.GetQueueOff
 }
 
 // SearchOffset implements the service.
-func (s *Messaging) SearchOffset(_ context.Context, req *gantryv1.SearchOffsetRequest) (*gantryv1.SearchOffsetResponse, error) {
+func (s *Messaging) SearchOffset(ctx context.Context, req *gantryv1.SearchOffsetRequest) (*gantryv1.SearchOffsetResponse, error) {
+	if err := s.guard.allow(ctx, gantryv1.Messaging_SearchOffset_FullMethodName, auth.Topic(req.GetTopic())); err != nil {
+		return nil, err
+	}
 	if err := s.checkQueue(req.GetTopic(), req.GetQueueId()); err != nil {
 		return nil, err
 	}
@@ -406,6 +435,16 @@ func (s *Messaging) checkQueue(topic string, qid int32) error {
 // peer. broker.ConsumeModel numbers the models as the API does; the broker
 // rejects any other value.
 func (s *Messaging) Heartbeat(ctx context.Context, req *gantryv1.HeartbeatRequest) (*gantryv1.HeartbeatResponse, error) {
+	if s.guard.on() { // registering a consumer takes queues from the group's others
+		rs := make([]auth.Resource, 0, len(req.GetSubscriptions())+1)
+		rs = append(rs, auth.Group(req.GetGroup()))
+		for _, sub := range req.GetSubscriptions() {
+			rs = append(rs, auth.Topic(sub.GetTopic()))
+		}
+		if err := s.guard.allow(ctx, gantryv1.Messaging_Heartbeat_FullMethodName, rs...); err != nil {
+			return nil, err
+		}
+	}
 	hb := broker.Heartbeat{
 		ClientID: req.GetClientId(), Group: req.GetGroup(), Model: broker.ConsumeModel(req.GetModel()),
 		Ordered: req.GetOrdered(), Assigned: fromQueueRefs(req.GetAssigned()), Addr: peerAddr(ctx),
@@ -447,12 +486,21 @@ func toQueueRefs(qs []broker.QueueRef) []*gantryv1.QueueRef {
 }
 
 // GetConsumerList implements the service.
-func (s *Messaging) GetConsumerList(_ context.Context, req *gantryv1.GetConsumerListRequest) (*gantryv1.GetConsumerListResponse, error) {
+func (s *Messaging) GetConsumerList(ctx context.Context, req *gantryv1.GetConsumerListRequest) (*gantryv1.GetConsumerListResponse, error) {
+	if err := s.guard.allow(ctx, gantryv1.Messaging_GetConsumerList_FullMethodName, auth.Group(req.GetGroup())); err != nil {
+		return nil, err
+	}
 	return &gantryv1.GetConsumerListResponse{ClientIds: s.b.ConsumerList(req.GetGroup())}, nil
 }
 
 // SendBack implements the service.
 func (s *Messaging) SendBack(ctx context.Context, req *gantryv1.SendBackRequest) (*gantryv1.SendBackResponse, error) {
+	if s.guard.on() {
+		rs := s.sentBack(nil, req)
+		if err := s.guard.allow(ctx, gantryv1.Messaging_SendBack_FullMethodName, rs...); err != nil {
+			return nil, err
+		}
+	}
 	res, err := s.b.SendBack(ctx, toSendBack(req))
 	if err != nil {
 		return nil, toStatus(err)
@@ -464,6 +512,15 @@ func (s *Messaging) SendBack(ctx context.Context, req *gantryv1.SendBackRequest)
 func (s *Messaging) SendBackBatch(ctx context.Context, req *gantryv1.SendBackBatchRequest) (*gantryv1.SendBackBatchResponse, error) {
 	if len(req.GetRequests()) == 0 {
 		return nil, status.Error(codes.InvalidArgument, "send back: no messages")
+	}
+	if s.guard.on() {
+		rs := make([]auth.Resource, 0, 2*len(req.GetRequests()))
+		for _, r := range req.GetRequests() {
+			rs = s.sentBack(rs, r)
+		}
+		if err := s.guard.allow(ctx, gantryv1.Messaging_SendBackBatch_FullMethodName, rs...); err != nil {
+			return nil, err
+		}
 	}
 	reqs := make([]broker.SendBackRequest, len(req.GetRequests()))
 	for i, r := range req.GetRequests() {
@@ -483,6 +540,20 @@ func (s *Messaging) SendBackBatch(ctx context.Context, req *gantryv1.SendBackBat
 	return out, nil
 }
 
+// sentBack appends what a send-back touches: the group, and the topic of
+// the message it copies into the group's retry topic, lest a consumer of
+// one group read any topic's messages through its retry topic. A message
+// that cannot be read names no topic: the send-back fails on it anyway.
+func (s *Messaging) sentBack(rs []auth.Resource, r *gantryv1.SendBackRequest) []auth.Resource {
+	rs = append(rs, auth.Group(r.GetGroup()))
+	if rec, err := s.b.AppendRecordAt(nil, r.GetPhysicalOffset()); err == nil {
+		if v, err := message.NewView(rec); err == nil {
+			rs = append(rs, auth.Topic(string(v.Topic())))
+		}
+	}
+	return rs
+}
+
 func toSendBack(r *gantryv1.SendBackRequest) broker.SendBackRequest {
 	return broker.SendBackRequest{
 		Group: r.GetGroup(), PhysicalOffset: r.GetPhysicalOffset(), MsgID: r.GetMsgId(),
@@ -491,7 +562,10 @@ func toSendBack(r *gantryv1.SendBackRequest) broker.SendBackRequest {
 }
 
 // LockQueues implements the service.
-func (s *Messaging) LockQueues(_ context.Context, req *gantryv1.LockQueuesRequest) (*gantryv1.LockQueuesResponse, error) {
+func (s *Messaging) LockQueues(ctx context.Context, req *gantryv1.LockQueuesRequest) (*gantryv1.LockQueuesResponse, error) {
+	if err := s.allowQueues(ctx, gantryv1.Messaging_LockQueues_FullMethodName, req.GetGroup(), req.GetQueues()); err != nil {
+		return nil, err
+	}
 	held, err := s.b.LockQueues(req.GetGroup(), req.GetClientId(), fromQueueRefs(req.GetQueues()))
 	if err != nil {
 		return nil, toStatus(err)
@@ -500,11 +574,28 @@ func (s *Messaging) LockQueues(_ context.Context, req *gantryv1.LockQueuesReques
 }
 
 // UnlockQueues implements the service.
-func (s *Messaging) UnlockQueues(_ context.Context, req *gantryv1.UnlockQueuesRequest) (*gantryv1.UnlockQueuesResponse, error) {
+func (s *Messaging) UnlockQueues(ctx context.Context, req *gantryv1.UnlockQueuesRequest) (*gantryv1.UnlockQueuesResponse, error) {
+	if err := s.allowQueues(ctx, gantryv1.Messaging_UnlockQueues_FullMethodName, req.GetGroup(), req.GetQueues()); err != nil {
+		return nil, err
+	}
 	if err := s.b.UnlockQueues(req.GetGroup(), req.GetClientId(), fromQueueRefs(req.GetQueues())); err != nil {
 		return nil, toStatus(err)
 	}
 	return &gantryv1.UnlockQueuesResponse{}, nil
+}
+
+// allowQueues authorizes a call of method on the queues of a group: SUB on
+// the group and on the queues' topics.
+func (s *Messaging) allowQueues(ctx context.Context, method, group string, qs []*gantryv1.QueueRef) error {
+	if !s.guard.on() {
+		return nil
+	}
+	rs := make([]auth.Resource, 0, len(qs)+1)
+	rs = append(rs, auth.Group(group))
+	for _, q := range qs {
+		rs = append(rs, auth.Topic(q.GetTopic()))
+	}
+	return s.guard.allow(ctx, method, rs...)
 }
 
 // WatchGroup implements the service: the current membership at once, then
@@ -515,6 +606,9 @@ func (s *Messaging) UnlockQueues(_ context.Context, req *gantryv1.UnlockQueuesRe
 // last. The handler returns when the client cancels, the connection
 // breaks, or the broker shuts down (UNAVAILABLE); it starts no goroutine.
 func (s *Messaging) WatchGroup(req *gantryv1.WatchGroupRequest, stream grpc.ServerStreamingServer[gantryv1.GroupEvent]) error {
+	if err := s.guard.allow(stream.Context(), gantryv1.Messaging_WatchGroup_FullMethodName, auth.Group(req.GetGroup())); err != nil {
+		return err
+	}
 	w, err := s.b.WatchGroup(req.GetGroup(), req.GetClientId())
 	if err != nil {
 		return toStatus(err)

@@ -35,7 +35,9 @@ const MaxStreamsPerConn = 8192
 // may replace. Without a unary interceptor, Pull answers with its response
 // already encoded (not a *gantryv1.PullResponse); with one, the
 // interceptor sees the generated response, at the cost of one more copy of
-// the records.
+// the records. With authentication on (b.Guard), every call is
+// authenticated by an InTapHandle (opts must not set another) and
+// authorized by its handler (docs/SECURITY.md, "Operations and rights").
 func NewServer(b *broker.Broker, ha HAReporter, opts ...grpc.ServerOption) (*grpc.Server, *Messaging) {
 	// Requests up to the largest valid one, a little over gRPC's 4 MiB
 	// default (docs/BROKER.md, "Size limits"). Buffers are not zeroed for
@@ -44,6 +46,9 @@ func NewServer(b *broker.Broker, ha HAReporter, opts ...grpc.ServerOption) (*grp
 		experimental.BufferPool(grpcbuf.Shared), grpc.ForceServerCodecV2(grpcbuf.Codec{}),
 		grpc.InitialWindowSize(grpcbuf.FlowWindow), grpc.InitialConnWindowSize(grpcbuf.FlowWindow),
 		grpc.MaxConcurrentStreams(MaxStreamsPerConn)}, opts...)
+	if g := b.Guard(); g != nil {
+		all = append(all, grpc.InTapHandle(authTap(g)))
+	}
 	gs := grpc.NewServer(all...)
 	msg := NewMessaging(b)
 	gs.RegisterService(messagingDesc(msg), msg) // Pull answers already encoded

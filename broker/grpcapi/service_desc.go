@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	gantryv1 "github.com/gantrymq/gantry/api/gantry/v1"
+	"github.com/gantrymq/gantry/auth"
 	"github.com/gantrymq/gantry/broker"
 	"github.com/gantrymq/gantry/internal/grpcbuf"
 )
@@ -84,6 +85,9 @@ func (s *Messaging) Pull(ctx context.Context, req *gantryv1.PullRequest) (*gantr
 // its records are held, encoded (*encodedPull) or, when generated, as a
 // *gantryv1.PullResponse with the records copied into it.
 func (s *Messaging) pull(ctx context.Context, req *gantryv1.PullRequest, generated bool) (any, error) {
+	if err := s.guard.allow(ctx, gantryv1.Messaging_Pull_FullMethodName, auth.Topic(req.GetTopic()), auth.Group(req.GetGroup())); err != nil {
+		return nil, err
+	}
 	res, err := s.b.Pull(ctx, pullRequest(req))
 	if err != nil {
 		return nil, toStatus(err)

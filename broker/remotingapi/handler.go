@@ -2,10 +2,13 @@ package remotingapi
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
+	"github.com/gantrymq/gantry/auth"
 	"github.com/gantrymq/gantry/broker"
 	"github.com/gantrymq/gantry/remoting"
 )
@@ -66,10 +69,13 @@ func (c Config) withDefaults() Config {
 // answers RocketMQ clients' requests with calls on the broker. Its methods
 // are safe for concurrent use.
 type Handler struct {
-	b   *broker.Broker
-	cfg Config
-	log *slog.Logger
-	mux *remoting.Mux
+	b     *broker.Broker
+	cfg   Config
+	log   *slog.Logger
+	mux   *remoting.Mux
+	codes []remoting.RequestCode // those routes registered
+	guard *auth.Guard            // nil: authentication off
+	users func() *auth.Users     // the guard's users
 
 	clients clientTable
 	subs    subscriptions
@@ -85,13 +91,18 @@ type Handler struct {
 // New returns the remoting front end of b and starts its notifier, which
 // tells connections of membership changes and of resets of their groups'
 // offsets. Close stops it; close the remoting.Server serving the Handler
-// first.
+// first. With authentication on (b.Guard), every request is authenticated
+// and authorized before it runs (docs/SECURITY.md, "Operations and
+// rights").
 func New(b *broker.Broker, cfg Config) *Handler {
 	cfg = cfg.withDefaults()
 	h := &Handler{
 		b: b, cfg: cfg, log: cfg.Logger.With("component", "remotingapi"),
 		clients: newClientTable(), subs: subscriptions{byKey: map[subKey]subscription{}},
-		notes: newNotifier(),
+		notes: newNotifier(), guard: b.Guard(),
+	}
+	if st := b.Users(); st != nil {
+		h.users = st.Users
 	}
 	h.mux = h.routes()
 	ctx, stop := context.WithCancel(context.Background())
@@ -103,9 +114,9 @@ func New(b *broker.Broker, cfg Config) *Handler {
 }
 
 // routes registers a handler per request code; the Mux answers the others
-// REQUEST_CODE_NOT_SUPPORTED.
+// REQUEST_CODE_NOT_SUPPORTED. Each code needs a class (codeClasses).
 func (h *Handler) routes() *remoting.Mux {
-	m := remoting.NewMux()
+	m := &classedMux{Mux: remoting.NewMux(), h: h}
 	m.HandleFunc(remoting.ReqSendMessage, h.sendMessage)
 	m.HandleFunc(remoting.ReqSendMessageV2, h.sendMessageV2)
 	m.HandleFunc(remoting.ReqSendBatchMessage, h.sendBatch)
@@ -135,11 +146,31 @@ func (h *Handler) routes() *remoting.Mux {
 	m.HandleFunc(remoting.ReqGetBrokerRuntimeInfo, h.runtimeInfo)
 	m.HandleFunc(remoting.ReqInvokeBrokerToResetOffset, h.resetOffset)
 	m.HandleFunc(remoting.ReqUpdateBrokerConfig, refuseConfigChange)
-	return m
+	return m.Mux
 }
+
+// classedMux registers routes that have a class only.
+type classedMux struct {
+	*remoting.Mux
+	h *Handler
+}
+
+func (m *classedMux) HandleFunc(code remoting.RequestCode, f func(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command) {
+	if _, ok := codeClasses[code]; !ok {
+		panic(fmt.Sprintf("remotingapi: %s has no operation class (codeClasses)", code))
+	}
+	m.Mux.HandleFunc(code, f)
+	m.h.codes = append(m.h.codes, code)
+}
+
+// Codes returns the request codes the front end answers.
+func (h *Handler) Codes() []remoting.RequestCode { return slices.Clone(h.codes) }
 
 // ServeRemoting implements remoting.Handler.
 func (h *Handler) ServeRemoting(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command {
+	if h.guard != nil {
+		return h.serveChecked(ctx, c, req)
+	}
 	return h.mux.ServeRemoting(ctx, c, req)
 }
 

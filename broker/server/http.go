@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/gantrymq/gantry/auth"
 	"github.com/gantrymq/gantry/broker"
 )
 
@@ -19,6 +20,7 @@ type collector struct {
 	ready, lag                               *prometheus.Desc
 	dispatchLag, dispatchStalled             *prometheus.Desc
 	dlqStored, dlqHeld, dlqResent            *prometheus.Desc
+	authRefused                              *prometheus.Desc // nil: authentication off
 }
 
 func newCollector(b *broker.Broker) *collector {
@@ -27,7 +29,7 @@ func newCollector(b *broker.Broker) *collector {
 	d := func(name, help string, vars ...string) *prometheus.Desc {
 		return prometheus.NewDesc(name, help, vars, labels)
 	}
-	return &collector{
+	col := &collector{
 		b:       b,
 		in:      d("rocketmq_messages_in_total", "Messages stored by sends since the broker started."),
 		out:     d("rocketmq_messages_out_total", "Messages returned by pulls since the broker started."),
@@ -46,12 +48,20 @@ func newCollector(b *broker.Broker) *collector {
 		dlqHeld:   d("gantry_dlq_held_messages", "Dead letters held now (stored, not expired, not purged), by consumer group.", "group"),
 		dlqResent: d("gantry_dlq_resends_total", "Dead letters resent since the broker started, by consumer group.", "group"),
 	}
+	if b.Guard() != nil {
+		col.authRefused = d("gantry_auth_refused_total", "Requests refused by authentication or authorization since the broker started, by reason "+
+			"(docs/SECURITY.md).", "reason")
+	}
+	return col
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.in, c.out, c.minOff, c.maxOff, c.flushed, c.topics, c.ready, c.lag,
 		c.dlqStored, c.dlqHeld, c.dlqResent, c.dispatchLag, c.dispatchStalled} {
 		ch <- d
+	}
+	if c.authRefused != nil {
+		ch <- c.authRefused
 	}
 }
 
@@ -68,6 +78,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.flushed, prometheus.GaugeValue, float64(st.FlushedOffset))
 	ch <- prometheus.MustNewConstMetric(c.topics, prometheus.GaugeValue, float64(st.Topics))
 	ch <- prometheus.MustNewConstMetric(c.ready, prometheus.GaugeValue, ready)
+	if c.authRefused != nil {
+		for r, n := range c.b.Guard().Refused() {
+			ch <- prometheus.MustNewConstMetric(c.authRefused, prometheus.CounterValue, float64(n), auth.Reason(r).String())
+		}
+	}
 	if !st.Ready {
 		return
 	}
@@ -104,7 +119,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // httpHandler serves /metrics (Prometheus), /debug/pprof (Go profiles, with
-// pprofEnable), /healthz (the process is up) and /readyz (recovered,
+// pprofEnable; with authentication on, to an admin user only),
+// /healthz (the process is up) and /readyz (recovered,
 // serving, every stored message readable: the dispatcher not stalled, and
 // registered with a nameserver when any is configured).
 func httpHandler(b *broker.Broker, registered func() bool) http.Handler {
@@ -113,9 +129,10 @@ func httpHandler(b *broker.Broker, registered func() bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	if b.Config().PprofEnable {
-		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
-		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+		g := b.Guard()
+		mux.Handle("GET /debug/pprof/", adminOnly(g, http.HandlerFunc(pprof.Index)))
+		mux.Handle("GET /debug/pprof/profile", adminOnly(g, http.HandlerFunc(pprof.Profile)))
+		mux.Handle("GET /debug/pprof/trace", adminOnly(g, http.HandlerFunc(pprof.Trace)))
 	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
@@ -132,4 +149,35 @@ func httpHandler(b *broker.Broker, registered func() bool) http.Handler {
 		}
 	})
 	return mux
+}
+
+// adminOnly serves h to admin users, who give their access key and secret
+// key by HTTP Basic authentication (docs/SECURITY.md, "Operations and
+// rights"): 401 with a WWW-Authenticate challenge to anyone else. A nil
+// guard (authentication off) serves everyone.
+func adminOnly(g *auth.Guard, h http.Handler) http.Handler {
+	if g == nil {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var p *auth.Principal
+		var err error
+		if ak, sk, ok := r.BasicAuth(); ok {
+			// The secret is checked as a remoting request's signature
+			// would be, through the guard, which counts and logs a
+			// refusal: the users keep no secret to compare with.
+			ext := map[string]string{auth.ExtAccessKey: ak}
+			ext[auth.ExtSignature] = auth.SignRemoting(sk, ext, nil)
+			p, err = g.Remoting(ext, nil, r.RemoteAddr)
+		}
+		if err == nil {
+			err = g.Authorize(p, auth.ClassAdmin, r.URL.Path, r.RemoteAddr)
+		}
+		if err != nil {
+			w.Header().Set("WWW-Authenticate", `Basic realm="gantry broker", charset="UTF-8"`)
+			http.Error(w, err.Error(), http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }

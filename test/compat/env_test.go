@@ -69,14 +69,28 @@ func newEnv(t testing.TB, opts ...func(*broker.Config)) *env {
 // remoting (if set).
 func newEnvWith(t testing.TB, remoting func(*remotingapi.Config), opts ...func(*broker.Config)) *env {
 	t.Helper()
-	c, err := embedded.Start(t.Context(), embedded.Options{Logger: clusterLogger(t), Remoting: remoting, Broker: func(bc *broker.Config) {
-		bc.MessageDelayLevel = shortDelayLevels
+	return startEnv(t, embedded.Options{Remoting: remoting, Broker: func(bc *broker.Config) {
 		for _, o := range opts {
 			o(bc)
 		}
-	}})
+	}}, client.Credentials{})
+}
+
+// startEnv is newEnv with the cluster's options (the suite's logger and
+// delay levels added) and the credentials of Gantry's client and admin.
+func startEnv(t testing.TB, opts embedded.Options, creds client.Credentials) *env {
+	t.Helper()
+	opts.Logger = clusterLogger(t)
+	adjust := opts.Broker
+	opts.Broker = func(bc *broker.Config) {
+		bc.MessageDelayLevel = shortDelayLevels
+		if adjust != nil {
+			adjust(bc)
+		}
+	}
+	c, err := embedded.Start(t.Context(), opts)
 	require.NoError(t, err)
-	e := &env{t: t, c: c, ns: c.NameServerRemotingAddr(), cfg: client.Config{NameServers: []string{c.NameServerAddr()}}}
+	e := &env{t: t, c: c, ns: c.NameServerRemotingAddr(), cfg: client.Config{NameServers: []string{c.NameServerAddr()}, Credentials: creds}}
 	t.Cleanup(func() {
 		e.checkBrokerConns()
 		if e.admin != nil {

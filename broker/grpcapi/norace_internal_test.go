@@ -1,0 +1,5 @@
+//go:build !race
+
+package grpcapi
+
+const raceEnabled = false

@@ -1,0 +1,5 @@
+//go:build race
+
+package remotingapi
+
+const raceEnabled = true
