@@ -23,7 +23,7 @@ func parseRole(s string) (Role, error) {
 	switch r := Role(strings.ToLower(s)); r {
 	case RoleUser, RoleAdmin, RoleCluster:
 		return r, nil
-	case "user", "normal":
+	case "user", "normal", "none":
 		return RoleUser, nil
 	case "super":
 		return RoleAdmin, nil
