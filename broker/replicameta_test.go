@@ -1,6 +1,9 @@
 package broker_test
 
 import (
+	"context"
+	"encoding/json"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -117,4 +120,41 @@ func TestMetaSnapshotCarriesUsers(t *testing.T) {
 	require.NoError(t, slave.RestoreMeta(snap))
 	_, ok = slave.Users().Users().Lookup("alice1")
 	assert.True(t, ok)
+}
+
+// FuzzRestoreMetaUsers: a master's snapshot (peer input) with any users
+// part is taken or refused; a refused one leaves the slave's users as
+// they were, and the slave always keeps at least one user.
+func FuzzRestoreMetaUsers(f *testing.F) {
+	for _, s := range []string{
+		`{"users":[{"accessKey":"alice1","secretKey":"alicesecret","rules":[{"resource":"Topic:a*","actions":["Pub"]}]}]}`,
+		`{"users":[{"accessKey":"admin1","secretKey":"adminsecret","role":"super"}]}`,
+		`{"users":[]}`, `{"users":[{"accessKey":"x"}]}`, `{"users":null}`, `[]`, `"x"`, `{"users":[{"accessKey":"alice1","secretKey":"alicesecret","role":"root"}]}`,
+	} {
+		f.Add(s)
+	}
+	open := func(cfg broker.Config) *broker.Broker {
+		b, err := broker.Open(context.Background(), cfg)
+		require.NoError(f, err)
+		f.Cleanup(func() { _ = b.Close(context.Background()) })
+		return b
+	}
+	_, snap, err := open(broker.Config{StorePathRootDir: filepath.Join(f.TempDir(), "store"), StoreOverride: smallStore}).MetaSnapshot()
+	require.NoError(f, err)
+	var parts map[string]json.RawMessage
+	require.NoError(f, json.Unmarshal(snap, &parts))
+	scfg := broker.Config{StorePathRootDir: filepath.Join(f.TempDir(), "store"), StoreOverride: smallStore, BrokerRole: broker.Slave, BrokerID: 1}
+	scfg.AuthenticationEnabled, scfg.ACLFile = true, filepath.Join(f.TempDir(), "acl.json")
+	require.NoError(f, os.WriteFile(scfg.ACLFile, []byte(adminFile), 0o600))
+	slave := open(scfg)
+	f.Fuzz(func(t *testing.T, users string) {
+		before, gen := slave.Users().Users().File(), slave.Users().Generation()
+		err := slave.RestoreMeta([]byte(`{"metadata":` + string(parts["metadata"]) + `,"users":` + users + `}`))
+		after := slave.Users().Users()
+		assert.Positive(t, after.Len())
+		if err != nil {
+			assert.Equal(t, gen, slave.Users().Generation(), "a refused snapshot changed the users")
+			assert.Equal(t, before, after.File())
+		}
+	})
 }
