@@ -32,10 +32,10 @@ type ACLEntry struct {
 // are checked.
 const placeholderSecret = "placeholder"
 
-// ParseRole reads a role as gantry admin takes it: admin, cluster, or
+// parseUserRole reads a role as gantry admin takes it: admin, cluster, or
 // none (also "" and RocketMQ's Normal) for a user of its rules; Super is
 // admin.
-func ParseRole(s string) (auth.Role, error) {
+func parseUserRole(s string) (auth.Role, error) {
 	switch strings.ToLower(strings.TrimSpace(s)) {
 	case "", "none", "user", "normal":
 		return auth.RoleUser, nil
@@ -47,11 +47,11 @@ func ParseRole(s string) (auth.Role, error) {
 	return "", fmt.Errorf("%w: role %q: want admin, cluster or none", ErrInvalidArgument, s)
 }
 
-// CanonicalRule writes a rule as the file keeps it: "Topic:" and
+// canonicalRule writes a rule as the file keeps it: "Topic:" and
 // "Group:" capitalized, actions "Pub", "Sub" or "All" once each, decision
 // "Allow" or "Deny". What it does not recognize it leaves for the checks
 // to name.
-func CanonicalRule(r auth.Rule) auth.Rule {
+func canonicalRule(r auth.Rule) auth.Rule {
 	out := auth.Rule{Resource: strings.TrimSpace(r.Resource), Decision: r.Decision}
 	if kind, name, ok := strings.Cut(out.Resource, ":"); ok {
 		switch strings.ToLower(strings.TrimSpace(kind)) {
@@ -150,7 +150,7 @@ func canonicalFile(st *auth.Store) (auth.File, error) {
 
 // CreateUser adds a user with its role and rules.
 func (b *Broker) CreateUser(u auth.User) error {
-	role, err := ParseRole(string(u.Role))
+	role, err := parseUserRole(string(u.Role))
 	if err != nil {
 		return err
 	}
@@ -179,7 +179,7 @@ func (b *Broker) UpdateUser(accessKey, secretKey, role string) error {
 	}
 	var newRole auth.Role
 	if strings.TrimSpace(role) != "" {
-		r, err := ParseRole(role)
+		r, err := parseUserRole(role)
 		if err != nil {
 			return err
 		}
@@ -298,7 +298,7 @@ func (b *Broker) putRules(accessKey string, rules []auth.Rule, create bool) erro
 func (b *Broker) DeleteACL(accessKey string, resources []string) error {
 	canon := make([]string, len(resources))
 	for i, r := range resources {
-		canon[i] = CanonicalRule(auth.Rule{Resource: r}).Resource
+		canon[i] = canonicalRule(auth.Rule{Resource: r}).Resource
 	}
 	return b.changeUsers(func(st *auth.Store, _ auth.File) error {
 		if err := st.DeleteRules(accessKey, canon); err != nil {
@@ -343,7 +343,7 @@ func canonicalRules(accessKey string, rules []auth.Rule) ([]auth.Rule, error) {
 	out := make([]auth.Rule, len(rules))
 	seen := map[string]bool{}
 	for i, r := range rules {
-		out[i] = CanonicalRule(r)
+		out[i] = canonicalRule(r)
 		if seen[out[i].Resource] {
 			return nil, fmt.Errorf("%w: user %q: resource %s given twice", ErrInvalidArgument, accessKey, out[i].Resource)
 		}
@@ -356,11 +356,11 @@ func canonicalRules(accessKey string, rules []auth.Rule) ([]auth.Rule, error) {
 // (a hand-written file may say "Super" or "deny").
 func canonicalUser(u auth.User) auth.User {
 	u = u.Redacted()
-	if r, err := ParseRole(string(u.Role)); err == nil {
+	if r, err := parseUserRole(string(u.Role)); err == nil {
 		u.Role = r
 	}
 	for i, r := range u.Rules {
-		u.Rules[i] = CanonicalRule(r)
+		u.Rules[i] = canonicalRule(r)
 	}
 	return u
 }
