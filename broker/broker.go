@@ -40,6 +40,7 @@ type Broker struct {
 	dedup        *dedup.Table      // keys of recent user sends; nil when DuplicationWindow is off
 	users        *auth.Store       // auth.go; nil when authentication is off
 	guard        *auth.Guard       // nil when authentication is off
+	usersMu      sync.Mutex        // serializes user and rule changes (users.go)
 
 	membership hooks[string]      // AddConsumersChangedHook's hooks
 	resetHooks hooks[OffsetReset] // AddOffsetResetHook's hooks

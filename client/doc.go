@@ -189,8 +189,9 @@
 //
 // An Admin creates and deletes topics and groups on every broker of the
 // cluster (or the brokers given), reads routes, cluster info, topic and
-// broker status and consumer progress, resets offsets by time and queries
-// messages by offset message id or by key.
+// broker status and consumer progress, resets offsets by time, queries
+// messages by offset message id or by key, and manages the users and
+// rules of brokers with authentication on (CreateUser ... ListACL).
 //
 // # Hooks
 //

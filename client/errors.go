@@ -50,6 +50,9 @@ var (
 	// client reads the topic's route again at once, and a Producer retries
 	// on the master it names.
 	ErrNotMaster = errors.New("client: broker is not the master")
+	// ErrAlreadyExists: what a call creates exists already (a user, a
+	// user's rule on a resource: ALREADY_EXISTS).
+	ErrAlreadyExists = errors.New("client: already exists")
 )
 
 // StatusError is an error answered by a server (or by the gRPC transport on
@@ -181,6 +184,8 @@ func kindOf(c codes.Code, notFound error) error {
 		return ErrDiskFull
 	case codes.Unimplemented:
 		return ErrUnimplemented
+	case codes.AlreadyExists:
+		return ErrAlreadyExists
 	}
 	return ErrInternal
 }

@@ -55,6 +55,16 @@ var methodClasses = map[string]auth.Class{
 	gantryv1.Admin_DLQResend_FullMethodName:          auth.ClassAdmin,
 	gantryv1.Admin_DLQExport_FullMethodName:          auth.ClassAdmin,
 	gantryv1.Admin_DLQPurge_FullMethodName:           auth.ClassAdmin,
+	// Users and rules (admin_users.go).
+	gantryv1.Admin_CreateUser_FullMethodName: auth.ClassAdmin,
+	gantryv1.Admin_UpdateUser_FullMethodName: auth.ClassAdmin,
+	gantryv1.Admin_DeleteUser_FullMethodName: auth.ClassAdmin,
+	gantryv1.Admin_ListUsers_FullMethodName:  auth.ClassAdmin,
+	gantryv1.Admin_GetUser_FullMethodName:    auth.ClassAdmin,
+	gantryv1.Admin_CreateAcl_FullMethodName:  auth.ClassAdmin,
+	gantryv1.Admin_UpdateAcl_FullMethodName:  auth.ClassAdmin,
+	gantryv1.Admin_DeleteAcl_FullMethodName:  auth.ClassAdmin,
+	gantryv1.Admin_ListAcl_FullMethodName:    auth.ClassAdmin,
 }
 
 // MethodClass returns the class of a method the broker serves, by its

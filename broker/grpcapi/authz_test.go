@@ -190,6 +190,11 @@ func (f *fixture) snapshot() string {
 		fmt.Fprintf(&sb, "dlq %s: %d stored, %d held, %d resent\n", s.Group, s.Stored, s.Held, s.Resent)
 	}
 	fmt.Fprintf(&sb, "consumers of G: %v\n", f.b.ConsumerList("G"))
+	users, err := f.b.Users().Bytes()
+	if err != nil {
+		panic(err)
+	}
+	sb.Write(users)
 	return sb.String()
 }
 
@@ -327,7 +332,7 @@ func messagingOps(f *fixture, m gantryv1.MessagingClient, phys int64) []authOp {
 
 // adminOps are authOps's Admin methods; msgID is a message of T.
 func adminOps(a gantryv1.AdminClient, msgID string) []authOp {
-	return []authOp{
+	return append([]authOp{
 		{gantryv1.Admin_CreateTopic_FullMethodName, auth.ClassAdmin, func(ctx context.Context) error {
 			_, err := a.CreateTopic(ctx, &gantryv1.CreateTopicRequest{Topic: &gantryv1.TopicConfig{Name: "TNew"}})
 			return err
@@ -414,6 +419,50 @@ func adminOps(a gantryv1.AdminClient, msgID string) []authOp {
 		{gantryv1.Admin_DLQPurge_FullMethodName, auth.ClassAdmin, func(ctx context.Context) error {
 			_, err := a.DLQPurge(ctx, &gantryv1.DLQPurgeRequest{Selection: &gantryv1.DLQSelection{
 				Filter: &gantryv1.DLQFilter{Group: "G"}, All: true}})
+			return err
+		}},
+	}, userOps(a)...)
+}
+
+// userOps are the user and rule methods, in an order each succeeds in
+// when run by an admin.
+func userOps(a gantryv1.AdminClient) []authOp {
+	rule := []*gantryv1.AclRule{{Resource: "Topic:T", Actions: []string{"Pub"}}}
+	return []authOp{
+		{gantryv1.Admin_CreateUser_FullMethodName, auth.ClassAdmin, func(ctx context.Context) error {
+			_, err := a.CreateUser(ctx, &gantryv1.CreateUserRequest{AccessKey: "newuser1", SecretKey: "newsecret1"})
+			return err
+		}},
+		{gantryv1.Admin_UpdateUser_FullMethodName, auth.ClassAdmin, func(ctx context.Context) error {
+			_, err := a.UpdateUser(ctx, &gantryv1.UpdateUserRequest{AccessKey: "newuser1", SecretKey: "newsecret2"})
+			return err
+		}},
+		{gantryv1.Admin_GetUser_FullMethodName, auth.ClassAdmin, func(ctx context.Context) error {
+			_, err := a.GetUser(ctx, &gantryv1.GetUserRequest{AccessKey: "newuser1"})
+			return err
+		}},
+		{gantryv1.Admin_ListUsers_FullMethodName, auth.ClassAdmin, func(ctx context.Context) error {
+			_, err := a.ListUsers(ctx, &gantryv1.ListUsersRequest{})
+			return err
+		}},
+		{gantryv1.Admin_CreateAcl_FullMethodName, auth.ClassAdmin, func(ctx context.Context) error {
+			_, err := a.CreateAcl(ctx, &gantryv1.CreateAclRequest{AccessKey: "newuser1", Rules: rule})
+			return err
+		}},
+		{gantryv1.Admin_UpdateAcl_FullMethodName, auth.ClassAdmin, func(ctx context.Context) error {
+			_, err := a.UpdateAcl(ctx, &gantryv1.UpdateAclRequest{AccessKey: "newuser1", Rules: rule})
+			return err
+		}},
+		{gantryv1.Admin_ListAcl_FullMethodName, auth.ClassAdmin, func(ctx context.Context) error {
+			_, err := a.ListAcl(ctx, &gantryv1.ListAclRequest{})
+			return err
+		}},
+		{gantryv1.Admin_DeleteAcl_FullMethodName, auth.ClassAdmin, func(ctx context.Context) error {
+			_, err := a.DeleteAcl(ctx, &gantryv1.DeleteAclRequest{AccessKey: "newuser1"})
+			return err
+		}},
+		{gantryv1.Admin_DeleteUser_FullMethodName, auth.ClassAdmin, func(ctx context.Context) error {
+			_, err := a.DeleteUser(ctx, &gantryv1.DeleteUserRequest{AccessKey: "newuser1"})
 			return err
 		}},
 	}

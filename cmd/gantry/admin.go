@@ -72,16 +72,23 @@ func newAdminCmd() *cobra.Command {
 		Short: "Administer a cluster (mqadmin's verbs)",
 		Long: `Admin administers a Gantry cluster through its nameserver, with mqadmin's verb
 names and flags: -n nameserver, -t topic, -g group, -c cluster, -b broker,
--k key, -i message id, -s timestamp. An unknown verb is an error (exit 2); a
-verb that fails exits 1.`,
+-k key, -i message id, -s timestamp. Against brokers with authentication on,
+--access-key and --secret-key (or $GANTRY_ACCESS_KEY and $GANTRY_SECRET_KEY)
+are the admin user's keys. An unknown verb is an error (exit 2); a verb that
+fails exits 1.`,
 	}
 	verbsOnly(cmd)
 	nameServers := nameServerFlag(cmd)
+	credentials := credentialsFlags(cmd)
 	withAdmin := func(run adminRun) func(*cobra.Command, []string) error {
 		return func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
 			defer cancel()
-			a, err := client.NewAdmin(ctx, client.Config{NameServers: nameServers()})
+			cred, err := credentials()
+			if err != nil {
+				return err
+			}
+			a, err := client.NewAdmin(ctx, client.Config{NameServers: nameServers(), Credentials: cred})
 			if err != nil {
 				return &exitError{code: exitUsage, err: err}
 			}
@@ -106,6 +113,7 @@ verb that fails exits 1.`,
 	addMessageVerbs(verb)
 	addConsumerVerbs(verb)
 	addDLQVerbs(verb)
+	addUserVerbs(cmd, verb, credentials)
 	addControllerVerbs(cmd)
 	return cmd
 }

@@ -21,6 +21,1005 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// AclRule gives or refuses actions on resources.
+type AclRule struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// resource: Topic:<name>, Group:<name>, a prefix (Topic:orders-*), or *
+	// (every topic and group).
+	Resource string `protobuf:"bytes,1,opt,name=resource,proto3" json:"resource,omitempty"`
+	// actions: Pub, Sub or All.
+	Actions []string `protobuf:"bytes,2,rep,name=actions,proto3" json:"actions,omitempty"`
+	// decision: Allow (the default when empty) or Deny; a matching Deny wins.
+	Decision      string `protobuf:"bytes,3,opt,name=decision,proto3" json:"decision,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AclRule) Reset() {
+	*x = AclRule{}
+	mi := &file_admin_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AclRule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AclRule) ProtoMessage() {}
+
+func (x *AclRule) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AclRule.ProtoReflect.Descriptor instead.
+func (*AclRule) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *AclRule) GetResource() string {
+	if x != nil {
+		return x.Resource
+	}
+	return ""
+}
+
+func (x *AclRule) GetActions() []string {
+	if x != nil {
+		return x.Actions
+	}
+	return nil
+}
+
+func (x *AclRule) GetDecision() string {
+	if x != nil {
+		return x.Decision
+	}
+	return ""
+}
+
+// UserInfo is a user as a listing shows it: never its secret key.
+type UserInfo struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	AccessKey string                 `protobuf:"bytes,1,opt,name=access_key,json=accessKey,proto3" json:"access_key,omitempty"`
+	// role: admin, cluster, or empty for a user of its rules.
+	Role          string     `protobuf:"bytes,2,opt,name=role,proto3" json:"role,omitempty"`
+	Rules         []*AclRule `protobuf:"bytes,3,rep,name=rules,proto3" json:"rules,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UserInfo) Reset() {
+	*x = UserInfo{}
+	mi := &file_admin_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UserInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UserInfo) ProtoMessage() {}
+
+func (x *UserInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UserInfo.ProtoReflect.Descriptor instead.
+func (*UserInfo) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *UserInfo) GetAccessKey() string {
+	if x != nil {
+		return x.AccessKey
+	}
+	return ""
+}
+
+func (x *UserInfo) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *UserInfo) GetRules() []*AclRule {
+	if x != nil {
+		return x.Rules
+	}
+	return nil
+}
+
+type CreateUserRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// access_key, secret_key: 6 to 128 printable ASCII characters without
+	// spaces, ',' or '='.
+	AccessKey string `protobuf:"bytes,1,opt,name=access_key,json=accessKey,proto3" json:"access_key,omitempty"`
+	SecretKey string `protobuf:"bytes,2,opt,name=secret_key,json=secretKey,proto3" json:"secret_key,omitempty"`
+	// role: admin, cluster, or none (or empty) for a user of its rules.
+	Role          string `protobuf:"bytes,3,opt,name=role,proto3" json:"role,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateUserRequest) Reset() {
+	*x = CreateUserRequest{}
+	mi := &file_admin_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateUserRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateUserRequest) ProtoMessage() {}
+
+func (x *CreateUserRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateUserRequest.ProtoReflect.Descriptor instead.
+func (*CreateUserRequest) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *CreateUserRequest) GetAccessKey() string {
+	if x != nil {
+		return x.AccessKey
+	}
+	return ""
+}
+
+func (x *CreateUserRequest) GetSecretKey() string {
+	if x != nil {
+		return x.SecretKey
+	}
+	return ""
+}
+
+func (x *CreateUserRequest) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+type CreateUserResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateUserResponse) Reset() {
+	*x = CreateUserResponse{}
+	mi := &file_admin_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateUserResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateUserResponse) ProtoMessage() {}
+
+func (x *CreateUserResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateUserResponse.ProtoReflect.Descriptor instead.
+func (*CreateUserResponse) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{3}
+}
+
+type UpdateUserRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	AccessKey string                 `protobuf:"bytes,1,opt,name=access_key,json=accessKey,proto3" json:"access_key,omitempty"`
+	// secret_key: the new secret key; empty keeps it.
+	SecretKey string `protobuf:"bytes,2,opt,name=secret_key,json=secretKey,proto3" json:"secret_key,omitempty"`
+	// role: admin, cluster or none; empty keeps it.
+	Role          string `protobuf:"bytes,3,opt,name=role,proto3" json:"role,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateUserRequest) Reset() {
+	*x = UpdateUserRequest{}
+	mi := &file_admin_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateUserRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateUserRequest) ProtoMessage() {}
+
+func (x *UpdateUserRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateUserRequest.ProtoReflect.Descriptor instead.
+func (*UpdateUserRequest) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *UpdateUserRequest) GetAccessKey() string {
+	if x != nil {
+		return x.AccessKey
+	}
+	return ""
+}
+
+func (x *UpdateUserRequest) GetSecretKey() string {
+	if x != nil {
+		return x.SecretKey
+	}
+	return ""
+}
+
+func (x *UpdateUserRequest) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+type UpdateUserResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateUserResponse) Reset() {
+	*x = UpdateUserResponse{}
+	mi := &file_admin_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateUserResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateUserResponse) ProtoMessage() {}
+
+func (x *UpdateUserResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateUserResponse.ProtoReflect.Descriptor instead.
+func (*UpdateUserResponse) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{5}
+}
+
+type DeleteUserRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	AccessKey     string                 `protobuf:"bytes,1,opt,name=access_key,json=accessKey,proto3" json:"access_key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteUserRequest) Reset() {
+	*x = DeleteUserRequest{}
+	mi := &file_admin_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteUserRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteUserRequest) ProtoMessage() {}
+
+func (x *DeleteUserRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteUserRequest.ProtoReflect.Descriptor instead.
+func (*DeleteUserRequest) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *DeleteUserRequest) GetAccessKey() string {
+	if x != nil {
+		return x.AccessKey
+	}
+	return ""
+}
+
+type DeleteUserResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteUserResponse) Reset() {
+	*x = DeleteUserResponse{}
+	mi := &file_admin_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteUserResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteUserResponse) ProtoMessage() {}
+
+func (x *DeleteUserResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteUserResponse.ProtoReflect.Descriptor instead.
+func (*DeleteUserResponse) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{7}
+}
+
+type ListUsersRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// filter: only the access keys containing it; empty: every user.
+	Filter        string `protobuf:"bytes,1,opt,name=filter,proto3" json:"filter,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListUsersRequest) Reset() {
+	*x = ListUsersRequest{}
+	mi := &file_admin_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListUsersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListUsersRequest) ProtoMessage() {}
+
+func (x *ListUsersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListUsersRequest.ProtoReflect.Descriptor instead.
+func (*ListUsersRequest) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ListUsersRequest) GetFilter() string {
+	if x != nil {
+		return x.Filter
+	}
+	return ""
+}
+
+type ListUsersResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Users         []*UserInfo            `protobuf:"bytes,1,rep,name=users,proto3" json:"users,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListUsersResponse) Reset() {
+	*x = ListUsersResponse{}
+	mi := &file_admin_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListUsersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListUsersResponse) ProtoMessage() {}
+
+func (x *ListUsersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListUsersResponse.ProtoReflect.Descriptor instead.
+func (*ListUsersResponse) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ListUsersResponse) GetUsers() []*UserInfo {
+	if x != nil {
+		return x.Users
+	}
+	return nil
+}
+
+type GetUserRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	AccessKey     string                 `protobuf:"bytes,1,opt,name=access_key,json=accessKey,proto3" json:"access_key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetUserRequest) Reset() {
+	*x = GetUserRequest{}
+	mi := &file_admin_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetUserRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetUserRequest) ProtoMessage() {}
+
+func (x *GetUserRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetUserRequest.ProtoReflect.Descriptor instead.
+func (*GetUserRequest) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *GetUserRequest) GetAccessKey() string {
+	if x != nil {
+		return x.AccessKey
+	}
+	return ""
+}
+
+type GetUserResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	User          *UserInfo              `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetUserResponse) Reset() {
+	*x = GetUserResponse{}
+	mi := &file_admin_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetUserResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetUserResponse) ProtoMessage() {}
+
+func (x *GetUserResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetUserResponse.ProtoReflect.Descriptor instead.
+func (*GetUserResponse) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *GetUserResponse) GetUser() *UserInfo {
+	if x != nil {
+		return x.User
+	}
+	return nil
+}
+
+type CreateAclRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// access_key: the user (mqadmin's subject) the rules are for.
+	AccessKey     string     `protobuf:"bytes,1,opt,name=access_key,json=accessKey,proto3" json:"access_key,omitempty"`
+	Rules         []*AclRule `protobuf:"bytes,2,rep,name=rules,proto3" json:"rules,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateAclRequest) Reset() {
+	*x = CreateAclRequest{}
+	mi := &file_admin_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateAclRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateAclRequest) ProtoMessage() {}
+
+func (x *CreateAclRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateAclRequest.ProtoReflect.Descriptor instead.
+func (*CreateAclRequest) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *CreateAclRequest) GetAccessKey() string {
+	if x != nil {
+		return x.AccessKey
+	}
+	return ""
+}
+
+func (x *CreateAclRequest) GetRules() []*AclRule {
+	if x != nil {
+		return x.Rules
+	}
+	return nil
+}
+
+type CreateAclResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateAclResponse) Reset() {
+	*x = CreateAclResponse{}
+	mi := &file_admin_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateAclResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateAclResponse) ProtoMessage() {}
+
+func (x *CreateAclResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateAclResponse.ProtoReflect.Descriptor instead.
+func (*CreateAclResponse) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{13}
+}
+
+type UpdateAclRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	AccessKey     string                 `protobuf:"bytes,1,opt,name=access_key,json=accessKey,proto3" json:"access_key,omitempty"`
+	Rules         []*AclRule             `protobuf:"bytes,2,rep,name=rules,proto3" json:"rules,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateAclRequest) Reset() {
+	*x = UpdateAclRequest{}
+	mi := &file_admin_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateAclRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateAclRequest) ProtoMessage() {}
+
+func (x *UpdateAclRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateAclRequest.ProtoReflect.Descriptor instead.
+func (*UpdateAclRequest) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *UpdateAclRequest) GetAccessKey() string {
+	if x != nil {
+		return x.AccessKey
+	}
+	return ""
+}
+
+func (x *UpdateAclRequest) GetRules() []*AclRule {
+	if x != nil {
+		return x.Rules
+	}
+	return nil
+}
+
+type UpdateAclResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateAclResponse) Reset() {
+	*x = UpdateAclResponse{}
+	mi := &file_admin_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateAclResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateAclResponse) ProtoMessage() {}
+
+func (x *UpdateAclResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateAclResponse.ProtoReflect.Descriptor instead.
+func (*UpdateAclResponse) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{15}
+}
+
+type DeleteAclRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	AccessKey string                 `protobuf:"bytes,1,opt,name=access_key,json=accessKey,proto3" json:"access_key,omitempty"`
+	// resources: the rules to remove, by resource; empty: all the user's.
+	Resources     []string `protobuf:"bytes,2,rep,name=resources,proto3" json:"resources,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteAclRequest) Reset() {
+	*x = DeleteAclRequest{}
+	mi := &file_admin_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteAclRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteAclRequest) ProtoMessage() {}
+
+func (x *DeleteAclRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteAclRequest.ProtoReflect.Descriptor instead.
+func (*DeleteAclRequest) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *DeleteAclRequest) GetAccessKey() string {
+	if x != nil {
+		return x.AccessKey
+	}
+	return ""
+}
+
+func (x *DeleteAclRequest) GetResources() []string {
+	if x != nil {
+		return x.Resources
+	}
+	return nil
+}
+
+type DeleteAclResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteAclResponse) Reset() {
+	*x = DeleteAclResponse{}
+	mi := &file_admin_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteAclResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteAclResponse) ProtoMessage() {}
+
+func (x *DeleteAclResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteAclResponse.ProtoReflect.Descriptor instead.
+func (*DeleteAclResponse) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{17}
+}
+
+type ListAclRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// access_key: only this user's rules (NOT_FOUND if there is no such
+	// user); empty: every user's.
+	AccessKey string `protobuf:"bytes,1,opt,name=access_key,json=accessKey,proto3" json:"access_key,omitempty"`
+	// resource: only the rules whose resource contains it; empty: all.
+	Resource      string `protobuf:"bytes,2,opt,name=resource,proto3" json:"resource,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAclRequest) Reset() {
+	*x = ListAclRequest{}
+	mi := &file_admin_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAclRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAclRequest) ProtoMessage() {}
+
+func (x *ListAclRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAclRequest.ProtoReflect.Descriptor instead.
+func (*ListAclRequest) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ListAclRequest) GetAccessKey() string {
+	if x != nil {
+		return x.AccessKey
+	}
+	return ""
+}
+
+func (x *ListAclRequest) GetResource() string {
+	if x != nil {
+		return x.Resource
+	}
+	return ""
+}
+
+// AclEntry is one rule of one user.
+type AclEntry struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	AccessKey     string                 `protobuf:"bytes,1,opt,name=access_key,json=accessKey,proto3" json:"access_key,omitempty"`
+	Rule          *AclRule               `protobuf:"bytes,2,opt,name=rule,proto3" json:"rule,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AclEntry) Reset() {
+	*x = AclEntry{}
+	mi := &file_admin_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AclEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AclEntry) ProtoMessage() {}
+
+func (x *AclEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AclEntry.ProtoReflect.Descriptor instead.
+func (*AclEntry) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *AclEntry) GetAccessKey() string {
+	if x != nil {
+		return x.AccessKey
+	}
+	return ""
+}
+
+func (x *AclEntry) GetRule() *AclRule {
+	if x != nil {
+		return x.Rule
+	}
+	return nil
+}
+
+type ListAclResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Entries       []*AclEntry            `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAclResponse) Reset() {
+	*x = ListAclResponse{}
+	mi := &file_admin_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAclResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAclResponse) ProtoMessage() {}
+
+func (x *ListAclResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAclResponse.ProtoReflect.Descriptor instead.
+func (*ListAclResponse) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *ListAclResponse) GetEntries() []*AclEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
 // DLQFilter selects a group's dead letters: those matching every field set.
 type DLQFilter struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -41,7 +1040,7 @@ type DLQFilter struct {
 
 func (x *DLQFilter) Reset() {
 	*x = DLQFilter{}
-	mi := &file_admin_proto_msgTypes[0]
+	mi := &file_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -53,7 +1052,7 @@ func (x *DLQFilter) String() string {
 func (*DLQFilter) ProtoMessage() {}
 
 func (x *DLQFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[0]
+	mi := &file_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -66,7 +1065,7 @@ func (x *DLQFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DLQFilter.ProtoReflect.Descriptor instead.
 func (*DLQFilter) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{0}
+	return file_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DLQFilter) GetGroup() string {
@@ -125,7 +1124,7 @@ type DLQSelection struct {
 
 func (x *DLQSelection) Reset() {
 	*x = DLQSelection{}
-	mi := &file_admin_proto_msgTypes[1]
+	mi := &file_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -137,7 +1136,7 @@ func (x *DLQSelection) String() string {
 func (*DLQSelection) ProtoMessage() {}
 
 func (x *DLQSelection) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[1]
+	mi := &file_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -150,7 +1149,7 @@ func (x *DLQSelection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DLQSelection.ProtoReflect.Descriptor instead.
 func (*DLQSelection) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{1}
+	return file_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DLQSelection) GetFilter() *DLQFilter {
@@ -202,7 +1201,7 @@ type DLQEntry struct {
 
 func (x *DLQEntry) Reset() {
 	*x = DLQEntry{}
-	mi := &file_admin_proto_msgTypes[2]
+	mi := &file_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -214,7 +1213,7 @@ func (x *DLQEntry) String() string {
 func (*DLQEntry) ProtoMessage() {}
 
 func (x *DLQEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[2]
+	mi := &file_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -227,7 +1226,7 @@ func (x *DLQEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DLQEntry.ProtoReflect.Descriptor instead.
 func (*DLQEntry) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{2}
+	return file_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DLQEntry) GetOffset() int64 {
@@ -348,7 +1347,7 @@ type DLQListRequest struct {
 
 func (x *DLQListRequest) Reset() {
 	*x = DLQListRequest{}
-	mi := &file_admin_proto_msgTypes[3]
+	mi := &file_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -360,7 +1359,7 @@ func (x *DLQListRequest) String() string {
 func (*DLQListRequest) ProtoMessage() {}
 
 func (x *DLQListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[3]
+	mi := &file_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -373,7 +1372,7 @@ func (x *DLQListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DLQListRequest.ProtoReflect.Descriptor instead.
 func (*DLQListRequest) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{3}
+	return file_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DLQListRequest) GetFilter() *DLQFilter {
@@ -409,7 +1408,7 @@ type DLQListResponse struct {
 
 func (x *DLQListResponse) Reset() {
 	*x = DLQListResponse{}
-	mi := &file_admin_proto_msgTypes[4]
+	mi := &file_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -421,7 +1420,7 @@ func (x *DLQListResponse) String() string {
 func (*DLQListResponse) ProtoMessage() {}
 
 func (x *DLQListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[4]
+	mi := &file_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -434,7 +1433,7 @@ func (x *DLQListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DLQListResponse.ProtoReflect.Descriptor instead.
 func (*DLQListResponse) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{4}
+	return file_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DLQListResponse) GetEntries() []*DLQEntry {
@@ -470,7 +1469,7 @@ type DLQShowRequest struct {
 
 func (x *DLQShowRequest) Reset() {
 	*x = DLQShowRequest{}
-	mi := &file_admin_proto_msgTypes[5]
+	mi := &file_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -482,7 +1481,7 @@ func (x *DLQShowRequest) String() string {
 func (*DLQShowRequest) ProtoMessage() {}
 
 func (x *DLQShowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[5]
+	mi := &file_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -495,7 +1494,7 @@ func (x *DLQShowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DLQShowRequest.ProtoReflect.Descriptor instead.
 func (*DLQShowRequest) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{5}
+	return file_admin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *DLQShowRequest) GetGroup() string {
@@ -529,7 +1528,7 @@ type DLQProperty struct {
 
 func (x *DLQProperty) Reset() {
 	*x = DLQProperty{}
-	mi := &file_admin_proto_msgTypes[6]
+	mi := &file_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -541,7 +1540,7 @@ func (x *DLQProperty) String() string {
 func (*DLQProperty) ProtoMessage() {}
 
 func (x *DLQProperty) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[6]
+	mi := &file_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -554,7 +1553,7 @@ func (x *DLQProperty) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DLQProperty.ProtoReflect.Descriptor instead.
 func (*DLQProperty) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{6}
+	return file_admin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DLQProperty) GetKey() string {
@@ -581,7 +1580,7 @@ type DLQEvent struct {
 
 func (x *DLQEvent) Reset() {
 	*x = DLQEvent{}
-	mi := &file_admin_proto_msgTypes[7]
+	mi := &file_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -593,7 +1592,7 @@ func (x *DLQEvent) String() string {
 func (*DLQEvent) ProtoMessage() {}
 
 func (x *DLQEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[7]
+	mi := &file_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -606,7 +1605,7 @@ func (x *DLQEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DLQEvent.ProtoReflect.Descriptor instead.
 func (*DLQEvent) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{7}
+	return file_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *DLQEvent) GetTimeMs() int64 {
@@ -637,7 +1636,7 @@ type DLQShowResponse struct {
 
 func (x *DLQShowResponse) Reset() {
 	*x = DLQShowResponse{}
-	mi := &file_admin_proto_msgTypes[8]
+	mi := &file_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -649,7 +1648,7 @@ func (x *DLQShowResponse) String() string {
 func (*DLQShowResponse) ProtoMessage() {}
 
 func (x *DLQShowResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[8]
+	mi := &file_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -662,7 +1661,7 @@ func (x *DLQShowResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DLQShowResponse.ProtoReflect.Descriptor instead.
 func (*DLQShowResponse) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{8}
+	return file_admin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *DLQShowResponse) GetEntry() *DLQEntry {
@@ -718,7 +1717,7 @@ type DLQResendRequest struct {
 
 func (x *DLQResendRequest) Reset() {
 	*x = DLQResendRequest{}
-	mi := &file_admin_proto_msgTypes[9]
+	mi := &file_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -730,7 +1729,7 @@ func (x *DLQResendRequest) String() string {
 func (*DLQResendRequest) ProtoMessage() {}
 
 func (x *DLQResendRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[9]
+	mi := &file_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -743,7 +1742,7 @@ func (x *DLQResendRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DLQResendRequest.ProtoReflect.Descriptor instead.
 func (*DLQResendRequest) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{9}
+	return file_admin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *DLQResendRequest) GetSelection() *DLQSelection {
@@ -774,7 +1773,7 @@ type DLQResent struct {
 
 func (x *DLQResent) Reset() {
 	*x = DLQResent{}
-	mi := &file_admin_proto_msgTypes[10]
+	mi := &file_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -786,7 +1785,7 @@ func (x *DLQResent) String() string {
 func (*DLQResent) ProtoMessage() {}
 
 func (x *DLQResent) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[10]
+	mi := &file_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -799,7 +1798,7 @@ func (x *DLQResent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DLQResent.ProtoReflect.Descriptor instead.
 func (*DLQResent) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{10}
+	return file_admin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *DLQResent) GetOffset() int64 {
@@ -848,7 +1847,7 @@ type DLQResendFailure struct {
 
 func (x *DLQResendFailure) Reset() {
 	*x = DLQResendFailure{}
-	mi := &file_admin_proto_msgTypes[11]
+	mi := &file_admin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -860,7 +1859,7 @@ func (x *DLQResendFailure) String() string {
 func (*DLQResendFailure) ProtoMessage() {}
 
 func (x *DLQResendFailure) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[11]
+	mi := &file_admin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -873,7 +1872,7 @@ func (x *DLQResendFailure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DLQResendFailure.ProtoReflect.Descriptor instead.
 func (*DLQResendFailure) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{11}
+	return file_admin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *DLQResendFailure) GetOffset() int64 {
@@ -907,7 +1906,7 @@ type DLQResendResponse struct {
 
 func (x *DLQResendResponse) Reset() {
 	*x = DLQResendResponse{}
-	mi := &file_admin_proto_msgTypes[12]
+	mi := &file_admin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -919,7 +1918,7 @@ func (x *DLQResendResponse) String() string {
 func (*DLQResendResponse) ProtoMessage() {}
 
 func (x *DLQResendResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[12]
+	mi := &file_admin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -932,7 +1931,7 @@ func (x *DLQResendResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DLQResendResponse.ProtoReflect.Descriptor instead.
 func (*DLQResendResponse) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{12}
+	return file_admin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *DLQResendResponse) GetResent() []*DLQResent {
@@ -958,7 +1957,7 @@ type DLQExportRequest struct {
 
 func (x *DLQExportRequest) Reset() {
 	*x = DLQExportRequest{}
-	mi := &file_admin_proto_msgTypes[13]
+	mi := &file_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -970,7 +1969,7 @@ func (x *DLQExportRequest) String() string {
 func (*DLQExportRequest) ProtoMessage() {}
 
 func (x *DLQExportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[13]
+	mi := &file_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -983,7 +1982,7 @@ func (x *DLQExportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DLQExportRequest.ProtoReflect.Descriptor instead.
 func (*DLQExportRequest) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{13}
+	return file_admin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *DLQExportRequest) GetFilter() *DLQFilter {
@@ -1003,7 +2002,7 @@ type DLQExportChunk struct {
 
 func (x *DLQExportChunk) Reset() {
 	*x = DLQExportChunk{}
-	mi := &file_admin_proto_msgTypes[14]
+	mi := &file_admin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1015,7 +2014,7 @@ func (x *DLQExportChunk) String() string {
 func (*DLQExportChunk) ProtoMessage() {}
 
 func (x *DLQExportChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[14]
+	mi := &file_admin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1028,7 +2027,7 @@ func (x *DLQExportChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DLQExportChunk.ProtoReflect.Descriptor instead.
 func (*DLQExportChunk) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{14}
+	return file_admin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *DLQExportChunk) GetData() []byte {
@@ -1047,7 +2046,7 @@ type DLQPurgeRequest struct {
 
 func (x *DLQPurgeRequest) Reset() {
 	*x = DLQPurgeRequest{}
-	mi := &file_admin_proto_msgTypes[15]
+	mi := &file_admin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1059,7 +2058,7 @@ func (x *DLQPurgeRequest) String() string {
 func (*DLQPurgeRequest) ProtoMessage() {}
 
 func (x *DLQPurgeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[15]
+	mi := &file_admin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1072,7 +2071,7 @@ func (x *DLQPurgeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DLQPurgeRequest.ProtoReflect.Descriptor instead.
 func (*DLQPurgeRequest) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{15}
+	return file_admin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *DLQPurgeRequest) GetSelection() *DLQSelection {
@@ -1091,7 +2090,7 @@ type DLQPurgeResponse struct {
 
 func (x *DLQPurgeResponse) Reset() {
 	*x = DLQPurgeResponse{}
-	mi := &file_admin_proto_msgTypes[16]
+	mi := &file_admin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1103,7 +2102,7 @@ func (x *DLQPurgeResponse) String() string {
 func (*DLQPurgeResponse) ProtoMessage() {}
 
 func (x *DLQPurgeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[16]
+	mi := &file_admin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1116,7 +2115,7 @@ func (x *DLQPurgeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DLQPurgeResponse.ProtoReflect.Descriptor instead.
 func (*DLQPurgeResponse) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{16}
+	return file_admin_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *DLQPurgeResponse) GetPurged() int64 {
@@ -1140,7 +2139,7 @@ type TopicConfig struct {
 
 func (x *TopicConfig) Reset() {
 	*x = TopicConfig{}
-	mi := &file_admin_proto_msgTypes[17]
+	mi := &file_admin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1152,7 +2151,7 @@ func (x *TopicConfig) String() string {
 func (*TopicConfig) ProtoMessage() {}
 
 func (x *TopicConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[17]
+	mi := &file_admin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1165,7 +2164,7 @@ func (x *TopicConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicConfig.ProtoReflect.Descriptor instead.
 func (*TopicConfig) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{17}
+	return file_admin_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *TopicConfig) GetName() string {
@@ -1219,7 +2218,7 @@ type CreateTopicRequest struct {
 
 func (x *CreateTopicRequest) Reset() {
 	*x = CreateTopicRequest{}
-	mi := &file_admin_proto_msgTypes[18]
+	mi := &file_admin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1231,7 +2230,7 @@ func (x *CreateTopicRequest) String() string {
 func (*CreateTopicRequest) ProtoMessage() {}
 
 func (x *CreateTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[18]
+	mi := &file_admin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1244,7 +2243,7 @@ func (x *CreateTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopicRequest.ProtoReflect.Descriptor instead.
 func (*CreateTopicRequest) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{18}
+	return file_admin_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *CreateTopicRequest) GetTopic() *TopicConfig {
@@ -1262,7 +2261,7 @@ type CreateTopicResponse struct {
 
 func (x *CreateTopicResponse) Reset() {
 	*x = CreateTopicResponse{}
-	mi := &file_admin_proto_msgTypes[19]
+	mi := &file_admin_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1274,7 +2273,7 @@ func (x *CreateTopicResponse) String() string {
 func (*CreateTopicResponse) ProtoMessage() {}
 
 func (x *CreateTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[19]
+	mi := &file_admin_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1287,7 +2286,7 @@ func (x *CreateTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopicResponse.ProtoReflect.Descriptor instead.
 func (*CreateTopicResponse) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{19}
+	return file_admin_proto_rawDescGZIP(), []int{40}
 }
 
 type DeleteTopicRequest struct {
@@ -1299,7 +2298,7 @@ type DeleteTopicRequest struct {
 
 func (x *DeleteTopicRequest) Reset() {
 	*x = DeleteTopicRequest{}
-	mi := &file_admin_proto_msgTypes[20]
+	mi := &file_admin_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1311,7 +2310,7 @@ func (x *DeleteTopicRequest) String() string {
 func (*DeleteTopicRequest) ProtoMessage() {}
 
 func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[20]
+	mi := &file_admin_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1324,7 +2323,7 @@ func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTopicRequest) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{20}
+	return file_admin_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *DeleteTopicRequest) GetName() string {
@@ -1342,7 +2341,7 @@ type DeleteTopicResponse struct {
 
 func (x *DeleteTopicResponse) Reset() {
 	*x = DeleteTopicResponse{}
-	mi := &file_admin_proto_msgTypes[21]
+	mi := &file_admin_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1354,7 +2353,7 @@ func (x *DeleteTopicResponse) String() string {
 func (*DeleteTopicResponse) ProtoMessage() {}
 
 func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[21]
+	mi := &file_admin_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1367,7 +2366,7 @@ func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTopicResponse) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{21}
+	return file_admin_proto_rawDescGZIP(), []int{42}
 }
 
 type AdminListTopicsRequest struct {
@@ -1378,7 +2377,7 @@ type AdminListTopicsRequest struct {
 
 func (x *AdminListTopicsRequest) Reset() {
 	*x = AdminListTopicsRequest{}
-	mi := &file_admin_proto_msgTypes[22]
+	mi := &file_admin_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1390,7 +2389,7 @@ func (x *AdminListTopicsRequest) String() string {
 func (*AdminListTopicsRequest) ProtoMessage() {}
 
 func (x *AdminListTopicsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[22]
+	mi := &file_admin_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1403,7 +2402,7 @@ func (x *AdminListTopicsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdminListTopicsRequest.ProtoReflect.Descriptor instead.
 func (*AdminListTopicsRequest) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{22}
+	return file_admin_proto_rawDescGZIP(), []int{43}
 }
 
 type AdminListTopicsResponse struct {
@@ -1415,7 +2414,7 @@ type AdminListTopicsResponse struct {
 
 func (x *AdminListTopicsResponse) Reset() {
 	*x = AdminListTopicsResponse{}
-	mi := &file_admin_proto_msgTypes[23]
+	mi := &file_admin_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1427,7 +2426,7 @@ func (x *AdminListTopicsResponse) String() string {
 func (*AdminListTopicsResponse) ProtoMessage() {}
 
 func (x *AdminListTopicsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[23]
+	mi := &file_admin_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1440,7 +2439,7 @@ func (x *AdminListTopicsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdminListTopicsResponse.ProtoReflect.Descriptor instead.
 func (*AdminListTopicsResponse) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{23}
+	return file_admin_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *AdminListTopicsResponse) GetTopics() []*TopicConfig {
@@ -1459,7 +2458,7 @@ type TopicStatusRequest struct {
 
 func (x *TopicStatusRequest) Reset() {
 	*x = TopicStatusRequest{}
-	mi := &file_admin_proto_msgTypes[24]
+	mi := &file_admin_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1471,7 +2470,7 @@ func (x *TopicStatusRequest) String() string {
 func (*TopicStatusRequest) ProtoMessage() {}
 
 func (x *TopicStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[24]
+	mi := &file_admin_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1484,7 +2483,7 @@ func (x *TopicStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicStatusRequest.ProtoReflect.Descriptor instead.
 func (*TopicStatusRequest) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{24}
+	return file_admin_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *TopicStatusRequest) GetTopic() string {
@@ -1506,7 +2505,7 @@ type QueueStatus struct {
 
 func (x *QueueStatus) Reset() {
 	*x = QueueStatus{}
-	mi := &file_admin_proto_msgTypes[25]
+	mi := &file_admin_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1518,7 +2517,7 @@ func (x *QueueStatus) String() string {
 func (*QueueStatus) ProtoMessage() {}
 
 func (x *QueueStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[25]
+	mi := &file_admin_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1531,7 +2530,7 @@ func (x *QueueStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueStatus.ProtoReflect.Descriptor instead.
 func (*QueueStatus) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{25}
+	return file_admin_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *QueueStatus) GetQueueId() int32 {
@@ -1571,7 +2570,7 @@ type TopicStatusResponse struct {
 
 func (x *TopicStatusResponse) Reset() {
 	*x = TopicStatusResponse{}
-	mi := &file_admin_proto_msgTypes[26]
+	mi := &file_admin_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1583,7 +2582,7 @@ func (x *TopicStatusResponse) String() string {
 func (*TopicStatusResponse) ProtoMessage() {}
 
 func (x *TopicStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[26]
+	mi := &file_admin_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1596,7 +2595,7 @@ func (x *TopicStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicStatusResponse.ProtoReflect.Descriptor instead.
 func (*TopicStatusResponse) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{26}
+	return file_admin_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *TopicStatusResponse) GetQueues() []*QueueStatus {
@@ -1621,7 +2620,7 @@ type GroupConfig struct {
 
 func (x *GroupConfig) Reset() {
 	*x = GroupConfig{}
-	mi := &file_admin_proto_msgTypes[27]
+	mi := &file_admin_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1633,7 +2632,7 @@ func (x *GroupConfig) String() string {
 func (*GroupConfig) ProtoMessage() {}
 
 func (x *GroupConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[27]
+	mi := &file_admin_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1646,7 +2645,7 @@ func (x *GroupConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupConfig.ProtoReflect.Descriptor instead.
 func (*GroupConfig) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{27}
+	return file_admin_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *GroupConfig) GetName() string {
@@ -1706,7 +2705,7 @@ type RetryPolicy struct {
 
 func (x *RetryPolicy) Reset() {
 	*x = RetryPolicy{}
-	mi := &file_admin_proto_msgTypes[28]
+	mi := &file_admin_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1718,7 +2717,7 @@ func (x *RetryPolicy) String() string {
 func (*RetryPolicy) ProtoMessage() {}
 
 func (x *RetryPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[28]
+	mi := &file_admin_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1731,7 +2730,7 @@ func (x *RetryPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryPolicy.ProtoReflect.Descriptor instead.
 func (*RetryPolicy) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{28}
+	return file_admin_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *RetryPolicy) GetInitialMs() int64 {
@@ -1771,7 +2770,7 @@ type CreateGroupRequest struct {
 
 func (x *CreateGroupRequest) Reset() {
 	*x = CreateGroupRequest{}
-	mi := &file_admin_proto_msgTypes[29]
+	mi := &file_admin_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1783,7 +2782,7 @@ func (x *CreateGroupRequest) String() string {
 func (*CreateGroupRequest) ProtoMessage() {}
 
 func (x *CreateGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[29]
+	mi := &file_admin_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1796,7 +2795,7 @@ func (x *CreateGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateGroupRequest.ProtoReflect.Descriptor instead.
 func (*CreateGroupRequest) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{29}
+	return file_admin_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *CreateGroupRequest) GetGroup() *GroupConfig {
@@ -1814,7 +2813,7 @@ type CreateGroupResponse struct {
 
 func (x *CreateGroupResponse) Reset() {
 	*x = CreateGroupResponse{}
-	mi := &file_admin_proto_msgTypes[30]
+	mi := &file_admin_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1826,7 +2825,7 @@ func (x *CreateGroupResponse) String() string {
 func (*CreateGroupResponse) ProtoMessage() {}
 
 func (x *CreateGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[30]
+	mi := &file_admin_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1839,7 +2838,7 @@ func (x *CreateGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateGroupResponse.ProtoReflect.Descriptor instead.
 func (*CreateGroupResponse) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{30}
+	return file_admin_proto_rawDescGZIP(), []int{51}
 }
 
 type DeleteGroupRequest struct {
@@ -1855,7 +2854,7 @@ type DeleteGroupRequest struct {
 
 func (x *DeleteGroupRequest) Reset() {
 	*x = DeleteGroupRequest{}
-	mi := &file_admin_proto_msgTypes[31]
+	mi := &file_admin_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1867,7 +2866,7 @@ func (x *DeleteGroupRequest) String() string {
 func (*DeleteGroupRequest) ProtoMessage() {}
 
 func (x *DeleteGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[31]
+	mi := &file_admin_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1880,7 +2879,7 @@ func (x *DeleteGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupRequest.ProtoReflect.Descriptor instead.
 func (*DeleteGroupRequest) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{31}
+	return file_admin_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *DeleteGroupRequest) GetName() string {
@@ -1905,7 +2904,7 @@ type DeleteGroupResponse struct {
 
 func (x *DeleteGroupResponse) Reset() {
 	*x = DeleteGroupResponse{}
-	mi := &file_admin_proto_msgTypes[32]
+	mi := &file_admin_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1917,7 +2916,7 @@ func (x *DeleteGroupResponse) String() string {
 func (*DeleteGroupResponse) ProtoMessage() {}
 
 func (x *DeleteGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[32]
+	mi := &file_admin_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1930,7 +2929,7 @@ func (x *DeleteGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupResponse.ProtoReflect.Descriptor instead.
 func (*DeleteGroupResponse) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{32}
+	return file_admin_proto_rawDescGZIP(), []int{53}
 }
 
 type ListGroupsRequest struct {
@@ -1941,7 +2940,7 @@ type ListGroupsRequest struct {
 
 func (x *ListGroupsRequest) Reset() {
 	*x = ListGroupsRequest{}
-	mi := &file_admin_proto_msgTypes[33]
+	mi := &file_admin_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1953,7 +2952,7 @@ func (x *ListGroupsRequest) String() string {
 func (*ListGroupsRequest) ProtoMessage() {}
 
 func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[33]
+	mi := &file_admin_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1966,7 +2965,7 @@ func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsRequest.ProtoReflect.Descriptor instead.
 func (*ListGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{33}
+	return file_admin_proto_rawDescGZIP(), []int{54}
 }
 
 type ListGroupsResponse struct {
@@ -1978,7 +2977,7 @@ type ListGroupsResponse struct {
 
 func (x *ListGroupsResponse) Reset() {
 	*x = ListGroupsResponse{}
-	mi := &file_admin_proto_msgTypes[34]
+	mi := &file_admin_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1990,7 +2989,7 @@ func (x *ListGroupsResponse) String() string {
 func (*ListGroupsResponse) ProtoMessage() {}
 
 func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[34]
+	mi := &file_admin_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2003,7 +3002,7 @@ func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsResponse.ProtoReflect.Descriptor instead.
 func (*ListGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{34}
+	return file_admin_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ListGroupsResponse) GetGroups() []*GroupConfig {
@@ -2024,7 +3023,7 @@ type ConsumerProgressRequest struct {
 
 func (x *ConsumerProgressRequest) Reset() {
 	*x = ConsumerProgressRequest{}
-	mi := &file_admin_proto_msgTypes[35]
+	mi := &file_admin_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2036,7 +3035,7 @@ func (x *ConsumerProgressRequest) String() string {
 func (*ConsumerProgressRequest) ProtoMessage() {}
 
 func (x *ConsumerProgressRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[35]
+	mi := &file_admin_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2049,7 +3048,7 @@ func (x *ConsumerProgressRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumerProgressRequest.ProtoReflect.Descriptor instead.
 func (*ConsumerProgressRequest) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{35}
+	return file_admin_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ConsumerProgressRequest) GetGroup() string {
@@ -2083,7 +3082,7 @@ type QueueProgress struct {
 
 func (x *QueueProgress) Reset() {
 	*x = QueueProgress{}
-	mi := &file_admin_proto_msgTypes[36]
+	mi := &file_admin_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2095,7 +3094,7 @@ func (x *QueueProgress) String() string {
 func (*QueueProgress) ProtoMessage() {}
 
 func (x *QueueProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[36]
+	mi := &file_admin_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2108,7 +3107,7 @@ func (x *QueueProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueProgress.ProtoReflect.Descriptor instead.
 func (*QueueProgress) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{36}
+	return file_admin_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *QueueProgress) GetTopic() string {
@@ -2169,7 +3168,7 @@ type ConsumerProgressResponse struct {
 
 func (x *ConsumerProgressResponse) Reset() {
 	*x = ConsumerProgressResponse{}
-	mi := &file_admin_proto_msgTypes[37]
+	mi := &file_admin_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2181,7 +3180,7 @@ func (x *ConsumerProgressResponse) String() string {
 func (*ConsumerProgressResponse) ProtoMessage() {}
 
 func (x *ConsumerProgressResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[37]
+	mi := &file_admin_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2194,7 +3193,7 @@ func (x *ConsumerProgressResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumerProgressResponse.ProtoReflect.Descriptor instead.
 func (*ConsumerProgressResponse) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{37}
+	return file_admin_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ConsumerProgressResponse) GetQueues() []*QueueProgress {
@@ -2215,7 +3214,7 @@ type ResetOffsetByTimeRequest struct {
 
 func (x *ResetOffsetByTimeRequest) Reset() {
 	*x = ResetOffsetByTimeRequest{}
-	mi := &file_admin_proto_msgTypes[38]
+	mi := &file_admin_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2227,7 +3226,7 @@ func (x *ResetOffsetByTimeRequest) String() string {
 func (*ResetOffsetByTimeRequest) ProtoMessage() {}
 
 func (x *ResetOffsetByTimeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[38]
+	mi := &file_admin_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2240,7 +3239,7 @@ func (x *ResetOffsetByTimeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetOffsetByTimeRequest.ProtoReflect.Descriptor instead.
 func (*ResetOffsetByTimeRequest) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{38}
+	return file_admin_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ResetOffsetByTimeRequest) GetGroup() string {
@@ -2273,7 +3272,7 @@ type ResetOffsetByTimeResponse struct {
 
 func (x *ResetOffsetByTimeResponse) Reset() {
 	*x = ResetOffsetByTimeResponse{}
-	mi := &file_admin_proto_msgTypes[39]
+	mi := &file_admin_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2285,7 +3284,7 @@ func (x *ResetOffsetByTimeResponse) String() string {
 func (*ResetOffsetByTimeResponse) ProtoMessage() {}
 
 func (x *ResetOffsetByTimeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[39]
+	mi := &file_admin_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2298,7 +3297,7 @@ func (x *ResetOffsetByTimeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetOffsetByTimeResponse.ProtoReflect.Descriptor instead.
 func (*ResetOffsetByTimeResponse) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{39}
+	return file_admin_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ResetOffsetByTimeResponse) GetOffsets() map[int32]int64 {
@@ -2318,7 +3317,7 @@ type QueryMessageByIdRequest struct {
 
 func (x *QueryMessageByIdRequest) Reset() {
 	*x = QueryMessageByIdRequest{}
-	mi := &file_admin_proto_msgTypes[40]
+	mi := &file_admin_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2330,7 +3329,7 @@ func (x *QueryMessageByIdRequest) String() string {
 func (*QueryMessageByIdRequest) ProtoMessage() {}
 
 func (x *QueryMessageByIdRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[40]
+	mi := &file_admin_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2343,7 +3342,7 @@ func (x *QueryMessageByIdRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryMessageByIdRequest.ProtoReflect.Descriptor instead.
 func (*QueryMessageByIdRequest) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{40}
+	return file_admin_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *QueryMessageByIdRequest) GetMsgId() string {
@@ -2366,7 +3365,7 @@ type QueryMessageByKeyRequest struct {
 
 func (x *QueryMessageByKeyRequest) Reset() {
 	*x = QueryMessageByKeyRequest{}
-	mi := &file_admin_proto_msgTypes[41]
+	mi := &file_admin_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2378,7 +3377,7 @@ func (x *QueryMessageByKeyRequest) String() string {
 func (*QueryMessageByKeyRequest) ProtoMessage() {}
 
 func (x *QueryMessageByKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[41]
+	mi := &file_admin_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2391,7 +3390,7 @@ func (x *QueryMessageByKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryMessageByKeyRequest.ProtoReflect.Descriptor instead.
 func (*QueryMessageByKeyRequest) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{41}
+	return file_admin_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *QueryMessageByKeyRequest) GetTopic() string {
@@ -2439,7 +3438,7 @@ type QueryMessageResponse struct {
 
 func (x *QueryMessageResponse) Reset() {
 	*x = QueryMessageResponse{}
-	mi := &file_admin_proto_msgTypes[42]
+	mi := &file_admin_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2451,7 +3450,7 @@ func (x *QueryMessageResponse) String() string {
 func (*QueryMessageResponse) ProtoMessage() {}
 
 func (x *QueryMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[42]
+	mi := &file_admin_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2464,7 +3463,7 @@ func (x *QueryMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryMessageResponse.ProtoReflect.Descriptor instead.
 func (*QueryMessageResponse) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{42}
+	return file_admin_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *QueryMessageResponse) GetRecords() []byte {
@@ -2482,7 +3481,7 @@ type BrokerStatusRequest struct {
 
 func (x *BrokerStatusRequest) Reset() {
 	*x = BrokerStatusRequest{}
-	mi := &file_admin_proto_msgTypes[43]
+	mi := &file_admin_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2494,7 +3493,7 @@ func (x *BrokerStatusRequest) String() string {
 func (*BrokerStatusRequest) ProtoMessage() {}
 
 func (x *BrokerStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[43]
+	mi := &file_admin_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2507,7 +3506,7 @@ func (x *BrokerStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerStatusRequest.ProtoReflect.Descriptor instead.
 func (*BrokerStatusRequest) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{43}
+	return file_admin_proto_rawDescGZIP(), []int{64}
 }
 
 type BrokerStatusResponse struct {
@@ -2519,7 +3518,7 @@ type BrokerStatusResponse struct {
 
 func (x *BrokerStatusResponse) Reset() {
 	*x = BrokerStatusResponse{}
-	mi := &file_admin_proto_msgTypes[44]
+	mi := &file_admin_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2531,7 +3530,7 @@ func (x *BrokerStatusResponse) String() string {
 func (*BrokerStatusResponse) ProtoMessage() {}
 
 func (x *BrokerStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[44]
+	mi := &file_admin_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2544,7 +3543,7 @@ func (x *BrokerStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerStatusResponse.ProtoReflect.Descriptor instead.
 func (*BrokerStatusResponse) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{44}
+	return file_admin_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *BrokerStatusResponse) GetStatus() map[string]string {
@@ -2562,7 +3561,7 @@ type HAStatusRequest struct {
 
 func (x *HAStatusRequest) Reset() {
 	*x = HAStatusRequest{}
-	mi := &file_admin_proto_msgTypes[45]
+	mi := &file_admin_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2574,7 +3573,7 @@ func (x *HAStatusRequest) String() string {
 func (*HAStatusRequest) ProtoMessage() {}
 
 func (x *HAStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[45]
+	mi := &file_admin_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2587,7 +3586,7 @@ func (x *HAStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HAStatusRequest.ProtoReflect.Descriptor instead.
 func (*HAStatusRequest) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{45}
+	return file_admin_proto_rawDescGZIP(), []int{66}
 }
 
 // HASlave is a slave as its master sees it.
@@ -2607,7 +3606,7 @@ type HASlave struct {
 
 func (x *HASlave) Reset() {
 	*x = HASlave{}
-	mi := &file_admin_proto_msgTypes[46]
+	mi := &file_admin_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2619,7 +3618,7 @@ func (x *HASlave) String() string {
 func (*HASlave) ProtoMessage() {}
 
 func (x *HASlave) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[46]
+	mi := &file_admin_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2632,7 +3631,7 @@ func (x *HASlave) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HASlave.ProtoReflect.Descriptor instead.
 func (*HASlave) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{46}
+	return file_admin_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *HASlave) GetBrokerId() int64 {
@@ -2699,7 +3698,7 @@ type HAStatusResponse struct {
 
 func (x *HAStatusResponse) Reset() {
 	*x = HAStatusResponse{}
-	mi := &file_admin_proto_msgTypes[47]
+	mi := &file_admin_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2711,7 +3710,7 @@ func (x *HAStatusResponse) String() string {
 func (*HAStatusResponse) ProtoMessage() {}
 
 func (x *HAStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[47]
+	mi := &file_admin_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2724,7 +3723,7 @@ func (x *HAStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HAStatusResponse.ProtoReflect.Descriptor instead.
 func (*HAStatusResponse) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{47}
+	return file_admin_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *HAStatusResponse) GetRole() string {
@@ -2813,7 +3812,7 @@ type ConsumerConnectionRequest struct {
 
 func (x *ConsumerConnectionRequest) Reset() {
 	*x = ConsumerConnectionRequest{}
-	mi := &file_admin_proto_msgTypes[48]
+	mi := &file_admin_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2825,7 +3824,7 @@ func (x *ConsumerConnectionRequest) String() string {
 func (*ConsumerConnectionRequest) ProtoMessage() {}
 
 func (x *ConsumerConnectionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[48]
+	mi := &file_admin_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2838,7 +3837,7 @@ func (x *ConsumerConnectionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumerConnectionRequest.ProtoReflect.Descriptor instead.
 func (*ConsumerConnectionRequest) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{48}
+	return file_admin_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *ConsumerConnectionRequest) GetGroup() string {
@@ -2864,7 +3863,7 @@ type ConsumerConnection struct {
 
 func (x *ConsumerConnection) Reset() {
 	*x = ConsumerConnection{}
-	mi := &file_admin_proto_msgTypes[49]
+	mi := &file_admin_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2876,7 +3875,7 @@ func (x *ConsumerConnection) String() string {
 func (*ConsumerConnection) ProtoMessage() {}
 
 func (x *ConsumerConnection) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[49]
+	mi := &file_admin_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2889,7 +3888,7 @@ func (x *ConsumerConnection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumerConnection.ProtoReflect.Descriptor instead.
 func (*ConsumerConnection) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{49}
+	return file_admin_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *ConsumerConnection) GetClientId() string {
@@ -2950,7 +3949,7 @@ type ConsumerConnectionResponse struct {
 
 func (x *ConsumerConnectionResponse) Reset() {
 	*x = ConsumerConnectionResponse{}
-	mi := &file_admin_proto_msgTypes[50]
+	mi := &file_admin_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2962,7 +3961,7 @@ func (x *ConsumerConnectionResponse) String() string {
 func (*ConsumerConnectionResponse) ProtoMessage() {}
 
 func (x *ConsumerConnectionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[50]
+	mi := &file_admin_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2975,7 +3974,7 @@ func (x *ConsumerConnectionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumerConnectionResponse.ProtoReflect.Descriptor instead.
 func (*ConsumerConnectionResponse) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{50}
+	return file_admin_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *ConsumerConnectionResponse) GetConnections() []*ConsumerConnection {
@@ -2989,7 +3988,68 @@ var File_admin_proto protoreflect.FileDescriptor
 
 const file_admin_proto_rawDesc = "" +
 	"\n" +
-	"\vadmin.proto\x12\tgantry.v1\x1a\x0fmessaging.proto\"\x9f\x01\n" +
+	"\vadmin.proto\x12\tgantry.v1\x1a\x0fmessaging.proto\"[\n" +
+	"\aAclRule\x12\x1a\n" +
+	"\bresource\x18\x01 \x01(\tR\bresource\x12\x18\n" +
+	"\aactions\x18\x02 \x03(\tR\aactions\x12\x1a\n" +
+	"\bdecision\x18\x03 \x01(\tR\bdecision\"g\n" +
+	"\bUserInfo\x12\x1d\n" +
+	"\n" +
+	"access_key\x18\x01 \x01(\tR\taccessKey\x12\x12\n" +
+	"\x04role\x18\x02 \x01(\tR\x04role\x12(\n" +
+	"\x05rules\x18\x03 \x03(\v2\x12.gantry.v1.AclRuleR\x05rules\"e\n" +
+	"\x11CreateUserRequest\x12\x1d\n" +
+	"\n" +
+	"access_key\x18\x01 \x01(\tR\taccessKey\x12\x1d\n" +
+	"\n" +
+	"secret_key\x18\x02 \x01(\tR\tsecretKey\x12\x12\n" +
+	"\x04role\x18\x03 \x01(\tR\x04role\"\x14\n" +
+	"\x12CreateUserResponse\"e\n" +
+	"\x11UpdateUserRequest\x12\x1d\n" +
+	"\n" +
+	"access_key\x18\x01 \x01(\tR\taccessKey\x12\x1d\n" +
+	"\n" +
+	"secret_key\x18\x02 \x01(\tR\tsecretKey\x12\x12\n" +
+	"\x04role\x18\x03 \x01(\tR\x04role\"\x14\n" +
+	"\x12UpdateUserResponse\"2\n" +
+	"\x11DeleteUserRequest\x12\x1d\n" +
+	"\n" +
+	"access_key\x18\x01 \x01(\tR\taccessKey\"\x14\n" +
+	"\x12DeleteUserResponse\"*\n" +
+	"\x10ListUsersRequest\x12\x16\n" +
+	"\x06filter\x18\x01 \x01(\tR\x06filter\">\n" +
+	"\x11ListUsersResponse\x12)\n" +
+	"\x05users\x18\x01 \x03(\v2\x13.gantry.v1.UserInfoR\x05users\"/\n" +
+	"\x0eGetUserRequest\x12\x1d\n" +
+	"\n" +
+	"access_key\x18\x01 \x01(\tR\taccessKey\":\n" +
+	"\x0fGetUserResponse\x12'\n" +
+	"\x04user\x18\x01 \x01(\v2\x13.gantry.v1.UserInfoR\x04user\"[\n" +
+	"\x10CreateAclRequest\x12\x1d\n" +
+	"\n" +
+	"access_key\x18\x01 \x01(\tR\taccessKey\x12(\n" +
+	"\x05rules\x18\x02 \x03(\v2\x12.gantry.v1.AclRuleR\x05rules\"\x13\n" +
+	"\x11CreateAclResponse\"[\n" +
+	"\x10UpdateAclRequest\x12\x1d\n" +
+	"\n" +
+	"access_key\x18\x01 \x01(\tR\taccessKey\x12(\n" +
+	"\x05rules\x18\x02 \x03(\v2\x12.gantry.v1.AclRuleR\x05rules\"\x13\n" +
+	"\x11UpdateAclResponse\"O\n" +
+	"\x10DeleteAclRequest\x12\x1d\n" +
+	"\n" +
+	"access_key\x18\x01 \x01(\tR\taccessKey\x12\x1c\n" +
+	"\tresources\x18\x02 \x03(\tR\tresources\"\x13\n" +
+	"\x11DeleteAclResponse\"K\n" +
+	"\x0eListAclRequest\x12\x1d\n" +
+	"\n" +
+	"access_key\x18\x01 \x01(\tR\taccessKey\x12\x1a\n" +
+	"\bresource\x18\x02 \x01(\tR\bresource\"Q\n" +
+	"\bAclEntry\x12\x1d\n" +
+	"\n" +
+	"access_key\x18\x01 \x01(\tR\taccessKey\x12&\n" +
+	"\x04rule\x18\x02 \x01(\v2\x12.gantry.v1.AclRuleR\x04rule\"@\n" +
+	"\x0fListAclResponse\x12-\n" +
+	"\aentries\x18\x01 \x03(\v2\x13.gantry.v1.AclEntryR\aentries\"\x9f\x01\n" +
 	"\tDLQFilter\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x19\n" +
 	"\bbegin_ms\x18\x02 \x01(\x03R\abeginMs\x12\x15\n" +
@@ -3199,7 +4259,7 @@ const file_admin_proto_rawDesc = "" +
 	"\x11last_heartbeat_ms\x18\x06 \x01(\x03R\x0flastHeartbeatMs\x12/\n" +
 	"\bassigned\x18\a \x03(\v2\x13.gantry.v1.QueueRefR\bassigned\"]\n" +
 	"\x1aConsumerConnectionResponse\x12?\n" +
-	"\vconnections\x18\x01 \x03(\v2\x1d.gantry.v1.ConsumerConnectionR\vconnections2\xef\v\n" +
+	"\vconnections\x18\x01 \x03(\v2\x1d.gantry.v1.ConsumerConnectionR\vconnections2\xf4\x10\n" +
 	"\x05Admin\x12L\n" +
 	"\vCreateTopic\x12\x1d.gantry.v1.CreateTopicRequest\x1a\x1e.gantry.v1.CreateTopicResponse\x12L\n" +
 	"\vDeleteTopic\x12\x1d.gantry.v1.DeleteTopicRequest\x1a\x1e.gantry.v1.DeleteTopicResponse\x12S\n" +
@@ -3221,7 +4281,19 @@ const file_admin_proto_rawDesc = "" +
 	"\aDLQShow\x12\x19.gantry.v1.DLQShowRequest\x1a\x1a.gantry.v1.DLQShowResponse\x12F\n" +
 	"\tDLQResend\x12\x1b.gantry.v1.DLQResendRequest\x1a\x1c.gantry.v1.DLQResendResponse\x12E\n" +
 	"\tDLQExport\x12\x1b.gantry.v1.DLQExportRequest\x1a\x19.gantry.v1.DLQExportChunk0\x01\x12C\n" +
-	"\bDLQPurge\x12\x1a.gantry.v1.DLQPurgeRequest\x1a\x1b.gantry.v1.DLQPurgeResponseB3Z1github.com/gantrymq/gantry/api/gantry/v1;gantryv1b\x06proto3"
+	"\bDLQPurge\x12\x1a.gantry.v1.DLQPurgeRequest\x1a\x1b.gantry.v1.DLQPurgeResponse\x12I\n" +
+	"\n" +
+	"CreateUser\x12\x1c.gantry.v1.CreateUserRequest\x1a\x1d.gantry.v1.CreateUserResponse\x12I\n" +
+	"\n" +
+	"UpdateUser\x12\x1c.gantry.v1.UpdateUserRequest\x1a\x1d.gantry.v1.UpdateUserResponse\x12I\n" +
+	"\n" +
+	"DeleteUser\x12\x1c.gantry.v1.DeleteUserRequest\x1a\x1d.gantry.v1.DeleteUserResponse\x12F\n" +
+	"\tListUsers\x12\x1b.gantry.v1.ListUsersRequest\x1a\x1c.gantry.v1.ListUsersResponse\x12@\n" +
+	"\aGetUser\x12\x19.gantry.v1.GetUserRequest\x1a\x1a.gantry.v1.GetUserResponse\x12F\n" +
+	"\tCreateAcl\x12\x1b.gantry.v1.CreateAclRequest\x1a\x1c.gantry.v1.CreateAclResponse\x12F\n" +
+	"\tUpdateAcl\x12\x1b.gantry.v1.UpdateAclRequest\x1a\x1c.gantry.v1.UpdateAclResponse\x12F\n" +
+	"\tDeleteAcl\x12\x1b.gantry.v1.DeleteAclRequest\x1a\x1c.gantry.v1.DeleteAclResponse\x12@\n" +
+	"\aListAcl\x12\x19.gantry.v1.ListAclRequest\x1a\x1a.gantry.v1.ListAclResponseB3Z1github.com/gantrymq/gantry/api/gantry/v1;gantryv1b\x06proto3"
 
 var (
 	file_admin_proto_rawDescOnce sync.Once
@@ -3235,136 +4307,182 @@ func file_admin_proto_rawDescGZIP() []byte {
 	return file_admin_proto_rawDescData
 }
 
-var file_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
+var file_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 75)
 var file_admin_proto_goTypes = []any{
-	(*DLQFilter)(nil),                  // 0: gantry.v1.DLQFilter
-	(*DLQSelection)(nil),               // 1: gantry.v1.DLQSelection
-	(*DLQEntry)(nil),                   // 2: gantry.v1.DLQEntry
-	(*DLQListRequest)(nil),             // 3: gantry.v1.DLQListRequest
-	(*DLQListResponse)(nil),            // 4: gantry.v1.DLQListResponse
-	(*DLQShowRequest)(nil),             // 5: gantry.v1.DLQShowRequest
-	(*DLQProperty)(nil),                // 6: gantry.v1.DLQProperty
-	(*DLQEvent)(nil),                   // 7: gantry.v1.DLQEvent
-	(*DLQShowResponse)(nil),            // 8: gantry.v1.DLQShowResponse
-	(*DLQResendRequest)(nil),           // 9: gantry.v1.DLQResendRequest
-	(*DLQResent)(nil),                  // 10: gantry.v1.DLQResent
-	(*DLQResendFailure)(nil),           // 11: gantry.v1.DLQResendFailure
-	(*DLQResendResponse)(nil),          // 12: gantry.v1.DLQResendResponse
-	(*DLQExportRequest)(nil),           // 13: gantry.v1.DLQExportRequest
-	(*DLQExportChunk)(nil),             // 14: gantry.v1.DLQExportChunk
-	(*DLQPurgeRequest)(nil),            // 15: gantry.v1.DLQPurgeRequest
-	(*DLQPurgeResponse)(nil),           // 16: gantry.v1.DLQPurgeResponse
-	(*TopicConfig)(nil),                // 17: gantry.v1.TopicConfig
-	(*CreateTopicRequest)(nil),         // 18: gantry.v1.CreateTopicRequest
-	(*CreateTopicResponse)(nil),        // 19: gantry.v1.CreateTopicResponse
-	(*DeleteTopicRequest)(nil),         // 20: gantry.v1.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),        // 21: gantry.v1.DeleteTopicResponse
-	(*AdminListTopicsRequest)(nil),     // 22: gantry.v1.AdminListTopicsRequest
-	(*AdminListTopicsResponse)(nil),    // 23: gantry.v1.AdminListTopicsResponse
-	(*TopicStatusRequest)(nil),         // 24: gantry.v1.TopicStatusRequest
-	(*QueueStatus)(nil),                // 25: gantry.v1.QueueStatus
-	(*TopicStatusResponse)(nil),        // 26: gantry.v1.TopicStatusResponse
-	(*GroupConfig)(nil),                // 27: gantry.v1.GroupConfig
-	(*RetryPolicy)(nil),                // 28: gantry.v1.RetryPolicy
-	(*CreateGroupRequest)(nil),         // 29: gantry.v1.CreateGroupRequest
-	(*CreateGroupResponse)(nil),        // 30: gantry.v1.CreateGroupResponse
-	(*DeleteGroupRequest)(nil),         // 31: gantry.v1.DeleteGroupRequest
-	(*DeleteGroupResponse)(nil),        // 32: gantry.v1.DeleteGroupResponse
-	(*ListGroupsRequest)(nil),          // 33: gantry.v1.ListGroupsRequest
-	(*ListGroupsResponse)(nil),         // 34: gantry.v1.ListGroupsResponse
-	(*ConsumerProgressRequest)(nil),    // 35: gantry.v1.ConsumerProgressRequest
-	(*QueueProgress)(nil),              // 36: gantry.v1.QueueProgress
-	(*ConsumerProgressResponse)(nil),   // 37: gantry.v1.ConsumerProgressResponse
-	(*ResetOffsetByTimeRequest)(nil),   // 38: gantry.v1.ResetOffsetByTimeRequest
-	(*ResetOffsetByTimeResponse)(nil),  // 39: gantry.v1.ResetOffsetByTimeResponse
-	(*QueryMessageByIdRequest)(nil),    // 40: gantry.v1.QueryMessageByIdRequest
-	(*QueryMessageByKeyRequest)(nil),   // 41: gantry.v1.QueryMessageByKeyRequest
-	(*QueryMessageResponse)(nil),       // 42: gantry.v1.QueryMessageResponse
-	(*BrokerStatusRequest)(nil),        // 43: gantry.v1.BrokerStatusRequest
-	(*BrokerStatusResponse)(nil),       // 44: gantry.v1.BrokerStatusResponse
-	(*HAStatusRequest)(nil),            // 45: gantry.v1.HAStatusRequest
-	(*HASlave)(nil),                    // 46: gantry.v1.HASlave
-	(*HAStatusResponse)(nil),           // 47: gantry.v1.HAStatusResponse
-	(*ConsumerConnectionRequest)(nil),  // 48: gantry.v1.ConsumerConnectionRequest
-	(*ConsumerConnection)(nil),         // 49: gantry.v1.ConsumerConnection
-	(*ConsumerConnectionResponse)(nil), // 50: gantry.v1.ConsumerConnectionResponse
-	nil,                                // 51: gantry.v1.TopicConfig.AttributesEntry
-	nil,                                // 52: gantry.v1.ResetOffsetByTimeResponse.OffsetsEntry
-	nil,                                // 53: gantry.v1.BrokerStatusResponse.StatusEntry
-	(ConsumeModel)(0),                  // 54: gantry.v1.ConsumeModel
-	(*Subscription)(nil),               // 55: gantry.v1.Subscription
-	(*QueueRef)(nil),                   // 56: gantry.v1.QueueRef
+	(*AclRule)(nil),                    // 0: gantry.v1.AclRule
+	(*UserInfo)(nil),                   // 1: gantry.v1.UserInfo
+	(*CreateUserRequest)(nil),          // 2: gantry.v1.CreateUserRequest
+	(*CreateUserResponse)(nil),         // 3: gantry.v1.CreateUserResponse
+	(*UpdateUserRequest)(nil),          // 4: gantry.v1.UpdateUserRequest
+	(*UpdateUserResponse)(nil),         // 5: gantry.v1.UpdateUserResponse
+	(*DeleteUserRequest)(nil),          // 6: gantry.v1.DeleteUserRequest
+	(*DeleteUserResponse)(nil),         // 7: gantry.v1.DeleteUserResponse
+	(*ListUsersRequest)(nil),           // 8: gantry.v1.ListUsersRequest
+	(*ListUsersResponse)(nil),          // 9: gantry.v1.ListUsersResponse
+	(*GetUserRequest)(nil),             // 10: gantry.v1.GetUserRequest
+	(*GetUserResponse)(nil),            // 11: gantry.v1.GetUserResponse
+	(*CreateAclRequest)(nil),           // 12: gantry.v1.CreateAclRequest
+	(*CreateAclResponse)(nil),          // 13: gantry.v1.CreateAclResponse
+	(*UpdateAclRequest)(nil),           // 14: gantry.v1.UpdateAclRequest
+	(*UpdateAclResponse)(nil),          // 15: gantry.v1.UpdateAclResponse
+	(*DeleteAclRequest)(nil),           // 16: gantry.v1.DeleteAclRequest
+	(*DeleteAclResponse)(nil),          // 17: gantry.v1.DeleteAclResponse
+	(*ListAclRequest)(nil),             // 18: gantry.v1.ListAclRequest
+	(*AclEntry)(nil),                   // 19: gantry.v1.AclEntry
+	(*ListAclResponse)(nil),            // 20: gantry.v1.ListAclResponse
+	(*DLQFilter)(nil),                  // 21: gantry.v1.DLQFilter
+	(*DLQSelection)(nil),               // 22: gantry.v1.DLQSelection
+	(*DLQEntry)(nil),                   // 23: gantry.v1.DLQEntry
+	(*DLQListRequest)(nil),             // 24: gantry.v1.DLQListRequest
+	(*DLQListResponse)(nil),            // 25: gantry.v1.DLQListResponse
+	(*DLQShowRequest)(nil),             // 26: gantry.v1.DLQShowRequest
+	(*DLQProperty)(nil),                // 27: gantry.v1.DLQProperty
+	(*DLQEvent)(nil),                   // 28: gantry.v1.DLQEvent
+	(*DLQShowResponse)(nil),            // 29: gantry.v1.DLQShowResponse
+	(*DLQResendRequest)(nil),           // 30: gantry.v1.DLQResendRequest
+	(*DLQResent)(nil),                  // 31: gantry.v1.DLQResent
+	(*DLQResendFailure)(nil),           // 32: gantry.v1.DLQResendFailure
+	(*DLQResendResponse)(nil),          // 33: gantry.v1.DLQResendResponse
+	(*DLQExportRequest)(nil),           // 34: gantry.v1.DLQExportRequest
+	(*DLQExportChunk)(nil),             // 35: gantry.v1.DLQExportChunk
+	(*DLQPurgeRequest)(nil),            // 36: gantry.v1.DLQPurgeRequest
+	(*DLQPurgeResponse)(nil),           // 37: gantry.v1.DLQPurgeResponse
+	(*TopicConfig)(nil),                // 38: gantry.v1.TopicConfig
+	(*CreateTopicRequest)(nil),         // 39: gantry.v1.CreateTopicRequest
+	(*CreateTopicResponse)(nil),        // 40: gantry.v1.CreateTopicResponse
+	(*DeleteTopicRequest)(nil),         // 41: gantry.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),        // 42: gantry.v1.DeleteTopicResponse
+	(*AdminListTopicsRequest)(nil),     // 43: gantry.v1.AdminListTopicsRequest
+	(*AdminListTopicsResponse)(nil),    // 44: gantry.v1.AdminListTopicsResponse
+	(*TopicStatusRequest)(nil),         // 45: gantry.v1.TopicStatusRequest
+	(*QueueStatus)(nil),                // 46: gantry.v1.QueueStatus
+	(*TopicStatusResponse)(nil),        // 47: gantry.v1.TopicStatusResponse
+	(*GroupConfig)(nil),                // 48: gantry.v1.GroupConfig
+	(*RetryPolicy)(nil),                // 49: gantry.v1.RetryPolicy
+	(*CreateGroupRequest)(nil),         // 50: gantry.v1.CreateGroupRequest
+	(*CreateGroupResponse)(nil),        // 51: gantry.v1.CreateGroupResponse
+	(*DeleteGroupRequest)(nil),         // 52: gantry.v1.DeleteGroupRequest
+	(*DeleteGroupResponse)(nil),        // 53: gantry.v1.DeleteGroupResponse
+	(*ListGroupsRequest)(nil),          // 54: gantry.v1.ListGroupsRequest
+	(*ListGroupsResponse)(nil),         // 55: gantry.v1.ListGroupsResponse
+	(*ConsumerProgressRequest)(nil),    // 56: gantry.v1.ConsumerProgressRequest
+	(*QueueProgress)(nil),              // 57: gantry.v1.QueueProgress
+	(*ConsumerProgressResponse)(nil),   // 58: gantry.v1.ConsumerProgressResponse
+	(*ResetOffsetByTimeRequest)(nil),   // 59: gantry.v1.ResetOffsetByTimeRequest
+	(*ResetOffsetByTimeResponse)(nil),  // 60: gantry.v1.ResetOffsetByTimeResponse
+	(*QueryMessageByIdRequest)(nil),    // 61: gantry.v1.QueryMessageByIdRequest
+	(*QueryMessageByKeyRequest)(nil),   // 62: gantry.v1.QueryMessageByKeyRequest
+	(*QueryMessageResponse)(nil),       // 63: gantry.v1.QueryMessageResponse
+	(*BrokerStatusRequest)(nil),        // 64: gantry.v1.BrokerStatusRequest
+	(*BrokerStatusResponse)(nil),       // 65: gantry.v1.BrokerStatusResponse
+	(*HAStatusRequest)(nil),            // 66: gantry.v1.HAStatusRequest
+	(*HASlave)(nil),                    // 67: gantry.v1.HASlave
+	(*HAStatusResponse)(nil),           // 68: gantry.v1.HAStatusResponse
+	(*ConsumerConnectionRequest)(nil),  // 69: gantry.v1.ConsumerConnectionRequest
+	(*ConsumerConnection)(nil),         // 70: gantry.v1.ConsumerConnection
+	(*ConsumerConnectionResponse)(nil), // 71: gantry.v1.ConsumerConnectionResponse
+	nil,                                // 72: gantry.v1.TopicConfig.AttributesEntry
+	nil,                                // 73: gantry.v1.ResetOffsetByTimeResponse.OffsetsEntry
+	nil,                                // 74: gantry.v1.BrokerStatusResponse.StatusEntry
+	(ConsumeModel)(0),                  // 75: gantry.v1.ConsumeModel
+	(*Subscription)(nil),               // 76: gantry.v1.Subscription
+	(*QueueRef)(nil),                   // 77: gantry.v1.QueueRef
 }
 var file_admin_proto_depIdxs = []int32{
-	0,  // 0: gantry.v1.DLQSelection.filter:type_name -> gantry.v1.DLQFilter
-	0,  // 1: gantry.v1.DLQListRequest.filter:type_name -> gantry.v1.DLQFilter
-	2,  // 2: gantry.v1.DLQListResponse.entries:type_name -> gantry.v1.DLQEntry
-	2,  // 3: gantry.v1.DLQShowResponse.entry:type_name -> gantry.v1.DLQEntry
-	6,  // 4: gantry.v1.DLQShowResponse.properties:type_name -> gantry.v1.DLQProperty
-	7,  // 5: gantry.v1.DLQShowResponse.history:type_name -> gantry.v1.DLQEvent
-	1,  // 6: gantry.v1.DLQResendRequest.selection:type_name -> gantry.v1.DLQSelection
-	10, // 7: gantry.v1.DLQResendResponse.resent:type_name -> gantry.v1.DLQResent
-	11, // 8: gantry.v1.DLQResendResponse.failed:type_name -> gantry.v1.DLQResendFailure
-	0,  // 9: gantry.v1.DLQExportRequest.filter:type_name -> gantry.v1.DLQFilter
-	1,  // 10: gantry.v1.DLQPurgeRequest.selection:type_name -> gantry.v1.DLQSelection
-	51, // 11: gantry.v1.TopicConfig.attributes:type_name -> gantry.v1.TopicConfig.AttributesEntry
-	17, // 12: gantry.v1.CreateTopicRequest.topic:type_name -> gantry.v1.TopicConfig
-	17, // 13: gantry.v1.AdminListTopicsResponse.topics:type_name -> gantry.v1.TopicConfig
-	25, // 14: gantry.v1.TopicStatusResponse.queues:type_name -> gantry.v1.QueueStatus
-	28, // 15: gantry.v1.GroupConfig.retry_policy:type_name -> gantry.v1.RetryPolicy
-	27, // 16: gantry.v1.CreateGroupRequest.group:type_name -> gantry.v1.GroupConfig
-	27, // 17: gantry.v1.ListGroupsResponse.groups:type_name -> gantry.v1.GroupConfig
-	36, // 18: gantry.v1.ConsumerProgressResponse.queues:type_name -> gantry.v1.QueueProgress
-	52, // 19: gantry.v1.ResetOffsetByTimeResponse.offsets:type_name -> gantry.v1.ResetOffsetByTimeResponse.OffsetsEntry
-	53, // 20: gantry.v1.BrokerStatusResponse.status:type_name -> gantry.v1.BrokerStatusResponse.StatusEntry
-	46, // 21: gantry.v1.HAStatusResponse.slaves:type_name -> gantry.v1.HASlave
-	54, // 22: gantry.v1.ConsumerConnection.model:type_name -> gantry.v1.ConsumeModel
-	55, // 23: gantry.v1.ConsumerConnection.subscriptions:type_name -> gantry.v1.Subscription
-	56, // 24: gantry.v1.ConsumerConnection.assigned:type_name -> gantry.v1.QueueRef
-	49, // 25: gantry.v1.ConsumerConnectionResponse.connections:type_name -> gantry.v1.ConsumerConnection
-	18, // 26: gantry.v1.Admin.CreateTopic:input_type -> gantry.v1.CreateTopicRequest
-	20, // 27: gantry.v1.Admin.DeleteTopic:input_type -> gantry.v1.DeleteTopicRequest
-	22, // 28: gantry.v1.Admin.ListTopics:input_type -> gantry.v1.AdminListTopicsRequest
-	24, // 29: gantry.v1.Admin.TopicStatus:input_type -> gantry.v1.TopicStatusRequest
-	29, // 30: gantry.v1.Admin.CreateGroup:input_type -> gantry.v1.CreateGroupRequest
-	31, // 31: gantry.v1.Admin.DeleteGroup:input_type -> gantry.v1.DeleteGroupRequest
-	33, // 32: gantry.v1.Admin.ListGroups:input_type -> gantry.v1.ListGroupsRequest
-	35, // 33: gantry.v1.Admin.ConsumerProgress:input_type -> gantry.v1.ConsumerProgressRequest
-	48, // 34: gantry.v1.Admin.ConsumerConnection:input_type -> gantry.v1.ConsumerConnectionRequest
-	38, // 35: gantry.v1.Admin.ResetOffsetByTime:input_type -> gantry.v1.ResetOffsetByTimeRequest
-	40, // 36: gantry.v1.Admin.QueryMessageById:input_type -> gantry.v1.QueryMessageByIdRequest
-	41, // 37: gantry.v1.Admin.QueryMessageByKey:input_type -> gantry.v1.QueryMessageByKeyRequest
-	43, // 38: gantry.v1.Admin.BrokerStatus:input_type -> gantry.v1.BrokerStatusRequest
-	45, // 39: gantry.v1.Admin.HAStatus:input_type -> gantry.v1.HAStatusRequest
-	3,  // 40: gantry.v1.Admin.DLQList:input_type -> gantry.v1.DLQListRequest
-	5,  // 41: gantry.v1.Admin.DLQShow:input_type -> gantry.v1.DLQShowRequest
-	9,  // 42: gantry.v1.Admin.DLQResend:input_type -> gantry.v1.DLQResendRequest
-	13, // 43: gantry.v1.Admin.DLQExport:input_type -> gantry.v1.DLQExportRequest
-	15, // 44: gantry.v1.Admin.DLQPurge:input_type -> gantry.v1.DLQPurgeRequest
-	19, // 45: gantry.v1.Admin.CreateTopic:output_type -> gantry.v1.CreateTopicResponse
-	21, // 46: gantry.v1.Admin.DeleteTopic:output_type -> gantry.v1.DeleteTopicResponse
-	23, // 47: gantry.v1.Admin.ListTopics:output_type -> gantry.v1.AdminListTopicsResponse
-	26, // 48: gantry.v1.Admin.TopicStatus:output_type -> gantry.v1.TopicStatusResponse
-	30, // 49: gantry.v1.Admin.CreateGroup:output_type -> gantry.v1.CreateGroupResponse
-	32, // 50: gantry.v1.Admin.DeleteGroup:output_type -> gantry.v1.DeleteGroupResponse
-	34, // 51: gantry.v1.Admin.ListGroups:output_type -> gantry.v1.ListGroupsResponse
-	37, // 52: gantry.v1.Admin.ConsumerProgress:output_type -> gantry.v1.ConsumerProgressResponse
-	50, // 53: gantry.v1.Admin.ConsumerConnection:output_type -> gantry.v1.ConsumerConnectionResponse
-	39, // 54: gantry.v1.Admin.ResetOffsetByTime:output_type -> gantry.v1.ResetOffsetByTimeResponse
-	42, // 55: gantry.v1.Admin.QueryMessageById:output_type -> gantry.v1.QueryMessageResponse
-	42, // 56: gantry.v1.Admin.QueryMessageByKey:output_type -> gantry.v1.QueryMessageResponse
-	44, // 57: gantry.v1.Admin.BrokerStatus:output_type -> gantry.v1.BrokerStatusResponse
-	47, // 58: gantry.v1.Admin.HAStatus:output_type -> gantry.v1.HAStatusResponse
-	4,  // 59: gantry.v1.Admin.DLQList:output_type -> gantry.v1.DLQListResponse
-	8,  // 60: gantry.v1.Admin.DLQShow:output_type -> gantry.v1.DLQShowResponse
-	12, // 61: gantry.v1.Admin.DLQResend:output_type -> gantry.v1.DLQResendResponse
-	14, // 62: gantry.v1.Admin.DLQExport:output_type -> gantry.v1.DLQExportChunk
-	16, // 63: gantry.v1.Admin.DLQPurge:output_type -> gantry.v1.DLQPurgeResponse
-	45, // [45:64] is the sub-list for method output_type
-	26, // [26:45] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	0,  // 0: gantry.v1.UserInfo.rules:type_name -> gantry.v1.AclRule
+	1,  // 1: gantry.v1.ListUsersResponse.users:type_name -> gantry.v1.UserInfo
+	1,  // 2: gantry.v1.GetUserResponse.user:type_name -> gantry.v1.UserInfo
+	0,  // 3: gantry.v1.CreateAclRequest.rules:type_name -> gantry.v1.AclRule
+	0,  // 4: gantry.v1.UpdateAclRequest.rules:type_name -> gantry.v1.AclRule
+	0,  // 5: gantry.v1.AclEntry.rule:type_name -> gantry.v1.AclRule
+	19, // 6: gantry.v1.ListAclResponse.entries:type_name -> gantry.v1.AclEntry
+	21, // 7: gantry.v1.DLQSelection.filter:type_name -> gantry.v1.DLQFilter
+	21, // 8: gantry.v1.DLQListRequest.filter:type_name -> gantry.v1.DLQFilter
+	23, // 9: gantry.v1.DLQListResponse.entries:type_name -> gantry.v1.DLQEntry
+	23, // 10: gantry.v1.DLQShowResponse.entry:type_name -> gantry.v1.DLQEntry
+	27, // 11: gantry.v1.DLQShowResponse.properties:type_name -> gantry.v1.DLQProperty
+	28, // 12: gantry.v1.DLQShowResponse.history:type_name -> gantry.v1.DLQEvent
+	22, // 13: gantry.v1.DLQResendRequest.selection:type_name -> gantry.v1.DLQSelection
+	31, // 14: gantry.v1.DLQResendResponse.resent:type_name -> gantry.v1.DLQResent
+	32, // 15: gantry.v1.DLQResendResponse.failed:type_name -> gantry.v1.DLQResendFailure
+	21, // 16: gantry.v1.DLQExportRequest.filter:type_name -> gantry.v1.DLQFilter
+	22, // 17: gantry.v1.DLQPurgeRequest.selection:type_name -> gantry.v1.DLQSelection
+	72, // 18: gantry.v1.TopicConfig.attributes:type_name -> gantry.v1.TopicConfig.AttributesEntry
+	38, // 19: gantry.v1.CreateTopicRequest.topic:type_name -> gantry.v1.TopicConfig
+	38, // 20: gantry.v1.AdminListTopicsResponse.topics:type_name -> gantry.v1.TopicConfig
+	46, // 21: gantry.v1.TopicStatusResponse.queues:type_name -> gantry.v1.QueueStatus
+	49, // 22: gantry.v1.GroupConfig.retry_policy:type_name -> gantry.v1.RetryPolicy
+	48, // 23: gantry.v1.CreateGroupRequest.group:type_name -> gantry.v1.GroupConfig
+	48, // 24: gantry.v1.ListGroupsResponse.groups:type_name -> gantry.v1.GroupConfig
+	57, // 25: gantry.v1.ConsumerProgressResponse.queues:type_name -> gantry.v1.QueueProgress
+	73, // 26: gantry.v1.ResetOffsetByTimeResponse.offsets:type_name -> gantry.v1.ResetOffsetByTimeResponse.OffsetsEntry
+	74, // 27: gantry.v1.BrokerStatusResponse.status:type_name -> gantry.v1.BrokerStatusResponse.StatusEntry
+	67, // 28: gantry.v1.HAStatusResponse.slaves:type_name -> gantry.v1.HASlave
+	75, // 29: gantry.v1.ConsumerConnection.model:type_name -> gantry.v1.ConsumeModel
+	76, // 30: gantry.v1.ConsumerConnection.subscriptions:type_name -> gantry.v1.Subscription
+	77, // 31: gantry.v1.ConsumerConnection.assigned:type_name -> gantry.v1.QueueRef
+	70, // 32: gantry.v1.ConsumerConnectionResponse.connections:type_name -> gantry.v1.ConsumerConnection
+	39, // 33: gantry.v1.Admin.CreateTopic:input_type -> gantry.v1.CreateTopicRequest
+	41, // 34: gantry.v1.Admin.DeleteTopic:input_type -> gantry.v1.DeleteTopicRequest
+	43, // 35: gantry.v1.Admin.ListTopics:input_type -> gantry.v1.AdminListTopicsRequest
+	45, // 36: gantry.v1.Admin.TopicStatus:input_type -> gantry.v1.TopicStatusRequest
+	50, // 37: gantry.v1.Admin.CreateGroup:input_type -> gantry.v1.CreateGroupRequest
+	52, // 38: gantry.v1.Admin.DeleteGroup:input_type -> gantry.v1.DeleteGroupRequest
+	54, // 39: gantry.v1.Admin.ListGroups:input_type -> gantry.v1.ListGroupsRequest
+	56, // 40: gantry.v1.Admin.ConsumerProgress:input_type -> gantry.v1.ConsumerProgressRequest
+	69, // 41: gantry.v1.Admin.ConsumerConnection:input_type -> gantry.v1.ConsumerConnectionRequest
+	59, // 42: gantry.v1.Admin.ResetOffsetByTime:input_type -> gantry.v1.ResetOffsetByTimeRequest
+	61, // 43: gantry.v1.Admin.QueryMessageById:input_type -> gantry.v1.QueryMessageByIdRequest
+	62, // 44: gantry.v1.Admin.QueryMessageByKey:input_type -> gantry.v1.QueryMessageByKeyRequest
+	64, // 45: gantry.v1.Admin.BrokerStatus:input_type -> gantry.v1.BrokerStatusRequest
+	66, // 46: gantry.v1.Admin.HAStatus:input_type -> gantry.v1.HAStatusRequest
+	24, // 47: gantry.v1.Admin.DLQList:input_type -> gantry.v1.DLQListRequest
+	26, // 48: gantry.v1.Admin.DLQShow:input_type -> gantry.v1.DLQShowRequest
+	30, // 49: gantry.v1.Admin.DLQResend:input_type -> gantry.v1.DLQResendRequest
+	34, // 50: gantry.v1.Admin.DLQExport:input_type -> gantry.v1.DLQExportRequest
+	36, // 51: gantry.v1.Admin.DLQPurge:input_type -> gantry.v1.DLQPurgeRequest
+	2,  // 52: gantry.v1.Admin.CreateUser:input_type -> gantry.v1.CreateUserRequest
+	4,  // 53: gantry.v1.Admin.UpdateUser:input_type -> gantry.v1.UpdateUserRequest
+	6,  // 54: gantry.v1.Admin.DeleteUser:input_type -> gantry.v1.DeleteUserRequest
+	8,  // 55: gantry.v1.Admin.ListUsers:input_type -> gantry.v1.ListUsersRequest
+	10, // 56: gantry.v1.Admin.GetUser:input_type -> gantry.v1.GetUserRequest
+	12, // 57: gantry.v1.Admin.CreateAcl:input_type -> gantry.v1.CreateAclRequest
+	14, // 58: gantry.v1.Admin.UpdateAcl:input_type -> gantry.v1.UpdateAclRequest
+	16, // 59: gantry.v1.Admin.DeleteAcl:input_type -> gantry.v1.DeleteAclRequest
+	18, // 60: gantry.v1.Admin.ListAcl:input_type -> gantry.v1.ListAclRequest
+	40, // 61: gantry.v1.Admin.CreateTopic:output_type -> gantry.v1.CreateTopicResponse
+	42, // 62: gantry.v1.Admin.DeleteTopic:output_type -> gantry.v1.DeleteTopicResponse
+	44, // 63: gantry.v1.Admin.ListTopics:output_type -> gantry.v1.AdminListTopicsResponse
+	47, // 64: gantry.v1.Admin.TopicStatus:output_type -> gantry.v1.TopicStatusResponse
+	51, // 65: gantry.v1.Admin.CreateGroup:output_type -> gantry.v1.CreateGroupResponse
+	53, // 66: gantry.v1.Admin.DeleteGroup:output_type -> gantry.v1.DeleteGroupResponse
+	55, // 67: gantry.v1.Admin.ListGroups:output_type -> gantry.v1.ListGroupsResponse
+	58, // 68: gantry.v1.Admin.ConsumerProgress:output_type -> gantry.v1.ConsumerProgressResponse
+	71, // 69: gantry.v1.Admin.ConsumerConnection:output_type -> gantry.v1.ConsumerConnectionResponse
+	60, // 70: gantry.v1.Admin.ResetOffsetByTime:output_type -> gantry.v1.ResetOffsetByTimeResponse
+	63, // 71: gantry.v1.Admin.QueryMessageById:output_type -> gantry.v1.QueryMessageResponse
+	63, // 72: gantry.v1.Admin.QueryMessageByKey:output_type -> gantry.v1.QueryMessageResponse
+	65, // 73: gantry.v1.Admin.BrokerStatus:output_type -> gantry.v1.BrokerStatusResponse
+	68, // 74: gantry.v1.Admin.HAStatus:output_type -> gantry.v1.HAStatusResponse
+	25, // 75: gantry.v1.Admin.DLQList:output_type -> gantry.v1.DLQListResponse
+	29, // 76: gantry.v1.Admin.DLQShow:output_type -> gantry.v1.DLQShowResponse
+	33, // 77: gantry.v1.Admin.DLQResend:output_type -> gantry.v1.DLQResendResponse
+	35, // 78: gantry.v1.Admin.DLQExport:output_type -> gantry.v1.DLQExportChunk
+	37, // 79: gantry.v1.Admin.DLQPurge:output_type -> gantry.v1.DLQPurgeResponse
+	3,  // 80: gantry.v1.Admin.CreateUser:output_type -> gantry.v1.CreateUserResponse
+	5,  // 81: gantry.v1.Admin.UpdateUser:output_type -> gantry.v1.UpdateUserResponse
+	7,  // 82: gantry.v1.Admin.DeleteUser:output_type -> gantry.v1.DeleteUserResponse
+	9,  // 83: gantry.v1.Admin.ListUsers:output_type -> gantry.v1.ListUsersResponse
+	11, // 84: gantry.v1.Admin.GetUser:output_type -> gantry.v1.GetUserResponse
+	13, // 85: gantry.v1.Admin.CreateAcl:output_type -> gantry.v1.CreateAclResponse
+	15, // 86: gantry.v1.Admin.UpdateAcl:output_type -> gantry.v1.UpdateAclResponse
+	17, // 87: gantry.v1.Admin.DeleteAcl:output_type -> gantry.v1.DeleteAclResponse
+	20, // 88: gantry.v1.Admin.ListAcl:output_type -> gantry.v1.ListAclResponse
+	61, // [61:89] is the sub-list for method output_type
+	33, // [33:61] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_admin_proto_init() }
@@ -3379,7 +4497,7 @@ func file_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_admin_proto_rawDesc), len(file_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   54,
+			NumMessages:   75,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

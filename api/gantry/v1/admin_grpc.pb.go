@@ -38,6 +38,15 @@ const (
 	Admin_DLQResend_FullMethodName          = "/gantry.v1.Admin/DLQResend"
 	Admin_DLQExport_FullMethodName          = "/gantry.v1.Admin/DLQExport"
 	Admin_DLQPurge_FullMethodName           = "/gantry.v1.Admin/DLQPurge"
+	Admin_CreateUser_FullMethodName         = "/gantry.v1.Admin/CreateUser"
+	Admin_UpdateUser_FullMethodName         = "/gantry.v1.Admin/UpdateUser"
+	Admin_DeleteUser_FullMethodName         = "/gantry.v1.Admin/DeleteUser"
+	Admin_ListUsers_FullMethodName          = "/gantry.v1.Admin/ListUsers"
+	Admin_GetUser_FullMethodName            = "/gantry.v1.Admin/GetUser"
+	Admin_CreateAcl_FullMethodName          = "/gantry.v1.Admin/CreateAcl"
+	Admin_UpdateAcl_FullMethodName          = "/gantry.v1.Admin/UpdateAcl"
+	Admin_DeleteAcl_FullMethodName          = "/gantry.v1.Admin/DeleteAcl"
+	Admin_ListAcl_FullMethodName            = "/gantry.v1.Admin/ListAcl"
 )
 
 // AdminClient is the client API for Admin service.
@@ -90,6 +99,26 @@ type AdminClient interface {
 	DLQExport(ctx context.Context, in *DLQExportRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[DLQExportChunk], error)
 	// DLQPurge hides dead letters for good.
 	DLQPurge(ctx context.Context, in *DLQPurgeRequest, opts ...grpc.CallOption) (*DLQPurgeResponse, error)
+	// CreateUser adds a user (mqadmin createUser).
+	CreateUser(ctx context.Context, in *CreateUserRequest, opts ...grpc.CallOption) (*CreateUserResponse, error)
+	// UpdateUser changes a user's secret key, role or both; its rules stay.
+	UpdateUser(ctx context.Context, in *UpdateUserRequest, opts ...grpc.CallOption) (*UpdateUserResponse, error)
+	// DeleteUser removes a user and its rules.
+	DeleteUser(ctx context.Context, in *DeleteUserRequest, opts ...grpc.CallOption) (*DeleteUserResponse, error)
+	// ListUsers returns the users, sorted by access key, without secrets.
+	ListUsers(ctx context.Context, in *ListUsersRequest, opts ...grpc.CallOption) (*ListUsersResponse, error)
+	// GetUser returns one user without its secret.
+	GetUser(ctx context.Context, in *GetUserRequest, opts ...grpc.CallOption) (*GetUserResponse, error)
+	// CreateAcl adds rules to a user: a resource the user has a rule on
+	// already is ALREADY_EXISTS (UpdateAcl replaces it).
+	CreateAcl(ctx context.Context, in *CreateAclRequest, opts ...grpc.CallOption) (*CreateAclResponse, error)
+	// UpdateAcl sets a user's rules on their resources, replacing the rule
+	// a resource has and adding the others.
+	UpdateAcl(ctx context.Context, in *UpdateAclRequest, opts ...grpc.CallOption) (*UpdateAclResponse, error)
+	// DeleteAcl removes a user's rules on resources, or all its rules.
+	DeleteAcl(ctx context.Context, in *DeleteAclRequest, opts ...grpc.CallOption) (*DeleteAclResponse, error)
+	// ListAcl returns rules, by user then in the user's order.
+	ListAcl(ctx context.Context, in *ListAclRequest, opts ...grpc.CallOption) (*ListAclResponse, error)
 }
 
 type adminClient struct {
@@ -299,6 +328,96 @@ func (c *adminClient) DLQPurge(ctx context.Context, in *DLQPurgeRequest, opts ..
 	return out, nil
 }
 
+func (c *adminClient) CreateUser(ctx context.Context, in *CreateUserRequest, opts ...grpc.CallOption) (*CreateUserResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateUserResponse)
+	err := c.cc.Invoke(ctx, Admin_CreateUser_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) UpdateUser(ctx context.Context, in *UpdateUserRequest, opts ...grpc.CallOption) (*UpdateUserResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateUserResponse)
+	err := c.cc.Invoke(ctx, Admin_UpdateUser_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) DeleteUser(ctx context.Context, in *DeleteUserRequest, opts ...grpc.CallOption) (*DeleteUserResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteUserResponse)
+	err := c.cc.Invoke(ctx, Admin_DeleteUser_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) ListUsers(ctx context.Context, in *ListUsersRequest, opts ...grpc.CallOption) (*ListUsersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListUsersResponse)
+	err := c.cc.Invoke(ctx, Admin_ListUsers_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) GetUser(ctx context.Context, in *GetUserRequest, opts ...grpc.CallOption) (*GetUserResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetUserResponse)
+	err := c.cc.Invoke(ctx, Admin_GetUser_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) CreateAcl(ctx context.Context, in *CreateAclRequest, opts ...grpc.CallOption) (*CreateAclResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateAclResponse)
+	err := c.cc.Invoke(ctx, Admin_CreateAcl_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) UpdateAcl(ctx context.Context, in *UpdateAclRequest, opts ...grpc.CallOption) (*UpdateAclResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateAclResponse)
+	err := c.cc.Invoke(ctx, Admin_UpdateAcl_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) DeleteAcl(ctx context.Context, in *DeleteAclRequest, opts ...grpc.CallOption) (*DeleteAclResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteAclResponse)
+	err := c.cc.Invoke(ctx, Admin_DeleteAcl_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) ListAcl(ctx context.Context, in *ListAclRequest, opts ...grpc.CallOption) (*ListAclResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListAclResponse)
+	err := c.cc.Invoke(ctx, Admin_ListAcl_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -349,6 +468,26 @@ type AdminServer interface {
 	DLQExport(*DLQExportRequest, grpc.ServerStreamingServer[DLQExportChunk]) error
 	// DLQPurge hides dead letters for good.
 	DLQPurge(context.Context, *DLQPurgeRequest) (*DLQPurgeResponse, error)
+	// CreateUser adds a user (mqadmin createUser).
+	CreateUser(context.Context, *CreateUserRequest) (*CreateUserResponse, error)
+	// UpdateUser changes a user's secret key, role or both; its rules stay.
+	UpdateUser(context.Context, *UpdateUserRequest) (*UpdateUserResponse, error)
+	// DeleteUser removes a user and its rules.
+	DeleteUser(context.Context, *DeleteUserRequest) (*DeleteUserResponse, error)
+	// ListUsers returns the users, sorted by access key, without secrets.
+	ListUsers(context.Context, *ListUsersRequest) (*ListUsersResponse, error)
+	// GetUser returns one user without its secret.
+	GetUser(context.Context, *GetUserRequest) (*GetUserResponse, error)
+	// CreateAcl adds rules to a user: a resource the user has a rule on
+	// already is ALREADY_EXISTS (UpdateAcl replaces it).
+	CreateAcl(context.Context, *CreateAclRequest) (*CreateAclResponse, error)
+	// UpdateAcl sets a user's rules on their resources, replacing the rule
+	// a resource has and adding the others.
+	UpdateAcl(context.Context, *UpdateAclRequest) (*UpdateAclResponse, error)
+	// DeleteAcl removes a user's rules on resources, or all its rules.
+	DeleteAcl(context.Context, *DeleteAclRequest) (*DeleteAclResponse, error)
+	// ListAcl returns rules, by user then in the user's order.
+	ListAcl(context.Context, *ListAclRequest) (*ListAclResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -415,6 +554,33 @@ func (UnimplementedAdminServer) DLQExport(*DLQExportRequest, grpc.ServerStreamin
 }
 func (UnimplementedAdminServer) DLQPurge(context.Context, *DLQPurgeRequest) (*DLQPurgeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DLQPurge not implemented")
+}
+func (UnimplementedAdminServer) CreateUser(context.Context, *CreateUserRequest) (*CreateUserResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateUser not implemented")
+}
+func (UnimplementedAdminServer) UpdateUser(context.Context, *UpdateUserRequest) (*UpdateUserResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateUser not implemented")
+}
+func (UnimplementedAdminServer) DeleteUser(context.Context, *DeleteUserRequest) (*DeleteUserResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteUser not implemented")
+}
+func (UnimplementedAdminServer) ListUsers(context.Context, *ListUsersRequest) (*ListUsersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListUsers not implemented")
+}
+func (UnimplementedAdminServer) GetUser(context.Context, *GetUserRequest) (*GetUserResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetUser not implemented")
+}
+func (UnimplementedAdminServer) CreateAcl(context.Context, *CreateAclRequest) (*CreateAclResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateAcl not implemented")
+}
+func (UnimplementedAdminServer) UpdateAcl(context.Context, *UpdateAclRequest) (*UpdateAclResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateAcl not implemented")
+}
+func (UnimplementedAdminServer) DeleteAcl(context.Context, *DeleteAclRequest) (*DeleteAclResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteAcl not implemented")
+}
+func (UnimplementedAdminServer) ListAcl(context.Context, *ListAclRequest) (*ListAclResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListAcl not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -772,6 +938,168 @@ func _Admin_DLQPurge_Handler(srv interface{}, ctx context.Context, dec func(inte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_CreateUser_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateUserRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).CreateUser(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_CreateUser_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).CreateUser(ctx, req.(*CreateUserRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_UpdateUser_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateUserRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).UpdateUser(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_UpdateUser_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).UpdateUser(ctx, req.(*UpdateUserRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_DeleteUser_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteUserRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).DeleteUser(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_DeleteUser_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).DeleteUser(ctx, req.(*DeleteUserRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_ListUsers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListUsersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ListUsers(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_ListUsers_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ListUsers(ctx, req.(*ListUsersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_GetUser_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetUserRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).GetUser(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_GetUser_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).GetUser(ctx, req.(*GetUserRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_CreateAcl_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateAclRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).CreateAcl(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_CreateAcl_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).CreateAcl(ctx, req.(*CreateAclRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_UpdateAcl_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateAclRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).UpdateAcl(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_UpdateAcl_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).UpdateAcl(ctx, req.(*UpdateAclRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_DeleteAcl_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteAclRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).DeleteAcl(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_DeleteAcl_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).DeleteAcl(ctx, req.(*DeleteAclRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_ListAcl_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListAclRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ListAcl(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_ListAcl_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ListAcl(ctx, req.(*ListAclRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -850,6 +1178,42 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DLQPurge",
 			Handler:    _Admin_DLQPurge_Handler,
+		},
+		{
+			MethodName: "CreateUser",
+			Handler:    _Admin_CreateUser_Handler,
+		},
+		{
+			MethodName: "UpdateUser",
+			Handler:    _Admin_UpdateUser_Handler,
+		},
+		{
+			MethodName: "DeleteUser",
+			Handler:    _Admin_DeleteUser_Handler,
+		},
+		{
+			MethodName: "ListUsers",
+			Handler:    _Admin_ListUsers_Handler,
+		},
+		{
+			MethodName: "GetUser",
+			Handler:    _Admin_GetUser_Handler,
+		},
+		{
+			MethodName: "CreateAcl",
+			Handler:    _Admin_CreateAcl_Handler,
+		},
+		{
+			MethodName: "UpdateAcl",
+			Handler:    _Admin_UpdateAcl_Handler,
+		},
+		{
+			MethodName: "DeleteAcl",
+			Handler:    _Admin_DeleteAcl_Handler,
+		},
+		{
+			MethodName: "ListAcl",
+			Handler:    _Admin_ListAcl_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
