@@ -104,7 +104,10 @@ func TestWireRefusesMalformed(t *testing.T) {
 		{"hello: unknown flags", func() error { _, err := replication.DecodeHello(set(hello, 6, 2)); return err }, "hello flags 0x2, want 0 or 0x1"},
 		{"hello: signed without a proof", func() error { _, err := replication.DecodeHello(set(hello, 6, 1)); return err }, "signed hello cut in its nonce"},
 		{"hello: unsigned with more bytes", func() error { _, err := replication.DecodeHello(append(bytes.Clone(hello), 0)); return err }, "unsigned hello of 37 bytes"},
-		{"hello: proof cut", func() error { _, err := replication.DecodeHello(signedHelloBytes[:len(signedHelloBytes)-1]); return err }, "signed hello cut in its authorization"},
+		{"hello: proof cut", func() error {
+			_, err := replication.DecodeHello(signedHelloBytes[:len(signedHelloBytes)-1])
+			return err
+		}, "signed hello cut in its authorization"},
 		{"hello: bytes after the proof", func() error { _, err := replication.DecodeHello(append(bytes.Clone(signedHelloBytes), 0)); return err }, "1 bytes after the hello's proof"},
 		{"hello: authorization too long", func() error {
 			b := append(set(hello, 6, 1), make([]byte, replication.NonceSize+1)...)
