@@ -105,7 +105,8 @@ func TestDevRefusesNegativeProcs(t *testing.T) {
 // gantry dev listens on loopback only, unless told otherwise.
 func TestDevBindsLoopback(t *testing.T) {
 	flags := newDevCmd().Flags()
-	for _, name := range []string{"namesrv-listen", "namesrv-remoting-listen", "broker-listen", "broker-remoting-listen", "http-listen"} {
+	for _, name := range []string{"namesrv-listen", "namesrv-remoting-listen", "broker-listen", "broker-remoting-listen", "http-listen",
+		"controller-listen", "controller-raft-listen"} {
 		f := flags.Lookup(name)
 		require.NotNil(t, f, name)
 		assert.True(t, strings.HasPrefix(f.DefValue, "127.0.0.1:"), "--%s defaults to %s", name, f.DefValue)
