@@ -106,7 +106,7 @@ func checkExposure(cfg Config, bc broker.Config) error {
 			beyond = exposure.Beyond(addr)
 		}
 		if beyond {
-			open = append(open, fmt.Sprintf("%s on %s", p.what, addr))
+			open = append(open, fmt.Sprintf("%s on %s", p.what, exposure.Name(addr)))
 		}
 	}
 	if len(open) == 0 {

@@ -102,8 +102,13 @@ func TestDevRefusesNegativeProcs(t *testing.T) {
 	assert.Contains(t, errOut.String(), "--procs -1: want 0 (the default) or more")
 }
 
-// gantry dev listens on loopback only, unless told otherwise.
+// gantry dev listens on loopback only: its defaults are loopback
+// addresses, and it refuses others (it runs without authentication).
 func TestDevBindsLoopback(t *testing.T) {
+	code, _, errOut := execute(t, "dev", "--dir", t.TempDir(), "--broker-listen", "0.0.0.0:0")
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, errOut, "--broker-listen 0.0.0.0:0 (every interface): gantry dev runs without authentication and listens on loopback only")
+
 	flags := newDevCmd().Flags()
 	for _, name := range []string{"namesrv-listen", "namesrv-remoting-listen", "broker-listen", "broker-remoting-listen", "http-listen",
 		"controller-listen", "controller-raft-listen"} {

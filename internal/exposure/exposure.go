@@ -55,3 +55,16 @@ func BeyondAddr(a net.Addr) bool {
 	ip, ok := netip.AddrFromSlice(tcp.IP)
 	return !ok || !ip.Unmap().IsLoopback()
 }
+
+// Name is addr as a refusal names it: a wildcard one says it listens on
+// every interface.
+func Name(addr string) string {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	if ip, err := netip.ParseAddr(host); host == "" || err == nil && ip.IsUnspecified() {
+		return addr + " (every interface)"
+	}
+	return addr
+}

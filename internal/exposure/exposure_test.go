@@ -42,3 +42,10 @@ func TestBeyondAddr(t *testing.T) {
 	assert.False(t, exposure.BeyondAddr(&net.TCPAddr{IP: net.ParseIP("::ffff:127.0.0.1"), Port: 1}))
 	assert.True(t, exposure.BeyondAddr(&net.UnixAddr{Name: "/tmp/x", Net: "unix"}))
 }
+
+func TestName(t *testing.T) {
+	assert.Equal(t, ":9876 (every interface)", exposure.Name(":9876"))
+	assert.Equal(t, "0.0.0.0:9876 (every interface)", exposure.Name("0.0.0.0:9876"))
+	assert.Equal(t, "[::]:9876 (every interface)", exposure.Name("[::]:9876"))
+	assert.Equal(t, "10.0.0.5:9876", exposure.Name("10.0.0.5:9876"))
+}
