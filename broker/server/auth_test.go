@@ -65,11 +65,19 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// wildcardAddr is a loopback listener that reports the wildcard address
+// 0.0.0.0 with its port, as one listening on every interface does: the
+// test binds nothing beyond loopback (a wildcard port would take the
+// port from other tests' 127.0.0.x listeners).
+type wildcardAddr struct{ net.Listener }
+
+func (w wildcardAddr) Addr() net.Addr {
+	return &net.TCPAddr{IP: net.IPv4zero, Port: w.Listener.Addr().(*net.TCPAddr).Port}
+}
+
 func wildcard(t *testing.T) net.Listener {
 	t.Helper()
-	lis, err := net.Listen("tcp", "0.0.0.0:0")
-	require.NoError(t, err)
-	return lis
+	return wildcardAddr{loopback(t)}
 }
 
 // A broker with authentication off refuses to listen beyond loopback,
@@ -81,6 +89,7 @@ func TestBrokerRefusesOpenPortsWithoutAuth(t *testing.T) {
 		cfg := server.Config{Broker: bc}
 		if len(lis) == 3 {
 			cfg.GRPCListener, cfg.HTTPListener, cfg.RemotingListener = lis[0], lis[1], lis[2]
+			cfg.HAListener = loopback(t)
 		}
 		s, err := server.Start(t.Context(), cfg)
 		if err == nil {

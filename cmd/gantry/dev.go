@@ -82,7 +82,7 @@ master role to another broker (gantry admin electMaster).`,
 					replicas, maxDevReplicas, maxDevReplicas-1)}
 			}
 			if err := devLoopback([]listenAddr{{"--namesrv-listen", nsListen}, {"--namesrv-remoting-listen", nsRemoting},
-				{"--broker-listen", brokerList}, {"--broker-remoting-listen", brokerRemoting},
+				{"--broker-listen", brokerList}, {"--broker-remoting-listen", brokerRemoting}, {"--http-listen", httpListen},
 				{"--controller-listen", ctlListen}, {"--controller-raft-listen", ctlRaft}}); err != nil {
 				return &exitError{code: exitUsage, err: err}
 			}
