@@ -21,6 +21,21 @@ type Config struct {
 	// Logger receives registrations, topic changes, expiry and disconnects.
 	// Default: discard.
 	Logger *slog.Logger
+
+	// AuthenticationEnabled (gantry namesrv --auth): registrations need a
+	// cluster user of ACLFile, topic deletions an admin; routes, cluster
+	// info and the topic list stay public, but a request signed wrongly is
+	// refused (docs/SECURITY.md, "Cluster"). NewServer refuses to start
+	// when ACLFile has no users. Default false: anyone who reaches the
+	// nameserver may register or unregister any broker.
+	AuthenticationEnabled bool
+	// ACLFile (--acl-file) is the users' file (JSON, docs/SECURITY.md,
+	// "Users and rules"), reloaded when it changes. Required with
+	// AuthenticationEnabled, refused without it (it would do nothing).
+	ACLFile string
+	// AuthWindow is how far a gRPC call's signing time may lie from the
+	// nameserver's clock, either way. Default 60 s.
+	AuthWindow time.Duration
 }
 
 const (
@@ -52,6 +67,15 @@ func (c Config) Validate() error {
 	}
 	if c.ScanInterval < 0 {
 		errs = append(errs, fmt.Errorf("nameserver: ScanInterval must not be negative, got %s", c.ScanInterval))
+	}
+	switch {
+	case c.AuthenticationEnabled && c.ACLFile == "":
+		errs = append(errs, errors.New("nameserver: AuthenticationEnabled without ACLFile: want the path of the users' file"))
+	case !c.AuthenticationEnabled && c.ACLFile != "":
+		errs = append(errs, fmt.Errorf("nameserver: ACLFile %s without AuthenticationEnabled: the users would check nothing; enable authentication or drop the file", c.ACLFile))
+	}
+	if c.AuthWindow < 0 || c.AuthWindow > 0 && c.AuthWindow < time.Second {
+		errs = append(errs, fmt.Errorf("nameserver: AuthWindow %s: want at least 1s", c.AuthWindow))
 	}
 	return errors.Join(errs...)
 }

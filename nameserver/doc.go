@@ -25,6 +25,12 @@
 // names (TopicRouteData, ClusterInfo); TopicRoute.ForRemoting gives the view a
 // RocketMQ client must see, with remoting addresses in brokerAddrs.
 //
+// Authentication (Config.AuthenticationEnabled, ACLFile): both front ends
+// check every request's signature and its class (MethodClass,
+// RemotingClass) before it reaches the Registry: a registration needs a
+// cluster user, a topic deletion an admin, queries nothing
+// (docs/SECURITY.md, "Cluster").
+//
 // Expiry: Run scans every Config.ScanInterval (default 10 s; RocketMQ's
 // scanNotActiveBroker runs every 5 s) and drops every broker not heard from
 // for Config.BrokerExpiry (default 120 s, RocketMQ's

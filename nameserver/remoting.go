@@ -6,6 +6,7 @@ import (
 	"errors"
 	"slices"
 
+	"github.com/gantrymq/gantry/auth"
 	"github.com/gantrymq/gantry/remoting"
 )
 
@@ -14,7 +15,7 @@ import (
 // serves it on every port, beside the gRPC service; on its own, serve it
 // with a remoting.Server:
 //
-//	srv, err := remoting.NewServer(remoting.Config{Logger: logger}, nameserver.NewRemotingHandler(reg))
+//	srv, err := remoting.NewServer(remoting.Config{Logger: logger}, nameserver.NewRemotingHandler(reg, nil))
 //	go srv.Serve(lis)
 //	defer srv.Close()
 //
@@ -30,16 +31,39 @@ import (
 // asks for TBW102 itself, which brokers with auto-creation on register
 // like any topic (perm 7), and sends there (docs/BROKER.md, "RocketMQ
 // clients").
-func NewRemotingHandler(reg *Registry) remoting.Handler {
+//
+// With guard (nil: authentication off), every request's ACL signature is
+// checked and its code's class (RemotingClass) authorized first: a
+// refusal is NO_PERMISSION naming why (docs/SECURITY.md, "Cluster").
+func NewRemotingHandler(reg *Registry, guard *auth.Guard) remoting.Handler {
 	h := remotingHandler{reg: reg}
 	mux := remoting.NewMux()
-	mux.HandleFunc(remoting.ReqGetRouteInfoByTopic, h.route)
-	mux.HandleFunc(remoting.ReqGetBrokerClusterInfo, h.clusterInfo)
-	mux.HandleFunc(remoting.ReqGetAllTopicListFromNameServer, h.topicList)
-	mux.HandleFunc(remoting.ReqDeleteTopicInNameServer, h.deleteTopic)
-	mux.HandleFunc(remoting.ReqRegisterBroker, registerOverGRPC)
-	mux.HandleFunc(remoting.ReqUnregisterBroker, registerOverGRPC)
-	return mux
+	for _, r := range remotingRoutes {
+		mux.HandleFunc(r.code, func(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command {
+			return r.handle(h, ctx, c, req)
+		})
+	}
+	if guard == nil {
+		return mux
+	}
+	return guardedRemoting{next: mux, guard: guard}
+}
+
+// remotingRoutes are the codes the nameserver handles, each with the right
+// it needs with authentication on: queries nothing, a topic deletion an
+// admin, a broker's (un)registration a cluster user (answered
+// REQUEST_CODE_NOT_SUPPORTED all the same: brokers register over gRPC).
+var remotingRoutes = []struct {
+	code   remoting.RequestCode
+	class  auth.Class
+	handle func(remotingHandler, context.Context, *remoting.Conn, *remoting.Command) *remoting.Command
+}{
+	{remoting.ReqGetRouteInfoByTopic, auth.ClassPublic, remotingHandler.route},
+	{remoting.ReqGetBrokerClusterInfo, auth.ClassPublic, remotingHandler.clusterInfo},
+	{remoting.ReqGetAllTopicListFromNameServer, auth.ClassPublic, remotingHandler.topicList},
+	{remoting.ReqDeleteTopicInNameServer, auth.ClassAdmin, remotingHandler.deleteTopic},
+	{remoting.ReqRegisterBroker, auth.ClassCluster, remotingHandler.registerOverGRPC},
+	{remoting.ReqUnregisterBroker, auth.ClassCluster, remotingHandler.registerOverGRPC},
 }
 
 type remotingHandler struct {
@@ -101,7 +125,7 @@ func (h remotingHandler) topicList(_ context.Context, _ *remoting.Conn, req *rem
 	}{topics})
 }
 
-func registerOverGRPC(_ context.Context, _ *remoting.Conn, req *remoting.Command) *remoting.Command {
+func (remotingHandler) registerOverGRPC(_ context.Context, _ *remoting.Conn, req *remoting.Command) *remoting.Command {
 	return remoting.ErrorResponse(req, remoting.ResRequestCodeNotSupported,
 		"request code %d (%s) is not supported by Gantry: brokers register with the nameserver over gRPC", req.Code, req.RequestCode().Name())
 }

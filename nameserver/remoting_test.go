@@ -22,7 +22,7 @@ import (
 // the test ends.
 func startRemoting(t *testing.T, r *nameserver.Registry) string {
 	t.Helper()
-	srv, err := remoting.NewServer(remoting.Config{}, nameserver.NewRemotingHandler(r))
+	srv, err := remoting.NewServer(remoting.Config{}, nameserver.NewRemotingHandler(r, nil))
 	require.NoError(t, err)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	gantryv1 "github.com/gantrymq/gantry/api/gantry/v1"
+	"github.com/gantrymq/gantry/auth"
 	"github.com/gantrymq/gantry/internal/muxlisten"
 	"github.com/gantrymq/gantry/internal/streamx"
 	"github.com/gantrymq/gantry/remoting"
@@ -35,6 +36,8 @@ type Server struct {
 	log             *slog.Logger
 	conns           atomic.Int64
 	shutdown        chan struct{} // closed by Close: registration streams end
+	users           *auth.Store   // nil with authentication off
+	guard           *auth.Guard   // nil with authentication off
 
 	mu     sync.Mutex
 	closed bool
@@ -52,19 +55,31 @@ const MaxRequestBytes = 4 << 20
 
 // NewServer makes a nameserver and starts its expiry loop. Serve it on
 // listeners with Serve; Close stops it. opts are added to the gRPC
-// server's after a receive limit of MaxRequestBytes.
+// server's after a receive limit of MaxRequestBytes and, with
+// cfg.AuthenticationEnabled, the calls' authentication.
 func NewServer(cfg Config, opts ...grpc.ServerOption) (*Server, error) {
 	reg, err := NewRegistry(cfg)
 	if err != nil {
 		return nil, err
 	}
-	log := cfg.withDefaults().Logger
-	remotingServer, err := remoting.NewServer(remoting.Config{Logger: log}, NewRemotingHandler(reg))
+	cfg = cfg.withDefaults()
+	log := cfg.Logger
+	users, guard, err := openAuth(cfg)
 	if err != nil {
 		return nil, err
 	}
-	opts = append([]grpc.ServerOption{grpc.MaxRecvMsgSize(MaxRequestBytes), grpc.UnknownServiceHandler(notHere)}, opts...)
+	remotingServer, err := remoting.NewServer(remoting.Config{Logger: log}, NewRemotingHandler(reg, guard))
+	if err != nil {
+		if users != nil {
+			_ = users.Close()
+		}
+		return nil, err
+	}
+	opts = append(append([]grpc.ServerOption{grpc.MaxRecvMsgSize(MaxRequestBytes), grpc.UnknownServiceHandler(notHere)},
+		authOptions(guard)...), opts...)
 	s := &Server{
+		users:           users,
+		guard:           guard,
 		reg:             reg,
 		grpcServer:      grpc.NewServer(opts...),
 		remotingServer:  remotingServer,
@@ -90,6 +105,10 @@ func notHere(_ any, stream grpc.ServerStream) error {
 
 // Registry returns the server's registry.
 func (s *Server) Registry() *Registry { return s.reg }
+
+// Guard returns the server's authentication (nil when off: a nil
+// *auth.Guard allows everything), for a controller run beside it.
+func (s *Server) Guard() *auth.Guard { return s.guard }
 
 // Serve answers on lis until Close, then returns nil; it returns the
 // listener's error if it fails first. Every listener speaks both
@@ -151,6 +170,9 @@ func (s *Server) Close(ctx context.Context) error {
 		}
 		s.stop()
 		s.wg.Wait()
+		if s.users != nil {
+			_ = s.users.Close()
+		}
 	})
 	return nil
 }
@@ -180,6 +202,9 @@ func (s *Server) RegisterBroker(stream grpc.BidiStreamingServer[gantryv1.Registe
 		}
 		if r.Err != nil {
 			return r.Err
+		}
+		if err := s.stillCluster(ctx); err != nil {
+			return err
 		}
 		res, err := s.reg.Register(fromRequest(r.Value, conn))
 		if err != nil {

@@ -80,8 +80,34 @@ type MasterConfig struct {
 	// 1 s: a promoted slave lacks at most about that much of the master's
 	// last metadata changes (consumer offsets: a redelivery, not a loss).
 	MetaInterval time.Duration
+	// Authenticate, if set, decides whether a slave may replicate
+	// (docs/SECURITY.md, "Cluster"): it gets what the slave's hello signed
+	// (empty Date and Authorization for an unsigned hello) and the peer's
+	// address, and returns nil to admit it, else why not. The master
+	// refuses the slave with that reason before it reads any of its log,
+	// and remembers each admitted nonce for twice ReplayWindow, so that a
+	// captured hello cannot be replayed. Without it every slave is
+	// admitted, signed or not: the HA port then serves its log to anyone
+	// who reaches it.
+	Authenticate func(h SignedHello, from string) error
+	// ReplayWindow is how far from the master's clock Authenticate accepts
+	// a hello's date (the broker's authWindowMillis). Default 1 min.
+	ReplayWindow time.Duration
 	// Logger receives the master's logs. Default: discarded.
 	Logger *slog.Logger
+}
+
+// SignedHello is what MasterConfig.Authenticate checks: the content a
+// slave's hello signs (Hello.SignedContent) and the signature's gRPC
+// metadata values (auth.Users.VerifyGRPC with Content as the method).
+type SignedHello struct {
+	Content, Date, Authorization string
+}
+
+// HelloSigner signs a slave's hello, as it signs a gRPC call of a method
+// (an *auth.Signer).
+type HelloSigner interface {
+	SignGRPC(method string, now time.Time) (date, authorization string)
 }
 
 func (c MasterConfig) withDefaults() MasterConfig {
@@ -95,6 +121,7 @@ func (c MasterConfig) withDefaults() MasterConfig {
 	setDefault(&c.WriteTimeout, 20*time.Second)
 	setDefault(&c.HandshakeTimeout, 10*time.Second)
 	setDefault(&c.MetaInterval, time.Second)
+	setDefault(&c.ReplayWindow, time.Minute)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -123,6 +150,7 @@ func (c MasterConfig) Validate() error {
 	errs = append(errs, checkDurations(map[string]time.Duration{
 		"PollInterval": c.PollInterval, "HeartbeatInterval": c.HeartbeatInterval, "ReadTimeout": c.ReadTimeout,
 		"WriteTimeout": c.WriteTimeout, "HandshakeTimeout": c.HandshakeTimeout, "MetaInterval": c.MetaInterval,
+		"ReplayWindow": c.ReplayWindow,
 	}))
 	if c.ReadTimeout > 0 && c.HeartbeatInterval >= c.ReadTimeout {
 		errs = append(errs, fmt.Errorf("replication: HeartbeatInterval %s must be shorter than ReadTimeout %s", c.HeartbeatInterval, c.ReadTimeout))
@@ -178,6 +206,12 @@ type SlaveConfig struct {
 	// MaxMetaBytes bounds a metadata snapshot; a larger one is refused (the
 	// connection drops). Default DefaultMaxMetaBytes.
 	MaxMetaBytes int
+	// Signer, if set, signs each hello with the slave's cluster
+	// credentials (the broker's innerClientAuthenticationCredentials), as
+	// a master that authenticates its slaves requires (docs/SECURITY.md,
+	// "Cluster"). A master older than signed hellos closes the connection
+	// on one. nil: unsigned hellos.
+	Signer HelloSigner
 	// Logger receives the slave's logs. Default: discarded.
 	Logger *slog.Logger
 }
@@ -241,7 +275,7 @@ func checkFrameBytes(name string, n int) error {
 
 func checkDurations(ds map[string]time.Duration) error {
 	var errs []error
-	for _, name := range []string{"PollInterval", "HeartbeatInterval", "AckInterval", "ReadTimeout", "WriteTimeout", "HandshakeTimeout", "MetaInterval", "DialTimeout", "RetryMin", "RetryMax"} {
+	for _, name := range []string{"PollInterval", "HeartbeatInterval", "AckInterval", "ReadTimeout", "WriteTimeout", "HandshakeTimeout", "MetaInterval", "ReplayWindow", "DialTimeout", "RetryMin", "RetryMax"} {
 		if d, ok := ds[name]; ok && d <= 0 {
 			errs = append(errs, fmt.Errorf("replication: %s must be positive, got %s", name, d))
 		}

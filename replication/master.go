@@ -53,6 +53,9 @@ type Master struct {
 	wake      chan struct{} // closed and replaced by Notify while streams wait on it
 	waiting   bool          // a stream waits on wake
 	nextSes   uint64
+	// nonces are the signed hellos' nonces admitted within twice
+	// ReplayWindow, with when: a hello seen again is a replay.
+	nonces map[[NonceSize]byte]time.Time
 }
 
 // slaveState is what the master knows of one replica id. Guarded by
@@ -117,6 +120,7 @@ func NewMaster(cfg MasterConfig, src Source) (*Master, error) {
 		log:     cfg.Logger.With("component", "replication", "role", "master"),
 		ln:      ln,
 		slaves:  make(map[int64]*slaveState),
+		nonces:  make(map[[NonceSize]byte]time.Time),
 		changed: make(chan struct{}),
 		wake:    make(chan struct{}),
 	}
@@ -343,6 +347,14 @@ func (m *Master) handshake(conn net.Conn, addr string) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
+	if reason := m.authenticate(h, addr); reason != "" {
+		// Version 0 and zeros: a peer not admitted learns nothing of the
+		// log, and a slave reads the refusal without an epoch list.
+		if _, err := conn.Write(AppendWelcome(nil, Welcome{Reason: reason})); err != nil {
+			return nil, fmt.Errorf("replication: write refusal: %w", err)
+		}
+		return nil, &RefusedError{By: "master", Reason: reason}
+	}
 	w := Welcome{Version: Version, SegmentBytes: m.src.SegmentBytes(), End: m.src.MaxOffset(), Epoch: m.cfg.Epoch, Epochs: m.cfg.Epochs,
 		Start: m.src.MinOffset()}
 	s := &session{from: h.End, next: h.End}
@@ -374,6 +386,44 @@ func (m *Master) handshake(conn net.Conn, addr string) (*session, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// maxNonces bounds the nonces a master remembers: a handshake a second
+// for two minutes, far more than a group's slaves reconnect.
+const maxNonces = 4096
+
+// authenticate returns why MasterConfig.Authenticate refuses the hello's
+// sender, or "" (docs/SECURITY.md, "Cluster").
+func (m *Master) authenticate(h Hello, from string) string {
+	if m.cfg.Authenticate == nil {
+		return ""
+	}
+	var sh SignedHello
+	if p := h.Proof; p != nil {
+		sh = SignedHello{Content: h.SignedContent(p.Nonce), Date: p.Date, Authorization: p.Authorization}
+	}
+	if err := m.cfg.Authenticate(sh, from); err != nil {
+		return "authentication: " + err.Error()
+	}
+	if h.Proof == nil {
+		return ""
+	}
+	now := time.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, seen := m.nonces[h.Proof.Nonce]; seen {
+		return "authentication: the hello's nonce was seen before: a replayed hello"
+	}
+	for n, at := range m.nonces {
+		if now.Sub(at) > 2*m.cfg.ReplayWindow {
+			delete(m.nonces, n)
+		}
+	}
+	if len(m.nonces) >= maxNonces {
+		return fmt.Sprintf("authentication: %d hellos within twice the replay window (%s) already: try again later", maxNonces, m.cfg.ReplayWindow)
+	}
+	m.nonces[h.Proof.Nonce] = now
+	return ""
 }
 
 // admit returns why the master refuses a slave's hello, or "".

@@ -2,8 +2,10 @@ package replication
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"sync"
@@ -212,10 +214,21 @@ func (s *Slave) handshake(conn net.Conn, end int64) (Welcome, error) {
 	}
 	seg := s.dst.SegmentBytes()
 	hello := Hello{Version: Version, ReplicaID: s.cfg.ReplicaID, SegmentBytes: seg, End: end, MaxFrameBytes: uint32(s.cfg.MaxFrameBytes)}
+	if s.cfg.Signer != nil {
+		p := &HelloProof{}
+		if _, err := rand.Read(p.Nonce[:]); err != nil {
+			return Welcome{}, fmt.Errorf("replication: hello's nonce: %w", err)
+		}
+		p.Date, p.Authorization = s.cfg.Signer.SignGRPC(hello.SignedContent(p.Nonce), time.Now())
+		hello.Proof = p
+	}
 	if _, err := conn.Write(AppendHello(nil, hello)); err != nil {
 		return Welcome{}, fmt.Errorf("replication: send hello: %w", err)
 	}
 	w, err := ReadWelcome(conn)
+	if err != nil && hello.Proof != nil && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)) {
+		err = fmt.Errorf("%w (the master closed the connection after a signed hello: a master that predates signed hellos does so; upgrade it, docs/REPLICATION.md)", err)
+	}
 	if err == nil && w.Version == Version && end < w.Start { // nothing of the log is kept: no history to compare
 		return Welcome{}, &stopError{&ResyncNeededError{From: w.Start, End: end, Epochs: w.Epochs}}
 	}

@@ -12,8 +12,10 @@ import (
 
 // The HA port's protocol (docs/REPLICATION.md). All integers are big-endian.
 //
-//	hello   (slave → master, 36 bytes): [magic u32 "GHAS"][version u16][0 u16]
+//	hello   (slave → master, 36 bytes): [magic u32 "GHAS"][version u16][flags u16]
 //	        [replica id i64][segment bytes i64][log end i64][max frame body u32]
+//	        flags bit 0 (signed): a proof follows, [nonce 16 bytes][date length u8][date]
+//	        [authorization length u16][authorization] (HelloProof)
 //	welcome (master → slave, 32+n+4+12k bytes): [magic u32 "GHAM"][version u16][status u16]
 //	        [segment bytes i64][log end i64][epoch i32][reason length u16][0 u16][reason n bytes]
 //	        [epoch count u32][k × [epoch i32][start offset i64]] (the master's epoch list,
@@ -42,6 +44,14 @@ const (
 	// MaxReasonBytes bounds a refusal's reason on the wire; a longer one is
 	// cut when encoded and refused when decoded.
 	MaxReasonBytes = 1024
+
+	// NonceSize is the size of a signed hello's nonce, and
+	// MaxAuthorizationBytes bounds its authorization on the wire.
+	NonceSize             = 16
+	MaxAuthorizationBytes = 1024
+
+	// helloSigned is the hello flag of a proof following it.
+	helloSigned uint16 = 1
 
 	helloMagic   uint32 = 0x47484153 // "GHAS"
 	welcomeMagic uint32 = 0x4748414D // "GHAM"
@@ -89,6 +99,29 @@ type Hello struct {
 	SegmentBytes  int64  // the slave's log's segment size
 	End           int64  // the slave's log end: where the stream starts
 	MaxFrameBytes uint32 // the largest frame body the slave takes
+	// Proof, when set, signs the hello with the slave's cluster
+	// credentials (docs/SECURITY.md, "Cluster"); nil: an unsigned hello,
+	// the only kind before authentication.
+	Proof *HelloProof
+}
+
+// HelloProof is a signed hello's proof of identity: a fresh nonce, and
+// the signature of the hello's SignedContent as gRPC metadata values (the
+// auth package's SignGRPC with the content as the method), so that the
+// master checks it with the users, the clock window and the refusal
+// counters of its gRPC calls.
+type HelloProof struct {
+	Nonce         [NonceSize]byte
+	Date          string // Unix milliseconds in decimal, at most 255 bytes
+	Authorization string // at most MaxAuthorizationBytes
+}
+
+// SignedContent is what a slave signs in its hello: every field of the
+// hello and the proof's nonce, so that a proof is good for that hello
+// only. It never parses as a gRPC method.
+func (h Hello) SignedContent(nonce [NonceSize]byte) string {
+	return fmt.Sprintf("gantry-ha-hello/%d replica=%d segment=%d end=%d max-frame=%d nonce=%x",
+		h.Version, h.ReplicaID, h.SegmentBytes, h.End, h.MaxFrameBytes, nonce)
 }
 
 // Welcome is the master's answer to a Hello: a refusal when Reason is set.
@@ -116,28 +149,44 @@ type FrameHeader struct {
 	BodyLen uint32
 }
 
-// AppendHello appends h's encoding to b.
+// AppendHello appends h's encoding to b, its proof after it when set; a
+// date or authorization too long for the wire is cut (and then fails the
+// master's check).
 func AppendHello(b []byte, h Hello) []byte {
+	var flags uint16
+	if h.Proof != nil {
+		flags = helloSigned
+	}
 	b = binary.BigEndian.AppendUint32(b, helloMagic)
 	b = binary.BigEndian.AppendUint16(b, h.Version)
-	b = binary.BigEndian.AppendUint16(b, 0)
+	b = binary.BigEndian.AppendUint16(b, flags)
 	b = binary.BigEndian.AppendUint64(b, uint64(h.ReplicaID))
 	b = binary.BigEndian.AppendUint64(b, uint64(h.SegmentBytes))
 	b = binary.BigEndian.AppendUint64(b, uint64(h.End))
-	return binary.BigEndian.AppendUint32(b, h.MaxFrameBytes)
+	b = binary.BigEndian.AppendUint32(b, h.MaxFrameBytes)
+	if p := h.Proof; p != nil {
+		date, authz := p.Date[:min(len(p.Date), 255)], p.Authorization[:min(len(p.Authorization), MaxAuthorizationBytes)]
+		b = append(b, p.Nonce[:]...)
+		b = append(b, byte(len(date)))
+		b = append(b, date...)
+		b = binary.BigEndian.AppendUint16(b, uint16(len(authz)))
+		b = append(b, authz...)
+	}
+	return b
 }
 
-// DecodeHello decodes a hello from the HelloSize bytes of b. It checks the
-// framing only; what the master accepts is its own decision.
-func DecodeHello(b []byte) (Hello, error) {
+// decodeHelloHeader decodes the HelloSize bytes of a hello's fixed part
+// and reports whether a proof follows.
+func decodeHelloHeader(b []byte) (Hello, bool, error) {
 	if len(b) != HelloSize {
-		return Hello{}, fmt.Errorf("%w: hello of %d bytes, want %d", ErrProtocol, len(b), HelloSize)
+		return Hello{}, false, fmt.Errorf("%w: hello of %d bytes, want %d", ErrProtocol, len(b), HelloSize)
 	}
 	if m := binary.BigEndian.Uint32(b); m != helloMagic {
-		return Hello{}, fmt.Errorf("%w: hello magic %#x, want %#x (not a Gantry replica)", ErrProtocol, m, helloMagic)
+		return Hello{}, false, fmt.Errorf("%w: hello magic %#x, want %#x (not a Gantry replica)", ErrProtocol, m, helloMagic)
 	}
-	if r := binary.BigEndian.Uint16(b[6:]); r != 0 {
-		return Hello{}, fmt.Errorf("%w: hello's reserved field is %d, want 0", ErrProtocol, r)
+	flags := binary.BigEndian.Uint16(b[6:])
+	if flags&^helloSigned != 0 {
+		return Hello{}, false, fmt.Errorf("%w: hello flags %#x, want 0 or %#x (signed)", ErrProtocol, flags, helloSigned)
 	}
 	return Hello{
 		Version:       binary.BigEndian.Uint16(b[4:]),
@@ -145,16 +194,81 @@ func DecodeHello(b []byte) (Hello, error) {
 		SegmentBytes:  int64(binary.BigEndian.Uint64(b[16:])),
 		End:           int64(binary.BigEndian.Uint64(b[24:])),
 		MaxFrameBytes: binary.BigEndian.Uint32(b[32:]),
-	}, nil
+	}, flags&helloSigned != 0, nil
 }
 
-// ReadHello reads and decodes a hello from r.
+// readProof reads a signed hello's proof, its lengths checked before
+// anything is allocated for it.
+func readProof(r io.Reader) (*HelloProof, error) {
+	short := func(what string, err error) error {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return fmt.Errorf("%w: signed hello cut in its %s: %w", ErrProtocol, what, err)
+		}
+		return fmt.Errorf("replication: read hello's %s: %w", what, err)
+	}
+	p := &HelloProof{}
+	var head [NonceSize + 1]byte
+	if _, err := io.ReadFull(r, head[:]); err != nil {
+		return nil, short("nonce", err)
+	}
+	copy(p.Nonce[:], head[:NonceSize])
+	date := make([]byte, int(head[NonceSize])+2) // the date and the authorization's length
+	if _, err := io.ReadFull(r, date); err != nil {
+		return nil, short("date", err)
+	}
+	n := int(binary.BigEndian.Uint16(date[len(date)-2:]))
+	if n > MaxAuthorizationBytes {
+		return nil, fmt.Errorf("%w: signed hello announces an authorization of %d bytes, at most %d", ErrProtocol, n, MaxAuthorizationBytes)
+	}
+	authz := make([]byte, n)
+	if _, err := io.ReadFull(r, authz); err != nil {
+		return nil, short("authorization", err)
+	}
+	p.Date, p.Authorization = string(date[:len(date)-2]), string(authz)
+	return p, nil
+}
+
+// DecodeHello decodes a whole hello, b holding exactly its bytes: the
+// HelloSize bytes of its fixed part and, in a signed hello, its proof. It
+// checks the framing only; what the master accepts is its own decision.
+func DecodeHello(b []byte) (Hello, error) {
+	if len(b) < HelloSize {
+		return Hello{}, fmt.Errorf("%w: hello of %d bytes, want %d", ErrProtocol, len(b), HelloSize)
+	}
+	h, signed, err := decodeHelloHeader(b[:HelloSize])
+	if err != nil {
+		return Hello{}, err
+	}
+	if !signed {
+		if len(b) != HelloSize {
+			return Hello{}, fmt.Errorf("%w: unsigned hello of %d bytes, want %d", ErrProtocol, len(b), HelloSize)
+		}
+		return h, nil
+	}
+	r := bytes.NewReader(b[HelloSize:])
+	if h.Proof, err = readProof(r); err != nil {
+		return Hello{}, err
+	}
+	if r.Len() > 0 {
+		return Hello{}, fmt.Errorf("%w: %d bytes after the hello's proof", ErrProtocol, r.Len())
+	}
+	return h, nil
+}
+
+// ReadHello reads and decodes a hello from r, with its proof when signed.
 func ReadHello(r io.Reader) (Hello, error) {
 	var b [HelloSize]byte
 	if _, err := io.ReadFull(r, b[:]); err != nil {
 		return Hello{}, fmt.Errorf("replication: read hello: %w", err)
 	}
-	return DecodeHello(b[:])
+	h, signed, err := decodeHelloHeader(b[:])
+	if err == nil && signed {
+		h.Proof, err = readProof(r)
+	}
+	if err != nil {
+		return Hello{}, err
+	}
+	return h, nil
 }
 
 // AppendWelcome appends w's encoding to b; a reason longer than

@@ -22,6 +22,17 @@ func TestWireRoundTrips(t *testing.T) {
 	got, err := replication.ReadHello(bytes.NewReader(b))
 	require.NoError(t, err)
 	assert.Equal(t, h, got)
+	signed := h
+	signed.Proof = &replication.HelloProof{Nonce: [replication.NonceSize]byte{1, 2, 3}, Date: "1700000000000", Authorization: "GANTRY-HMAC-SHA256 Credential=ak, Signature=x"}
+	b = replication.AppendHello(nil, signed)
+	require.Len(t, b, replication.HelloSize+replication.NonceSize+1+13+2+len(signed.Proof.Authorization))
+	got, err = replication.ReadHello(bytes.NewReader(b))
+	require.NoError(t, err)
+	assert.Equal(t, signed, got)
+	got, err = replication.DecodeHello(b)
+	require.NoError(t, err)
+	assert.Equal(t, signed, got)
+	assert.NotEqual(t, h.SignedContent([replication.NonceSize]byte{1}), h.SignedContent([replication.NonceSize]byte{2}), "the nonce is signed")
 
 	three := []epoch.Entry{{Epoch: 1, StartOffset: 0}, {Epoch: 2, StartOffset: 4096}, {Epoch: 4, StartOffset: 4096}}
 	for _, w := range []replication.Welcome{
@@ -61,6 +72,10 @@ func TestWireRoundTrips(t *testing.T) {
 	assert.Equal(t, int64(77), end)
 }
 
+// signedHelloBytes is a signed hello's encoding.
+var signedHelloBytes = replication.AppendHello(nil, replication.Hello{Version: replication.Version, ReplicaID: 2, SegmentBytes: 1 << 30,
+	MaxFrameBytes: 1 << 20, Proof: &replication.HelloProof{Nonce: [replication.NonceSize]byte{9}, Date: "1700000000000", Authorization: "GANTRY-HMAC-SHA256 Credential=ak, Signature=x"}})
+
 func TestWireRefusesMalformed(t *testing.T) {
 	hello := replication.AppendHello(nil, replication.Hello{Version: 1, SegmentBytes: 1 << 20, MaxFrameBytes: 1})
 	welcome := replication.AppendWelcome(nil, replication.Welcome{Version: 1, Reason: "why"})
@@ -86,7 +101,19 @@ func TestWireRefusesMalformed(t *testing.T) {
 	}{
 		{"hello: short", func() error { _, err := replication.DecodeHello(hello[:10]); return err }, "hello of 10 bytes"},
 		{"hello: magic", func() error { _, err := replication.DecodeHello(set(hello, 0, 0)); return err }, "not a Gantry replica"},
-		{"hello: reserved", func() error { _, err := replication.DecodeHello(set(hello, 6, 1)); return err }, "reserved"},
+		{"hello: unknown flags", func() error { _, err := replication.DecodeHello(set(hello, 6, 2)); return err }, "hello flags 0x2, want 0 or 0x1"},
+		{"hello: signed without a proof", func() error { _, err := replication.DecodeHello(set(hello, 6, 1)); return err }, "signed hello cut in its nonce"},
+		{"hello: unsigned with more bytes", func() error { _, err := replication.DecodeHello(append(bytes.Clone(hello), 0)); return err }, "unsigned hello of 37 bytes"},
+		{"hello: proof cut", func() error {
+			_, err := replication.DecodeHello(signedHelloBytes[:len(signedHelloBytes)-1])
+			return err
+		}, "signed hello cut in its authorization"},
+		{"hello: bytes after the proof", func() error { _, err := replication.DecodeHello(append(bytes.Clone(signedHelloBytes), 0)); return err }, "1 bytes after the hello's proof"},
+		{"hello: authorization too long", func() error {
+			b := append(set(hello, 6, 1), make([]byte, replication.NonceSize+1)...)
+			_, err := replication.ReadHello(bytes.NewReader(binary.BigEndian.AppendUint16(b, 5000)))
+			return err
+		}, "authorization of 5000 bytes, at most 1024"},
 		{"welcome: magic", func() error { _, err := replication.DecodeWelcome(set(welcome, 0, 0)); return err }, "not a Gantry master"},
 		{"welcome: status", func() error { _, err := replication.DecodeWelcome(set(welcome, 6, 7)); return err }, "status 7"},
 		{"welcome: reason too long", func() error { _, err := replication.DecodeWelcome(set(welcome, 28, 5000)); return err }, "reason of 5000 bytes, at most 1024"},
@@ -215,11 +242,18 @@ func FuzzReadFrame(f *testing.F) {
 // what they decode encodes to the same bytes.
 func FuzzDecodeHandshake(f *testing.F) {
 	f.Add(replication.AppendHello(nil, replication.Hello{Version: 1, ReplicaID: 2, SegmentBytes: 1 << 30, End: 5, MaxFrameBytes: 1 << 20}))
+	f.Add(signedHelloBytes)
+	f.Add(signedHelloBytes[:replication.HelloSize+replication.NonceSize+3])
 	f.Add(replication.AppendWelcome(nil, replication.Welcome{Version: 1, SegmentBytes: 1 << 30, End: 5, Epoch: 2}))
 	f.Add(replication.AppendWelcome(nil, replication.Welcome{Version: 1, Reason: "segment size"}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if h, err := replication.DecodeHello(b); err == nil {
 			require.Equal(t, b, replication.AppendHello(nil, h))
+		}
+		if h, err := replication.ReadHello(bytes.NewReader(b)); err == nil {
+			enc := replication.AppendHello(nil, h)
+			require.LessOrEqual(t, len(enc), len(b))
+			require.Equal(t, b[:len(enc)], enc)
 		}
 		checkWelcome(t, b)
 	})

@@ -79,11 +79,20 @@ func StartMember(ctx context.Context, cfg Config) (*Member, error) {
 		return nil, errors.New("broker: a Member needs enableControllerMode=true and controllerAddr")
 	}
 	bc = bc.WithDefaults()
+	signer, err := innerSigner(bc)
+	if err == nil {
+		err = checkExposure(cfg, bc)
+	}
+	if err != nil {
+		closeAll([]net.Listener{cfg.GRPCListener, cfg.HTTPListener, cfg.RemotingListener, cfg.HAListener})
+		return nil, err
+	}
 	lis, haAddr, err := listenAll(cfg, &bc)
 	if err != nil {
 		return nil, err
 	}
 	cfg.GRPCListener, cfg.HTTPListener, cfg.RemotingListener, cfg.HAListener = nil, nil, nil, nil
+	cfg.exposureChecked = true
 	closeLis := func() {
 		for _, l := range lis {
 			l.Close()
@@ -97,7 +106,7 @@ func StartMember(ctx context.Context, cfg Config) (*Member, error) {
 		closeLis()
 		return nil, fmt.Errorf("broker: epoch file: %w", err)
 	}
-	ctl, err := controller.NewClient(controller.ClientConfig{Addrs: bc.ControllerAddr, AttemptTimeout: bc.MasterLease / 2})
+	ctl, err := controller.NewClient(controller.ClientConfig{Addrs: bc.ControllerAddr, AttemptTimeout: bc.MasterLease / 2, Signer: signer})
 	if err != nil {
 		closeLis()
 		return nil, err

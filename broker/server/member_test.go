@@ -35,16 +35,20 @@ func freeAddr(t *testing.T) string {
 
 // startController starts a one-member controller with short timeouts and
 // returns its gRPC address.
-func startController(t *testing.T, unclean bool) string {
+func startController(t *testing.T, unclean bool, edit ...func(*controller.Config)) string {
 	t.Helper()
 	raftAddr, grpcAddr := freeAddr(t), freeAddr(t)
-	c, err := controller.New(controller.Config{
+	cfg := controller.Config{
 		ID: "c1", BindAddr: raftAddr, DataDir: t.TempDir(), GRPCAddr: grpcAddr,
 		Peers:            []controller.Peer{{ID: "c1", Addr: raftAddr, GRPCAddr: grpcAddr}},
 		HeartbeatTimeout: 100 * time.Millisecond, ElectionTimeout: 100 * time.Millisecond, LeaderLeaseTimeout: 50 * time.Millisecond,
 		BrokerTimeout: 1500 * time.Millisecond, ScanInterval: 50 * time.Millisecond, UncleanElection: unclean,
 		Logger: slog.New(slog.DiscardHandler),
-	})
+	}
+	for _, e := range edit {
+		e(&cfg)
+	}
+	c, err := controller.New(cfg)
 	require.NoError(t, err)
 	svc, err := controller.NewService(c)
 	require.NoError(t, err)

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	gantryv1 "github.com/gantrymq/gantry/api/gantry/v1"
+	"github.com/gantrymq/gantry/auth"
 )
 
 // RegistrarConfig configures a Registrar.
@@ -34,6 +35,10 @@ type RegistrarConfig struct {
 	OnResponse func(*gantryv1.RegisterBrokerResponse)
 	// DialOptions are added to the nameserver connections (insecure by default).
 	DialOptions []grpc.DialOption
+	// Signer, if set, signs every call (registrations, unregistration)
+	// with the broker's inner credentials, as nameservers with
+	// authentication on require (docs/SECURITY.md, "Cluster").
+	Signer *auth.Signer
 	// Logger receives registration failures. Default: discard.
 	Logger *slog.Logger
 }
@@ -93,6 +98,9 @@ func NewRegistrar(cfg RegistrarConfig) (*Registrar, error) {
 			Jitter: backoff.DefaultConfig.Jitter, MaxDelay: r.maxBackoff,
 		}}),
 	}, cfg.DialOptions...)
+	if cfg.Signer != nil {
+		opts = append(opts, grpc.WithPerRPCCredentials(signedCalls{cfg.Signer}))
+	}
 	for i, addr := range cfg.NameServers {
 		cc, err := grpc.NewClient(addr, opts...)
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	gantryv1 "github.com/gantrymq/gantry/api/gantry/v1"
+	"github.com/gantrymq/gantry/auth"
 	"github.com/gantrymq/gantry/broker"
 	"github.com/gantrymq/gantry/broker/grpcapi"
 	"github.com/gantrymq/gantry/replication"
@@ -30,6 +31,7 @@ type haState struct {
 
 	epochs  *epoch.File   // controller mode: the epoch file a slave checks its history with
 	confirm *confirmState // controller mode: what consumers may read up to; nil otherwise
+	signer  *auth.Signer  // the inner credentials a slave signs its hello with; nil: none
 
 	mu     sync.Mutex
 	slave  *replication.Slave // nil on a master, or while the master's HA address is unknown
@@ -133,6 +135,9 @@ func (s *Server) startReplication(cfg Config) error {
 		return nil
 	}
 	mc := replication.MasterConfig{Addr: haListenAddr(cfg), Listener: cfg.HAListener, Meta: s.b, Logger: c.Logger}
+	if g := s.b.Guard(); g != nil { // only cluster users replicate (docs/SECURITY.md, "Cluster")
+		mc.Authenticate, mc.ReplayWindow = haAuthenticator(g), c.AuthWindow
+	}
 	if cfg.Epochs != nil {
 		mc.Epochs = cfg.Epochs.Entries()
 	}
@@ -167,6 +172,9 @@ func (s *Server) followMaster(addr string) error {
 	}
 	c := s.b.Config()
 	sc := replication.SlaveConfig{MasterAddr: addr, ReplicaID: c.BrokerID, OnMeta: s.b.RestoreMeta, Logger: c.Logger}
+	if s.ha.signer != nil {
+		sc.Signer = s.ha.signer
+	}
 	if s.ha.epochs != nil {
 		sc.Epochs = s.ha.epochs
 	}

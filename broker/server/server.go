@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 
 	gantryv1 "github.com/gantrymq/gantry/api/gantry/v1"
+	"github.com/gantrymq/gantry/auth"
 	"github.com/gantrymq/gantry/broker"
 	"github.com/gantrymq/gantry/broker/grpcapi"
 	"github.com/gantrymq/gantry/broker/remotingapi"
@@ -67,6 +68,10 @@ type Config struct {
 	// controller, where its slaves dial it as master, when that is not its
 	// HA listener's (a proxy or NAT in front). Default the listener's.
 	HAAdvertiseAddr string
+
+	// exposureChecked: the Member checked the listen addresses
+	// (checkExposure) once for all its Servers.
+	exposureChecked bool
 }
 
 // maxRemotingRequestsPerConn bounds the requests a remoting connection has
@@ -117,7 +122,15 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 			_ = r.Sync(ctx) // a nameserver down: answered without it, as the change is stored
 		}
 	}
-	if err := bc.Validate(); err != nil { // before listening on what it names
+	err := bc.Validate() // before listening on what it names
+	if err == nil && !cfg.exposureChecked {
+		err = checkExposure(cfg, bc)
+	}
+	var signer *auth.Signer
+	if err == nil {
+		signer, err = innerSigner(bc)
+	}
+	if err != nil {
 		closeAll([]net.Listener{cfg.GRPCListener, cfg.HTTPListener, cfg.RemotingListener})
 		return nil, err
 	}
@@ -139,6 +152,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.b, s.log = b, b.Config().Logger.With("component", "server")
+	s.ha.signer = signer
 	if err := s.startReplication(cfg); err != nil {
 		closeAll(lis)
 		return nil, errors.Join(err, b.Close(ctx))
@@ -165,7 +179,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if len(b.Config().NamesrvAddr) > 0 {
 		r, err := NewRegistrar(RegistrarConfig{
 			NameServers: b.Config().NamesrvAddr, Interval: b.Config().RegisterNameServerPeriod,
-			Registration: s.registration, OnResponse: s.registered, Logger: b.Config().Logger,
+			Registration: s.registration, OnResponse: s.registered, Logger: b.Config().Logger, Signer: signer,
 		})
 		if err != nil {
 			_ = s.Close(ctx)

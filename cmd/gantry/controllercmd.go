@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gantrymq/gantry/auth"
 	"github.com/gantrymq/gantry/replication/controller"
 )
 
@@ -42,12 +43,11 @@ func (cf *controllerFlags) register(cmd *cobra.Command, prefix string) {
 	cf.scanSet = func() bool { return f.Changed(prefix + "scan-interval") }
 }
 
-// start starts the member: raft and its gRPC service. It returns the
-// service's serve and stop, and a line saying where it listens.
-func (cf *controllerFlags) start(logger *slog.Logger) (serve func() error, stop func(context.Context) error, ready string, err error) {
+// prepare builds and checks the member's configuration from the flags.
+func (cf *controllerFlags) prepare(logger *slog.Logger) (controller.Config, error) {
 	cfg, err := cf.config()
 	if err != nil {
-		return nil, nil, "", &exitError{code: exitUsage, err: err}
+		return cfg, &exitError{code: exitUsage, err: err}
 	}
 	cfg.BrokerTimeout, cfg.UncleanElection = cf.brokerTimeout, cf.unclean
 	if cf.scanSet() {
@@ -57,8 +57,29 @@ func (cf *controllerFlags) start(logger *slog.Logger) (serve func() error, stop 
 	cfg.LeaderLeaseTimeout = min(cf.heartbeat/2, 500*time.Millisecond)
 	cfg.Logger = logger
 	if err := cfg.Validate(); err != nil {
-		return nil, nil, "", &exitError{code: exitUsage, err: err}
+		return cfg, &exitError{code: exitUsage, err: err}
 	}
+	return cfg, nil
+}
+
+// listenAddrs are the member's listen addresses, named by their flags.
+func (cf *controllerFlags) listenAddrs(cfg controller.Config) []listenAddr {
+	p := cf.prefix
+	return []listenAddr{
+		{"--" + p + "listen (gRPC)", cfg.GRPCAddr},
+		{"--" + p + "raft-listen (raft)", cfg.BindAddr},
+	}
+}
+
+// controllerRisk is what anyone reaching an open controller could do.
+const controllerRisk = "can register brokers, report their progress and elect masters"
+
+// start starts the member of cfg (prepare): raft and its gRPC service,
+// authenticating its calls with guard (nil: authentication off). It
+// returns the service's serve and stop, and a line saying where it
+// listens.
+func (cf *controllerFlags) start(cfg controller.Config, guard *auth.Guard) (serve func() error, stop func(context.Context) error, ready string, err error) {
+	cfg.Guard = guard
 	lis, err := net.Listen("tcp", cfg.GRPCAddr)
 	if err != nil {
 		return nil, nil, "", &exitError{code: exitUsage, err: fmt.Errorf("controller listen: %w", err)}
@@ -78,7 +99,10 @@ func (cf *controllerFlags) start(logger *slog.Logger) (serve func() error, stop 
 }
 
 func newControllerCmd() *cobra.Command {
-	var cf controllerFlags
+	var (
+		cf controllerFlags
+		af authFlags
+	)
 	cmd := &cobra.Command{
 		Use:   "controller",
 		Short: "Run a replication controller member",
@@ -93,21 +117,48 @@ getBrokerEpoch, electMaster, getControllerMetaData). gantry namesrv
 
 --peers lists the whole group, this member included, as id=raftAddr=grpcAddr,
 comma-separated; every member gets the same list. The raft state lives in
---data-dir; a member with state keeps the group its log holds.`,
-		Example: `  gantry controller --id c1 --data-dir ./c1 \
+--data-dir; a member with state keeps the group its log holds.
+
+With --auth --acl-file FILE (docs/SECURITY.md), the brokers' calls (register,
+heartbeat, in-sync set changes, group reads) need a cluster user, electMaster
+an admin; getControllerMetaData stays public. The raft port is not covered:
+protect it with mutual TLS or a private network. Without --auth the member
+refuses to listen beyond loopback unless --allow-remote-without-auth is given.`,
+		Example: `  gantry controller --id c1 --data-dir ./c1 --auth --acl-file ./acl.json \
     --peers c1=10.0.0.1:9878=10.0.0.1:9879,c2=10.0.0.2:9878=10.0.0.2:9879,c3=10.0.0.3:9878=10.0.0.3:9879`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
-			serve, stop, ready, err := cf.start(logger)
+			if err := af.check(); err != nil {
+				return &exitError{code: exitUsage, err: err}
+			}
+			cfg, err := cf.prepare(logger)
 			if err != nil {
 				return err
 			}
+			if err := af.checkOpen(logger, "controller", controllerRisk, cf.listenAddrs(cfg), cfg.BindAddr); err != nil {
+				return &exitError{code: exitUsage, err: err}
+			}
+			users, guard, err := af.open(logger)
+			if err != nil {
+				return &exitError{code: exitUsage, err: err}
+			}
+			closeUsers := func() error {
+				if users != nil {
+					return users.Close()
+				}
+				return nil
+			}
+			serve, stop, ready, err := cf.start(cfg, guard)
+			if err != nil {
+				return errors.Join(err, closeUsers())
+			}
 			fmt.Fprintln(cmd.OutOrStdout(), ready)
-			return serveUntilDone(cmd.Context(), logger, serve, stop)
+			return serveUntilDone(cmd.Context(), logger, serve, func(ctx context.Context) error { return errors.Join(stop(ctx), closeUsers()) })
 		},
 	}
 	cf.register(cmd, "")
+	af.register(cmd)
 	return cmd
 }
 

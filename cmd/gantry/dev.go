@@ -17,6 +17,7 @@ import (
 	"github.com/gantrymq/gantry/broker"
 	"github.com/gantrymq/gantry/commitlog"
 	"github.com/gantrymq/gantry/embedded"
+	"github.com/gantrymq/gantry/internal/exposure"
 	procgov "github.com/gantrymq/gantry/internal/procs"
 )
 
@@ -37,7 +38,8 @@ func newDevCmd() *cobra.Command {
 		Short: "Run a nameserver and a broker in one process, for development",
 		Long: `Dev starts a nameserver and a broker in this process, with the store in
 --dir, topics created on first use, and prints the endpoints, all on
-127.0.0.1 unless the flags say otherwise. Every nameserver and broker port
+127.0.0.1: it runs without authentication, so the flags take loopback
+addresses only (other ports, not other interfaces). Every nameserver and broker port
 speaks both Gantry's gRPC API and RocketMQ's remoting protocol: Apache
 RocketMQ clients use 127.0.0.1:9876 as NAMESRV_ADDR, Gantry's 127.0.0.1:9877,
 and either works for either. Go's profiles (/debug/pprof/) are served only
@@ -78,6 +80,11 @@ master role to another broker (gantry admin electMaster).`,
 			if replicas < 1 || replicas > maxDevReplicas {
 				return &exitError{code: exitUsage, err: fmt.Errorf("--replicas %d: want 1 (a single broker, the default) to %d (a master and %d slaves)",
 					replicas, maxDevReplicas, maxDevReplicas-1)}
+			}
+			if err := devLoopback([]listenAddr{{"--namesrv-listen", nsListen}, {"--namesrv-remoting-listen", nsRemoting},
+				{"--broker-listen", brokerList}, {"--broker-remoting-listen", brokerRemoting}, {"--http-listen", httpListen},
+				{"--controller-listen", ctlListen}, {"--controller-raft-listen", ctlRaft}}); err != nil {
+				return &exitError{code: exitUsage, err: err}
 			}
 			logger.Info("go memory limit", "limit", serverGC(0))
 			start := time.Now()
@@ -249,4 +256,17 @@ func devProcs(n int, mode commitlog.FlushMode, current int) (low, high int) {
 		return max(1, current/2), current
 	}
 	return current, current
+}
+
+// devLoopback refuses listen addresses beyond loopback: gantry dev runs
+// without authentication (docs/SECURITY.md, "Safe defaults").
+func devLoopback(addrs []listenAddr) error {
+	for _, la := range addrs {
+		if exposure.Beyond(la.addr) {
+			return fmt.Errorf("%s %s: gantry dev runs without authentication and listens on loopback only; "+
+				"serve a network with gantry namesrv and gantry broker with authentication on (docs/SECURITY.md, \"Cluster\")",
+				la.flag, exposure.Name(la.addr))
+		}
+	}
+	return nil
 }

@@ -102,10 +102,16 @@ func TestDevRefusesNegativeProcs(t *testing.T) {
 	assert.Contains(t, errOut.String(), "--procs -1: want 0 (the default) or more")
 }
 
-// gantry dev listens on loopback only, unless told otherwise.
+// gantry dev listens on loopback only: its defaults are loopback
+// addresses, and it refuses others (it runs without authentication).
 func TestDevBindsLoopback(t *testing.T) {
+	code, _, errOut := execute(t, "dev", "--dir", t.TempDir(), "--broker-listen", "0.0.0.0:0")
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, errOut, "--broker-listen 0.0.0.0:0 (every interface): gantry dev runs without authentication and listens on loopback only")
+
 	flags := newDevCmd().Flags()
-	for _, name := range []string{"namesrv-listen", "namesrv-remoting-listen", "broker-listen", "broker-remoting-listen", "http-listen"} {
+	for _, name := range []string{"namesrv-listen", "namesrv-remoting-listen", "broker-listen", "broker-remoting-listen", "http-listen",
+		"controller-listen", "controller-raft-listen"} {
 		f := flags.Lookup(name)
 		require.NotNil(t, f, name)
 		assert.True(t, strings.HasPrefix(f.DefValue, "127.0.0.1:"), "--%s defaults to %s", name, f.DefValue)

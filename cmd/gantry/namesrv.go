@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gantrymq/gantry/nameserver"
+	"github.com/gantrymq/gantry/replication/controller"
 )
 
 func newNamesrvCmd() *cobra.Command {
@@ -21,6 +22,7 @@ func newNamesrvCmd() *cobra.Command {
 		expiry         time.Duration
 		withController bool
 		cf             controllerFlags
+		af             authFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "namesrv",
@@ -39,12 +41,40 @@ namesrvAddr=host:9876 works as written.
 --enable-controller also runs a replication controller member in the process
 (RocketMQ's enableControllerInNamesrv), with the --controller-* flags of
 gantry controller (--controller-id, --controller-peers, --controller-data-dir,
-...): three nameservers then make the controller's raft group.`,
+...): three nameservers then make the controller's raft group.
+
+With --auth --acl-file FILE (docs/SECURITY.md), registering and unregistering
+brokers needs a cluster user (brokers sign with innerClientAuthenticationCredentials),
+deleting a topic's route an admin, and the controller's calls as gantry
+controller --auth says; routes, cluster info and the topic list stay public.
+Without --auth the nameserver refuses to listen beyond loopback unless
+--allow-remote-without-auth is given: the defaults (:9877, :9876) then need
+one of the three.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+			if err := af.check(); err != nil {
+				return &exitError{code: exitUsage, err: err}
+			}
+			addrs := []listenAddr{{"--listen", listen}, {"--remoting-listen", remotingListen}}
+			var ccfg controller.Config
+			if withController {
+				var err error
+				if ccfg, err = cf.prepare(logger.With("component", "controller")); err != nil {
+					return err
+				}
+				addrs = append(addrs, cf.listenAddrs(ccfg)...)
+			}
+			risk := "can register a broker under another's name (sending its clients elsewhere) or unregister it"
+			if withController {
+				risk += ", and " + controllerRisk
+			}
+			if err := af.checkOpen(logger, "namesrv", risk, addrs, ccfg.BindAddr); err != nil {
+				return &exitError{code: exitUsage, err: err}
+			}
 			logger.Info("go memory limit", "limit", serverGC(0))
-			ns, err := nameserver.NewServer(nameserver.Config{BrokerExpiry: expiry, Logger: logger})
+			ns, err := nameserver.NewServer(nameserver.Config{BrokerExpiry: expiry, Logger: logger,
+				AuthenticationEnabled: af.enabled, ACLFile: af.aclFile})
 			if err != nil {
 				return &exitError{code: exitUsage, err: err}
 			}
@@ -61,7 +91,7 @@ gantry controller (--controller-id, --controller-peers, --controller-data-dir,
 			}
 			serves, stop := []func() error{func() error { return ns.Serve(lis) }, func() error { return ns.Serve(rlis) }}, ns.Close
 			if withController {
-				cserve, cstop, ready, err := cf.start(logger.With("component", "controller"))
+				cserve, cstop, ready, err := cf.start(ccfg, ns.Guard())
 				if err != nil {
 					lis.Close()
 					rlis.Close()
@@ -80,6 +110,7 @@ gantry controller (--controller-id, --controller-peers, --controller-data-dir,
 	cmd.Flags().DurationVar(&expiry, "broker-expiry", 120*time.Second, "drop a broker silent for this long")
 	cmd.Flags().BoolVar(&withController, "enable-controller", false, "also run a replication controller member (enableControllerInNamesrv; the --controller-* flags)")
 	cf.register(cmd, "controller-")
+	af.register(cmd)
 	return cmd
 }
 

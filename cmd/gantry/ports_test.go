@@ -43,6 +43,7 @@ fileReservedTime=48
 brokerRole=ASYNC_MASTER
 flushDiskType=ASYNC_FLUSH
 listenPort=%d
+bindAddress=127.0.0.1
 storePathRootDir=%s
 storePathCommitLog=%s
 autoCreateTopicEnable=true

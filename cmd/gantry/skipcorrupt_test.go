@@ -29,7 +29,7 @@ func TestBrokerSkipCorrupt(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(storeDir, "abort"), nil, 0o644)) // as after a crash: recovery checks it
 
 	conf := filepath.Join(t.TempDir(), "broker.conf")
-	require.NoError(t, os.WriteFile(conf, []byte("listenPort="+strconv.Itoa(freePort(t))+"\n"+
+	require.NoError(t, os.WriteFile(conf, []byte("bindAddress=127.0.0.1\nlistenPort="+strconv.Itoa(freePort(t))+"\n"+
 		"grpcListenAddr=127.0.0.1:0\nhttpListenAddr=127.0.0.1:0\nmappedFileSizeCommitLog=65536\n"+
 		"maxHashSlotNum=101\nmaxIndexNum=400\nstorePathRootDir="+storeDir+"\n"), 0o644))
 	code, _, errOut := execute(t, "broker", "-c", conf)

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	gantryv1 "github.com/gantrymq/gantry/api/gantry/v1"
+	"github.com/gantrymq/gantry/auth"
 )
 
 // maxLearned bounds the leader addresses learned from answers (beyond
@@ -37,6 +38,11 @@ type ClientConfig struct {
 	// DialOptions are added to the connections' (insecure credentials by
 	// default).
 	DialOptions []grpc.DialOption
+	// Signer, if set, signs every call with a user's keys, as controllers
+	// with authentication on require (docs/SECURITY.md, "Cluster"): a
+	// broker's cluster user (innerClientAuthenticationCredentials), an
+	// admin's for elections.
+	Signer *auth.Signer
 }
 
 func (c *ClientConfig) setDefaults() {
@@ -155,6 +161,9 @@ func (c *Client) stub(addr string) (gantryv1.ControllerClient, error) {
 		c.learned = append(c.learned, addr)
 	}
 	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, c.cfg.DialOptions...)
+	if c.cfg.Signer != nil {
+		opts = append(opts, grpc.WithPerRPCCredentials(signedCalls{c.cfg.Signer}))
+	}
 	cc, err := grpc.NewClient(addr, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("controller: client: %s: %w", addr, err)

@@ -26,6 +26,8 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"go.etcd.io/bbolt"
+
+	"github.com/gantrymq/gantry/auth"
 )
 
 // storeLockTimeout bounds the wait for the raft store's file lock, held by
@@ -83,6 +85,12 @@ type Config struct {
 	UncleanElection bool
 	// Now is the clock of the broker timeouts; default time.Now.
 	Now func() time.Time
+	// Guard, when set, authenticates and authorizes every call of the
+	// service (docs/SECURITY.md, "Cluster"): the brokers' calls and group
+	// reads need a cluster user, ElectMaster an admin, the members'
+	// metadata nothing. nil: authentication off. The raft port is not
+	// covered: mutual TLS or a private network protects it.
+	Guard *auth.Guard
 }
 
 func (c *Config) setDefaults() {

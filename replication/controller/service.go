@@ -51,12 +51,13 @@ type Service struct {
 // NewService makes the service of member c and starts its liveness scan.
 // c's Config must name the gRPC addresses (GRPCAddr, each peer's).
 // Serve it with Serve; Close stops it (not c, which the caller closes after).
-// opts are added after a receive limit of MaxRequestBytes.
+// opts are added after a receive limit of MaxRequestBytes and, with
+// c's Config.Guard, the calls' authentication.
 func NewService(c *Controller, opts ...grpc.ServerOption) (*Service, error) {
 	if c.cfg.GRPCAddr == "" {
 		return nil, errors.New("controller: service: Config.GRPCAddr is empty")
 	}
-	opts = append([]grpc.ServerOption{grpc.MaxRecvMsgSize(MaxRequestBytes)}, opts...)
+	opts = append(append([]grpc.ServerOption{grpc.MaxRecvMsgSize(MaxRequestBytes)}, authOptions(c.cfg.Guard)...), opts...)
 	s := &Service{c: c, cfg: c.cfg, log: c.cfg.Logger.With("component", "controller-service"), gs: grpc.NewServer(opts...),
 		stuck: make(map[string]bool)}
 	gantryv1.RegisterControllerServer(s.gs, s)

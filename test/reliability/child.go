@@ -208,7 +208,12 @@ func brokerConfig(spec BrokerSpec) (broker.Config, error) {
 		MappedFileSizeCommitLog: cmp.Or(spec.SegmentBytes, 8<<20), FlushDiskType: mode,
 		DefaultTopicQueueNums: spec.QueueNums, FlushConsumerOffsetInterval: spec.OffsetInterval,
 		RegisterNameServerPeriod: spec.RegisterPeriod, AutoCreateTopicEnable: spec.AutoCreate,
-		Logger: childLogger(),
+		// The suite runs brokers as a user's defaults do, bindAddress unset
+		// (the remoting and HA ports on every interface: what a slave is told
+		// to dial there is part of what it checks), without authentication:
+		// that must be asked for (docs/SECURITY.md, "Cluster").
+		AuthConfig: broker.AuthConfig{AllowRemoteWithoutAuth: true},
+		Logger:     childLogger(),
 		StoreOverride: func(sc *store.Config) {
 			if !spec.StoreDefaults {
 				sc.QueueEntriesPerFile, sc.IndexSlots, sc.IndexEntries = 20_000, 20_000, 80_000 // small files: they roll
