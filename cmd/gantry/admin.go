@@ -114,7 +114,7 @@ fails exits 1.`,
 	addConsumerVerbs(verb)
 	addDLQVerbs(verb)
 	addUserVerbs(cmd, verb, credentials)
-	addControllerVerbs(cmd)
+	addControllerVerbs(cmd, credentials)
 	return cmd
 }
 

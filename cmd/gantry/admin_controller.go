@@ -12,6 +12,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gantrymq/gantry/auth"
+	"github.com/gantrymq/gantry/client"
 	"github.com/gantrymq/gantry/replication/controller"
 )
 
@@ -25,8 +27,9 @@ type ctlRun func(ctx context.Context, c *controller.Client, out io.Writer) error
 
 // addControllerVerbs adds -a (the controllers) to the admin command and
 // the verbs that talk to them: getSyncStateSet, getBrokerEpoch,
-// electMaster and getControllerMetaData.
-func addControllerVerbs(admin *cobra.Command) {
+// electMaster and getControllerMetaData. Calls are signed with the admin
+// credentials, when given (controllers with --auth).
+func addControllerVerbs(admin *cobra.Command, credentials func() (client.Credentials, error)) {
 	var addrs string
 	admin.PersistentFlags().StringVarP(&addrs, "controller", "a", defaultController,
 		"controller gRPC address(es), ';' or ','-separated (default $CONTROLLER_ADDR, else "+defaultController+")")
@@ -40,7 +43,17 @@ func addControllerVerbs(admin *cobra.Command) {
 		c := &cobra.Command{Use: use, Short: short, Args: cobra.NoArgs, RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
 			defer cancel()
-			cl, err := controller.NewClient(controller.ClientConfig{Addrs: controllers()})
+			cred, err := credentials()
+			if err != nil {
+				return err
+			}
+			var signer *auth.Signer
+			if cred.AccessKey != "" {
+				if signer, err = auth.NewSigner(cred.AccessKey, cred.SecretKey); err != nil {
+					return &exitError{code: exitUsage, err: err}
+				}
+			}
+			cl, err := controller.NewClient(controller.ClientConfig{Addrs: controllers(), Signer: signer})
 			if err != nil {
 				return &exitError{code: exitUsage, err: err}
 			}

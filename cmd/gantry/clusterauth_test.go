@@ -142,7 +142,7 @@ innerClientAuthenticationCredentials={"accessKey":"broker-key","secretKey":"brok
 
 // gantry controller --auth: a broker's calls need a cluster user, the
 // members' metadata nothing; an unsigned admin verb is refused with a
-// message naming why.
+// message naming why, and runs with an admin's keys.
 func TestControllerAuth(t *testing.T) {
 	raftAddr, grpcAddr := "127.0.0.1:"+strconv.Itoa(freePort(t)), "127.0.0.1:"+strconv.Itoa(freePort(t))
 	_, stop := runUntilReady(t, regexp.MustCompile(`controller c1 ready`), "controller", "--auth", "--acl-file", writeACL(t, false),
@@ -171,6 +171,10 @@ func TestControllerAuth(t *testing.T) {
 	code, _, errOut := execute(t, "admin", "-a", grpcAddr, "getSyncStateSet", "-b", "broker-a")
 	assert.Equal(t, exitProblems, code)
 	assert.Contains(t, errOut, "cluster operations need credentials")
+	code, out, errOut := execute(t, "admin", "-a", grpcAddr, "--access-key", "admin-key", "--secret-key", "admin-secret",
+		"getSyncStateSet", "-b", "broker-a")
+	assert.Equal(t, exitOK, code, errOut)
+	assert.Contains(t, out, "broker-a")
 
 	require.NoError(t, syscall.Kill(syscall.Getpid(), syscall.SIGINT))
 	assert.Equal(t, exitOK, stop())
