@@ -84,6 +84,9 @@ func authServer(t *testing.T, adjust func(*broker.Config)) (*server.Server, *grp
 		StorePathRootDir: filepath.Join(dir, "store"),
 		Logger:           slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelError})),
 		AuthConfig:       broker.AuthConfig{AuthenticationEnabled: true, ACLFile: acl},
+		// Sent-back messages wait an hour: none lands in the retry topic
+		// while a test compares the broker's state around a refusal.
+		MessageDelayLevel: slices.Repeat([]time.Duration{time.Hour}, 18),
 	}
 	if adjust != nil {
 		adjust(&bc)

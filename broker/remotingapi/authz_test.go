@@ -61,6 +61,9 @@ func withAuth(t testing.TB) envOption {
 	require.NoError(t, os.WriteFile(acl, []byte(testACL), 0o600))
 	return func(bc *broker.Config, _ *remotingapi.Config) {
 		bc.AuthenticationEnabled, bc.ACLFile = true, acl
+		// Sent-back messages wait an hour: none lands in a retry topic while
+		// a test compares the broker's state before and after a refusal.
+		bc.MessageDelayLevel = slices.Repeat([]time.Duration{time.Hour}, 18)
 	}
 }
 
