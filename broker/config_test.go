@@ -68,6 +68,16 @@ brokerHeartbeatInterval=2000
 masterLeaseMillis=6000
 accessMessageInMemoryMaxRatio=30
 haMaxTimeSlaveNotCatchup=5000
+tls.server.mode=disabled
+tls.server.certPath=/etc/gantry/server.pem
+tls.server.keyPath=/etc/gantry/server-key.pem
+tls.server.trustCertPath=/etc/gantry/clients-ca.pem
+tls.server.need.client.auth=optional
+tls.enable=false
+tls.client.certPath=/etc/gantry/client.pem
+tls.client.keyPath=/etc/gantry/client-key.pem
+tls.client.trustCertPath=/etc/gantry/ca.pem
+tls.client.authServer=false
 `
 
 func TestParseConfigEveryKey(t *testing.T) {
@@ -97,6 +107,10 @@ func TestParseConfigEveryKey(t *testing.T) {
 		HAMaxGapNotInSync: 1 << 20, SlaveReadEnable: true,
 		HAConfig: broker.HAConfig{ControllerAddr: []string{"10.0.0.7:9878", "10.0.0.8:9878"}, BrokerHeartbeatInterval: 2 * time.Second,
 			MasterLease: 6 * time.Second, AccessMessageInMemoryMaxRatio: 30, HAMaxTimeSlaveNotCatchup: 5 * time.Second},
+		TLSConfig: broker.TLSConfig{TLSServerCertPath: "/etc/gantry/server.pem", TLSServerKeyPath: "/etc/gantry/server-key.pem",
+			TLSServerTrustCertPath: "/etc/gantry/clients-ca.pem", TLSServerNeedClientAuth: broker.TLSClientAuthOptional,
+			TLSClientCertPath: "/etc/gantry/client.pem", TLSClientKeyPath: "/etc/gantry/client-key.pem",
+			TLSClientTrustCertPath: "/etc/gantry/ca.pem", TLSClientSkipVerify: true},
 	}
 	assert.Equal(t, want, c)
 	assert.NoError(t, c.Validate())
