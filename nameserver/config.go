@@ -1,6 +1,7 @@
 package nameserver
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -21,6 +22,15 @@ type Config struct {
 	// Logger receives registrations, topic changes, expiry and disconnects.
 	// Default: discard.
 	Logger *slog.Logger
+	// TLS, if set, is the server side of TLS on every port Server serves
+	// (docs/SECURITY.md, "TLS"): each protocol is served inside TLS too.
+	// A GetConfigForClient in it is kept (certificates reloaded on
+	// change: internal/tlsx). Default nil: plaintext only.
+	TLS *tls.Config
+	// RequireTLS, with TLS, refuses plaintext clients (tls.server.mode
+	// enforcing): each is told, in its protocol, that TLS is required.
+	// Default false: plaintext and TLS are both served (permissive).
+	RequireTLS bool
 }
 
 const (
@@ -52,6 +62,9 @@ func (c Config) Validate() error {
 	}
 	if c.ScanInterval < 0 {
 		errs = append(errs, fmt.Errorf("nameserver: ScanInterval must not be negative, got %s", c.ScanInterval))
+	}
+	if c.RequireTLS && c.TLS == nil {
+		errs = append(errs, errors.New("nameserver: RequireTLS needs TLS"))
 	}
 	return errors.Join(errs...)
 }

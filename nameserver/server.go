@@ -2,6 +2,7 @@ package nameserver
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -20,6 +21,7 @@ import (
 	gantryv1 "github.com/gantrymq/gantry/api/gantry/v1"
 	"github.com/gantrymq/gantry/internal/muxlisten"
 	"github.com/gantrymq/gantry/internal/streamx"
+	"github.com/gantrymq/gantry/internal/tlsx"
 	"github.com/gantrymq/gantry/remoting"
 )
 
@@ -32,6 +34,9 @@ type Server struct {
 	grpcServer      *grpc.Server
 	remotingServer  *remoting.Server
 	misdirectedHTTP *http.Server // answers HTTP/1 requests: this is no HTTP port
+	tls             *tls.Config  // Config.TLS
+	requireTLS      bool
+	refused         *refusers // plaintext clients with RequireTLS; nil without
 	log             *slog.Logger
 	conns           atomic.Int64
 	shutdown        chan struct{} // closed by Close: registration streams end
@@ -64,11 +69,23 @@ func NewServer(cfg Config, opts ...grpc.ServerOption) (*Server, error) {
 		return nil, err
 	}
 	opts = append([]grpc.ServerOption{grpc.MaxRecvMsgSize(MaxRequestBytes), grpc.UnknownServiceHandler(notHere)}, opts...)
+	var refused *refusers
+	if cfg.TLS != nil { // the ports terminate TLS: the credentials only tell which connections had it
+		opts = append([]grpc.ServerOption{grpc.Creds(tlsx.TerminatedCredentials())}, opts...)
+		if cfg.RequireTLS {
+			if refused, err = newRefusers(); err != nil {
+				return nil, errors.Join(err, remotingServer.Close())
+			}
+		}
+	}
 	s := &Server{
 		reg:             reg,
 		grpcServer:      grpc.NewServer(opts...),
 		remotingServer:  remotingServer,
 		misdirectedHTTP: muxlisten.MisdirectedHTTP("This is a Gantry nameserver port: it serves gRPC and RocketMQ remoting, not HTTP.\n"),
+		tls:             cfg.TLS,
+		requireTLS:      cfg.RequireTLS,
+		refused:         refused,
 		log:             log,
 		shutdown:        make(chan struct{}),
 		muxes:           make(map[*muxlisten.Mux]struct{}),
@@ -97,9 +114,9 @@ func (s *Server) Registry() *Registry { return s.reg }
 // broker registering, Gantry's clients) from a RocketMQ remoting client
 // (internal/muxlisten), so RocketMQ's 9876 and Gantry's 9877 serve alike.
 // An HTTP/1 request gets 400 saying so; a connection that sends nothing
-// for 10 s is closed.
+// for 10 s is closed. With Config.TLS each protocol is served over TLS too.
 func (s *Server) Serve(lis net.Listener) error {
-	m := muxlisten.New(lis, muxlisten.Config{Name: "nameserver " + lis.Addr().String(), Logger: s.log})
+	m := muxlisten.New(lis, muxlisten.Config{Name: "nameserver " + lis.Addr().String(), Logger: s.log, TLS: s.tls, RequireTLS: s.requireTLS})
 	grpcLis := m.Listener(muxlisten.HTTP2)
 	remotingLis := m.Listener(muxlisten.Remoting, muxlisten.Unknown) // the remoting server names a bad frame
 	httpLis := m.Listener(muxlisten.HTTP1)
@@ -115,6 +132,9 @@ func (s *Server) Serve(lis net.Listener) error {
 	wg.Go(func() { _ = s.grpcServer.Serve(grpcLis) }) // each returns once the Mux closes its listener
 	wg.Go(func() { _ = s.remotingServer.Serve(remotingLis) })
 	wg.Go(func() { _ = s.misdirectedHTTP.Serve(httpLis) })
+	if r := s.refused; r != nil {
+		r.serve(&wg, m)
+	}
 	err := m.Serve()
 	wg.Wait()
 	s.mu.Lock()
@@ -146,6 +166,9 @@ func (s *Server) Close(ctx context.Context) error {
 		}
 		_ = s.remotingServer.Close()
 		_ = s.misdirectedHTTP.Close()
+		if r := s.refused; r != nil {
+			r.close()
+		}
 		for _, m := range muxes {
 			_ = m.Close()
 		}
