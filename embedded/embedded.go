@@ -88,6 +88,11 @@ type Options struct {
 	// Controller, if set, adjusts the controller's configuration (its
 	// timeouts, UncleanElection) before it starts.
 	Controller func(*controller.Config)
+	// TLS, if set, serves every listener with TLS, enforcing unless it
+	// says permissive, and makes the brokers and the controller dial with
+	// TLS (tls.go; docs/SECURITY.md, "TLS"). Clients then need
+	// client.Config.TLS (DevCerts.ClientTLS). Default nil: plaintext.
+	TLS *TLSOptions
 	// Logger receives both components' logs. Default: discard.
 	Logger *slog.Logger
 }
@@ -98,6 +103,8 @@ type Cluster struct {
 	dir     string
 	tempDir bool
 	log     *slog.Logger
+
+	tls *clusterTLS // Options.TLS loaded; nil without
 
 	ns             *nameserver.Server
 	nsAddr         string // Gantry's nameserver port
@@ -137,6 +144,13 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		}
 		c.dir, c.tempDir = d, true
 	}
+	if opts.TLS != nil {
+		t, err := opts.TLS.load()
+		if err != nil {
+			return nil, c.cleanup(err)
+		}
+		c.tls = t
+	}
 	c.nsAddr = orDefault(opts.NameServerListen, "127.0.0.1:0")
 	c.nsRemotingAddr = orDefault(opts.NameServerRemotingListen, "127.0.0.1:0")
 	if err := c.StartNameServer(ctx); err != nil {
@@ -170,7 +184,11 @@ func (c *Cluster) StartNameServer(_ context.Context) error {
 	if c.ns != nil {
 		return errors.New("embedded: nameserver already running")
 	}
-	ns, err := nameserver.NewServer(nameserver.Config{Logger: c.log})
+	nc := nameserver.Config{Logger: c.log}
+	if c.tls != nil {
+		nc.TLS, nc.RequireTLS = c.tls.server.Config(), c.tls.server.Required()
+	}
+	ns, err := nameserver.NewServer(nc)
 	if err != nil {
 		return err
 	}
@@ -243,6 +261,9 @@ func (c *Cluster) brokerConfig(root string) broker.Config {
 	}
 	if c.opts.Replicas > 0 {
 		memberDefaults(&bc)
+	}
+	if c.tls != nil {
+		c.tls.broker(&bc)
 	}
 	if c.opts.Broker != nil {
 		c.opts.Broker(&bc)
