@@ -73,15 +73,22 @@ func newAdminCmd() *cobra.Command {
 		Long: `Admin administers a Gantry cluster through its nameserver, with mqadmin's verb
 names and flags: -n nameserver, -t topic, -g group, -c cluster, -b broker,
 -k key, -i message id, -s timestamp. An unknown verb is an error (exit 2); a
-verb that fails exits 1.`,
+verb that fails exits 1. --tls (and --tls-ca, --tls-cert, --tls-key) reach a
+cluster that serves TLS, nameservers, brokers and controllers alike.`,
 	}
 	verbsOnly(cmd)
 	nameServers := nameServerFlag(cmd)
+	var tf clientTLSFlags
+	tf.register(cmd)
 	withAdmin := func(run adminRun) func(*cobra.Command, []string) error {
 		return func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
 			defer cancel()
-			a, err := client.NewAdmin(ctx, client.Config{NameServers: nameServers()})
+			conf, err := tf.config()
+			if err != nil {
+				return &exitError{code: exitUsage, err: err}
+			}
+			a, err := client.NewAdmin(ctx, client.Config{NameServers: nameServers(), TLS: conf})
 			if err != nil {
 				return &exitError{code: exitUsage, err: err}
 			}
@@ -106,7 +113,7 @@ verb that fails exits 1.`,
 	addMessageVerbs(verb)
 	addConsumerVerbs(verb)
 	addDLQVerbs(verb)
-	addControllerVerbs(cmd)
+	addControllerVerbs(cmd, &tf)
 	return cmd
 }
 

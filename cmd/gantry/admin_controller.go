@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/gantrymq/gantry/replication/controller"
 )
@@ -26,7 +28,7 @@ type ctlRun func(ctx context.Context, c *controller.Client, out io.Writer) error
 // addControllerVerbs adds -a (the controllers) to the admin command and
 // the verbs that talk to them: getSyncStateSet, getBrokerEpoch,
 // electMaster and getControllerMetaData.
-func addControllerVerbs(admin *cobra.Command) {
+func addControllerVerbs(admin *cobra.Command, tf *clientTLSFlags) {
 	var addrs string
 	admin.PersistentFlags().StringVarP(&addrs, "controller", "a", defaultController,
 		"controller gRPC address(es), ';' or ','-separated (default $CONTROLLER_ADDR, else "+defaultController+")")
@@ -40,7 +42,15 @@ func addControllerVerbs(admin *cobra.Command) {
 		c := &cobra.Command{Use: use, Short: short, Args: cobra.NoArgs, RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
 			defer cancel()
-			cl, err := controller.NewClient(controller.ClientConfig{Addrs: controllers()})
+			conf, err := tf.config()
+			if err != nil {
+				return &exitError{code: exitUsage, err: err}
+			}
+			ccfg := controller.ClientConfig{Addrs: controllers()}
+			if conf != nil {
+				ccfg.DialOptions = []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(conf))}
+			}
+			cl, err := controller.NewClient(ccfg)
 			if err != nil {
 				return &exitError{code: exitUsage, err: err}
 			}

@@ -34,12 +34,22 @@ func newBenchCmd() *cobra.Command {
 		Long: `Bench produces or consumes messages against a running cluster and prints a
 progress line a second, then msgs/s, MB/s and latency percentiles (p50, p99,
 p999) from a histogram. Produced bodies carry a run id and sequence number, so
-"bench consume" reports, per run, how many were received, lost or duplicated.`,
+"bench consume" reports, per run, how many were received, lost or duplicated.
+--tls (and --tls-ca, --tls-cert, --tls-key) run it over TLS.`,
 		Example: `  gantry bench produce -t Orders --count 100000
   gantry bench consume -t Orders --count 100000`,
 	}
 	verbsOnly(cmd)
 	nameServers := nameServerFlag(cmd)
+	var tf clientTLSFlags
+	tf.register(cmd)
+	clientConfig := func() (client.Config, error) {
+		conf, err := tf.config()
+		if err != nil {
+			return client.Config{}, &exitError{code: exitUsage, err: err}
+		}
+		return client.Config{NameServers: nameServers(), TLS: conf}, nil
+	}
 	pf := cmd.PersistentFlags()
 	pf.StringVarP(&topic, "topic", "t", "BenchmarkTest", "topic")
 	pf.Int64Var(&count, "count", 0, "messages (default: run for --duration)")
@@ -72,13 +82,17 @@ p999) from a histogram. Produced bodies carry a run id and sequence number, so
 				duration = 10 * time.Second
 			}
 			ctx := cmd.Context()
-			p, err := client.NewProducer(ctx, client.Config{NameServers: nameServers()})
+			ccfg, err := clientConfig()
+			if err != nil {
+				return err
+			}
+			p, err := client.NewProducer(ctx, ccfg)
 			if err != nil {
 				return &exitError{code: exitUsage, err: err}
 			}
 			defer p.Close(context.Background())
 			out := cmd.OutOrStdout()
-			printFlushModes(ctx, out, nameServers())
+			printFlushModes(ctx, out, ccfg)
 			run := benchkit.NewRunID()
 			fmt.Fprintf(out, "producing to %s: run %s, %s, %d-byte bodies, %d in flight\n", topic, run, amount(count, duration), size, inflight)
 			res, err := benchkit.Produce(ctx, benchkit.GantrySender(p, topic), benchkit.ProduceConfig{
@@ -101,11 +115,13 @@ p999) from a histogram. Produced bodies carry a run id and sequence number, so
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			ccfg := client.Config{NameServers: nameServers()}
+			ccfg, err := clientConfig()
+			if err != nil {
+				return err
+			}
 			out := cmd.OutOrStdout()
 			var v benchkit.Verifier
 			var res benchkit.Result
-			var err error
 			cc := benchkit.ConsumeConfig{Count: count, Duration: duration, FromMin: fromMin, Progress: func(s string) { fmt.Fprintln(out, s) }}
 			if push {
 				// The consumer retries failed pulls: its warnings say why.
@@ -184,8 +200,8 @@ func amount(count int64, d time.Duration) string {
 
 // printFlushModes says how each broker acknowledges (flushDiskType): the
 // figure means different things for ASYNC_FLUSH and SYNC_FLUSH.
-func printFlushModes(ctx context.Context, out io.Writer, nameServers []string) {
-	a, err := client.NewAdmin(ctx, client.Config{NameServers: nameServers})
+func printFlushModes(ctx context.Context, out io.Writer, cfg client.Config) {
+	a, err := client.NewAdmin(ctx, cfg)
 	if err != nil {
 		return
 	}

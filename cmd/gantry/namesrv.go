@@ -20,7 +20,8 @@ func newNamesrvCmd() *cobra.Command {
 		remotingListen string
 		expiry         time.Duration
 		withController bool
-		cf             controllerFlags
+		tf             serverTLSFlags
+		cf             = controllerFlags{tls: &tf}
 	)
 	cmd := &cobra.Command{
 		Use:   "namesrv",
@@ -39,12 +40,24 @@ namesrvAddr=host:9876 works as written.
 --enable-controller also runs a replication controller member in the process
 (RocketMQ's enableControllerInNamesrv), with the --controller-* flags of
 gantry controller (--controller-id, --controller-peers, --controller-data-dir,
-...): three nameservers then make the controller's raft group.`,
+...): three nameservers then make the controller's raft group.
+
+--tls-mode permissive or enforcing serves TLS on both ports (and the
+controller's), with --tls-cert and --tls-key; --tls-client-ca and
+--tls-client-auth require client certificates (docs/SECURITY.md).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 			logger.Info("go memory limit", "limit", serverGC(0))
-			ns, err := nameserver.NewServer(nameserver.Config{BrokerExpiry: expiry, Logger: logger})
+			nc := nameserver.Config{BrokerExpiry: expiry, Logger: logger}
+			srvTLS, err := tf.server(logger.With("component", "tls"))
+			if err != nil {
+				return &exitError{code: exitUsage, err: err}
+			}
+			if srvTLS != nil {
+				nc.TLS, nc.RequireTLS = srvTLS.Config(), srvTLS.Required()
+			}
+			ns, err := nameserver.NewServer(nc)
 			if err != nil {
 				return &exitError{code: exitUsage, err: err}
 			}
@@ -71,7 +84,7 @@ gantry controller (--controller-id, --controller-peers, --controller-data-dir,
 				serves = append(serves, cserve)
 				stop = func(ctx context.Context) error { return errors.Join(ns.Close(ctx), cstop(ctx)) }
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "nameserver ready: gRPC %s, RocketMQ remoting %s (each port speaks both)\n", lis.Addr(), rlis.Addr())
+			fmt.Fprintf(cmd.OutOrStdout(), "nameserver ready: gRPC %s, RocketMQ remoting %s (each port speaks both; TLS %s)\n", lis.Addr(), rlis.Addr(), tf.mode)
 			return serveUntilDone(cmd.Context(), logger, serveAll(stop, serves...), stop)
 		},
 	}
@@ -80,6 +93,7 @@ gantry controller (--controller-id, --controller-peers, --controller-data-dir,
 	cmd.Flags().DurationVar(&expiry, "broker-expiry", 120*time.Second, "drop a broker silent for this long")
 	cmd.Flags().BoolVar(&withController, "enable-controller", false, "also run a replication controller member (enableControllerInNamesrv; the --controller-* flags)")
 	cf.register(cmd, "controller-")
+	tf.register(cmd.Flags(), "(with --enable-controller: the controller's raft peers)")
 	return cmd
 }
 
