@@ -2,6 +2,7 @@ package compat
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net"
@@ -69,14 +70,29 @@ func newEnv(t testing.TB, opts ...func(*broker.Config)) *env {
 // remoting (if set).
 func newEnvWith(t testing.TB, remoting func(*remotingapi.Config), opts ...func(*broker.Config)) *env {
 	t.Helper()
-	c, err := embedded.Start(t.Context(), embedded.Options{Logger: clusterLogger(t), Remoting: remoting, Broker: func(bc *broker.Config) {
-		bc.MessageDelayLevel = shortDelayLevels
+	return startEnv(t, embedded.Options{Remoting: remoting, Broker: func(bc *broker.Config) {
 		for _, o := range opts {
 			o(bc)
 		}
-	}})
+	}}, nil)
+}
+
+// startEnv is newEnv with the cluster's options o (its broker's delay
+// levels set first) and Gantry's client dialing with TLS conf (nil:
+// plaintext).
+func startEnv(t testing.TB, o embedded.Options, conf *tls.Config) *env {
+	t.Helper()
+	o.Logger = clusterLogger(t)
+	adjust := o.Broker
+	o.Broker = func(bc *broker.Config) {
+		bc.MessageDelayLevel = shortDelayLevels
+		if adjust != nil {
+			adjust(bc)
+		}
+	}
+	c, err := embedded.Start(t.Context(), o)
 	require.NoError(t, err)
-	e := &env{t: t, c: c, ns: c.NameServerRemotingAddr(), cfg: client.Config{NameServers: []string{c.NameServerAddr()}}}
+	e := &env{t: t, c: c, ns: c.NameServerRemotingAddr(), cfg: client.Config{NameServers: []string{c.NameServerAddr()}, TLS: conf}}
 	t.Cleanup(func() {
 		e.checkBrokerConns()
 		if e.admin != nil {
