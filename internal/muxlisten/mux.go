@@ -293,14 +293,15 @@ func (m *Mux) deliver(c net.Conn, p Protocol, first []byte, secure bool) {
 		l = m.refused[p]
 	}
 	m.mu.Unlock()
-	remote := c.RemoteAddr().String()
 	if l != nil {
 		if refuse {
-			m.log.Info("plaintext connection on a port that requires TLS: telling the client so", "remote", remote, "protocol", p.String())
+			m.log.Info("plaintext connection on a port that requires TLS: telling the client so", "remote", c.RemoteAddr().String(),
+				"protocol", p.String())
 		}
 		l.deliver(c)
 		return
 	}
+	remote := c.RemoteAddr().String()
 	switch {
 	case refuse:
 		m.log.Warn("closing plaintext connection: this port requires TLS", "remote", remote, "protocol", p.String())
