@@ -14,6 +14,7 @@
 // Options.Slaves adds slaves to the broker, a master for good;
 // Options.Replicas runs a broker group whose master a controller elects
 // instead, for failover tests (KillMember, WaitMaster).
+// Options.TLS serves every port with TLS (DevTLS makes certificates).
 package embedded
 
 import (

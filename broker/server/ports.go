@@ -70,8 +70,12 @@ func (s *Server) servePorts(grpcLis, httpLis, remotingLis net.Listener) error {
 	p.misGRPC = grpc.NewServer(grpc.UnknownServiceHandler(func(any, grpc.ServerStream) error {
 		return status.Error(codes.Unimplemented, wrong)
 	}))
+	scheme := "http"
+	if s.tls != nil {
+		scheme = "https"
+	}
 	p.misHTTP = muxlisten.MisdirectedHTTP(fmt.Sprintf(
-		"This is a Gantry broker's gRPC and RocketMQ remoting port: its HTTP endpoints (metrics, health) are at http://%s/\n", httpAddr))
+		"This is a Gantry broker's gRPC and RocketMQ remoting port: its HTTP endpoints (metrics, health) are at %s://%s/\n", scheme, httpAddr))
 
 	if s.tls != nil && s.tls.Required() {
 		if p.refused, err = newRefusers(httpAddr); err != nil {

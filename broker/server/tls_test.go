@@ -101,7 +101,7 @@ func TestTLSEnforcing(t *testing.T) {
 		assert.Equal(t, remoting.ResSuccess, resp.ResponseCode(), "remoting over TLS at %s: %s", addr, resp.Remark)
 		code, body := get(t, https, "https://"+addr+"/metrics")
 		assert.Equal(t, http.StatusBadRequest, code)
-		assert.Contains(t, body, "http://"+s.HTTPAddr()+"/")
+		assert.Contains(t, body, "https://"+s.HTTPAddr()+"/")
 
 		_, err = adminAt(t, addr).BrokerStatus(t.Context(), &gantryv1.BrokerStatusRequest{})
 		assert.Equal(t, codes.Unauthenticated, status.Code(err), "plaintext gRPC at %s", addr)

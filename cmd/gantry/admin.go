@@ -84,11 +84,11 @@ cluster that serves TLS, nameservers, brokers and controllers alike.`,
 		return func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
 			defer cancel()
-			conf, err := tf.config()
+			ccfg, err := tf.clientConfig(nameServers())
 			if err != nil {
-				return &exitError{code: exitUsage, err: err}
+				return err
 			}
-			a, err := client.NewAdmin(ctx, client.Config{NameServers: nameServers(), TLS: conf})
+			a, err := client.NewAdmin(ctx, ccfg)
 			if err != nil {
 				return &exitError{code: exitUsage, err: err}
 			}

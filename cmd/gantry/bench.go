@@ -43,13 +43,7 @@ p999) from a histogram. Produced bodies carry a run id and sequence number, so
 	nameServers := nameServerFlag(cmd)
 	var tf clientTLSFlags
 	tf.register(cmd)
-	clientConfig := func() (client.Config, error) {
-		conf, err := tf.config()
-		if err != nil {
-			return client.Config{}, &exitError{code: exitUsage, err: err}
-		}
-		return client.Config{NameServers: nameServers(), TLS: conf}, nil
-	}
+	clientConfig := func() (client.Config, error) { return tf.clientConfig(nameServers()) }
 	pf := cmd.PersistentFlags()
 	pf.StringVarP(&topic, "topic", "t", "BenchmarkTest", "topic")
 	pf.Int64Var(&count, "count", 0, "messages (default: run for --duration)")
@@ -145,16 +139,7 @@ p999) from a histogram. Produced bodies carry a run id and sequence number, so
 			}
 			fmt.Fprintln(out, res)
 			if push && failEvery > 0 {
-				// The failed messages come back 10 s later and are not
-				// waited for: count only the healthy ones.
-				fmt.Fprintf(out, "retry storm: the first delivery of every %d-th message failed and was sent back; %d healthy messages counted\n", failEvery, res.Msgs)
-				if err != nil {
-					return &exitError{code: exitProblems, err: err}
-				}
-				if cc.Count > 0 && res.Msgs < cc.Count {
-					return &exitError{code: exitProblems, err: fmt.Errorf("received %d of %d healthy messages", res.Msgs, cc.Count)}
-				}
-				return nil
+				return stormVerdict(out, failEvery, cc.Count, res, err)
 			}
 			lines, ok := v.Report()
 			for _, l := range lines {
@@ -178,6 +163,20 @@ p999) from a histogram. Produced bodies carry a run id and sequence number, so
 	consume.Flags().Int64Var(&failEvery, "fail-every", 0, "push: fail the first delivery of every N-th message (a retry storm; only the others are counted)")
 	cmd.AddCommand(produce, consume)
 	return cmd
+}
+
+// stormVerdict ends a push consume run with --fail-every: the failed
+// messages come back 10 s later and are not waited for, so only the
+// healthy ones (want of them) are counted.
+func stormVerdict(out io.Writer, failEvery, want int64, res benchkit.Result, err error) error {
+	fmt.Fprintf(out, "retry storm: the first delivery of every %d-th message failed and was sent back; %d healthy messages counted\n", failEvery, res.Msgs)
+	if err != nil {
+		return &exitError{code: exitProblems, err: err}
+	}
+	if want > 0 && res.Msgs < want {
+		return &exitError{code: exitProblems, err: fmt.Errorf("received %d of %d healthy messages", res.Msgs, want)}
+	}
+	return nil
 }
 
 // definite reports a send error that every later send of the run would

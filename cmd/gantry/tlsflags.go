@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/gantrymq/gantry/broker"
+	"github.com/gantrymq/gantry/client"
 	"github.com/gantrymq/gantry/internal/tlsx"
 )
 
@@ -125,4 +126,14 @@ func (f *clientTLSFlags) config() (*tls.Config, error) {
 	}
 	return tlsx.StaticConfig(tlsx.ClientConfig{CAFile: f.ca, CertFile: f.cert, KeyFile: f.key, InsecureSkipVerify: f.insecure,
 		Names: tlsx.Names{Mode: "--tls", Cert: "--tls-cert", Key: "--tls-key", CA: "--tls-ca"}})
+}
+
+// clientConfig is a client's configuration for the nameservers ns, with
+// the TLS of the flags; a bad flag is a usage error.
+func (f *clientTLSFlags) clientConfig(ns []string) (client.Config, error) {
+	conf, err := f.config()
+	if err != nil {
+		return client.Config{}, &exitError{code: exitUsage, err: err}
+	}
+	return client.Config{NameServers: ns, TLS: conf}, nil
 }
