@@ -155,8 +155,7 @@ type Config struct {
 	// HTTPListenAddr (httpListenAddr, Gantry's key): metrics and health.
 	// Default bindAddress:5557.
 	HTTPListenAddr string
-	// PprofEnable (pprofEnable, Gantry's key): serve Go's profiles at
-	// /debug/pprof/ on the HTTP port. Default false.
+	// PprofEnable (pprofEnable, Gantry's key): serve Go's profiles at /debug/pprof/ on the HTTP port. Default false.
 	PprofEnable bool
 	// BrokerIP1 (brokerIP1): the address clients reach this broker at; an IP.
 	// Default bindAddress when that is one address, else 127.0.0.1. That it
@@ -190,6 +189,7 @@ type Config struct {
 	// (slaveReadEnable): a slave serves pulls; default false.
 	HAConfig          // config_replication.go
 	AuthConfig        // config_auth.go
+	TLSConfig         // config_tls.go (docs/SECURITY.md)
 	HAListenPort      int
 	HAMasterAddress   string
 	InSyncReplicas    int

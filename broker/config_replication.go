@@ -137,6 +137,7 @@ func (c Config) validateReplication(bad badFunc) {
 	if c.HAMaxGapNotInSync < 0 {
 		bad("haMaxGapNotInSync %d: want > 0 (bytes)", c.HAMaxGapNotInSync)
 	}
+	c.validateTLS(bad) // config_tls.go: the HA port and the dials to the master serve and dial TLS too
 }
 
 // HAListenAddr returns the address a master's HA port listens on:

@@ -74,6 +74,16 @@ aclFile=/etc/gantry/acl.json
 innerClientAuthenticationCredentials={"accessKey":"broker-b","secretKey":"clustersecret"}
 authWindowMillis=30000
 allowRemoteWithoutAuth=true
+tls.server.mode=disabled
+tls.server.certPath=/etc/gantry/server.pem
+tls.server.keyPath=/etc/gantry/server-key.pem
+tls.server.trustCertPath=/etc/gantry/clients-ca.pem
+tls.server.need.client.auth=optional
+tls.enable=false
+tls.client.certPath=/etc/gantry/client.pem
+tls.client.keyPath=/etc/gantry/client-key.pem
+tls.client.trustCertPath=/etc/gantry/ca.pem
+tls.client.authServer=false
 `
 
 func TestParseConfigEveryKey(t *testing.T) {
@@ -105,6 +115,10 @@ func TestParseConfigEveryKey(t *testing.T) {
 			MasterLease: 6 * time.Second, AccessMessageInMemoryMaxRatio: 30, HAMaxTimeSlaveNotCatchup: 5 * time.Second},
 		AuthConfig: broker.AuthConfig{AuthenticationEnabled: true, SkipAuthorization: true, ACLFile: "/etc/gantry/acl.json",
 			InnerAccessKey: "broker-b", InnerSecretKey: "clustersecret", AuthWindow: 30 * time.Second, AllowRemoteWithoutAuth: true},
+		TLSConfig: broker.TLSConfig{TLSServerCertPath: "/etc/gantry/server.pem", TLSServerKeyPath: "/etc/gantry/server-key.pem",
+			TLSServerTrustCertPath: "/etc/gantry/clients-ca.pem", TLSServerNeedClientAuth: broker.TLSClientAuthOptional,
+			TLSClientCertPath: "/etc/gantry/client.pem", TLSClientKeyPath: "/etc/gantry/client-key.pem",
+			TLSClientTrustCertPath: "/etc/gantry/ca.pem", TLSClientSkipVerify: true},
 	}
 	assert.Equal(t, want, c)
 	assert.NoError(t, c.Validate())

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/status"
@@ -46,8 +48,12 @@ type connPool struct {
 // retried its failed messages itself instead of sending them back).
 var reconnectBackoff = backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 2, Jitter: 0.2, MaxDelay: time.Second}
 
-func newConnPool(opts []grpc.DialOption, hooks *hookSet) *connPool {
-	all := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()),
+func newConnPool(tlsConf *tls.Config, opts []grpc.DialOption, hooks *hookSet) *connPool {
+	creds := insecure.NewCredentials()
+	if tlsConf != nil {
+		creds = credentials.NewTLS(tlsConf) // over the inline TCP connection below
+	}
+	all := append([]grpc.DialOption{grpc.WithTransportCredentials(creds),
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: reconnectBackoff, MinConnectTimeout: 20 * time.Second}),
 		experimental.WithBufferPool(grpcbuf.Shared), grpc.WithDefaultCallOptions(grpc.ForceCodecV2(grpcbuf.Codec{}),
 			grpc.MaxCallRecvMsgSize(message.MaxEnvelopeBytes), grpc.MaxCallSendMsgSize(message.MaxEnvelopeBytes)),
@@ -168,7 +174,7 @@ func newCore(ctx context.Context, cfg Config, component string) (*core, error) {
 	} else if o != nil {
 		opts = append([]grpc.DialOption{o}, opts...)
 	}
-	c.pool = newConnPool(opts, &c.hooks)
+	c.pool = newConnPool(cfg.TLS, opts, &c.hooks)
 	c.log = cfg.Logger.With("component", component, "client", cfg.ClientID)
 	c.ns = &nameServers{addrs: cfg.NameServers, pool: c.pool, next: mrand.IntN(len(cfg.NameServers))}
 	c.routes = newRouteCache(c.ns, c.log)

@@ -13,7 +13,7 @@
 // cached route is kept (with a warning in the log) and the client keeps
 // working with the brokers it knows. Each broker and
 // nameserver address gets one *grpc.ClientConn, plaintext unless
-// Config.DialOptions says otherwise. A connection that breaks is tried
+// Config.TLS (or Config.DialOptions) says otherwise. A connection that breaks is tried
 // again 50 ms later, then after twice as long each time up to 1 s (as
 // Kafka's clients do; gRPC's own default grows to 2 minutes), so a broker
 // back from a restart is used again within a second.

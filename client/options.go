@@ -2,6 +2,7 @@ package client
 
 import (
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -39,9 +40,18 @@ type Config struct {
 	// tried in turn, starting from a random one. Default
 	// ["127.0.0.1:9877"].
 	NameServers []string
+	// TLS, if set, makes every connection the client opens, to
+	// nameservers and brokers alike, TLS with this configuration
+	// (docs/SECURITY.md, "TLS"): RootCAs the CAs that signed the servers'
+	// certificates (nil: the system's), Certificates the client's own for
+	// servers that require one (mutual TLS). Its ServerName, if empty, is
+	// each address's host, which the server's certificate must name.
+	// Default nil: plaintext.
+	TLS *tls.Config
 	// DialOptions are added to every connection (nameservers and brokers)
 	// after the defaults, so an option here replaces its default:
-	// plaintext credentials (grpc.WithTransportCredentials); messages
+	// plaintext credentials, or TLS's with Config.TLS
+	// (grpc.WithTransportCredentials); messages
 	// received and sent up to message.MaxEnvelopeBytes, a pull of one
 	// message of the largest body; a fixed 16 MiB HTTP/2 flow-control
 	// window (grpc.WithInitialWindowSize: gRPC's dynamic one sends a PING
@@ -75,6 +85,9 @@ func (c Config) withDefaults() Config {
 	}
 	c.NameServers = append([]string(nil), c.NameServers...)
 	c.DialOptions = append([]grpc.DialOption(nil), c.DialOptions...)
+	if c.TLS != nil {
+		c.TLS = c.TLS.Clone()
+	}
 	c.Hooks = append([]Hook(nil), c.Hooks...)
 	if c.RouteRefresh == 0 {
 		c.RouteRefresh = DefaultRouteRefresh

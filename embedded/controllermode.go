@@ -108,6 +108,9 @@ func (c *Cluster) startController() error {
 		BrokerTimeout: ControllerBrokerTimeout, ScanInterval: ControllerScanInterval,
 		Logger: c.log.With("component", "controller"),
 	}
+	if c.tls != nil {
+		c.tls.controller(&cc)
+	}
 	if c.opts.Controller != nil {
 		c.opts.Controller(&cc)
 	}

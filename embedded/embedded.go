@@ -14,6 +14,7 @@
 // Options.Slaves adds slaves to the broker, a master for good;
 // Options.Replicas runs a broker group whose master a controller elects
 // instead, for failover tests (KillMember, WaitMaster).
+// Options.TLS serves every port with TLS (DevTLS makes certificates).
 package embedded
 
 import (
@@ -90,6 +91,11 @@ type Options struct {
 	// Controller, if set, adjusts the controller's configuration (its
 	// timeouts, UncleanElection) before it starts.
 	Controller func(*controller.Config)
+	// TLS, if set, serves every listener with TLS, enforcing unless it
+	// says permissive, and makes the brokers and the controller dial with
+	// TLS (tls.go; docs/SECURITY.md, "TLS"). Clients then need
+	// client.Config.TLS (DevCerts.ClientTLS). Default nil: plaintext.
+	TLS *TLSOptions
 	// Logger receives both components' logs. Default: discard.
 	Logger *slog.Logger
 	// Users, when set, turns the brokers' authentication on
@@ -109,6 +115,8 @@ type Cluster struct {
 	tempDir bool
 	log     *slog.Logger
 	aclFile string // the brokers' users with Options.Users
+
+	tls *clusterTLS // Options.TLS loaded; nil without
 
 	ns             *nameserver.Server
 	nsAddr         string // Gantry's nameserver port
@@ -153,6 +161,13 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 			return nil, c.cleanup(err)
 		}
 	}
+	if opts.TLS != nil {
+		t, err := opts.TLS.load()
+		if err != nil {
+			return nil, c.cleanup(err)
+		}
+		c.tls = t
+	}
 	c.nsAddr = orDefault(opts.NameServerListen, "127.0.0.1:0")
 	c.nsRemotingAddr = orDefault(opts.NameServerRemotingListen, "127.0.0.1:0")
 	if err := c.StartNameServer(ctx); err != nil {
@@ -186,7 +201,11 @@ func (c *Cluster) StartNameServer(_ context.Context) error {
 	if c.ns != nil {
 		return errors.New("embedded: nameserver already running")
 	}
-	ns, err := nameserver.NewServer(nameserver.Config{Logger: c.log})
+	nc := nameserver.Config{Logger: c.log}
+	if c.tls != nil {
+		nc.TLS, nc.RequireTLS = c.tls.server.Config(), c.tls.server.Required()
+	}
+	ns, err := nameserver.NewServer(nc)
 	if err != nil {
 		return err
 	}
@@ -277,6 +296,9 @@ func (c *Cluster) brokerConfig(root string) broker.Config {
 	}
 	if c.aclFile != "" {
 		bc.AuthenticationEnabled, bc.ACLFile = true, c.aclFile
+	}
+	if c.tls != nil {
+		c.tls.broker(&bc)
 	}
 	if c.opts.Broker != nil {
 		c.opts.Broker(&bc)

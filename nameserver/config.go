@@ -1,6 +1,7 @@
 package nameserver
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -36,6 +37,15 @@ type Config struct {
 	// AuthWindow is how far a gRPC call's signing time may lie from the
 	// nameserver's clock, either way. Default 60 s.
 	AuthWindow time.Duration
+	// TLS, if set, is the server side of TLS on every port Server serves
+	// (docs/SECURITY.md, "TLS"): each protocol is served inside TLS too.
+	// A GetConfigForClient in it is kept (certificates reloaded on
+	// change: internal/tlsx). Default nil: plaintext only.
+	TLS *tls.Config
+	// RequireTLS, with TLS, refuses plaintext clients (tls.server.mode
+	// enforcing): each is told, in its protocol, that TLS is required.
+	// Default false: plaintext and TLS are both served (permissive).
+	RequireTLS bool
 }
 
 const (
@@ -76,6 +86,9 @@ func (c Config) Validate() error {
 	}
 	if c.AuthWindow < 0 || c.AuthWindow > 0 && c.AuthWindow < time.Second {
 		errs = append(errs, fmt.Errorf("nameserver: AuthWindow %s: want at least 1s", c.AuthWindow))
+	}
+	if c.RequireTLS && c.TLS == nil {
+		errs = append(errs, errors.New("nameserver: RequireTLS needs TLS"))
 	}
 	return errors.Join(errs...)
 }

@@ -2,6 +2,7 @@ package nameserver
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -21,6 +22,7 @@ import (
 	"github.com/gantrymq/gantry/auth"
 	"github.com/gantrymq/gantry/internal/muxlisten"
 	"github.com/gantrymq/gantry/internal/streamx"
+	"github.com/gantrymq/gantry/internal/tlsx"
 	"github.com/gantrymq/gantry/remoting"
 )
 
@@ -33,6 +35,9 @@ type Server struct {
 	grpcServer      *grpc.Server
 	remotingServer  *remoting.Server
 	misdirectedHTTP *http.Server // answers HTTP/1 requests: this is no HTTP port
+	tls             *tls.Config  // Config.TLS
+	requireTLS      bool
+	refused         *refusers // plaintext clients with RequireTLS; nil without
 	log             *slog.Logger
 	conns           atomic.Int64
 	shutdown        chan struct{} // closed by Close: registration streams end
@@ -55,8 +60,9 @@ const MaxRequestBytes = 4 << 20
 
 // NewServer makes a nameserver and starts its expiry loop. Serve it on
 // listeners with Serve; Close stops it. opts are added to the gRPC
-// server's after a receive limit of MaxRequestBytes and, with
-// cfg.AuthenticationEnabled, the calls' authentication.
+// server's after a receive limit of MaxRequestBytes, with
+// cfg.AuthenticationEnabled the calls' authentication, and with cfg.TLS
+// the credentials of the TLS its ports terminate.
 func NewServer(cfg Config, opts ...grpc.ServerOption) (*Server, error) {
 	reg, err := NewRegistry(cfg)
 	if err != nil {
@@ -68,15 +74,28 @@ func NewServer(cfg Config, opts ...grpc.ServerOption) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	remotingServer, err := remoting.NewServer(remoting.Config{Logger: log}, NewRemotingHandler(reg, guard))
-	if err != nil {
+	closeUsers := func() {
 		if users != nil {
 			_ = users.Close()
 		}
+	}
+	remotingServer, err := remoting.NewServer(remoting.Config{Logger: log}, NewRemotingHandler(reg, guard))
+	if err != nil {
+		closeUsers()
 		return nil, err
 	}
 	opts = append(append([]grpc.ServerOption{grpc.MaxRecvMsgSize(MaxRequestBytes), grpc.UnknownServiceHandler(notHere)},
 		authOptions(guard)...), opts...)
+	var refused *refusers
+	if cfg.TLS != nil { // the ports terminate TLS: the credentials only tell which connections had it
+		opts = append([]grpc.ServerOption{grpc.Creds(tlsx.TerminatedCredentials())}, opts...)
+		if cfg.RequireTLS {
+			if refused, err = newRefusers(); err != nil {
+				closeUsers()
+				return nil, errors.Join(err, remotingServer.Close())
+			}
+		}
+	}
 	s := &Server{
 		users:           users,
 		guard:           guard,
@@ -84,6 +103,9 @@ func NewServer(cfg Config, opts ...grpc.ServerOption) (*Server, error) {
 		grpcServer:      grpc.NewServer(opts...),
 		remotingServer:  remotingServer,
 		misdirectedHTTP: muxlisten.MisdirectedHTTP("This is a Gantry nameserver port: it serves gRPC and RocketMQ remoting, not HTTP.\n"),
+		tls:             cfg.TLS,
+		requireTLS:      cfg.RequireTLS,
+		refused:         refused,
 		log:             log,
 		shutdown:        make(chan struct{}),
 		muxes:           make(map[*muxlisten.Mux]struct{}),
@@ -116,9 +138,9 @@ func (s *Server) Guard() *auth.Guard { return s.guard }
 // broker registering, Gantry's clients) from a RocketMQ remoting client
 // (internal/muxlisten), so RocketMQ's 9876 and Gantry's 9877 serve alike.
 // An HTTP/1 request gets 400 saying so; a connection that sends nothing
-// for 10 s is closed.
+// for 10 s is closed. With Config.TLS each protocol is served over TLS too.
 func (s *Server) Serve(lis net.Listener) error {
-	m := muxlisten.New(lis, muxlisten.Config{Name: "nameserver " + lis.Addr().String(), Logger: s.log})
+	m := muxlisten.New(lis, muxlisten.Config{Name: "nameserver " + lis.Addr().String(), Logger: s.log, TLS: s.tls, RequireTLS: s.requireTLS})
 	grpcLis := m.Listener(muxlisten.HTTP2)
 	remotingLis := m.Listener(muxlisten.Remoting, muxlisten.Unknown) // the remoting server names a bad frame
 	httpLis := m.Listener(muxlisten.HTTP1)
@@ -134,6 +156,9 @@ func (s *Server) Serve(lis net.Listener) error {
 	wg.Go(func() { _ = s.grpcServer.Serve(grpcLis) }) // each returns once the Mux closes its listener
 	wg.Go(func() { _ = s.remotingServer.Serve(remotingLis) })
 	wg.Go(func() { _ = s.misdirectedHTTP.Serve(httpLis) })
+	if r := s.refused; r != nil {
+		r.serve(&wg, m)
+	}
 	err := m.Serve()
 	wg.Wait()
 	s.mu.Lock()
@@ -165,6 +190,9 @@ func (s *Server) Close(ctx context.Context) error {
 		}
 		_ = s.remotingServer.Close()
 		_ = s.misdirectedHTTP.Close()
+		if r := s.refused; r != nil {
+			r.close()
+		}
 		for _, m := range muxes {
 			_ = m.Close()
 		}

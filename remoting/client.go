@@ -2,6 +2,7 @@ package remoting
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"sync"
@@ -15,6 +16,10 @@ type DialOptions struct {
 	// CHECK_TRANSACTION_STATE...). Default: a Mux with no handlers, which
 	// answers REQUEST_CODE_NOT_SUPPORTED.
 	Handler Handler
+	// TLS, if set, runs TLS over the connection (docs/SECURITY.md, "TLS"),
+	// its handshake bounded by Dial's ctx. Its ServerName defaults to
+	// addr's host. Default nil: plaintext.
+	TLS *tls.Config
 }
 
 // Client is one dialed remoting connection: concurrent requests matched to
@@ -27,7 +32,8 @@ type Client struct {
 	closeOnce sync.Once
 }
 
-// Dial connects to addr (host:port) over TCP; ctx bounds the dial only.
+// Dial connects to addr (host:port) over TCP, and TLS with opts.TLS; ctx
+// bounds the dial and the handshake only.
 func Dial(ctx context.Context, addr string, opts DialOptions) (*Client, error) {
 	if err := opts.Config.Validate(); err != nil {
 		return nil, err
@@ -41,6 +47,11 @@ func Dial(ctx context.Context, addr string, opts DialOptions) (*Client, error) {
 	nc, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("remoting: dial %s: %w", addr, err)
+	}
+	if opts.TLS != nil {
+		if nc, err = clientTLS(ctx, nc, addr, opts.TLS); err != nil {
+			return nil, err
+		}
 	}
 	cl := &Client{}
 	cl.conn = newConn(context.Background(), nc, cfg, h, &cl.stats)
@@ -75,4 +86,22 @@ func (cl *Client) Close() error {
 		cl.wg.Wait()
 	})
 	return err
+}
+
+// clientTLS runs conf's client handshake on nc, a connection to addr, and
+// closes nc if it fails.
+func clientTLS(ctx context.Context, nc net.Conn, addr string, conf *tls.Config) (net.Conn, error) {
+	if conf.ServerName == "" {
+		conf = conf.Clone()
+		conf.ServerName = addr
+		if h, _, err := net.SplitHostPort(addr); err == nil {
+			conf.ServerName = h
+		}
+	}
+	tc := tls.Client(nc, conf)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("remoting: TLS handshake with %s: %w", addr, err)
+	}
+	return tc, nil
 }

@@ -1,6 +1,7 @@
 package replication
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -179,6 +180,10 @@ type SlaveConfig struct {
 	WriteTimeout time.Duration
 	// DialTimeout bounds a connection attempt and the handshake. Default 10 s.
 	DialTimeout time.Duration
+	// Dial, if set, connects to the master's HA address instead of plain
+	// TCP: a TLS dialer (docs/SECURITY.md, "TLS") when the master's HA port
+	// serves TLS. The context carries DialTimeout.
+	Dial func(ctx context.Context, addr string) (net.Conn, error)
 	// RetryMin and RetryMax bound the pause between connection attempts,
 	// which doubles after each failure and starts again at RetryMin after
 	// a connection that appended bytes or lasted RetryMax. Defaults 100 ms

@@ -156,8 +156,16 @@ func (s *Slave) run() {
 // connect runs one connection: the handshake, then frames until the
 // connection fails. served says the handshake succeeded.
 func (s *Slave) connect() (served bool, err error) {
-	d := net.Dialer{Timeout: s.cfg.DialTimeout}
-	conn, err := d.DialContext(s.ctx, "tcp", s.cfg.MasterAddr)
+	dial := s.cfg.Dial
+	if dial == nil {
+		dial = func(ctx context.Context, addr string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "tcp", addr)
+		}
+	}
+	dctx, cancel := context.WithTimeout(s.ctx, s.cfg.DialTimeout)
+	conn, err := dial(dctx, s.cfg.MasterAddr)
+	cancel()
 	if err != nil {
 		return false, fmt.Errorf("replication: dial the master: %w", err)
 	}

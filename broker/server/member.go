@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/gantrymq/gantry/broker"
 	"github.com/gantrymq/gantry/commitlog"
 	"github.com/gantrymq/gantry/replication"
@@ -106,7 +108,16 @@ func StartMember(ctx context.Context, cfg Config) (*Member, error) {
 		closeLis()
 		return nil, fmt.Errorf("broker: epoch file: %w", err)
 	}
-	ctl, err := controller.NewClient(controller.ClientConfig{Addrs: bc.ControllerAddr, AttemptTimeout: bc.MasterLease / 2, Signer: signer})
+	ccfg := controller.ClientConfig{Addrs: bc.ControllerAddr, AttemptTimeout: bc.MasterLease / 2, Signer: signer}
+	dial, err := bc.ClientTLS(bc.Logger) // tls.enable: the controllers are dialed with TLS too
+	if err != nil {
+		closeLis()
+		return nil, fmt.Errorf("%w: %w", broker.ErrInvalidConfig, err)
+	}
+	if dial != nil {
+		ccfg.DialOptions = []grpc.DialOption{grpc.WithTransportCredentials(dial.Credentials())}
+	}
+	ctl, err := controller.NewClient(ccfg)
 	if err != nil {
 		closeLis()
 		return nil, err

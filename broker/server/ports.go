@@ -24,6 +24,11 @@ import (
 // remoting client that reaches it is answered, in its protocol, with an
 // error naming the broker's other ports, and an HTTP request on a data
 // port with 400 naming the HTTP port.
+//
+// With tls.server.mode permissive or enforcing every port, the HA port
+// included, also terminates TLS and serves each protocol inside it
+// (docs/SECURITY.md, "TLS"); enforcing answers a plaintext client, in its
+// protocol, that the port requires TLS.
 
 // ports are the multiplexers of the broker's three listeners and the
 // servers that answer misdirected clients.
@@ -33,12 +38,21 @@ type ports struct {
 	misHTTP     *http.Server   // HTTP/1 on a data port
 	misGRPC     *grpc.Server   // gRPC on the HTTP port
 	misRemoting *remoting.Server
+	refused     *refusers // plaintext clients of ports that require TLS; nil unless enforcing
+}
+
+// refusers answer plaintext clients on a port that requires TLS, each in
+// its protocol.
+type refusers struct {
+	grpc     *grpc.Server
+	remoting *remoting.Server
+	http     *http.Server // on a data port
+	https    *http.Server // on the HTTP port: names the https:// URL
 }
 
 // servePorts starts serving the three listeners: gRPC and remoting on
 // both data ports, HTTP on httpLis.
 func (s *Server) servePorts(grpcLis, httpLis, remotingLis net.Listener) error {
-	log := s.b.Config().Logger
 	httpAddr := advertised(httpLis.Addr(), s.b.Config().BrokerIP1)
 	wrong := fmt.Sprintf("%s is the Gantry broker's HTTP port (metrics, health): its gRPC API and RocketMQ remoting are at %s and %s",
 		httpAddr, s.grpcAddr, s.remotingAddr)
@@ -56,29 +70,94 @@ func (s *Server) servePorts(grpcLis, httpLis, remotingLis net.Listener) error {
 	p.misGRPC = grpc.NewServer(grpc.UnknownServiceHandler(func(any, grpc.ServerStream) error {
 		return status.Error(codes.Unimplemented, wrong)
 	}))
+	scheme := "http"
+	if s.tls != nil {
+		scheme = "https"
+	}
 	p.misHTTP = muxlisten.MisdirectedHTTP(fmt.Sprintf(
-		"This is a Gantry broker's gRPC and RocketMQ remoting port: its HTTP endpoints (metrics, health) are at http://%s/\n", httpAddr))
+		"This is a Gantry broker's gRPC and RocketMQ remoting port: its HTTP endpoints (metrics, health) are at %s://%s/\n", scheme, httpAddr))
 
+	if s.tls != nil && s.tls.Required() {
+		if p.refused, err = newRefusers(httpAddr); err != nil {
+			return err
+		}
+	}
 	for _, l := range []struct {
 		what string
 		lis  net.Listener
 	}{{"gRPC", grpcLis}, {"remoting", remotingLis}} {
-		m := muxlisten.New(l.lis, muxlisten.Config{Name: "broker " + l.what + " " + l.lis.Addr().String(), Logger: log})
+		mc := s.muxConfig("broker " + l.what + " " + l.lis.Addr().String())
+		mc.WrapTLS = inlinenet.Wrap
+		m := muxlisten.New(l.lis, mc)
 		grpcConns, remotingConns, httpConns := m.Listener(muxlisten.HTTP2), m.Listener(muxlisten.Remoting, muxlisten.Unknown), m.Listener(muxlisten.HTTP1)
 		p.muxes, p.remoting = append(p.muxes, m), append(p.remoting, remotingConns)
 		s.serve("gRPC", func() error { return s.grpcServer.Serve(inlinenet.Listen(grpcConns)) })
 		s.serve("remoting", func() error { return s.remotingServer.Serve(inlinenet.Listen(remotingConns)) })
 		s.serve("HTTP misdirect", func() error { return p.misHTTP.Serve(httpConns) })
+		if r := p.refused; r != nil {
+			s.serveRefusals(m, r.http)
+		}
 		s.serve(l.what+" port", m.Serve)
 	}
-	m := muxlisten.New(httpLis, muxlisten.Config{Name: "broker HTTP " + httpLis.Addr().String(), Logger: log})
+	mc := s.muxConfig("broker HTTP " + httpLis.Addr().String())
+	mc.NextProtos = []string{"http/1.1"} // an HTTPS client offering h2 gets HTTP/1.1
+	m := muxlisten.New(httpLis, mc)
 	httpConns, grpcConns, remotingConns := m.Listener(muxlisten.HTTP1, muxlisten.Unknown), m.Listener(muxlisten.HTTP2), m.Listener(muxlisten.Remoting)
 	p.muxes = append(p.muxes, m)
 	s.serve("HTTP", func() error { return s.httpServer.Serve(httpConns) })
 	s.serve("gRPC misdirect", func() error { return p.misGRPC.Serve(grpcConns) })
 	s.serve("remoting misdirect", func() error { return p.misRemoting.Serve(remotingConns) })
+	if r := p.refused; r != nil {
+		s.serveRefusals(m, r.https)
+	}
 	s.serve("HTTP port", m.Serve)
 	return nil
+}
+
+// muxConfig is the configuration of a port's multiplexer: with the ports'
+// TLS, if any.
+func (s *Server) muxConfig(name string) muxlisten.Config {
+	mc := muxlisten.Config{Name: name, Logger: s.b.Config().Logger}
+	if s.tls != nil {
+		mc.TLS, mc.RequireTLS = s.tls.Config(), s.tls.Required()
+	}
+	return mc
+}
+
+// tlsRequired is what a plaintext client of a port that requires TLS is
+// told.
+const tlsRequired = "this Gantry port requires TLS (tls.server.mode=enforcing): connect with TLS " +
+	"(Gantry's client: client.Config.TLS; gantry admin: --tls; RocketMQ clients: their TLS option, e.g. WithTls(true))"
+
+// newRefusers makes the servers that tell plaintext clients the port
+// requires TLS.
+func newRefusers(httpAddr string) (*refusers, error) {
+	rs, err := remoting.NewServer(remoting.Config{}, remoting.HandlerFunc(
+		func(_ context.Context, _ *remoting.Conn, req *remoting.Command) *remoting.Command {
+			return remoting.ErrorResponse(req, remoting.ResNoPermission, "%s", tlsRequired)
+		}))
+	if err != nil {
+		return nil, err
+	}
+	return &refusers{
+		grpc: grpc.NewServer(grpc.UnknownServiceHandler(func(any, grpc.ServerStream) error {
+			return status.Error(codes.Unauthenticated, tlsRequired)
+		})),
+		remoting: rs,
+		http:     muxlisten.MisdirectedHTTP("This Gantry broker port requires TLS (tls.server.mode=enforcing).\n"),
+		https: muxlisten.MisdirectedHTTP(fmt.Sprintf("This Gantry broker port requires TLS (tls.server.mode=enforcing): use https://%s/\n",
+			httpAddr)),
+	}, nil
+}
+
+// serveRefusals serves the refusers on m's plaintext connections, h
+// answering HTTP/1.
+func (s *Server) serveRefusals(m *muxlisten.Mux, h *http.Server) {
+	r := s.ports.refused
+	grpcConns, remotingConns, httpConns := m.Refused(muxlisten.HTTP2), m.Refused(muxlisten.Remoting, muxlisten.Unknown), m.Refused(muxlisten.HTTP1)
+	s.serve("gRPC TLS refusal", func() error { return r.grpc.Serve(grpcConns) })
+	s.serve("remoting TLS refusal", func() error { return r.remoting.Serve(remotingConns) })
+	s.serve("HTTP TLS refusal", func() error { return h.Serve(httpConns) })
 }
 
 // serve runs a server's Serve in a goroutine of s, logging how it failed
@@ -111,6 +190,12 @@ func (p *ports) close() {
 	}
 	if p.misHTTP != nil {
 		_ = p.misHTTP.Close()
+	}
+	if r := p.refused; r != nil {
+		r.grpc.Stop()
+		_ = r.remoting.Close()
+		_ = r.http.Close()
+		_ = r.https.Close()
 	}
 	for _, m := range p.muxes {
 		_ = m.Close()

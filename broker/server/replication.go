@@ -7,11 +7,13 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	gantryv1 "github.com/gantrymq/gantry/api/gantry/v1"
 	"github.com/gantrymq/gantry/auth"
 	"github.com/gantrymq/gantry/broker"
 	"github.com/gantrymq/gantry/broker/grpcapi"
+	"github.com/gantrymq/gantry/internal/muxlisten"
 	"github.com/gantrymq/gantry/replication"
 	"github.com/gantrymq/gantry/replication/epoch"
 )
@@ -28,6 +30,7 @@ import (
 type haState struct {
 	master *replication.Master // nil on a slave
 	addr   string              // the master's advertised HA address
+	mux    *muxlisten.Mux      // the master's HA port with TLS; nil without
 
 	epochs  *epoch.File   // controller mode: the epoch file a slave checks its history with
 	confirm *confirmState // controller mode: what consumers may read up to; nil otherwise
@@ -138,6 +141,13 @@ func (s *Server) startReplication(cfg Config) error {
 	if g := s.b.Guard(); g != nil { // only cluster users replicate (docs/SECURITY.md, "Cluster")
 		mc.Authenticate, mc.ReplayWindow = haAuthenticator(g), c.AuthWindow
 	}
+	if s.tls != nil {
+		lis, err := s.haTLS(mc.Addr, mc.Listener)
+		if err != nil {
+			return err
+		}
+		mc.Listener = lis
+	}
 	if cfg.Epochs != nil {
 		mc.Epochs = cfg.Epochs.Entries()
 	}
@@ -146,6 +156,9 @@ func (s *Server) startReplication(cfg Config) error {
 	}
 	m, err := replication.NewMaster(mc, s.b.ReplicaLog())
 	if err != nil {
+		if s.ha.mux != nil {
+			_ = s.ha.mux.Close()
+		}
 		return fmt.Errorf("broker HA port (haListenPort): %w", err)
 	}
 	if s.ha.confirm != nil {
@@ -155,6 +168,31 @@ func (s *Server) startReplication(cfg Config) error {
 	s.ha.master, s.ha.addr = m, advertised(m.Addr(), c.BrokerIP1)
 	s.b.SetReplication(masterGate{m: m, maxGap: c.HAMaxGapNotInSync, waitFor: cfg.WaitFor})
 	return nil
+}
+
+// haTLS serves TLS on the HA port (lis, or a new listener on addr) and
+// returns the listener of the master's connections, plaintext ones too
+// unless TLS is required, when they are refused with a reason the slave
+// logs.
+func (s *Server) haTLS(addr string, lis net.Listener) (net.Listener, error) {
+	if lis == nil {
+		var err error
+		if lis, err = net.Listen("tcp", addr); err != nil {
+			return nil, fmt.Errorf("broker HA port (haListenPort): listen on %s: %w", addr, err)
+		}
+	}
+	m := muxlisten.New(lis, s.muxConfig("broker HA "+lis.Addr().String()))
+	s.ha.mux = m
+	s.ports.muxes = append(s.ports.muxes, m) // closed before the server waits for its goroutines
+	master := m.Listener(muxlisten.AllProtocols()...)
+	if s.tls.Required() {
+		refused := m.Refused(muxlisten.AllProtocols()...)
+		s.serve("HA TLS refusal", func() error {
+			return replication.ServeRefusals(refused, "this master's HA port requires TLS (tls.server.mode=enforcing): set tls.enable=true", 10*time.Second)
+		})
+	}
+	s.serve("HA port", m.Serve)
+	return master, nil
 }
 
 // followMaster makes the slave replicate from the master's HA address
@@ -174,6 +212,9 @@ func (s *Server) followMaster(addr string) error {
 	sc := replication.SlaveConfig{MasterAddr: addr, ReplicaID: c.BrokerID, OnMeta: s.b.RestoreMeta, Logger: c.Logger}
 	if s.ha.signer != nil {
 		sc.Signer = s.ha.signer
+	}
+	if s.dial != nil {
+		sc.Dial = s.dial.Dial
 	}
 	if s.ha.epochs != nil {
 		sc.Epochs = s.ha.epochs
@@ -234,7 +275,11 @@ func (s *Server) closeMaster() error {
 		return nil
 	}
 	s.b.SetReplication(nil)
-	return s.ha.master.Close()
+	err := s.ha.master.Close()
+	if s.ha.mux != nil {
+		_ = s.ha.mux.Close()
+	}
+	return err
 }
 
 // HAAddr returns a master's advertised HA address (registered with the

@@ -19,6 +19,7 @@ import (
 	"github.com/gantrymq/gantry/broker"
 	"github.com/gantrymq/gantry/broker/grpcapi"
 	"github.com/gantrymq/gantry/broker/remotingapi"
+	"github.com/gantrymq/gantry/internal/tlsx"
 	"github.com/gantrymq/gantry/remoting"
 	"github.com/gantrymq/gantry/replication/epoch"
 )
@@ -91,6 +92,8 @@ type Server struct {
 	remotingHandler *remotingapi.Handler
 	remotingServer  *remoting.Server
 	ports           ports
+	tls             *tlsx.Server // the ports' TLS (tls.server.*); nil: plaintext only
+	dial            *tlsx.Client // the TLS the broker dials with (tls.enable); nil: plaintext
 	reg             atomic.Pointer[Registrar]
 	ha              haState // replication.go
 	regVersion      regVersion
@@ -134,6 +137,10 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		closeAll([]net.Listener{cfg.GRPCListener, cfg.HTTPListener, cfg.RemotingListener})
 		return nil, err
 	}
+	if err := s.loadTLS(bc); err != nil {
+		closeAll([]net.Listener{cfg.GRPCListener, cfg.HTTPListener, cfg.RemotingListener})
+		return nil, err
+	}
 	lis, err := listen(cfg)
 	if err != nil {
 		return nil, err
@@ -168,7 +175,11 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		s.stopSlave()
 		return nil, errors.Join(err, s.remotingHandler.Close(), b.Close(ctx), s.closeMaster())
 	}
-	s.grpcServer, s.messaging = grpcapi.NewServer(b, haReporter{s}, cfg.GRPCOptions...)
+	gopts := cfg.GRPCOptions
+	if s.tls != nil { // TLS is terminated by the ports: the credentials only tell which connections had it
+		gopts = append([]grpc.ServerOption{grpc.Creds(tlsx.TerminatedCredentials())}, gopts...)
+	}
+	s.grpcServer, s.messaging = grpcapi.NewServer(b, haReporter{s}, gopts...)
 	registered := func() bool { return len(b.Config().NamesrvAddr) == 0 || s.reg.Load() != nil }
 	s.httpServer = &http.Server{Handler: httpHandler(b, registered), ReadHeaderTimeout: 5 * time.Second}
 	if err := s.servePorts(grpcLis, httpLis, remotingLis); err != nil {
@@ -180,6 +191,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		r, err := NewRegistrar(RegistrarConfig{
 			NameServers: b.Config().NamesrvAddr, Interval: b.Config().RegisterNameServerPeriod,
 			Registration: s.registration, OnResponse: s.registered, Logger: b.Config().Logger, Signer: signer,
+			DialOptions: s.dialOptions(),
 		})
 		if err != nil {
 			_ = s.Close(ctx)
@@ -188,6 +200,27 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		s.reg.Store(r)
 	}
 	return s, nil
+}
+
+// loadTLS loads the TLS of the ports (tls.server.*) and of the broker's
+// dials (tls.enable, tls.client.*) (docs/SECURITY.md, "TLS").
+func (s *Server) loadTLS(bc broker.Config) (err error) {
+	if s.tls, err = bc.ServerTLS(bc.Logger); err != nil {
+		return fmt.Errorf("%w: %w", broker.ErrInvalidConfig, err)
+	}
+	if s.dial, err = bc.ClientTLS(bc.Logger); err != nil {
+		return fmt.Errorf("%w: %w", broker.ErrInvalidConfig, err)
+	}
+	return nil
+}
+
+// dialOptions are the gRPC dial options of the broker's own connections
+// (nameservers): TLS with tls.enable.
+func (s *Server) dialOptions() []grpc.DialOption {
+	if s.dial == nil {
+		return nil
+	}
+	return []grpc.DialOption{grpc.WithTransportCredentials(s.dial.Credentials())}
 }
 
 // listen returns the gRPC, HTTP and remoting listeners: cfg's, or new ones

@@ -74,12 +74,15 @@ func newAdminCmd() *cobra.Command {
 names and flags: -n nameserver, -t topic, -g group, -c cluster, -b broker,
 -k key, -i message id, -s timestamp. Against brokers with authentication on,
 --access-key and --secret-key (or $GANTRY_ACCESS_KEY and $GANTRY_SECRET_KEY)
-are the admin user's keys. An unknown verb is an error (exit 2); a verb that
-fails exits 1.`,
+are the admin user's keys. --tls (and --tls-ca, --tls-cert, --tls-key) reach
+a cluster that serves TLS, nameservers, brokers and controllers alike. An
+unknown verb is an error (exit 2); a verb that fails exits 1.`,
 	}
 	verbsOnly(cmd)
 	nameServers := nameServerFlag(cmd)
 	credentials := credentialsFlags(cmd)
+	var tf clientTLSFlags
+	tf.register(cmd)
 	withAdmin := func(run adminRun) func(*cobra.Command, []string) error {
 		return func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
@@ -88,7 +91,12 @@ fails exits 1.`,
 			if err != nil {
 				return err
 			}
-			a, err := client.NewAdmin(ctx, client.Config{NameServers: nameServers(), Credentials: cred})
+			ccfg, err := tf.clientConfig(nameServers())
+			if err != nil {
+				return err
+			}
+			ccfg.Credentials = cred
+			a, err := client.NewAdmin(ctx, ccfg)
 			if err != nil {
 				return &exitError{code: exitUsage, err: err}
 			}
@@ -114,7 +122,7 @@ fails exits 1.`,
 	addConsumerVerbs(verb)
 	addDLQVerbs(verb)
 	addUserVerbs(cmd, verb, credentials)
-	addControllerVerbs(cmd, credentials)
+	addControllerVerbs(cmd, &tf, credentials)
 	return cmd
 }
 

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/gantrymq/gantry/auth"
 	"github.com/gantrymq/gantry/client"
@@ -27,9 +29,9 @@ type ctlRun func(ctx context.Context, c *controller.Client, out io.Writer) error
 
 // addControllerVerbs adds -a (the controllers) to the admin command and
 // the verbs that talk to them: getSyncStateSet, getBrokerEpoch,
-// electMaster and getControllerMetaData. Calls are signed with the admin
-// credentials, when given (controllers with --auth).
-func addControllerVerbs(admin *cobra.Command, credentials func() (client.Credentials, error)) {
+// electMaster and getControllerMetaData, over TLS with tf's settings and
+// signed with the admin credentials, when given (controllers with --auth).
+func addControllerVerbs(admin *cobra.Command, tf *clientTLSFlags, creds func() (client.Credentials, error)) {
 	var addrs string
 	admin.PersistentFlags().StringVarP(&addrs, "controller", "a", defaultController,
 		"controller gRPC address(es), ';' or ','-separated (default $CONTROLLER_ADDR, else "+defaultController+")")
@@ -43,17 +45,24 @@ func addControllerVerbs(admin *cobra.Command, credentials func() (client.Credent
 		c := &cobra.Command{Use: use, Short: short, Args: cobra.NoArgs, RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
 			defer cancel()
-			cred, err := credentials()
+			cred, err := creds()
 			if err != nil {
 				return err
 			}
-			var signer *auth.Signer
+			ccfg := controller.ClientConfig{Addrs: controllers()}
 			if cred.AccessKey != "" {
-				if signer, err = auth.NewSigner(cred.AccessKey, cred.SecretKey); err != nil {
+				if ccfg.Signer, err = auth.NewSigner(cred.AccessKey, cred.SecretKey); err != nil {
 					return &exitError{code: exitUsage, err: err}
 				}
 			}
-			cl, err := controller.NewClient(controller.ClientConfig{Addrs: controllers(), Signer: signer})
+			conf, err := tf.config()
+			if err != nil {
+				return &exitError{code: exitUsage, err: err}
+			}
+			if conf != nil {
+				ccfg.DialOptions = []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(conf))}
+			}
+			cl, err := controller.NewClient(ccfg)
 			if err != nil {
 				return &exitError{code: exitUsage, err: err}
 			}

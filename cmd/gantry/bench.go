@@ -34,12 +34,16 @@ func newBenchCmd() *cobra.Command {
 		Long: `Bench produces or consumes messages against a running cluster and prints a
 progress line a second, then msgs/s, MB/s and latency percentiles (p50, p99,
 p999) from a histogram. Produced bodies carry a run id and sequence number, so
-"bench consume" reports, per run, how many were received, lost or duplicated.`,
+"bench consume" reports, per run, how many were received, lost or duplicated.
+--tls (and --tls-ca, --tls-cert, --tls-key) run it over TLS.`,
 		Example: `  gantry bench produce -t Orders --count 100000
   gantry bench consume -t Orders --count 100000`,
 	}
 	verbsOnly(cmd)
 	nameServers := nameServerFlag(cmd)
+	var tf clientTLSFlags
+	tf.register(cmd)
+	clientConfig := func() (client.Config, error) { return tf.clientConfig(nameServers()) }
 	pf := cmd.PersistentFlags()
 	pf.StringVarP(&topic, "topic", "t", "BenchmarkTest", "topic")
 	pf.Int64Var(&count, "count", 0, "messages (default: run for --duration)")
@@ -72,13 +76,17 @@ p999) from a histogram. Produced bodies carry a run id and sequence number, so
 				duration = 10 * time.Second
 			}
 			ctx := cmd.Context()
-			p, err := client.NewProducer(ctx, client.Config{NameServers: nameServers()})
+			ccfg, err := clientConfig()
+			if err != nil {
+				return err
+			}
+			p, err := client.NewProducer(ctx, ccfg)
 			if err != nil {
 				return &exitError{code: exitUsage, err: err}
 			}
 			defer p.Close(context.Background())
 			out := cmd.OutOrStdout()
-			printFlushModes(ctx, out, nameServers())
+			printFlushModes(ctx, out, ccfg)
 			run := benchkit.NewRunID()
 			fmt.Fprintf(out, "producing to %s: run %s, %s, %d-byte bodies, %d in flight\n", topic, run, amount(count, duration), size, inflight)
 			res, err := benchkit.Produce(ctx, benchkit.GantrySender(p, topic), benchkit.ProduceConfig{
@@ -101,11 +109,13 @@ p999) from a histogram. Produced bodies carry a run id and sequence number, so
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			ccfg := client.Config{NameServers: nameServers()}
+			ccfg, err := clientConfig()
+			if err != nil {
+				return err
+			}
 			out := cmd.OutOrStdout()
 			var v benchkit.Verifier
 			var res benchkit.Result
-			var err error
 			cc := benchkit.ConsumeConfig{Count: count, Duration: duration, FromMin: fromMin, Progress: func(s string) { fmt.Fprintln(out, s) }}
 			if push {
 				// The consumer retries failed pulls: its warnings say why.
@@ -129,16 +139,7 @@ p999) from a histogram. Produced bodies carry a run id and sequence number, so
 			}
 			fmt.Fprintln(out, res)
 			if push && failEvery > 0 {
-				// The failed messages come back 10 s later and are not
-				// waited for: count only the healthy ones.
-				fmt.Fprintf(out, "retry storm: the first delivery of every %d-th message failed and was sent back; %d healthy messages counted\n", failEvery, res.Msgs)
-				if err != nil {
-					return &exitError{code: exitProblems, err: err}
-				}
-				if cc.Count > 0 && res.Msgs < cc.Count {
-					return &exitError{code: exitProblems, err: fmt.Errorf("received %d of %d healthy messages", res.Msgs, cc.Count)}
-				}
-				return nil
+				return stormVerdict(out, failEvery, cc.Count, res, err)
 			}
 			lines, ok := v.Report()
 			for _, l := range lines {
@@ -164,6 +165,20 @@ p999) from a histogram. Produced bodies carry a run id and sequence number, so
 	return cmd
 }
 
+// stormVerdict ends a push consume run with --fail-every: the failed
+// messages come back 10 s later and are not waited for, so only the
+// healthy ones (want of them) are counted.
+func stormVerdict(out io.Writer, failEvery, want int64, res benchkit.Result, err error) error {
+	fmt.Fprintf(out, "retry storm: the first delivery of every %d-th message failed and was sent back; %d healthy messages counted\n", failEvery, res.Msgs)
+	if err != nil {
+		return &exitError{code: exitProblems, err: err}
+	}
+	if want > 0 && res.Msgs < want {
+		return &exitError{code: exitProblems, err: fmt.Errorf("received %d of %d healthy messages", res.Msgs, want)}
+	}
+	return nil
+}
+
 // definite reports a send error that every later send of the run would
 // meet too: the topic does not exist (or cannot be written), the message
 // is refused. bench produce stops at it instead of failing each message.
@@ -184,8 +199,8 @@ func amount(count int64, d time.Duration) string {
 
 // printFlushModes says how each broker acknowledges (flushDiskType): the
 // figure means different things for ASYNC_FLUSH and SYNC_FLUSH.
-func printFlushModes(ctx context.Context, out io.Writer, nameServers []string) {
-	a, err := client.NewAdmin(ctx, client.Config{NameServers: nameServers})
+func printFlushModes(ctx context.Context, out io.Writer, cfg client.Config) {
+	a, err := client.NewAdmin(ctx, cfg)
 	if err != nil {
 		return
 	}

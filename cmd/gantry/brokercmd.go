@@ -20,6 +20,7 @@ func newBrokerCmd() *cobra.Command {
 		storeDir string
 		autoTop  bool
 		skip     bool
+		tf       serverTLSFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "broker",
@@ -29,7 +30,9 @@ lines; unknown keys are errors, RocketMQ's tuning keys are accepted and
 ignored). Flags override the file. It serves Gantry's gRPC API and RocketMQ's
 remoting protocol on both its ports, grpcListenAddr (:8081) and listenPort
 (10911, on bindAddress: every interface by default), and metrics and health
-on httpListenAddr (:5557; /debug/pprof/ with pprofEnable=true).
+on httpListenAddr (:5557; /debug/pprof/ with pprofEnable=true). The --tls-*
+flags set the TLS keys (tls.server.*, tls.enable, tls.client.*;
+docs/SECURITY.md).
 
 Keys: ` + strings.Join(broker.ConfigKeys, ", ") + `.`,
 		Example: `  gantry broker -c broker.conf
@@ -53,6 +56,9 @@ Keys: ` + strings.Join(broker.ConfigKeys, ", ") + `.`,
 			}
 			if cmd.Flags().Changed("skip-corrupt") {
 				cfg.SkipCorrupt = skip
+			}
+			if err := tf.applyBroker(&cfg); err != nil {
+				return &exitError{code: exitUsage, err: err}
 			}
 			if err := cfg.Validate(); err != nil {
 				if conf != "" {
@@ -88,6 +94,8 @@ Keys: ` + strings.Join(broker.ConfigKeys, ", ") + `.`,
 	f.BoolVar(&autoTop, "auto-create-topics", false, "create topics on first send (autoCreateTopicEnable)")
 	f.BoolVar(&skip, "skip-corrupt", false, "start although the commit log is damaged in the middle: keep every valid record after the damage, "+
 		"copy the damaged range to corrupt/ and report it (skipCorrupt)")
+	tf.register(f, "(nameservers, controllers, its master's HA port)")
+	f.BoolVar(&tf.dial, "tls", false, "dial the nameservers, controllers and its master's HA port with TLS (tls.enable)")
 	return cmd
 }
 

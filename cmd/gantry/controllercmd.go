@@ -24,7 +24,8 @@ type controllerFlags struct {
 	heartbeat, election time.Duration
 	unclean             bool
 	scanSet             func() bool
-	prefix              string // of the flags' names
+	prefix              string          // of the flags' names
+	tls                 *serverTLSFlags // the member's ports and raft dials; nil: none
 }
 
 func (cf *controllerFlags) register(cmd *cobra.Command, prefix string) {
@@ -56,6 +57,9 @@ func (cf *controllerFlags) prepare(logger *slog.Logger) (controller.Config, erro
 	cfg.HeartbeatTimeout, cfg.ElectionTimeout = cf.heartbeat, cf.election
 	cfg.LeaderLeaseTimeout = min(cf.heartbeat/2, 500*time.Millisecond)
 	cfg.Logger = logger
+	if err := cf.setTLS(&cfg, logger); err != nil {
+		return cfg, &exitError{code: exitUsage, err: err}
+	}
 	if err := cfg.Validate(); err != nil {
 		return cfg, &exitError{code: exitUsage, err: err}
 	}
@@ -95,12 +99,34 @@ func (cf *controllerFlags) start(cfg controller.Config, guard *auth.Guard) (serv
 		return nil, nil, "", &exitError{code: exitUsage, err: errors.Join(err, ctl.Close())}
 	}
 	ready = fmt.Sprintf("controller %s ready: raft %s, gRPC %s, data %s", cfg.ID, cfg.BindAddr, lis.Addr(), cfg.DataDir)
+	if cfg.TLS != nil {
+		ready += fmt.Sprintf(", TLS %s", cf.tls.mode)
+	}
 	return func() error { return svc.Serve(lis) }, func(ctx context.Context) error { return errors.Join(svc.Close(ctx), ctl.Close()) }, ready, nil
+}
+
+// setTLS sets the member's TLS from the --tls-* flags: its ports serve TLS
+// unless --tls-mode is disabled, and it then dials its raft peers with TLS
+// too (--tls-ca, --tls-client-cert, default --tls-cert).
+func (cf *controllerFlags) setTLS(cfg *controller.Config, logger *slog.Logger) error {
+	if cf.tls == nil {
+		return nil
+	}
+	srv, err := cf.tls.server(logger)
+	if err != nil || srv == nil {
+		return err
+	}
+	dial, err := cf.tls.peerDialer(logger)
+	if err != nil {
+		return err
+	}
+	cfg.TLS, cfg.RequireTLS, cfg.RaftDial = srv.Config(), srv.Required(), dial.Dial
+	return nil
 }
 
 func newControllerCmd() *cobra.Command {
 	var (
-		cf controllerFlags
+		cf = controllerFlags{tls: &serverTLSFlags{}}
 		af authFlags
 	)
 	cmd := &cobra.Command{
@@ -121,9 +147,16 @@ comma-separated; every member gets the same list. The raft state lives in
 
 With --auth --acl-file FILE (docs/SECURITY.md), the brokers' calls (register,
 heartbeat, in-sync set changes, group reads) need a cluster user, electMaster
-an admin; getControllerMetaData stays public. The raft port is not covered:
-protect it with mutual TLS or a private network. Without --auth the member
-refuses to listen beyond loopback unless --allow-remote-without-auth is given.`,
+an admin; getControllerMetaData stays public. The raft port is not covered by
+--auth: protect it with mutual TLS or a private network. Without --auth the
+member refuses to listen beyond loopback unless --allow-remote-without-auth is
+given.
+
+--tls-mode permissive or enforcing serves TLS on the raft and gRPC ports
+(--tls-cert, --tls-key; --tls-client-ca and --tls-client-auth require
+certificates of brokers and peers), and the member then dials its peers
+with TLS: --tls-ca verifies them, and it shows --tls-client-cert, by
+default --tls-cert (which must then allow client authentication).`,
 		Example: `  gantry controller --id c1 --data-dir ./c1 --auth --acl-file ./acl.json \
     --peers c1=10.0.0.1:9878=10.0.0.1:9879,c2=10.0.0.2:9878=10.0.0.2:9879,c3=10.0.0.3:9878=10.0.0.3:9879`,
 		Args: cobra.NoArgs,
@@ -159,6 +192,7 @@ refuses to listen beyond loopback unless --allow-remote-without-auth is given.`,
 	}
 	cf.register(cmd, "")
 	af.register(cmd)
+	cf.tls.register(cmd.Flags(), "(its raft peers)")
 	return cmd
 }
 

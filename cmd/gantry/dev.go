@@ -32,6 +32,7 @@ func newDevCmd() *cobra.Command {
 		flush                string
 		procs, replicas      int
 		verbose, pprof       bool
+		withTLS              bool
 	)
 	cmd := &cobra.Command{
 		Use:   "dev",
@@ -54,9 +55,16 @@ slaveReadEnable. The controller elects the master; the others replicate
 from it. Broker 1 listens on the broker flags' addresses, the others on
 ports the system chooses. Dev prints which broker is master, and how to
 watch the group (gantry admin haStatus, getSyncStateSet) and hand the
-master role to another broker (gantry admin electMaster).`,
+master role to another broker (gantry admin electMaster).
+
+With --tls every port (nameserver, broker, HTTP, HA, controller) serves
+TLS only: a throw-away CA, a server certificate for localhost, 127.0.0.1,
+::1 and the host name, and a client certificate are written to DIR/tls
+(kept across runs while valid), and dev prints how to connect
+(docs/SECURITY.md, "TLS").`,
 		Example: `  gantry dev
   gantry dev --replicas 3
+  gantry dev --tls
   gantry admin updateTopic -t Orders
   gantry bench produce -t Orders --count 100000`,
 		Args: cobra.NoArgs,
@@ -74,6 +82,7 @@ master role to another broker (gantry admin electMaster).`,
 			default:
 				return &exitError{code: exitUsage, err: fmt.Errorf("--flush %q: want ASYNC_FLUSH or SYNC_FLUSH", flush)}
 			}
+			var err error
 			if procs < 0 {
 				return &exitError{code: exitUsage, err: fmt.Errorf("--procs %d: want 0 (the default) or more", procs)}
 			}
@@ -102,11 +111,19 @@ master role to another broker (gantry admin electMaster).`,
 			} else {
 				runtime.GOMAXPROCS(low)
 			}
-			c, err := embedded.Start(cmd.Context(), devOptions(embedded.Options{
+			opts := devOptions(embedded.Options{
 				Dir: dir, NameServerListen: nsListen, BrokerListen: brokerList, HTTPListen: httpListen, Logger: logger,
 				NameServerRemotingListen: nsRemoting, BrokerRemotingListen: brokerRemoting,
 				ControllerListen: ctlListen, ControllerRaftListen: ctlRaft,
-			}, mode, pprof, replicas))
+			}, mode, pprof, replicas)
+			var certs embedded.DevCerts
+			if withTLS {
+				if certs, err = embedded.DevTLS(filepath.Join(dir, "tls")); err != nil {
+					return &exitError{code: exitUsage, err: err}
+				}
+				opts.TLS = certs.Options()
+			}
+			c, err := embedded.Start(cmd.Context(), opts)
 			if err != nil {
 				return &exitError{code: exitUsage, err: err}
 			}
@@ -117,13 +134,16 @@ master role to another broker (gantry admin electMaster).`,
   nameserver  %s   (RocketMQ remoting: NAMESRV_ADDR of RocketMQ clients)
   broker      %s   (gRPC)
   broker      %s   (RocketMQ remoting)
-  metrics     http://%s/metrics   health /healthz /readyz%s
+  metrics     %s://%s/metrics   health /healthz /readyz%s
   store       %s   (%s, topics auto-created)
   cpus        Go code on %s of %d (--procs)
 `, time.Since(start).Round(time.Millisecond), c.NameServerAddr(), c.NameServerRemotingAddr(), c.BrokerAddr(),
-				c.BrokerRemotingAddr(), c.HTTPAddr(), pprofNote(pprof), abs, mode, cpus, runtime.NumCPU())
+				c.BrokerRemotingAddr(), httpScheme(withTLS), c.HTTPAddr(), pprofNote(pprof), abs, mode, cpus, runtime.NumCPU())
 			if replicas > 1 {
-				printDevGroup(out, c, replicas)
+				printDevGroup(out, c, replicas, httpScheme(withTLS))
+			}
+			if withTLS {
+				printDevTLS(out, c, certs)
 			}
 			fmt.Fprint(out, `Each nameserver and broker port serves gRPC and RocketMQ remoting alike.
 Ctrl-C to stop.
@@ -153,6 +173,7 @@ Ctrl-C to stop.
 	f.IntVar(&procs, "procs", 0, "CPUs the process runs Go code on at once (GOMAXPROCS); 0: all under SYNC_FLUSH, and under ASYNC_FLUSH half of them (at least 1) while it is quiet and all while it is busy, unless GOMAXPROCS is set")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log at info level")
 	f.BoolVar(&pprof, "pprof", false, "serve Go's profiles at /debug/pprof/ on the HTTP address (pprofEnable)")
+	f.BoolVar(&withTLS, "tls", false, "serve every port with TLS only, with throw-away certificates written to DIR/tls")
 	return cmd
 }
 
@@ -177,7 +198,7 @@ func devOptions(o embedded.Options, mode commitlog.FlushMode, pprof bool, replic
 
 // printDevGroup prints the controller, each broker's endpoints, which one
 // is master and the admin verbs that show and change the group.
-func printDevGroup(out io.Writer, c *embedded.Cluster, replicas int) {
+func printDevGroup(out io.Writer, c *embedded.Cluster, replicas int, scheme string) {
 	ctlData, _ := filepath.Abs(filepath.Join(c.Dir(), "controller"))
 	fmt.Fprintf(out, "  controller  %s   (gRPC: gantry admin -a)   raft %s   data %s\n", c.ControllerAddr(), c.ControllerRaftAddr(), ctlData)
 	var slaves []string
@@ -191,8 +212,8 @@ func printDevGroup(out io.Writer, c *embedded.Cluster, replicas int) {
 			continue
 		}
 		store, _ := filepath.Abs(s.Broker().Config().StorePathRootDir)
-		fmt.Fprintf(out, "  broker %d    %s   (gRPC)   %s   (RocketMQ remoting)   metrics http://%s/metrics   store %s\n",
-			id, s.GRPCAddr(), s.RemotingAddr(), s.HTTPAddr(), store)
+		fmt.Fprintf(out, "  broker %d    %s   (gRPC)   %s   (RocketMQ remoting)   metrics %s://%s/metrics   store %s\n",
+			id, s.GRPCAddr(), s.RemotingAddr(), scheme, s.HTTPAddr(), store)
 		if !m.IsMaster() {
 			slaves = append(slaves, strconv.FormatInt(id, 10))
 		}
@@ -225,6 +246,38 @@ func printDevGroup(out io.Writer, c *embedded.Cluster, replicas int) {
   A master silent for %v (its controller heartbeats) is replaced by an in-sync broker.
 `, bc.BrokerName, bc.BrokerRole, bc.InSyncReplicas, id, ep, s.GRPCAddr(), s.RemotingAddr(), follow, s.HAAddr(), s.GRPCAddr(),
 		c.ControllerAddr(), bc.BrokerName, c.ControllerAddr(), bc.BrokerName, other, other, embedded.ControllerBrokerTimeout)
+}
+
+func httpScheme(tls bool) string {
+	if tls {
+		return "https"
+	}
+	return "http"
+}
+
+// printDevTLS says where dev's certificates are and how each client
+// connects over TLS.
+func printDevTLS(out io.Writer, c *embedded.Cluster, certs embedded.DevCerts) {
+	abs := func(p string) string {
+		a, err := filepath.Abs(p)
+		if err != nil {
+			return p
+		}
+		return a
+	}
+	ca := abs(certs.CA)
+	fmt.Fprintf(out, `TLS on every port, TLS only (enforcing); the CA that signed the server certificate is %s
+  gantry admin clusterList -n %s --tls-ca %s
+  gantry bench produce -n %s --tls-ca %s -t BenchmarkTest
+  curl --cacert %s https://%s/metrics
+  Gantry's Go client:
+    pem, _ := os.ReadFile(%q)
+    roots := x509.NewCertPool()
+    roots.AppendCertsFromPEM(pem)
+    cfg := client.Config{NameServers: []string{%q}, TLS: &tls.Config{RootCAs: roots}}
+  RocketMQ's Go client: producer.WithTls(true), consumer.WithTls(true) (it does not verify the server's certificate)
+  A client certificate for servers that require one (mutual TLS): %s, key %s
+`, ca, c.NameServerAddr(), ca, c.NameServerAddr(), ca, ca, c.HTTPAddr(), ca, c.NameServerAddr(), abs(certs.ClientCert), abs(certs.ClientKey))
 }
 
 // pprofNote says where Go's profiles are, with --pprof.

@@ -137,7 +137,7 @@ func TestDevPrintGroup(t *testing.T) {
 	id, ep := c.MasterID()
 	require.NotZero(t, id)
 	var out bytes.Buffer
-	printDevGroup(&out, c, 3)
+	printDevGroup(&out, c, 3, "http")
 	assert.Contains(t, out.String(), fmt.Sprintf("the master is broker %d, epoch %d,\n  at %s (gRPC)", id, ep, c.BrokerAddr()))
 	assert.Len(t, devBrokerLine.FindAllString(out.String(), -1), 3, out.String())
 	assert.Contains(t, out.String(), "  controller  "+c.ControllerAddr()+"   ")
@@ -148,7 +148,7 @@ func TestDevPrintGroup(t *testing.T) {
 	id2, err := c.WaitMaster(ctx, ep)
 	require.NoError(t, err)
 	out.Reset()
-	printDevGroup(&out, c, 3)
+	printDevGroup(&out, c, 3, "http")
 	assert.Contains(t, out.String(), fmt.Sprintf("the master is broker %d, epoch ", id2))
 	assert.Contains(t, out.String(), "(slaveReadEnable) replicates from its HA port")
 	assert.NotContains(t, out.String(), "  broker "+strconv.FormatInt(id, 10)+"    ", "a dead broker has no endpoints")

@@ -21,8 +21,9 @@ func newNamesrvCmd() *cobra.Command {
 		remotingListen string
 		expiry         time.Duration
 		withController bool
-		cf             controllerFlags
 		af             authFlags
+		tf             serverTLSFlags
+		cf             = controllerFlags{tls: &tf}
 	)
 	cmd := &cobra.Command{
 		Use:   "namesrv",
@@ -49,7 +50,11 @@ deleting a topic's route an admin, and the controller's calls as gantry
 controller --auth says; routes, cluster info and the topic list stay public.
 Without --auth the nameserver refuses to listen beyond loopback unless
 --allow-remote-without-auth is given: the defaults (:9877, :9876) then need
-one of the three.`,
+one of the three.
+
+--tls-mode permissive or enforcing serves TLS on both ports (and the
+controller's), with --tls-cert and --tls-key; --tls-client-ca and
+--tls-client-auth require client certificates (docs/SECURITY.md).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
@@ -73,8 +78,16 @@ one of the three.`,
 				return &exitError{code: exitUsage, err: err}
 			}
 			logger.Info("go memory limit", "limit", serverGC(0))
-			ns, err := nameserver.NewServer(nameserver.Config{BrokerExpiry: expiry, Logger: logger,
-				AuthenticationEnabled: af.enabled, ACLFile: af.aclFile})
+			nc := nameserver.Config{BrokerExpiry: expiry, Logger: logger,
+				AuthenticationEnabled: af.enabled, ACLFile: af.aclFile}
+			srvTLS, err := tf.server(logger.With("component", "tls"))
+			if err != nil {
+				return &exitError{code: exitUsage, err: err}
+			}
+			if srvTLS != nil {
+				nc.TLS, nc.RequireTLS = srvTLS.Config(), srvTLS.Required()
+			}
+			ns, err := nameserver.NewServer(nc)
 			if err != nil {
 				return &exitError{code: exitUsage, err: err}
 			}
@@ -101,7 +114,7 @@ one of the three.`,
 				serves = append(serves, cserve)
 				stop = func(ctx context.Context) error { return errors.Join(ns.Close(ctx), cstop(ctx)) }
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "nameserver ready: gRPC %s, RocketMQ remoting %s (each port speaks both)\n", lis.Addr(), rlis.Addr())
+			fmt.Fprintf(cmd.OutOrStdout(), "nameserver ready: gRPC %s, RocketMQ remoting %s (each port speaks both; TLS %s)\n", lis.Addr(), rlis.Addr(), tf.mode)
 			return serveUntilDone(cmd.Context(), logger, serveAll(stop, serves...), stop)
 		},
 	}
@@ -111,6 +124,7 @@ one of the three.`,
 	cmd.Flags().BoolVar(&withController, "enable-controller", false, "also run a replication controller member (enableControllerInNamesrv; the --controller-* flags)")
 	cf.register(cmd, "controller-")
 	af.register(cmd)
+	tf.register(cmd.Flags(), "(with --enable-controller: the controller's raft peers)")
 	return cmd
 }
 

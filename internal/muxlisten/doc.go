@@ -15,7 +15,16 @@
 // still wraps it. Elsewhere (or for a connection that is not a
 // syscall.Conn) the bytes read are replayed by a wrapper.
 //
-// A peer that connects and sends nothing is closed after Config.Timeout;
+// With Config.TLS the Mux also terminates TLS (docs/SECURITY.md, "TLS"):
+// a connection that starts with a TLS ClientHello is handshaken, then
+// routed by the first bytes it sends inside TLS, so that gRPC, remoting
+// and HTTP (HTTPS) are each served over TLS on the same port. With
+// Config.RequireTLS plaintext connections go to the Refused listeners,
+// whose servers tell each client in its protocol that TLS is required.
+// A plaintext connection is handed on as without TLS, unwrapped.
+//
+// A peer that connects and sends nothing (or does not finish its TLS
+// handshake and first bytes) is closed after Config.Timeout;
 // each connection waits for its first bytes in a goroutine the Mux owns,
 // at most Config.MaxPending at once (accepting pauses beyond that), and
 // Close joins them all. Every method is safe for concurrent use.

@@ -12,6 +12,7 @@ package controller
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -91,6 +92,21 @@ type Config struct {
 	// metadata nothing. nil: authentication off. The raft port is not
 	// covered: mutual TLS or a private network protects it.
 	Guard *auth.Guard
+
+	// TLS (docs/SECURITY.md, "TLS"; tls.go).
+
+	// TLS, if set, is the server side of TLS on the raft port and on the
+	// gRPC service's listeners; each also takes plaintext connections
+	// unless RequireTLS. A GetConfigForClient in it is kept (certificates
+	// reloaded on change: internal/tlsx). Default nil: plaintext.
+	TLS *tls.Config
+	// RequireTLS, with TLS, refuses plaintext raft peers and gRPC clients
+	// (tls.server.mode enforcing); a gRPC client is told why.
+	RequireTLS bool
+	// RaftDial, if set, dials the other members' raft addresses: a TLS
+	// dialer showing this member's certificate where the peers require
+	// one. Used with TLS only; default plain TCP.
+	RaftDial func(ctx context.Context, addr string) (net.Conn, error)
 }
 
 func (c *Config) setDefaults() {
@@ -194,6 +210,12 @@ func (c *Config) validate(needNet bool) error {
 	}
 	if c.ScanInterval < 0 || c.ScanInterval > c.BrokerTimeout {
 		return fmt.Errorf("controller: config: ScanInterval %v, want 0 < ScanInterval ≤ BrokerTimeout (%v)", c.ScanInterval, c.BrokerTimeout)
+	}
+	switch {
+	case c.RequireTLS && c.TLS == nil:
+		return errors.New("controller: config: RequireTLS needs TLS")
+	case c.RequireTLS && c.RaftDial == nil:
+		return errors.New("controller: config: RequireTLS needs RaftDial: the other members require TLS of this one too")
 	}
 	return c.validateGRPC()
 }
@@ -361,7 +383,12 @@ func New(cfg Config) (*Controller, error) {
 		_ = store.Close()
 		return nil, fmt.Errorf("controller: AdvertiseAddr %q: %w", cfg.AdvertiseAddr, err)
 	}
-	trans, err := raft.NewTCPTransportWithLogger(cfg.BindAddr, adv, 3, 10*time.Second, logger)
+	var trans *raft.NetworkTransport
+	if cfg.TLS != nil {
+		trans, err = tlsTransport(cfg, adv, logger)
+	} else {
+		trans, err = raft.NewTCPTransportWithLogger(cfg.BindAddr, adv, 3, 10*time.Second, logger)
+	}
 	if err != nil {
 		_ = store.Close()
 		return nil, fmt.Errorf("controller: listen on %s: %w", cfg.BindAddr, err)

@@ -14,6 +14,7 @@ import (
 
 	gantryv1 "github.com/gantrymq/gantry/api/gantry/v1"
 	periodic "github.com/gantrymq/gantry/internal/tick"
+	"github.com/gantrymq/gantry/internal/tlsx"
 )
 
 // MaxRequestBytes is the largest request the service reads (gRPC refuses a
@@ -38,6 +39,8 @@ type Service struct {
 	log  *slog.Logger
 	gs   *grpc.Server
 	live liveness
+	// refuser answers plaintext gRPC clients with RequireTLS; nil without.
+	refuser *grpc.Server
 
 	stop  context.CancelFunc
 	wg    sync.WaitGroup
@@ -58,8 +61,14 @@ func NewService(c *Controller, opts ...grpc.ServerOption) (*Service, error) {
 		return nil, errors.New("controller: service: Config.GRPCAddr is empty")
 	}
 	opts = append(append([]grpc.ServerOption{grpc.MaxRecvMsgSize(MaxRequestBytes)}, authOptions(c.cfg.Guard)...), opts...)
+	if c.cfg.TLS != nil { // the listeners terminate TLS: the credentials only tell which connections had it
+		opts = append([]grpc.ServerOption{grpc.Creds(tlsx.TerminatedCredentials())}, opts...)
+	}
 	s := &Service{c: c, cfg: c.cfg, log: c.cfg.Logger.With("component", "controller-service"), gs: grpc.NewServer(opts...),
 		stuck: make(map[string]bool)}
+	if c.cfg.RequireTLS {
+		s.refuser = newTLSRefuser()
+	}
 	gantryv1.RegisterControllerServer(s.gs, s)
 	ctx, stop := context.WithCancel(context.Background())
 	s.stop = stop
@@ -67,8 +76,12 @@ func NewService(c *Controller, opts ...grpc.ServerOption) (*Service, error) {
 	return s, nil
 }
 
-// Serve answers on lis until Close, then returns nil.
+// Serve answers on lis until Close, then returns nil. With Config.TLS it
+// serves TLS too (tls.go).
 func (s *Service) Serve(lis net.Listener) error {
+	if s.cfg.TLS != nil {
+		return s.serveTLS(lis)
+	}
 	if err := s.gs.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 		return fmt.Errorf("controller: serve: %w", err)
 	}
@@ -88,6 +101,9 @@ func (s *Service) Close(ctx context.Context) error {
 		case <-ctx.Done():
 			s.gs.Stop()
 			<-done
+		}
+		if s.refuser != nil {
+			s.refuser.Stop()
 		}
 	})
 	return nil

@@ -43,7 +43,7 @@ func aclCreds(ak string) primitive.Credentials {
 // the official admin creates a topic as an admin only.
 func TestACLCredentials(t *testing.T) {
 	t.Parallel()
-	e := startEnv(t, embedded.Options{Users: aclUsers}, client.Credentials{AccessKey: "admin1", SecretKey: "admin-secret"})
+	e := startEnv(t, embedded.Options{Users: aclUsers}, client.Credentials{AccessKey: "admin1", SecretKey: "admin-secret"}, nil)
 	const topic, group, n = "T_acl", "G_acl", 10
 	e.createTopic(topic, 2)
 	ctx := t.Context()

@@ -2,6 +2,7 @@ package compat
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net"
@@ -73,24 +74,26 @@ func newEnvWith(t testing.TB, remoting func(*remotingapi.Config), opts ...func(*
 		for _, o := range opts {
 			o(bc)
 		}
-	}}, client.Credentials{})
+	}}, client.Credentials{}, nil)
 }
 
-// startEnv is newEnv with the cluster's options (the suite's logger and
-// delay levels added) and the credentials of Gantry's client and admin.
-func startEnv(t testing.TB, opts embedded.Options, creds client.Credentials) *env {
+// startEnv is newEnv with the cluster's options o (the suite's logger and
+// delay levels added), the credentials of Gantry's client and admin, and
+// their TLS conf (nil: plaintext).
+func startEnv(t testing.TB, o embedded.Options, creds client.Credentials, conf *tls.Config) *env {
 	t.Helper()
-	opts.Logger = clusterLogger(t)
-	adjust := opts.Broker
-	opts.Broker = func(bc *broker.Config) {
+	o.Logger = clusterLogger(t)
+	adjust := o.Broker
+	o.Broker = func(bc *broker.Config) {
 		bc.MessageDelayLevel = shortDelayLevels
 		if adjust != nil {
 			adjust(bc)
 		}
 	}
-	c, err := embedded.Start(t.Context(), opts)
+	c, err := embedded.Start(t.Context(), o)
 	require.NoError(t, err)
-	e := &env{t: t, c: c, ns: c.NameServerRemotingAddr(), cfg: client.Config{NameServers: []string{c.NameServerAddr()}, Credentials: creds}}
+	e := &env{t: t, c: c, ns: c.NameServerRemotingAddr(),
+		cfg: client.Config{NameServers: []string{c.NameServerAddr()}, Credentials: creds, TLS: conf}}
 	t.Cleanup(func() {
 		e.checkBrokerConns()
 		if e.admin != nil {
