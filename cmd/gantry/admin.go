@@ -80,7 +80,7 @@ unknown verb is an error (exit 2); a verb that fails exits 1.`,
 	}
 	verbsOnly(cmd)
 	nameServers := nameServerFlag(cmd)
-	credentials := credentialsFlags(cmd)
+	credentials := credentialsFlags(cmd, "the admin user's")
 	var tf clientTLSFlags
 	tf.register(cmd)
 	withAdmin := func(run adminRun) func(*cobra.Command, []string) error {

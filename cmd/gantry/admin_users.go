@@ -26,14 +26,14 @@ const (
 )
 
 // credentialsFlags adds --access-key and --secret-key to cmd and its
-// verbs: the admin user every call is signed as, for brokers with
-// authentication on. The returned func reads them, or else the
-// environment.
-func credentialsFlags(cmd *cobra.Command) func() (client.Credentials, error) {
+// verbs: the keys of the user every call is signed as (who: "the admin
+// user's"), for clusters with authentication on. The returned func reads
+// them, or else the environment.
+func credentialsFlags(cmd *cobra.Command, who string) func() (client.Credentials, error) {
 	var c client.Credentials
 	f := cmd.PersistentFlags()
-	f.StringVar(&c.AccessKey, "access-key", "", "the admin user's access key, for brokers with authentication on (default $"+envAccessKey+")")
-	f.StringVar(&c.SecretKey, "secret-key", "", "the admin user's secret key (default $"+envSecretKey+", which others cannot read in the process list)")
+	f.StringVar(&c.AccessKey, "access-key", "", who+" access key, for clusters with authentication on (default $"+envAccessKey+")")
+	f.StringVar(&c.SecretKey, "secret-key", "", who+" secret key (default $"+envSecretKey+", which others cannot read in the process list)")
 	return func() (client.Credentials, error) {
 		if !f.Changed("access-key") {
 			c.AccessKey = os.Getenv(envAccessKey)
@@ -43,9 +43,9 @@ func credentialsFlags(cmd *cobra.Command) func() (client.Credentials, error) {
 		}
 		switch {
 		case c.AccessKey != "" && c.SecretKey == "":
-			return c, usageError("--secret-key (or $%s) is missing: give both of the admin user's keys, or neither", envSecretKey)
+			return c, usageError("--secret-key (or $%s) is missing: give both keys, or neither", envSecretKey)
 		case c.AccessKey == "" && c.SecretKey != "":
-			return c, usageError("--access-key (or $%s) is missing: give both of the admin user's keys, or neither", envAccessKey)
+			return c, usageError("--access-key (or $%s) is missing: give both keys, or neither", envAccessKey)
 		}
 		return c, nil
 	}

@@ -35,7 +35,9 @@ func newBenchCmd() *cobra.Command {
 progress line a second, then msgs/s, MB/s and latency percentiles (p50, p99,
 p999) from a histogram. Produced bodies carry a run id and sequence number, so
 "bench consume" reports, per run, how many were received, lost or duplicated.
---tls (and --tls-ca, --tls-cert, --tls-key) run it over TLS.`,
+--tls (and --tls-ca, --tls-cert, --tls-key) run it over TLS; --access-key and
+--secret-key (or $GANTRY_ACCESS_KEY and $GANTRY_SECRET_KEY) sign its calls,
+against a cluster with authentication on.`,
 		Example: `  gantry bench produce -t Orders --count 100000
   gantry bench consume -t Orders --count 100000`,
 	}
@@ -43,7 +45,16 @@ p999) from a histogram. Produced bodies carry a run id and sequence number, so
 	nameServers := nameServerFlag(cmd)
 	var tf clientTLSFlags
 	tf.register(cmd)
-	clientConfig := func() (client.Config, error) { return tf.clientConfig(nameServers()) }
+	credentials := credentialsFlags(cmd, "the user's")
+	clientConfig := func() (client.Config, error) {
+		cred, err := credentials()
+		if err != nil {
+			return client.Config{}, err
+		}
+		c, err := tf.clientConfig(nameServers())
+		c.Credentials = cred
+		return c, err
+	}
 	pf := cmd.PersistentFlags()
 	pf.StringVarP(&topic, "topic", "t", "BenchmarkTest", "topic")
 	pf.Int64Var(&count, "count", 0, "messages (default: run for --duration)")

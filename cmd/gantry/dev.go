@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gantrymq/gantry/auth"
 	"github.com/gantrymq/gantry/broker"
 	"github.com/gantrymq/gantry/commitlog"
 	"github.com/gantrymq/gantry/embedded"
@@ -32,7 +33,7 @@ func newDevCmd() *cobra.Command {
 		flush                string
 		procs, replicas      int
 		verbose, pprof       bool
-		withTLS              bool
+		withTLS, withAuth    bool
 	)
 	cmd := &cobra.Command{
 		Use:   "dev",
@@ -61,10 +62,15 @@ With --tls every port (nameserver, broker, HTTP, HA, controller) serves
 TLS only: a throw-away CA, a server certificate for localhost, 127.0.0.1,
 ::1 and the host name, and a client certificate are written to DIR/tls
 (kept across runs while valid), and dev prints how to connect
-(docs/SECURITY.md, "TLS").`,
+(docs/SECURITY.md, "TLS").
+
+With --auth the brokers authenticate and authorize every request
+(authenticationEnabled): the users are DIR/acl.json's, or at first one admin
+user with a random secret key, which dev prints with how to sign requests.`,
 		Example: `  gantry dev
   gantry dev --replicas 3
   gantry dev --tls
+  gantry dev --auth
   gantry admin updateTopic -t Orders
   gantry bench produce -t Orders --count 100000`,
 		Args: cobra.NoArgs,
@@ -123,6 +129,15 @@ TLS only: a throw-away CA, a server certificate for localhost, 127.0.0.1,
 				}
 				opts.TLS = certs.Options()
 			}
+			var admin auth.User
+			if withAuth {
+				users, a, err := devUsers(dir)
+				if err != nil {
+					return &exitError{code: exitUsage, err: err}
+				}
+				withDevAuth(&opts, users, a)
+				admin = a
+			}
 			c, err := embedded.Start(cmd.Context(), opts)
 			if err != nil {
 				return &exitError{code: exitUsage, err: err}
@@ -144,6 +159,9 @@ TLS only: a throw-away CA, a server certificate for localhost, 127.0.0.1,
 			}
 			if withTLS {
 				printDevTLS(out, c, certs)
+			}
+			if withAuth {
+				printDevAuth(out, c, admin)
 			}
 			fmt.Fprint(out, `Each nameserver and broker port serves gRPC and RocketMQ remoting alike.
 Ctrl-C to stop.
@@ -174,6 +192,7 @@ Ctrl-C to stop.
 	f.BoolVarP(&verbose, "verbose", "v", false, "log at info level")
 	f.BoolVar(&pprof, "pprof", false, "serve Go's profiles at /debug/pprof/ on the HTTP address (pprofEnable)")
 	f.BoolVar(&withTLS, "tls", false, "serve every port with TLS only, with throw-away certificates written to DIR/tls")
+	f.BoolVar(&withAuth, "auth", false, "authenticate and authorize every request, with the users of DIR/acl.json (at first an admin user dev prints)")
 	return cmd
 }
 
