@@ -1,14 +1,12 @@
 package client
 
 import (
-	"context"
 	"fmt"
-	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
 
 	"github.com/gantrymq/gantry/auth"
+	"github.com/gantrymq/gantry/auth/grpcauth"
 )
 
 // Credentials are a user's keys on brokers and nameservers with
@@ -33,21 +31,5 @@ func (c Credentials) dialOption() (grpc.DialOption, error) {
 	if err != nil {
 		return nil, fmt.Errorf("client: Config.Credentials: %w: %w", ErrInvalidArgument, err)
 	}
-	return grpc.WithPerRPCCredentials(rpcCredentials{s}), nil
+	return grpc.WithPerRPCCredentials(grpcauth.Credentials(s)), nil
 }
-
-// rpcCredentials signs each call (credentials.PerRPCCredentials).
-type rpcCredentials struct{ s *auth.Signer }
-
-func (r rpcCredentials) GetRequestMetadata(ctx context.Context, _ ...string) (map[string]string, error) {
-	ri, ok := credentials.RequestInfoFromContext(ctx)
-	if !ok {
-		return nil, fmt.Errorf("client: sign a call: no method in its context")
-	}
-	date, authz := r.s.SignGRPC(ri.Method, time.Now())
-	return map[string]string{auth.MDDate: date, auth.MDAuthorization: authz}, nil
-}
-
-// RequireTransportSecurity is false: the keys never travel, so signed
-// calls work without TLS too (they are then readable, not forgeable).
-func (rpcCredentials) RequireTransportSecurity() bool { return false }

@@ -2,17 +2,14 @@ package nameserver
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	gantryv1 "github.com/gantrymq/gantry/api/gantry/v1"
 	"github.com/gantrymq/gantry/auth"
+	"github.com/gantrymq/gantry/auth/grpcauth"
 	"github.com/gantrymq/gantry/remoting"
 )
 
@@ -66,60 +63,17 @@ func openAuth(cfg Config) (*auth.Store, *auth.Guard, error) {
 	return st, auth.NewGuard(auth.GuardConfig{Users: st.Users, Window: cfg.AuthWindow, Now: cfg.Now, Logger: cfg.Logger}), nil
 }
 
-// authOptions are the gRPC server options that authenticate and
-// authorize every call with g; none when g is nil.
-func authOptions(g *auth.Guard) []grpc.ServerOption {
-	if g == nil {
-		return nil
+// grpcClass is the class of a method called on the nameserver: its
+// table's, public for another service's (answered Unimplemented), a
+// refusal for a NameServer method missing from the table.
+func grpcClass(method string) (auth.Class, error) {
+	if class, ok := grpcClasses[method]; ok {
+		return class, nil
 	}
-	return []grpc.ServerOption{
-		grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-			ctx, err := authorizeCall(ctx, g, info.FullMethod)
-			if err != nil {
-				return nil, err
-			}
-			return h(ctx, req)
-		}),
-		grpc.ChainStreamInterceptor(func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-			ctx, err := authorizeCall(ss.Context(), g, info.FullMethod)
-			if err != nil {
-				return err
-			}
-			return h(srv, principalStream{ss, ctx})
-		}),
+	if isNameServerMethod(method) {
+		return 0, status.Errorf(codes.PermissionDenied, "nameserver: %s has no access class: refused", method)
 	}
-}
-
-// principalStream is a stream whose context carries its principal.
-type principalStream struct {
-	grpc.ServerStream
-	ctx context.Context
-}
-
-func (s principalStream) Context() context.Context { return s.ctx }
-
-// authorizeCall checks a call's signature (a present but wrong one is
-// refused even for a public method) and its method's class. Another
-// service's methods are public: the nameserver answers them
-// Unimplemented.
-func authorizeCall(ctx context.Context, g *auth.Guard, method string) (context.Context, error) {
-	class, ok := grpcClasses[method]
-	if !ok {
-		if isNameServerMethod(method) {
-			return nil, status.Errorf(codes.PermissionDenied, "nameserver: %s has no access class: refused", method)
-		}
-		class = auth.ClassPublic
-	}
-	from := peerAddr(ctx)
-	md, _ := metadata.FromIncomingContext(ctx)
-	p, err := g.GRPC(method, mdValue(md, auth.MDDate), mdValue(md, auth.MDAuthorization), from)
-	if err == nil {
-		err = g.Authorize(p, class, method, from)
-	}
-	if err != nil {
-		return nil, authStatus(err)
-	}
-	return auth.NewContext(ctx, p), nil
+	return auth.ClassPublic, nil
 }
 
 // isNameServerMethod reports whether method is one of the NameServer
@@ -139,29 +93,6 @@ func isNameServerMethod(method string) bool {
 	return false
 }
 
-func peerAddr(ctx context.Context) string {
-	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
-		return p.Addr.String()
-	}
-	return ""
-}
-
-func mdValue(md metadata.MD, key string) string {
-	if v := md.Get(key); len(v) > 0 {
-		return v[0]
-	}
-	return ""
-}
-
-// authStatus is a refusal as a gRPC status: Unauthenticated or
-// PermissionDenied, with the refusal's message.
-func authStatus(err error) error {
-	if errors.Is(err, auth.ErrDenied) {
-		return status.Error(codes.PermissionDenied, err.Error())
-	}
-	return status.Error(codes.Unauthenticated, err.Error())
-}
-
 // stillCluster checks, at each registration of a stream, that the user
 // who opened it is still a cluster user of the current ACL file: a
 // revoked broker's stream ends at its next registration.
@@ -170,14 +101,14 @@ func (s *Server) stillCluster(ctx context.Context) error {
 	if s.users == nil || p == nil {
 		return nil
 	}
-	from := peerAddr(ctx)
+	from := grpcauth.PeerAddr(ctx)
 	cur, ok := s.users.Users().Lookup(p.AccessKey())
 	if !ok {
-		return authStatus(&auth.Error{Kind: auth.ErrUnauthenticated, Reason: auth.ReasonUnknownKey, AccessKey: p.AccessKey(),
+		return grpcauth.Status(&auth.Error{Kind: auth.ErrUnauthenticated, Reason: auth.ReasonUnknownKey, AccessKey: p.AccessKey(),
 			Detail: "the user was removed from the ACL file: registration stream ended"})
 	}
 	if err := s.guard.Authorize(cur, auth.ClassCluster, gantryv1.NameServer_RegisterBroker_FullMethodName, from); err != nil {
-		return authStatus(err)
+		return grpcauth.Status(err)
 	}
 	return nil
 }

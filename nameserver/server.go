@@ -20,6 +20,7 @@ import (
 
 	gantryv1 "github.com/gantrymq/gantry/api/gantry/v1"
 	"github.com/gantrymq/gantry/auth"
+	"github.com/gantrymq/gantry/auth/grpcauth"
 	"github.com/gantrymq/gantry/internal/muxlisten"
 	"github.com/gantrymq/gantry/internal/streamx"
 	"github.com/gantrymq/gantry/internal/tlsx"
@@ -85,7 +86,7 @@ func NewServer(cfg Config, opts ...grpc.ServerOption) (*Server, error) {
 		return nil, err
 	}
 	opts = append(append([]grpc.ServerOption{grpc.MaxRecvMsgSize(MaxRequestBytes), grpc.UnknownServiceHandler(notHere)},
-		authOptions(guard)...), opts...)
+		grpcauth.ServerOptions(guard, grpcClass)...), opts...)
 	var refused *refusers
 	if cfg.TLS != nil { // the ports terminate TLS: the credentials only tell which connections had it
 		opts = append([]grpc.ServerOption{grpc.Creds(tlsx.TerminatedCredentials())}, opts...)

@@ -1,14 +1,10 @@
 package server
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net"
 	"strings"
-	"time"
-
-	"google.golang.org/grpc/credentials"
 
 	"github.com/gantrymq/gantry/auth"
 	"github.com/gantrymq/gantry/broker"
@@ -34,23 +30,6 @@ func innerSigner(bc broker.Config) (*auth.Signer, error) {
 	}
 	return s, nil
 }
-
-// signedCalls signs each gRPC call of a connection with a user's keys
-// (credentials.PerRPCCredentials; docs/SECURITY.md, "gRPC").
-type signedCalls struct{ s *auth.Signer }
-
-func (c signedCalls) GetRequestMetadata(ctx context.Context, _ ...string) (map[string]string, error) {
-	ri, ok := credentials.RequestInfoFromContext(ctx)
-	if !ok {
-		return nil, errors.New("broker: sign a call: no method in its context")
-	}
-	date, authz := c.s.SignGRPC(ri.Method, time.Now())
-	return map[string]string{auth.MDDate: date, auth.MDAuthorization: authz}, nil
-}
-
-// RequireTransportSecurity is false: the keys never travel, so signed
-// calls work without TLS (readable then, not forgeable).
-func (signedCalls) RequireTransportSecurity() bool { return false }
 
 // haAuthenticator admits the slaves whose hello a cluster (or admin) user
 // signed within the guard's window (replication.MasterConfig.Authenticate).

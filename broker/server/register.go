@@ -16,6 +16,7 @@ import (
 
 	gantryv1 "github.com/gantrymq/gantry/api/gantry/v1"
 	"github.com/gantrymq/gantry/auth"
+	"github.com/gantrymq/gantry/auth/grpcauth"
 )
 
 // RegistrarConfig configures a Registrar.
@@ -99,7 +100,7 @@ func NewRegistrar(cfg RegistrarConfig) (*Registrar, error) {
 		}}),
 	}, cfg.DialOptions...)
 	if cfg.Signer != nil {
-		opts = append(opts, grpc.WithPerRPCCredentials(signedCalls{cfg.Signer}))
+		opts = append(opts, grpc.WithPerRPCCredentials(grpcauth.Credentials(cfg.Signer)))
 	}
 	for i, addr := range cfg.NameServers {
 		cc, err := grpc.NewClient(addr, opts...)

@@ -43,18 +43,7 @@ against a cluster with authentication on.`,
 	}
 	verbsOnly(cmd)
 	nameServers := nameServerFlag(cmd)
-	var tf clientTLSFlags
-	tf.register(cmd)
-	credentials := credentialsFlags(cmd, "the user's")
-	clientConfig := func() (client.Config, error) {
-		cred, err := credentials()
-		if err != nil {
-			return client.Config{}, err
-		}
-		c, err := tf.clientConfig(nameServers())
-		c.Credentials = cred
-		return c, err
-	}
+	clientConfig := clientFlags(cmd, nameServers, "the user's")
 	pf := cmd.PersistentFlags()
 	pf.StringVarP(&topic, "topic", "t", "BenchmarkTest", "topic")
 	pf.Int64Var(&count, "count", 0, "messages (default: run for --duration)")

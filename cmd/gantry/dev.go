@@ -14,7 +14,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gantrymq/gantry/auth"
 	"github.com/gantrymq/gantry/broker"
 	"github.com/gantrymq/gantry/commitlog"
 	"github.com/gantrymq/gantry/embedded"
@@ -80,21 +79,9 @@ user with a random secret key, which dev prints with how to sign requests.`,
 				level = slog.LevelInfo
 			}
 			logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
-			mode := commitlog.AsyncFlush
-			switch flush {
-			case "ASYNC_FLUSH":
-			case "SYNC_FLUSH":
-				mode = commitlog.SyncFlush
-			default:
-				return &exitError{code: exitUsage, err: fmt.Errorf("--flush %q: want ASYNC_FLUSH or SYNC_FLUSH", flush)}
-			}
-			var err error
-			if procs < 0 {
-				return &exitError{code: exitUsage, err: fmt.Errorf("--procs %d: want 0 (the default) or more", procs)}
-			}
-			if replicas < 1 || replicas > maxDevReplicas {
-				return &exitError{code: exitUsage, err: fmt.Errorf("--replicas %d: want 1 (a single broker, the default) to %d (a master and %d slaves)",
-					replicas, maxDevReplicas, maxDevReplicas-1)}
+			mode, err := devCheckFlags(flush, procs, replicas)
+			if err != nil {
+				return &exitError{code: exitUsage, err: err}
 			}
 			if err := devLoopback([]listenAddr{{"--namesrv-listen", nsListen}, {"--namesrv-remoting-listen", nsRemoting},
 				{"--broker-listen", brokerList}, {"--broker-remoting-listen", brokerRemoting}, {"--http-listen", httpListen},
@@ -122,21 +109,9 @@ user with a random secret key, which dev prints with how to sign requests.`,
 				NameServerRemotingListen: nsRemoting, BrokerRemotingListen: brokerRemoting,
 				ControllerListen: ctlListen, ControllerRaftListen: ctlRaft,
 			}, mode, pprof, replicas)
-			var certs embedded.DevCerts
-			if withTLS {
-				if certs, err = embedded.DevTLS(filepath.Join(dir, "tls")); err != nil {
-					return &exitError{code: exitUsage, err: err}
-				}
-				opts.TLS = certs.Options()
-			}
-			var admin auth.User
-			if withAuth {
-				users, a, err := devUsers(dir)
-				if err != nil {
-					return &exitError{code: exitUsage, err: err}
-				}
-				withDevAuth(&opts, users, a)
-				admin = a
+			certs, admin, err := devSecurity(&opts, dir, withTLS, withAuth)
+			if err != nil {
+				return &exitError{code: exitUsage, err: err}
 			}
 			c, err := embedded.Start(cmd.Context(), opts)
 			if err != nil {
@@ -194,6 +169,27 @@ Ctrl-C to stop.
 	f.BoolVar(&withTLS, "tls", false, "serve every port with TLS only, with throw-away certificates written to DIR/tls")
 	f.BoolVar(&withAuth, "auth", false, "authenticate and authorize every request, with the users of DIR/acl.json (at first an admin user dev prints)")
 	return cmd
+}
+
+// devCheckFlags checks --flush, --procs and --replicas, returning the
+// flush mode.
+func devCheckFlags(flush string, procs, replicas int) (commitlog.FlushMode, error) {
+	mode := commitlog.AsyncFlush
+	switch flush {
+	case "ASYNC_FLUSH":
+	case "SYNC_FLUSH":
+		mode = commitlog.SyncFlush
+	default:
+		return mode, fmt.Errorf("--flush %q: want ASYNC_FLUSH or SYNC_FLUSH", flush)
+	}
+	if procs < 0 {
+		return mode, fmt.Errorf("--procs %d: want 0 (the default) or more", procs)
+	}
+	if replicas < 1 || replicas > maxDevReplicas {
+		return mode, fmt.Errorf("--replicas %d: want 1 (a single broker, the default) to %d (a master and %d slaves)",
+			replicas, maxDevReplicas, maxDevReplicas-1)
+	}
+	return mode, nil
 }
 
 // maxDevReplicas bounds dev's broker group: a master and four slaves.

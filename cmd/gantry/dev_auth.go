@@ -48,6 +48,25 @@ func devUsers(dir string) ([]auth.User, auth.User, error) {
 	return []auth.User{admin}, admin, nil
 }
 
+// devSecurity sets dev's TLS (--tls: throw-away certificates in DIR/tls)
+// and authentication (--auth: devUsers) in o.
+func devSecurity(o *embedded.Options, dir string, withTLS, withAuth bool) (certs embedded.DevCerts, admin auth.User, err error) {
+	if withTLS {
+		if certs, err = embedded.DevTLS(filepath.Join(dir, "tls")); err != nil {
+			return certs, admin, err
+		}
+		o.TLS = certs.Options()
+	}
+	if withAuth {
+		var users []auth.User
+		if users, admin, err = devUsers(dir); err != nil {
+			return certs, admin, err
+		}
+		withDevAuth(o, users, admin)
+	}
+	return certs, admin, nil
+}
+
 // withDevAuth turns authentication on in o with users, the brokers'
 // own calls signed as admin.
 func withDevAuth(o *embedded.Options, users []auth.User, admin auth.User) {

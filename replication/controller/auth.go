@@ -1,16 +1,7 @@
 package controller
 
 import (
-	"context"
-	"errors"
-	"fmt"
-	"time"
-
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	gantryv1 "github.com/gantrymq/gantry/api/gantry/v1"
@@ -39,80 +30,11 @@ func MethodClass(fullMethod string) (c auth.Class, ok bool) {
 	return c, ok
 }
 
-// authOptions are the server options that authenticate and authorize
-// every call with g; none when g is nil (authentication off).
-func authOptions(g *auth.Guard) []grpc.ServerOption {
-	if g == nil {
-		return nil
+// methodClass is a Controller method's class, or the refusal of a
+// method without one.
+func methodClass(method string) (auth.Class, error) {
+	if class, ok := methodClasses[method]; ok {
+		return class, nil
 	}
-	return []grpc.ServerOption{
-		grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-			ctx, err := authorize(ctx, g, info.FullMethod)
-			if err != nil {
-				return nil, err
-			}
-			return h(ctx, req)
-		}),
-		grpc.ChainStreamInterceptor(func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-			if _, err := authorize(ss.Context(), g, info.FullMethod); err != nil {
-				return err
-			}
-			return h(srv, ss)
-		}),
-	}
+	return 0, status.Errorf(codes.PermissionDenied, "controller: %s has no access class: refused", method)
 }
-
-// authorize checks a call's signature (a present but wrong one is refused
-// even for a public method) and its method's class.
-func authorize(ctx context.Context, g *auth.Guard, method string) (context.Context, error) {
-	from := ""
-	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
-		from = p.Addr.String()
-	}
-	class, ok := methodClasses[method]
-	if !ok {
-		return nil, status.Errorf(codes.PermissionDenied, "controller: %s has no access class: refused", method)
-	}
-	md, _ := metadata.FromIncomingContext(ctx)
-	p, err := g.GRPC(method, mdValue(md, auth.MDDate), mdValue(md, auth.MDAuthorization), from)
-	if err == nil {
-		err = g.Authorize(p, class, method, from)
-	}
-	if err != nil {
-		return nil, authStatus(err)
-	}
-	return auth.NewContext(ctx, p), nil
-}
-
-func mdValue(md metadata.MD, key string) string {
-	if v := md.Get(key); len(v) > 0 {
-		return v[0]
-	}
-	return ""
-}
-
-// authStatus is a refusal as a gRPC status: Unauthenticated or
-// PermissionDenied, with the refusal's message.
-func authStatus(err error) error {
-	if errors.Is(err, auth.ErrDenied) {
-		return status.Error(codes.PermissionDenied, err.Error())
-	}
-	return status.Error(codes.Unauthenticated, err.Error())
-}
-
-// signedCalls signs each call of a client with a user's keys
-// (credentials.PerRPCCredentials; docs/SECURITY.md, "gRPC").
-type signedCalls struct{ s *auth.Signer }
-
-func (c signedCalls) GetRequestMetadata(ctx context.Context, _ ...string) (map[string]string, error) {
-	ri, ok := credentials.RequestInfoFromContext(ctx)
-	if !ok {
-		return nil, fmt.Errorf("controller: client: sign a call: no method in its context")
-	}
-	date, authz := c.s.SignGRPC(ri.Method, time.Now())
-	return map[string]string{auth.MDDate: date, auth.MDAuthorization: authz}, nil
-}
-
-// RequireTransportSecurity is false: the keys never travel, so signed
-// calls work without TLS (readable then, not forgeable).
-func (signedCalls) RequireTransportSecurity() bool { return false }

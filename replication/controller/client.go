@@ -16,6 +16,7 @@ import (
 
 	gantryv1 "github.com/gantrymq/gantry/api/gantry/v1"
 	"github.com/gantrymq/gantry/auth"
+	"github.com/gantrymq/gantry/auth/grpcauth"
 )
 
 // maxLearned bounds the leader addresses learned from answers (beyond
@@ -162,7 +163,7 @@ func (c *Client) stub(addr string) (gantryv1.ControllerClient, error) {
 	}
 	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, c.cfg.DialOptions...)
 	if c.cfg.Signer != nil {
-		opts = append(opts, grpc.WithPerRPCCredentials(signedCalls{c.cfg.Signer}))
+		opts = append(opts, grpc.WithPerRPCCredentials(grpcauth.Credentials(c.cfg.Signer)))
 	}
 	cc, err := grpc.NewClient(addr, opts...)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 
 	gantryv1 "github.com/gantrymq/gantry/api/gantry/v1"
+	"github.com/gantrymq/gantry/auth/grpcauth"
 	periodic "github.com/gantrymq/gantry/internal/tick"
 	"github.com/gantrymq/gantry/internal/tlsx"
 )
@@ -60,7 +61,7 @@ func NewService(c *Controller, opts ...grpc.ServerOption) (*Service, error) {
 	if c.cfg.GRPCAddr == "" {
 		return nil, errors.New("controller: service: Config.GRPCAddr is empty")
 	}
-	opts = append(append([]grpc.ServerOption{grpc.MaxRecvMsgSize(MaxRequestBytes)}, authOptions(c.cfg.Guard)...), opts...)
+	opts = append(append([]grpc.ServerOption{grpc.MaxRecvMsgSize(MaxRequestBytes)}, grpcauth.ServerOptions(c.cfg.Guard, methodClass)...), opts...)
 	if c.cfg.TLS != nil { // the listeners terminate TLS: the credentials only tell which connections had it
 		opts = append([]grpc.ServerOption{grpc.Creds(tlsx.TerminatedCredentials())}, opts...)
 	}
