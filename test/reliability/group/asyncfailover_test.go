@@ -25,7 +25,7 @@ import (
 // its slaves had not copied yet. A master streams each append at once, so
 // for a kill to find acknowledged messages not yet copied, the master's
 // link to its slaves (its HA address behind a fault proxy) first stalls
-// for 300 ms, then is reset, just before the kill. Pass: every loss is a
+// for 300 ms; the kill follows, and then the link is reset. Pass: every loss is a
 // per-queue suffix of what the killed master acknowledged just before its
 // kill (the checker's LossAllowance: no later ack of that queue before
 // the kill survived, the ack at most 2 s before it); every message stored
@@ -51,8 +51,11 @@ func TestGroupAsyncFailover(t *testing.T) {
 		ha := links.ha[st.MasterID-1]
 		ha.Set(faultproxy.Fault{Mode: faultproxy.Blackhole}) // the master acknowledges what its slaves do not get
 		time.Sleep(300 * time.Millisecond)
-		ha.Set(faultproxy.Fault{Mode: faultproxy.Reset}) // and what the link held is gone
+		// Killed while its slaves still look connected: a master that saw
+		// its links reset first could drop them from the in-sync set (as
+		// disconnected) before the kill, and leave nobody to elect.
 		f := g.KillMaster(st)
+		ha.Set(faultproxy.Fault{Mode: faultproxy.Reset}) // what the link held is gone
 		ha.Set(faultproxy.Fault{})
 		last = f.KilledAt
 		f = g.WaitElected(f)
