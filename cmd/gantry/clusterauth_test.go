@@ -128,11 +128,12 @@ func TestNamesrvAuthRegistersSignedBroker(t *testing.T) {
 	require.NoError(t, os.WriteFile(conf, []byte(fmt.Sprintf(`namesrvAddr=%s
 bindAddress=127.0.0.1
 listenPort=%d
+haListenPort=%d
 grpcListenAddr=127.0.0.1:0
 httpListenAddr=127.0.0.1:0
 storePathRootDir=%s
 innerClientAuthenticationCredentials={"accessKey":"broker-key","secretKey":"broker-secret"}
-`, ns, freePort(t), filepath.Join(dir, "store"))), 0o644))
+`, ns, freePort(t), freePort(t), filepath.Join(dir, "store"))), 0o644))
 	m = gantryServe(t, regexp.MustCompile(`gRPC (\S+), RocketMQ remoting`), "broker", "-c", conf)
 	require.Eventually(t, func() bool {
 		code, out, _ := gantryRun(t, "admin", "-n", ns, "clusterList")

@@ -76,6 +76,7 @@ func TestNamesrvAndBrokerServeRemoting(t *testing.T) {
 	dir := t.TempDir()
 	conf := filepath.Join(dir, "broker.conf")
 	require.NoError(t, os.WriteFile(conf, []byte("bindAddress=127.0.0.1\nlistenPort="+strconv.Itoa(port)+"\n"+
+		"haListenPort="+strconv.Itoa(freePort(t))+"\n"+ // not listenPort+1, which may be taken
 		"grpcListenAddr=127.0.0.1:0\nhttpListenAddr=127.0.0.1:0\nautoCreateTopicEnable=true\n"+
 		"storePathRootDir="+filepath.Join(dir, "store")+"\nnamesrvAddr="+grpcAddr+"\n"), 0o644))
 	m, stopBroker := runUntilReady(t, regexp.MustCompile(`RocketMQ remoting (\S+),`), "broker", "-c", conf)

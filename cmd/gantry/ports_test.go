@@ -43,6 +43,7 @@ fileReservedTime=48
 brokerRole=ASYNC_MASTER
 flushDiskType=ASYNC_FLUSH
 listenPort=%d
+haListenPort=%d
 bindAddress=127.0.0.1
 storePathRootDir=%s
 storePathCommitLog=%s
@@ -52,7 +53,7 @@ mapedFileSizeCommitLog=67108864
 # Gantry's own ports, free ones for the test
 grpcListenAddr=127.0.0.1:0
 httpListenAddr=127.0.0.1:0
-`, nsRemoting, freePort(t), filepath.Join(dir, "store"), filepath.Join(dir, "store", "commitlog"))), 0o644))
+`, nsRemoting, freePort(t), freePort(t), filepath.Join(dir, "store"), filepath.Join(dir, "store", "commitlog"))), 0o644))
 	m = gantryServe(t, regexp.MustCompile(`gRPC (\S+), RocketMQ remoting (\S+), HTTP (\S+)\n`), "broker", "-c", conf)
 	bGRPC, bRemoting, bHTTP := m[1], m[2], m[3]
 

@@ -30,6 +30,7 @@ func TestBrokerSkipCorrupt(t *testing.T) {
 
 	conf := filepath.Join(t.TempDir(), "broker.conf")
 	require.NoError(t, os.WriteFile(conf, []byte("bindAddress=127.0.0.1\nlistenPort="+strconv.Itoa(freePort(t))+"\n"+
+		"haListenPort="+strconv.Itoa(freePort(t))+"\n"+ // not listenPort+1, which may be taken
 		"grpcListenAddr=127.0.0.1:0\nhttpListenAddr=127.0.0.1:0\nmappedFileSizeCommitLog=65536\n"+
 		"maxHashSlotNum=101\nmaxIndexNum=400\nstorePathRootDir="+storeDir+"\n"), 0o644))
 	code, _, errOut := execute(t, "broker", "-c", conf)
