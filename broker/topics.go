@@ -69,6 +69,9 @@ func (b *Broker) CreateOrUpdateTopic(tc metadata.TopicConfig) error {
 	if err := checkTopicShape(tc); err != nil {
 		return err
 	}
+	if err := checkLimitAttrs(tc); err != nil { // limits.go
+		return err
+	}
 	b.topicMu.Lock()
 	err := b.meta.PutTopic(tc)
 	b.topicMu.Unlock()
@@ -284,6 +287,7 @@ func (b *Broker) autoCreateQueues(name string) int32 {
 }
 
 func (b *Broker) topicsChanged() {
+	b.refreshLimits()
 	b.metaChanged()
 	if b.cfg.OnTopicsChanged != nil {
 		b.cfg.OnTopicsChanged()
