@@ -2,8 +2,13 @@ package broker_test
 
 import (
 	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -403,4 +408,139 @@ func TestExpiredNotRetried(t *testing.T) {
 			assert.Equal(t, int64(1), queueStatus(t, b, retry, 0).Expired)
 		})
 	}
+}
+
+// limitsScenario drives a broker through every limit: a drop-oldest
+// queue over its limit, a refusing queue at its limit, producer TTLs
+// expired and counted, a topic whose retention passed.
+func limitsScenario(t *testing.T, b *broker.Broker, clock *fakeClock) {
+	t.Helper()
+	limitsTopic(t, b, "Drop", 1, broker.AttrMaxBacklog, "10")
+	limitsTopic(t, b, "Refuse", 1, broker.AttrMaxBacklog, "3", broker.AttrBacklogPolicy, broker.PolicyRefuse)
+	limitsTopic(t, b, "Short", 1, broker.AttrRetentionMs, "60000", broker.AttrDefaultTTL, "30000")
+	createTopic(t, b, "Alarms", 1)
+	sendN(t, b, clock, "Drop", 0, 15, "d")
+	sendN(t, b, clock, "Refuse", 0, 3, "r")
+	sendN(t, b, clock, "Alarms", 0, 2, "a", broker.PropTTL, "1000")
+	sendN(t, b, clock, "Alarms", 0, 1, "keep")
+	sendN(t, b, clock, "Short", 0, 2, "s")
+	for topic, n := range map[string]int64{"Drop": 15, "Refuse": 3, "Alarms": 3, "Short": 2} {
+		waitVisible(t, b, topic, 0, n)
+	}
+	clock.Advance(2 * time.Second)
+	_, got := pull(t, b, broker.PullRequest{Topic: "Alarms", QueueID: 0, Offset: 0})
+	require.Equal(t, []string{"keep0"}, bodies(got))
+	clock.Advance(time.Minute)
+	assert.Equal(t, int64(5), queueStatus(t, b, "Drop", 0).Dropped)
+}
+
+// checkLimitsScenario checks what limitsScenario left, after a restart.
+func checkLimitsScenario(t *testing.T, b *broker.Broker, clock *fakeClock) {
+	t.Helper()
+	qs := queueStatus(t, b, "Drop", 0)
+	assert.Equal(t, []int64{5, 15, 10, 5}, []int64{qs.MinOffset, qs.MaxOffset, qs.Backlog, qs.Dropped}, "Drop: min, max, backlog, dropped")
+	res, _ := pull(t, b, broker.PullRequest{Topic: "Drop", QueueID: 0, Offset: 0})
+	assert.Equal(t, broker.PullOffsetTooSmall, res.Status)
+
+	_, err := b.Send(t.Context(), "Refuse", []*message.Message{bornMsg(clock, "Refuse", 0, "over")})
+	require.ErrorIs(t, err, broker.ErrBacklogFull, "a full refusing queue stays full")
+
+	_, got := pull(t, b, broker.PullRequest{Topic: "Alarms", QueueID: 0, Offset: 0})
+	assert.Equal(t, []string{"keep0"}, bodies(got), "expired messages stay expired")
+	assert.Equal(t, int64(2), queueStatus(t, b, "Alarms", 0).Expired, "and are not counted again")
+
+	_, got = pull(t, b, broker.PullRequest{Topic: "Short", QueueID: 0, Offset: 0})
+	assert.Empty(t, got, "aged out")
+	b.SweepLimits()
+	assert.Equal(t, int64(2), queueStatus(t, b, "Short", 0).MinOffset)
+	assert.Equal(t, []broker.TopicLimitCounts{{Topic: "Alarms", Expired: 2}, {Topic: "Drop", Dropped: 5}}, b.LimitCounts(),
+		"Short's messages aged out (retention) before a sweep found them expired: not counted")
+}
+
+// Limits, TTLs and counts hold through a clean restart.
+func TestLimitsThroughRestart(t *testing.T) {
+	clock := newFakeClock()
+	cfg := limitsConfig(t, clock)
+	b := openBroker(t, cfg)
+	limitsScenario(t, b, clock)
+	closeBroker(t, b)
+	checkLimitsScenario(t, openBroker(t, cfg), clock)
+}
+
+// limitsKillEnv makes TestLimitsThroughKill's child run limitsScenario
+// in the directory it names and kill itself; "saved" in
+// limitsKillSavedEnv makes it sweep (save the state) first.
+const (
+	limitsKillEnv      = "GANTRY_LIMITS_KILL_DIR"
+	limitsKillSavedEnv = "GANTRY_LIMITS_KILL_SAVED"
+)
+
+// Limits, TTLs and counts hold through a kill -9: the state saved last,
+// and what the lost changes did, counted again once.
+func TestLimitsThroughKill(t *testing.T) {
+	if dir := os.Getenv(limitsKillEnv); dir != "" {
+		clock := newFakeClock()
+		cfg := limitsConfig(t, clock)
+		cfg.StorePathRootDir = dir
+		b, err := broker.Open(t.Context(), cfg)
+		require.NoError(t, err)
+		limitsScenario(t, b, clock)
+		if os.Getenv(limitsKillSavedEnv) != "" {
+			b.SweepLimits()
+		}
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {}
+	}
+	for _, saved := range []string{"", "saved"} {
+		t.Run("saved="+strconv.FormatBool(saved != ""), func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "store")
+			cmd := exec.Command(os.Args[0], "-test.run=^TestLimitsThroughKill$", "-test.count=1")
+			cmd.Env = append(os.Environ(), limitsKillEnv+"="+dir, limitsKillSavedEnv+"="+saved)
+			out, err := cmd.CombinedOutput()
+			var ee *exec.ExitError
+			require.True(t, errors.As(err, &ee), "the child was not killed: %v\n%s", err, out)
+			ws := ee.Sys().(syscall.WaitStatus)
+			require.True(t, ws.Signaled() && ws.Signal() == syscall.SIGKILL, "status %v\n%s", ws, out)
+
+			clock := newFakeClock()
+			clock.Advance(time.Minute + 2*time.Second) // the child's clock when it died
+			cfg := limitsConfig(t, clock)
+			cfg.StorePathRootDir = dir
+			checkLimitsScenario(t, openBroker(t, cfg), clock)
+		})
+	}
+}
+
+// A topic kept longer than fileReservedTime pins the commit log from its
+// oldest readable message until its own retention has passed.
+func TestLongRetentionPinsLog(t *testing.T) {
+	clock := newFakeClock()
+	cfg := limitsConfig(t, clock)
+	cfg.FileReservedTime = time.Hour
+	cfg.DeleteWhen = "0;1;2;3;4;5;6;7;8;9;10;11;12;13;14;15;16;17;18;19;20;21;22;23"
+	b := openBroker(t, cfg)
+	limitsTopic(t, b, "Long", 1, broker.AttrRetentionHours, "2")
+	createTopic(t, b, "Plain", 1)
+	send(t, b, bornMsg(clock, "Long", 0, "keep me"))
+	body := strings.Repeat("x", 1000)
+	for i := range 300 { // about five 64 KiB segments
+		send(t, b, bornMsg(clock, "Plain", 0, body+strconv.Itoa(i)))
+	}
+	waitVisible(t, b, "Plain", 0, 300)
+
+	clock.Advance(90 * time.Minute)
+	b.SweepLimits()
+	cr, err := b.Store().CommitLog().Clean()
+	require.NoError(t, err)
+	assert.Empty(t, cr.Deleted)
+	assert.NotEmpty(t, cr.Pinned, "the expired segments hold Long's message")
+	_, got := pull(t, b, broker.PullRequest{Topic: "Long", QueueID: 0, Offset: 0})
+	assert.Equal(t, []string{"keep me"}, bodies(got))
+
+	clock.Advance(31 * time.Minute)
+	b.SweepLimits()
+	cr, err = b.Store().CommitLog().Clean()
+	require.NoError(t, err)
+	assert.NotEmpty(t, cr.Deleted, "Long's retention passed: the log goes by fileReservedTime again")
+	assert.Empty(t, cr.Pinned)
 }
