@@ -3,7 +3,6 @@ package limits
 import (
 	"bytes"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/gantrymq/gantry/broker/brokererr"
@@ -80,6 +79,3 @@ func expiresAt(rec []byte, ttl time.Duration) int64 {
 	}
 	return SentAt(rec) + ttl.Milliseconds()
 }
-
-// formatMs formats a duration as whole milliseconds, for attributes.
-func formatMs(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
