@@ -13,7 +13,7 @@ import (
 // time to live: whole milliseconds, 1 to MaxSpan, counted from the send
 // (see SentAt). RocketMQ's own "TTL" property (request-reply timeouts,
 // seconds from the Go client and milliseconds from Java) is not read.
-const PropTTL = "TTL_MS"
+const PropTTL = message.PropTTLMs
 
 // ttlKey is how PropTTL starts in encoded properties: a cheap test for
 // records without it.
