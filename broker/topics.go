@@ -155,11 +155,13 @@ func (b *Broker) Topics() []metadata.TopicConfig {
 func isParkingTopic(name string) bool { return name == ScheduleTopic || name == TimerTopic }
 
 // topic returns an existing topic, or ErrInvalidTopic or ErrTopicNotFound.
+// Its Attributes map is shared (metadata.TopicShared: not copied on every
+// pull): read it only.
 func (b *Broker) topic(name string) (metadata.TopicConfig, error) {
 	if err := checkTopicName(name); err != nil {
 		return metadata.TopicConfig{}, err
 	}
-	tc, ok := b.meta.Topic(name)
+	tc, ok := b.meta.TopicShared(name)
 	if !ok {
 		return tc, fmt.Errorf("%w: %q", ErrTopicNotFound, name)
 	}
