@@ -19,6 +19,20 @@ const PropTTL = message.PropTTLMs
 // records without it.
 var ttlKey = []byte(PropTTL + "\x01")
 
+// properties returns the encoded properties of a record's view: the last
+// PROPERTIESLEN bytes of the record.
+func properties(v message.View) []byte {
+	b := v.Bytes()
+	return b[len(b)-v.PropertiesLen():]
+}
+
+// mayHaveTTL reports whether a record's properties may hold TTL_MS (one
+// search of the properties, whatever the body's size).
+func mayHaveTTL(rec []byte) bool {
+	v, err := message.NewView(rec)
+	return err == nil && bytes.Contains(properties(v), ttlKey)
+}
+
 // ParseTTL parses a TTL_MS value. The error names the property and wraps
 // brokererr.ErrInvalidMessage.
 func ParseTTL(v []byte) (time.Duration, error) {
@@ -49,12 +63,12 @@ func SentAt(rec []byte) int64 {
 // replica) is never dropped for it. ok is false for a record that does not
 // parse.
 func recordTTL(rec []byte, wantOrigin bool) (ttl time.Duration, origin []byte, ok bool) {
-	if !wantOrigin && !bytes.Contains(rec, ttlKey) {
-		return 0, nil, true
-	}
 	v, err := message.NewView(rec)
 	if err != nil {
 		return 0, nil, false
+	}
+	if !wantOrigin && !bytes.Contains(properties(v), ttlKey) {
+		return 0, nil, true
 	}
 	var raw []byte
 	for k, val := range v.All() {

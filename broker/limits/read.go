@@ -1,7 +1,6 @@
 package limits
 
 import (
-	"bytes"
 	"math"
 	"strings"
 
@@ -66,11 +65,10 @@ func (s *Service) AfterRead(topic string, id int32, recs []commitlog.Region) []c
 	return kept
 }
 
-// anyHasTTL reports whether a record may carry TTL_MS (a cheap test on the
-// bytes: a body holding the text too only costs a closer look).
+// anyHasTTL reports whether a record may carry TTL_MS.
 func anyHasTTL(recs []commitlog.Region) bool {
 	for _, r := range recs {
-		if bytes.Contains(r.B, ttlKey) {
+		if mayHaveTTL(r.B) {
 			return true
 		}
 	}
