@@ -20,6 +20,9 @@ func (s *Service) BeforeRead(topic string, id int32) {
 	if tp.MaxBacklog == 0 || tp.Refuse {
 		return
 	}
+	if minOff, maxOff := s.cfg.Store.QueueOffsets(topic, id); maxOff-minOff <= tp.MaxBacklog {
+		return // the groups' offsets only shorten the backlog: not over
+	}
 	ts := s.topic(topic)
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
