@@ -13,6 +13,7 @@ import (
 	"github.com/gantrymq/gantry/auth"
 	"github.com/gantrymq/gantry/broker/dedup"
 	"github.com/gantrymq/gantry/broker/delivery"
+	"github.com/gantrymq/gantry/broker/limits"
 	"github.com/gantrymq/gantry/broker/metadata"
 	"github.com/gantrymq/gantry/broker/store"
 	"github.com/gantrymq/gantry/commitlog"
@@ -36,6 +37,8 @@ type Broker struct {
 
 	delivery     *delivery.Service // parked messages, send-backs, dead letters
 	deliveryOpen atomic.Bool       // delivery is open: the log's pin may be computed
+	limits       *limits.Service   // retention, backlog limits and TTL (limits.go)
+	limitsOpen   atomic.Bool       // limits is open: the log's pin may be computed
 	repl         replicationState  // replicas.go
 	dedup        *dedup.Table      // keys of recent user sends; nil when DuplicationWindow is off
 	users        *auth.Store       // auth.go; nil when authentication is off
@@ -92,7 +95,7 @@ func Open(ctx context.Context, cfg Config) (*Broker, error) {
 	}
 	sc := cfg.StoreConfig()
 	sc.OnDispatch = chainDispatch(sc.OnDispatch, b.polls.notify)
-	sc.KeepFrom = b.dlqKeepFrom
+	sc.KeepFrom = b.keepFrom // limits.go
 	sc.OnCommit = b.notifyCommit
 	sc.DispatchLimit = cfg.DispatchLimit
 	meta, err := metadata.Open(metadata.Config{Dir: filepath.Join(sc.Root, "config"), FS: sc.FS, Now: sc.Now, Logger: sc.Logger})
@@ -122,12 +125,18 @@ func Open(ctx context.Context, cfg Config) (*Broker, error) {
 		b.closeUsers()
 		return nil, err
 	}
+	if err := b.openLimits(sc); err != nil { // limits.go
+		_ = st.Close()
+		b.closeUsers()
+		return nil, err
+	}
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	b.stop = stop
 	b.wg.Go(func() { tick.Every(runCtx, expireInterval, b.expireClientsAndLocks) })
 	if cfg.BrokerRole != Slave { // a slave's delays, retries and dead letters are its master's
 		b.delivery.Start()
 	}
+	b.limits.Start()
 	b.log.Info("broker open", "name", cfg.BrokerName, "cluster", cfg.BrokerClusterName,
 		"root", cfg.StorePathRootDir, "topics", len(b.Topics()))
 	return b, nil
@@ -189,7 +198,7 @@ func (b *Broker) Close(ctx context.Context) error {
 		b.stop()
 		b.wg.Wait()
 		b.closeUsers()
-		b.closeErr = errors.Join(b.delivery.Close(), b.store.Close())
+		b.closeErr = errors.Join(b.delivery.Close(), b.limits.Close(), b.store.Close())
 		err = b.closeErr
 		b.log.Info("broker closed", "err", err)
 	})

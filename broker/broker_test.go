@@ -127,7 +127,7 @@ func TestStatus(t *testing.T) {
 	require.NoError(t, err)
 	want := []broker.QueueStatus{
 		{QueueID: 0},
-		{QueueID: 1, MinOffset: 0, MaxOffset: 3, LastStoreTimestamp: clock.Now().UnixMilli()},
+		{QueueID: 1, MinOffset: 0, MaxOffset: 3, LastStoreTimestamp: clock.Now().UnixMilli(), Backlog: 3}, // no group consumed any
 	}
 	assert.Equal(t, want, qs)
 	_, err = b.TopicStatus("Nope")

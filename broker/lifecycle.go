@@ -85,6 +85,9 @@ func (b *Broker) deleteTopic(name string) error {
 			return fmt.Errorf("broker: delete topic %q: dead-letter state: %w", name, err)
 		}
 	}
+	if err := b.forgetLimits(name); err != nil {
+		return fmt.Errorf("broker: delete topic %q: limits state: %w", name, err)
+	}
 	if err := b.meta.Save(); err != nil {
 		return fmt.Errorf("broker: delete topic %q: save metadata: %w", name, err)
 	}

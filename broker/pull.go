@@ -176,6 +176,7 @@ func (b *Broker) get(req PullRequest, f Filter) (PullResult, error) {
 	if isDLQ {
 		req.Offset, dlq = b.dlqPullFrom(req.Topic, req.Offset)
 	}
+	b.limitsBeforeRead(req.Topic, req.QueueID)
 	gr, err := b.store.Get(req.Topic, req.QueueID, req.Offset, req.MaxMsgs, req.MaxBytes, f.storeFilter())
 	if err != nil {
 		return PullResult{}, fmt.Errorf("broker: pull %s/%d at %d: %w", req.Topic, req.QueueID, req.Offset, err)
@@ -185,6 +186,7 @@ func (b *Broker) get(req PullRequest, f Filter) (PullResult, error) {
 	if isDLQ {
 		res.Records = b.dropGoneDeadLetters(res.Records, dlq)
 	}
+	b.limitsAfterRead(&res, req.Topic, req.QueueID)
 	if !f.MatchesAll() {
 		res.Records = keepMatching(res.Records, f)
 	}

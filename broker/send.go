@@ -65,6 +65,10 @@ func (b *Broker) Send(ctx context.Context, topic string, msgs []*message.Message
 		return nil, putError(topic, nil, err)
 	}
 	defer batch.Release()
+	adm, err := b.admitSend(topic, len(prepared), messagesQueueOf(topic, prepared)) // limits.go
+	if err != nil {
+		return nil, err
+	}
 	dedupOn := b.dedup != nil && dedupTopic(topic)
 	var keys []string
 	if dedupOn {
@@ -73,7 +77,9 @@ func (b *Broker) Send(ctx context.Context, topic string, msgs []*message.Message
 			keys[i] = dedup.MessageKey(m)
 		}
 	}
-	return storeSend(ctx, b, topic, batch, dedupOn, keys, 0, false)
+	res, err := storeSend(ctx, b, topic, batch, dedupOn, keys, 0, false)
+	adm.done(res)
+	return res, err
 }
 
 // sendTopic returns the topic a Send may write to, auto-creating it when
@@ -169,6 +175,11 @@ func (b *Broker) checkMessage(tc metadata.TopicConfig, m *message.Message) error
 	}
 	if err := b.checkBodyAndQueue(tc, len(m.Body), m.QueueID); err != nil {
 		return err
+	}
+	if v, ok := m.Properties.Get(PropTTL); ok {
+		if err := checkTTL([]byte(v)); err != nil { // limits.go
+			return err
+		}
 	}
 	return b.checkProperties(m)
 }

@@ -72,6 +72,7 @@ func (b *Broker) SendAttempt(ctx context.Context, topic string, attempt uint32, 
 		return nil, fmt.Errorf("%w: no messages", ErrInvalidMessage)
 	}
 	batch := store.Batch{Topic: topic, Pieces: chunks, Records: recs}
+	queueOf := func(i int) (int32, bool) { return recs[i].QueueID, true }
 	if delayed {
 		msgs, err := b.decodeDelayed(chunks, n)
 		if err != nil {
@@ -84,8 +85,15 @@ func (b *Broker) SendAttempt(ctx context.Context, topic string, attempt uint32, 
 		}
 		defer enc.Release()
 		batch = enc
+		queueOf = messagesQueueOf(topic, msgs)
 	}
-	return storeSend(ctx, b, topic, batch, dedupOn, keys, attempt, uniqKeyed)
+	adm, err := b.admitSend(topic, n, queueOf) // limits.go
+	if err != nil {
+		return nil, err
+	}
+	res, err := storeSend(ctx, b, topic, batch, dedupOn, keys, attempt, uniqKeyed)
+	adm.done(res)
+	return res, err
 }
 
 // putBatch stores a checked batch and counts it; topic names the send in
@@ -135,7 +143,7 @@ func (b *Broker) checkRecord(tc metadata.TopicConfig, buf []byte) (rec []byte, d
 	}
 	rec = v.Bytes()
 	props := v.PropertiesLen() - message.CRCTailSize
-	var uniq, idem []byte
+	var uniq, idem, ttl []byte
 	var d delivery.DelayProps
 	for k, val := range v.All() { // one pass; the last of a repeated key wins
 		switch string(k) {
@@ -145,10 +153,17 @@ func (b *Broker) checkRecord(tc metadata.TopicConfig, buf []byte) (rec []byte, d
 			idem = val
 		case message.PropDelay, message.PropTimerDeliverMS, message.PropTimerDelaySec:
 			d.See(string(k), val)
+		case PropTTL:
+			ttl = val
 		}
 	}
 	if err := b.checkRecordFields(tc, v, uniq, props); err != nil {
 		return nil, false, info, nil, err
+	}
+	if ttl != nil {
+		if err := checkTTL(ttl); err != nil { // limits.go
+			return nil, false, info, nil, err
+		}
 	}
 	info = store.RecordInfo{QueueID: v.QueueID(), UniqKey: uniq}
 	if info.QueueID == BrokerPicksQueue {

@@ -61,6 +61,12 @@ type QueueStatus struct {
 	MinOffset          int64
 	MaxOffset          int64 // next offset to be written
 	LastStoreTimestamp int64 // store time of the last message (unix ms), 0 if none
+	// Backlog is the queue's messages not yet consumed by every group with
+	// an offset in it (all its readable ones when none has); Expired and
+	// Dropped count its messages found expired, and dropped from it when
+	// full (queue.max.policy drop-oldest) before every group consumed
+	// them (docs/BROKER.md, "Retention, limits and TTL").
+	Backlog, Expired, Dropped int64
 }
 
 // Status returns a snapshot of the broker. The log offsets are zero once
@@ -111,6 +117,7 @@ func (b *Broker) TopicStatus(topic string) ([]QueueStatus, error) {
 	for q := range n {
 		minOff, maxOff := b.store.QueueOffsets(topic, q)
 		out[q] = QueueStatus{QueueID: q, MinOffset: minOff, MaxOffset: maxOff, LastStoreTimestamp: b.lastStoreTime(topic, q, maxOff)}
+		b.queueLimits(topic, &out[q]) // limits.go
 	}
 	return out, nil
 }

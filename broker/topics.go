@@ -69,6 +69,9 @@ func (b *Broker) CreateOrUpdateTopic(tc metadata.TopicConfig) error {
 	if err := checkTopicShape(tc); err != nil {
 		return err
 	}
+	if err := checkLimitAttrs(tc); err != nil { // limits.go
+		return err
+	}
 	b.topicMu.Lock()
 	err := b.meta.PutTopic(tc)
 	b.topicMu.Unlock()
@@ -152,11 +155,13 @@ func (b *Broker) Topics() []metadata.TopicConfig {
 func isParkingTopic(name string) bool { return name == ScheduleTopic || name == TimerTopic }
 
 // topic returns an existing topic, or ErrInvalidTopic or ErrTopicNotFound.
+// Its Attributes map is shared (metadata.TopicShared: not copied on every
+// pull): read it only.
 func (b *Broker) topic(name string) (metadata.TopicConfig, error) {
 	if err := checkTopicName(name); err != nil {
 		return metadata.TopicConfig{}, err
 	}
-	tc, ok := b.meta.Topic(name)
+	tc, ok := b.meta.TopicShared(name)
 	if !ok {
 		return tc, fmt.Errorf("%w: %q", ErrTopicNotFound, name)
 	}
@@ -284,6 +289,7 @@ func (b *Broker) autoCreateQueues(name string) int32 {
 }
 
 func (b *Broker) topicsChanged() {
+	b.refreshLimits()
 	b.metaChanged()
 	if b.cfg.OnTopicsChanged != nil {
 		b.cfg.OnTopicsChanged()

@@ -75,6 +75,24 @@ type QueueStatus struct {
 	MinOffset     int64
 	MaxOffset     int64
 	LastStoreTime time.Time
+	// Limits are the queue's retention, backlog limit and TTL (its topic's
+	// on its broker) and its backlog, expired and dropped messages.
+	Limits QueueLimits
+}
+
+// QueueLimits are a queue's retention, backlog limit and default TTL (its
+// topic's attributes on its broker; zero: not set) and its figures
+// (docs/BROKER.md, "Retention, limits and TTL").
+type QueueLimits struct {
+	Retention     time.Duration // 0: the broker's fileReservedTime
+	MaxBacklog    int64         // 0: none
+	BacklogPolicy string        // "drop-oldest" or "refuse"; "" without MaxBacklog
+	DefaultTTL    time.Duration // 0: none
+	// Backlog is the queue's messages not yet consumed by every group with
+	// an offset in it; Expired the messages found expired (never
+	// delivered); Dropped those dropped from the full queue before every
+	// group consumed them. The counts survive broker restarts.
+	Backlog, Expired, Dropped int64
 }
 
 // QueueProgress is a group's progress in one queue.
@@ -296,10 +314,14 @@ func (a *Admin) TopicStatus(ctx context.Context, topic string) ([]QueueStatus, e
 	var out []QueueStatus
 	err = a.each(refs, "topic status", func(r brokerRef, ac gantryv1.AdminClient) error {
 		resp, err := ac.TopicStatus(ctx, &gantryv1.TopicStatusRequest{Topic: topic})
+		lim := resp.GetLimits()
 		for _, qs := range resp.GetQueues() {
 			out = append(out, QueueStatus{
 				Queue:     Queue{Topic: topic, BrokerName: r.name, Broker: r.addr, ID: qs.GetQueueId()},
 				MinOffset: qs.GetMinOffset(), MaxOffset: qs.GetMaxOffset(), LastStoreTime: msTime(qs.GetLastStoreTimestampMs()),
+				Limits: QueueLimits{Retention: time.Duration(lim.GetRetentionMs()) * time.Millisecond, MaxBacklog: lim.GetMaxBacklog(),
+					BacklogPolicy: lim.GetBacklogPolicy(), DefaultTTL: time.Duration(lim.GetDefaultTtlMs()) * time.Millisecond,
+					Backlog: qs.GetBacklog(), Expired: qs.GetExpired(), Dropped: qs.GetDropped()},
 			})
 		}
 		return err

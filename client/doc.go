@@ -23,7 +23,7 @@
 // Server errors are *StatusError values carrying the operation, the
 // server's address and the gRPC status; they match sentinels with errors.Is:
 // ErrTopicNotFound (and ErrNotFound), ErrInvalidArgument, ErrNoPermission,
-// ErrUnavailable, ErrDiskFull, ErrNotMaster, ErrUnimplemented, ErrInternal, and
+// ErrUnavailable, ErrDiskFull, ErrBacklogFull, ErrNotMaster, ErrUnimplemented, ErrInternal, and
 // context.DeadlineExceeded or context.Canceled. A send error is definite
 // (nothing was stored) unless it is an *IndeterminateError (match it with
 // errors.As): the broker said the messages may have been stored (a flush or

@@ -53,6 +53,12 @@ var (
 	// ErrAlreadyExists: what a call creates exists already (a user, a
 	// user's rule on a resource: ALREADY_EXISTS).
 	ErrAlreadyExists = errors.New("client: already exists")
+	// ErrBacklogFull: the queue holds its topic's queue.max.backlog
+	// messages not yet consumed, and the topic refuses sends when full
+	// (queue.max.policy refuse; RESOURCE_EXHAUSTED "queue backlog full").
+	// Nothing was stored; not retried: consume the queue or raise the
+	// limit (docs/BROKER.md, "Retention, limits and TTL").
+	ErrBacklogFull = errors.New("client: queue backlog full")
 )
 
 // StatusError is an error answered by a server (or by the gRPC transport on
@@ -200,6 +206,8 @@ func newStatusError(op, addr string, st *status.Status, notFound error) *StatusE
 		kind = ErrInvalidArgument
 	case st.Code() == codes.FailedPrecondition && strings.Contains(st.Message(), "not master"): // docs/REPLICATION.md
 		kind = ErrNotMaster
+	case st.Code() == codes.ResourceExhausted && strings.Contains(st.Message(), "queue backlog full"): // docs/BROKER.md
+		kind = ErrBacklogFull
 	}
 	return &StatusError{Op: op, Addr: addr, Code: st.Code(), Message: st.Message(), kind: kind, st: st}
 }

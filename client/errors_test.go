@@ -29,6 +29,7 @@ func TestStatusErrorKinds(t *testing.T) {
 		{"unavailable", codes.Unavailable, "", ErrUnavailable},
 		{"disk full", codes.ResourceExhausted, "disk full", ErrDiskFull},
 		{"too large", codes.ResourceExhausted, "grpc: received message larger than max (5 vs. 4)", ErrInvalidArgument},
+		{"backlog full", codes.ResourceExhausted, `broker: queue backlog full: queue 0 of topic "T" holds 3 messages`, ErrBacklogFull},
 		{"unimplemented", codes.Unimplemented, "", ErrUnimplemented},
 		{"internal", codes.Internal, "", ErrInternal},
 		{"deadline", codes.DeadlineExceeded, "", context.DeadlineExceeded},
@@ -67,6 +68,7 @@ func TestIsRetryable(t *testing.T) {
 		{"deadline", context.DeadlineExceeded, false},
 		{"closed", ErrClosed, false},
 		{"internal", callError("send", "a", status.Error(codes.Internal, "x"), ErrTopicNotFound), false},
+		{"backlog full", callError("send", "a", status.Error(codes.ResourceExhausted, "broker: queue backlog full: ..."), ErrTopicNotFound), false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -33,6 +33,9 @@ const (
 	MaxSendBytes       = message.MaxBatchBytes
 )
 
+// maxTTL is the longest Message.TTL a broker takes: 100 years.
+const maxTTL = 100 * 365 * 24 * time.Hour
+
 // Message is a message to send.
 type Message struct {
 	// Topic is required: 1 to 127 of [a-zA-Z0-9_%-].
@@ -72,6 +75,12 @@ type Message struct {
 	// QueueID is internal: the producer sets it to the queue the message was
 	// stored in. It is not read.
 	QueueID int32
+	// TTL, when set, is the message's time to live, whole milliseconds from
+	// 1 ms to 100 years, counted from its send (delays and retries
+	// included): once it has passed, the broker never delivers the message
+	// (pulls skip it; it is counted as expired), whatever the topic's
+	// ttl.default.ms. Sent as the TTL_MS property.
+	TTL time.Duration
 }
 
 // SendResult describes one stored message.
@@ -287,6 +296,9 @@ func (b *batch) record(i int, props message.Properties, queueID int32) message.M
 	}
 	if m.IdempotencyKey != "" {
 		props = append(props, message.Property{Key: message.PropIdempotencyKey, Value: m.IdempotencyKey})
+	}
+	if m.TTL > 0 {
+		props = append(props, message.Property{Key: message.PropTTLMs, Value: strconv.FormatInt(m.TTL.Milliseconds(), 10)})
 	}
 	switch {
 	case !m.DeliverAt.IsZero():
@@ -809,6 +821,12 @@ func validateMessage(m *Message) (int64, error) {
 		return 0, fmt.Errorf("delay level %d: want 0 (none) or a level from 1: %w", m.DelayLevel, ErrInvalidArgument)
 	}
 	props := len(m.Tags)
+	if m.TTL != 0 {
+		if m.TTL < time.Millisecond || m.TTL > maxTTL {
+			return 0, fmt.Errorf("TTL %s: want 1 ms to 100 years (0: none): %w", m.TTL, ErrInvalidArgument)
+		}
+		props += len(message.PropTTLMs) + len(strconv.FormatInt(m.TTL.Milliseconds(), 10)) + 2
+	}
 	if m.IdempotencyKey != "" {
 		if strings.ContainsAny(m.IdempotencyKey, " \x01\x02") {
 			return 0, fmt.Errorf("idempotency key %q contains a space or separator byte: %w", m.IdempotencyKey, ErrInvalidArgument)

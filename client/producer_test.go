@@ -784,3 +784,32 @@ func TestTimeoutReadsTheRouteAgain(t *testing.T) {
 	}, 10*time.Second, 10*time.Millisecond)
 	assert.Positive(t, newer.sendRequests.Load())
 }
+
+// Message.TTL is sent as TTL_MS in whole milliseconds; a negative one, or
+// one under a millisecond or over 100 years, is refused before sending.
+func TestMessageTTL(t *testing.T) {
+	for _, tc := range []struct {
+		ttl  time.Duration
+		want string // TTL_MS, "" when refused
+	}{
+		{time.Minute, "60000"},
+		{1500 * time.Microsecond, "1"},
+		{time.Millisecond, "1"},
+		{time.Microsecond, ""},
+		{-time.Second, ""},
+		{maxTTL + time.Millisecond, ""},
+	} {
+		m := &Message{Topic: "T", Body: []byte("x"), TTL: tc.ttl}
+		_, err := validateMessage(m)
+		if tc.want == "" {
+			require.ErrorIs(t, err, ErrInvalidArgument, "%s", tc.ttl)
+			assert.Contains(t, err.Error(), "TTL")
+			continue
+		}
+		require.NoError(t, err, "%s", tc.ttl)
+		rec := (&batch{topic: "T", msgs: []*Message{m}, props: make([]map[string]string, 1)}).record(0, nil, 0)
+		v, ok := rec.Properties.Get(message.PropTTLMs)
+		assert.True(t, ok)
+		assert.Equal(t, tc.want, v, "%s", tc.ttl)
+	}
+}

@@ -51,6 +51,10 @@ const (
 	// (their commit-log offsets) instead of carrying them. Its value is
 	// how many it names. Parking drops it from any other message.
 	PropRetryRefs = "GANTRY_RETRY_REFS"
+	// PropTTLMs (Gantry) is a message's time to live in whole
+	// milliseconds, counted from its send: once passed, the broker never
+	// delivers it (docs/BROKER.md, "Retention, limits and TTL").
+	PropTTLMs = "TTL_MS"
 	// PropCRC is the key of the whole-record CRC tail (§4.2). It is reserved:
 	// Append never writes a pair with this key from Message.Properties.
 	PropCRC = "__CRC32#"

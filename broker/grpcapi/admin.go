@@ -93,8 +93,15 @@ func (s *Admin) TopicStatus(ctx context.Context, req *gantryv1.TopicStatusReques
 	resp := &gantryv1.TopicStatusResponse{}
 	for _, q := range qs {
 		resp.Queues = append(resp.Queues, &gantryv1.QueueStatus{QueueId: q.QueueID, MinOffset: q.MinOffset,
-			MaxOffset: q.MaxOffset, LastStoreTimestampMs: q.LastStoreTimestamp})
+			MaxOffset: q.MaxOffset, LastStoreTimestampMs: q.LastStoreTimestamp,
+			Backlog: q.Backlog, Expired: q.Expired, Dropped: q.Dropped})
 	}
+	lim, err := s.b.TopicLimits(req.GetTopic())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	resp.Limits = &gantryv1.TopicLimits{RetentionMs: lim.Retention.Milliseconds(), MaxBacklog: lim.MaxBacklog,
+		BacklogPolicy: lim.BacklogPolicy, DefaultTtlMs: lim.DefaultTTL.Milliseconds()}
 	return resp, nil
 }
 

@@ -37,7 +37,8 @@ func Code(err error) codes.Code {
 		return codes.Unavailable
 	case broker.IsUnavailable(err): // nothing stored; retry after a back-off
 		return codes.Unavailable
-	case errors.Is(err, broker.ErrDiskFull), errors.Is(err, broker.ErrTooManyGroups):
+	case errors.Is(err, broker.ErrDiskFull), errors.Is(err, broker.ErrTooManyGroups),
+		errors.Is(err, broker.ErrBacklogFull): // the message says "queue backlog full" (client.ErrBacklogFull)
 		return codes.ResourceExhausted
 	case broker.IsIndeterminate(err), errors.Is(err, context.DeadlineExceeded):
 		return codes.DeadlineExceeded

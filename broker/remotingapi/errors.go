@@ -38,6 +38,10 @@ func Code(err error) remoting.ResponseCode {
 	case errors.Is(err, broker.ErrSlaveReadDisabled):
 		// Java's slave answers pulls with SYSTEM_BUSY when it does not serve reads.
 		return remoting.ResSystemBusy
+	case errors.Is(err, broker.ErrBacklogFull):
+		// Flow control, definite: neither the Go nor the Java producer
+		// retries it; the remark names the queue and queue.max.backlog.
+		return remoting.ResSystemBusy
 	case errors.Is(err, broker.ErrInvalidMessage), errors.Is(err, broker.ErrRecordTooLarge):
 		return remoting.ResMessageIllegal
 	case errors.Is(err, broker.ErrInvalidTopic), errors.Is(err, broker.ErrInvalidArgument), errors.Is(err, errBadHeader):

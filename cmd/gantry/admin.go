@@ -95,16 +95,22 @@ func addTopicVerbs(verb addVerb) {
 	var topic, cluster, brokerAddr string
 	var readQ, writeQ, perm int
 	var order bool
+	var attrs string
 
 	c := verb("updateTopic", "Create or update a topic on every broker (or -b / -c)", func(ctx context.Context, a *client.Admin, out io.Writer) error {
 		if err := checkTopicFlags(readQ, writeQ, perm); err != nil {
+			return err
+		}
+		attributes, err := parseAttributes(attrs) // admin_attrs.go
+		if err != nil {
 			return err
 		}
 		brokers, err := pickBrokers(ctx, a, brokerAddr, cluster)
 		if err != nil {
 			return err
 		}
-		tc := client.TopicConfig{Name: topic, ReadQueueNums: int32(readQ), WriteQueueNums: int32(writeQ), Perm: int32(perm), Order: order}
+		tc := client.TopicConfig{Name: topic, ReadQueueNums: int32(readQ), WriteQueueNums: int32(writeQ), Perm: int32(perm), Order: order,
+			Attributes: attributes}
 		if err := a.CreateTopic(ctx, tc, brokers...); err != nil {
 			return err
 		}
@@ -116,6 +122,7 @@ func addTopicVerbs(verb addVerb) {
 	c.Flags().IntVarP(&writeQ, "writeQueueNums", "w", 8, "write queues per broker")
 	c.Flags().IntVarP(&perm, "perm", "p", 6, "permission: 2 write, 4 read, 6 both")
 	c.Flags().BoolVarP(&order, "order", "o", false, "ordered topic")
+	c.Flags().StringVar(&attrs, "attributes", "", "the topic's attributes, +key=value,... (e.g. +retention.hours=24,+queue.max.backlog=10000)")
 	c.Flags().StringVarP(&brokerAddr, "brokerAddr", "b", "", "only this broker (either of its addresses)")
 	c.Flags().StringVarP(&cluster, "clusterName", "c", "", "only the brokers of this cluster")
 	_ = c.MarkFlagRequired("topic")
@@ -158,11 +165,13 @@ func addTopicVerbs(verb addVerb) {
 	c = verb("topicStatus", "Show every queue's offsets", func(ctx context.Context, a *client.Admin, out io.Writer) error {
 		qs, err := a.TopicStatus(ctx, topic)
 		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "#Broker Name\t#QID\t#Min Offset\t#Max Offset\t#Last Updated")
+		fmt.Fprintln(tw, "#Broker Name\t#QID\t#Min Offset\t#Max Offset\t#Last Updated\t#Backlog\t#Expired\t#Dropped")
 		for _, q := range qs {
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\n", q.Queue.BrokerName, q.Queue.ID, q.MinOffset, q.MaxOffset, fmtTime(q.LastStoreTime))
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%d\t%d\t%d\n", q.Queue.BrokerName, q.Queue.ID, q.MinOffset, q.MaxOffset, fmtTime(q.LastStoreTime),
+				q.Limits.Backlog, q.Limits.Expired, q.Limits.Dropped)
 		}
 		tw.Flush()
+		printLimits(out, qs) // admin_attrs.go
 		return err
 	})
 	c.Flags().StringVarP(&topic, "topic", "t", "", "topic name (required)")

@@ -117,6 +117,17 @@ var rules = []rule{
 		From: []string{"broker/delivery/...", "broker/dedup/...", "broker/brokererr/..."},
 		To:   []string{"broker/grpcapi/...", "broker/remotingapi/...", "broker/server/..."},
 	},
+	{
+		Name:   "limits (retention, backlog limits, TTL) are the broker's: imported by it only",
+		From:   []string{"..."},
+		To:     []string{"broker/limits/..."},
+		Except: []string{"broker"},
+	},
+	{
+		Name: "limits never import a front end",
+		From: []string{"broker/limits/..."},
+		To:   []string{"broker/grpcapi/...", "broker/remotingapi/...", "broker/server/..."},
+	},
 }
 
 func layer(pkg string) string {

@@ -2499,8 +2499,15 @@ type QueueStatus struct {
 	MinOffset            int64                  `protobuf:"varint,2,opt,name=min_offset,json=minOffset,proto3" json:"min_offset,omitempty"`
 	MaxOffset            int64                  `protobuf:"varint,3,opt,name=max_offset,json=maxOffset,proto3" json:"max_offset,omitempty"`
 	LastStoreTimestampMs int64                  `protobuf:"varint,4,opt,name=last_store_timestamp_ms,json=lastStoreTimestampMs,proto3" json:"last_store_timestamp_ms,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// Retention, limits and TTL (docs/BROKER.md): 20 to 29.
+	// backlog: messages not yet consumed by every group with an offset in
+	// the queue; expired: messages found expired (never delivered); dropped:
+	// messages dropped from the full queue before every group consumed them.
+	Backlog       int64 `protobuf:"varint,20,opt,name=backlog,proto3" json:"backlog,omitempty"`
+	Expired       int64 `protobuf:"varint,21,opt,name=expired,proto3" json:"expired,omitempty"`
+	Dropped       int64 `protobuf:"varint,22,opt,name=dropped,proto3" json:"dropped,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *QueueStatus) Reset() {
@@ -2561,16 +2568,108 @@ func (x *QueueStatus) GetLastStoreTimestampMs() int64 {
 	return 0
 }
 
+func (x *QueueStatus) GetBacklog() int64 {
+	if x != nil {
+		return x.Backlog
+	}
+	return 0
+}
+
+func (x *QueueStatus) GetExpired() int64 {
+	if x != nil {
+		return x.Expired
+	}
+	return 0
+}
+
+func (x *QueueStatus) GetDropped() int64 {
+	if x != nil {
+		return x.Dropped
+	}
+	return 0
+}
+
+// TopicLimits are a topic's retention, backlog limit and default TTL on a
+// broker (its attributes; 0 or "": not set).
+type TopicLimits struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RetentionMs   int64                  `protobuf:"varint,1,opt,name=retention_ms,json=retentionMs,proto3" json:"retention_ms,omitempty"`      // 0: the broker's fileReservedTime
+	MaxBacklog    int64                  `protobuf:"varint,2,opt,name=max_backlog,json=maxBacklog,proto3" json:"max_backlog,omitempty"`         // per queue
+	BacklogPolicy string                 `protobuf:"bytes,3,opt,name=backlog_policy,json=backlogPolicy,proto3" json:"backlog_policy,omitempty"` // "drop-oldest" or "refuse"
+	DefaultTtlMs  int64                  `protobuf:"varint,4,opt,name=default_ttl_ms,json=defaultTtlMs,proto3" json:"default_ttl_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TopicLimits) Reset() {
+	*x = TopicLimits{}
+	mi := &file_admin_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TopicLimits) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TopicLimits) ProtoMessage() {}
+
+func (x *TopicLimits) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TopicLimits.ProtoReflect.Descriptor instead.
+func (*TopicLimits) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *TopicLimits) GetRetentionMs() int64 {
+	if x != nil {
+		return x.RetentionMs
+	}
+	return 0
+}
+
+func (x *TopicLimits) GetMaxBacklog() int64 {
+	if x != nil {
+		return x.MaxBacklog
+	}
+	return 0
+}
+
+func (x *TopicLimits) GetBacklogPolicy() string {
+	if x != nil {
+		return x.BacklogPolicy
+	}
+	return ""
+}
+
+func (x *TopicLimits) GetDefaultTtlMs() int64 {
+	if x != nil {
+		return x.DefaultTtlMs
+	}
+	return 0
+}
+
 type TopicStatusResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Queues        []*QueueStatus         `protobuf:"bytes,1,rep,name=queues,proto3" json:"queues,omitempty"`
+	Limits        *TopicLimits           `protobuf:"bytes,20,opt,name=limits,proto3" json:"limits,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TopicStatusResponse) Reset() {
 	*x = TopicStatusResponse{}
-	mi := &file_admin_proto_msgTypes[47]
+	mi := &file_admin_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2582,7 +2681,7 @@ func (x *TopicStatusResponse) String() string {
 func (*TopicStatusResponse) ProtoMessage() {}
 
 func (x *TopicStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[47]
+	mi := &file_admin_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2595,12 +2694,19 @@ func (x *TopicStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicStatusResponse.ProtoReflect.Descriptor instead.
 func (*TopicStatusResponse) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{47}
+	return file_admin_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *TopicStatusResponse) GetQueues() []*QueueStatus {
 	if x != nil {
 		return x.Queues
+	}
+	return nil
+}
+
+func (x *TopicStatusResponse) GetLimits() *TopicLimits {
+	if x != nil {
+		return x.Limits
 	}
 	return nil
 }
@@ -2620,7 +2726,7 @@ type GroupConfig struct {
 
 func (x *GroupConfig) Reset() {
 	*x = GroupConfig{}
-	mi := &file_admin_proto_msgTypes[48]
+	mi := &file_admin_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2632,7 +2738,7 @@ func (x *GroupConfig) String() string {
 func (*GroupConfig) ProtoMessage() {}
 
 func (x *GroupConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[48]
+	mi := &file_admin_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2645,7 +2751,7 @@ func (x *GroupConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupConfig.ProtoReflect.Descriptor instead.
 func (*GroupConfig) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{48}
+	return file_admin_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *GroupConfig) GetName() string {
@@ -2705,7 +2811,7 @@ type RetryPolicy struct {
 
 func (x *RetryPolicy) Reset() {
 	*x = RetryPolicy{}
-	mi := &file_admin_proto_msgTypes[49]
+	mi := &file_admin_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2717,7 +2823,7 @@ func (x *RetryPolicy) String() string {
 func (*RetryPolicy) ProtoMessage() {}
 
 func (x *RetryPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[49]
+	mi := &file_admin_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2730,7 +2836,7 @@ func (x *RetryPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryPolicy.ProtoReflect.Descriptor instead.
 func (*RetryPolicy) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{49}
+	return file_admin_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *RetryPolicy) GetInitialMs() int64 {
@@ -2770,7 +2876,7 @@ type CreateGroupRequest struct {
 
 func (x *CreateGroupRequest) Reset() {
 	*x = CreateGroupRequest{}
-	mi := &file_admin_proto_msgTypes[50]
+	mi := &file_admin_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2782,7 +2888,7 @@ func (x *CreateGroupRequest) String() string {
 func (*CreateGroupRequest) ProtoMessage() {}
 
 func (x *CreateGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[50]
+	mi := &file_admin_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2795,7 +2901,7 @@ func (x *CreateGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateGroupRequest.ProtoReflect.Descriptor instead.
 func (*CreateGroupRequest) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{50}
+	return file_admin_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *CreateGroupRequest) GetGroup() *GroupConfig {
@@ -2813,7 +2919,7 @@ type CreateGroupResponse struct {
 
 func (x *CreateGroupResponse) Reset() {
 	*x = CreateGroupResponse{}
-	mi := &file_admin_proto_msgTypes[51]
+	mi := &file_admin_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2825,7 +2931,7 @@ func (x *CreateGroupResponse) String() string {
 func (*CreateGroupResponse) ProtoMessage() {}
 
 func (x *CreateGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[51]
+	mi := &file_admin_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2838,7 +2944,7 @@ func (x *CreateGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateGroupResponse.ProtoReflect.Descriptor instead.
 func (*CreateGroupResponse) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{51}
+	return file_admin_proto_rawDescGZIP(), []int{52}
 }
 
 type DeleteGroupRequest struct {
@@ -2854,7 +2960,7 @@ type DeleteGroupRequest struct {
 
 func (x *DeleteGroupRequest) Reset() {
 	*x = DeleteGroupRequest{}
-	mi := &file_admin_proto_msgTypes[52]
+	mi := &file_admin_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2866,7 +2972,7 @@ func (x *DeleteGroupRequest) String() string {
 func (*DeleteGroupRequest) ProtoMessage() {}
 
 func (x *DeleteGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[52]
+	mi := &file_admin_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2879,7 +2985,7 @@ func (x *DeleteGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupRequest.ProtoReflect.Descriptor instead.
 func (*DeleteGroupRequest) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{52}
+	return file_admin_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *DeleteGroupRequest) GetName() string {
@@ -2904,7 +3010,7 @@ type DeleteGroupResponse struct {
 
 func (x *DeleteGroupResponse) Reset() {
 	*x = DeleteGroupResponse{}
-	mi := &file_admin_proto_msgTypes[53]
+	mi := &file_admin_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2916,7 +3022,7 @@ func (x *DeleteGroupResponse) String() string {
 func (*DeleteGroupResponse) ProtoMessage() {}
 
 func (x *DeleteGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[53]
+	mi := &file_admin_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2929,7 +3035,7 @@ func (x *DeleteGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupResponse.ProtoReflect.Descriptor instead.
 func (*DeleteGroupResponse) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{53}
+	return file_admin_proto_rawDescGZIP(), []int{54}
 }
 
 type ListGroupsRequest struct {
@@ -2940,7 +3046,7 @@ type ListGroupsRequest struct {
 
 func (x *ListGroupsRequest) Reset() {
 	*x = ListGroupsRequest{}
-	mi := &file_admin_proto_msgTypes[54]
+	mi := &file_admin_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2952,7 +3058,7 @@ func (x *ListGroupsRequest) String() string {
 func (*ListGroupsRequest) ProtoMessage() {}
 
 func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[54]
+	mi := &file_admin_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2965,7 +3071,7 @@ func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsRequest.ProtoReflect.Descriptor instead.
 func (*ListGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{54}
+	return file_admin_proto_rawDescGZIP(), []int{55}
 }
 
 type ListGroupsResponse struct {
@@ -2977,7 +3083,7 @@ type ListGroupsResponse struct {
 
 func (x *ListGroupsResponse) Reset() {
 	*x = ListGroupsResponse{}
-	mi := &file_admin_proto_msgTypes[55]
+	mi := &file_admin_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2989,7 +3095,7 @@ func (x *ListGroupsResponse) String() string {
 func (*ListGroupsResponse) ProtoMessage() {}
 
 func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[55]
+	mi := &file_admin_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3002,7 +3108,7 @@ func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsResponse.ProtoReflect.Descriptor instead.
 func (*ListGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{55}
+	return file_admin_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ListGroupsResponse) GetGroups() []*GroupConfig {
@@ -3023,7 +3129,7 @@ type ConsumerProgressRequest struct {
 
 func (x *ConsumerProgressRequest) Reset() {
 	*x = ConsumerProgressRequest{}
-	mi := &file_admin_proto_msgTypes[56]
+	mi := &file_admin_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3035,7 +3141,7 @@ func (x *ConsumerProgressRequest) String() string {
 func (*ConsumerProgressRequest) ProtoMessage() {}
 
 func (x *ConsumerProgressRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[56]
+	mi := &file_admin_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3048,7 +3154,7 @@ func (x *ConsumerProgressRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumerProgressRequest.ProtoReflect.Descriptor instead.
 func (*ConsumerProgressRequest) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{56}
+	return file_admin_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ConsumerProgressRequest) GetGroup() string {
@@ -3082,7 +3188,7 @@ type QueueProgress struct {
 
 func (x *QueueProgress) Reset() {
 	*x = QueueProgress{}
-	mi := &file_admin_proto_msgTypes[57]
+	mi := &file_admin_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3094,7 +3200,7 @@ func (x *QueueProgress) String() string {
 func (*QueueProgress) ProtoMessage() {}
 
 func (x *QueueProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[57]
+	mi := &file_admin_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3107,7 +3213,7 @@ func (x *QueueProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueProgress.ProtoReflect.Descriptor instead.
 func (*QueueProgress) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{57}
+	return file_admin_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *QueueProgress) GetTopic() string {
@@ -3168,7 +3274,7 @@ type ConsumerProgressResponse struct {
 
 func (x *ConsumerProgressResponse) Reset() {
 	*x = ConsumerProgressResponse{}
-	mi := &file_admin_proto_msgTypes[58]
+	mi := &file_admin_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3180,7 +3286,7 @@ func (x *ConsumerProgressResponse) String() string {
 func (*ConsumerProgressResponse) ProtoMessage() {}
 
 func (x *ConsumerProgressResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[58]
+	mi := &file_admin_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3193,7 +3299,7 @@ func (x *ConsumerProgressResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumerProgressResponse.ProtoReflect.Descriptor instead.
 func (*ConsumerProgressResponse) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{58}
+	return file_admin_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ConsumerProgressResponse) GetQueues() []*QueueProgress {
@@ -3214,7 +3320,7 @@ type ResetOffsetByTimeRequest struct {
 
 func (x *ResetOffsetByTimeRequest) Reset() {
 	*x = ResetOffsetByTimeRequest{}
-	mi := &file_admin_proto_msgTypes[59]
+	mi := &file_admin_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3226,7 +3332,7 @@ func (x *ResetOffsetByTimeRequest) String() string {
 func (*ResetOffsetByTimeRequest) ProtoMessage() {}
 
 func (x *ResetOffsetByTimeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[59]
+	mi := &file_admin_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3239,7 +3345,7 @@ func (x *ResetOffsetByTimeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetOffsetByTimeRequest.ProtoReflect.Descriptor instead.
 func (*ResetOffsetByTimeRequest) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{59}
+	return file_admin_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ResetOffsetByTimeRequest) GetGroup() string {
@@ -3272,7 +3378,7 @@ type ResetOffsetByTimeResponse struct {
 
 func (x *ResetOffsetByTimeResponse) Reset() {
 	*x = ResetOffsetByTimeResponse{}
-	mi := &file_admin_proto_msgTypes[60]
+	mi := &file_admin_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3284,7 +3390,7 @@ func (x *ResetOffsetByTimeResponse) String() string {
 func (*ResetOffsetByTimeResponse) ProtoMessage() {}
 
 func (x *ResetOffsetByTimeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[60]
+	mi := &file_admin_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3297,7 +3403,7 @@ func (x *ResetOffsetByTimeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetOffsetByTimeResponse.ProtoReflect.Descriptor instead.
 func (*ResetOffsetByTimeResponse) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{60}
+	return file_admin_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ResetOffsetByTimeResponse) GetOffsets() map[int32]int64 {
@@ -3317,7 +3423,7 @@ type QueryMessageByIdRequest struct {
 
 func (x *QueryMessageByIdRequest) Reset() {
 	*x = QueryMessageByIdRequest{}
-	mi := &file_admin_proto_msgTypes[61]
+	mi := &file_admin_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3329,7 +3435,7 @@ func (x *QueryMessageByIdRequest) String() string {
 func (*QueryMessageByIdRequest) ProtoMessage() {}
 
 func (x *QueryMessageByIdRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[61]
+	mi := &file_admin_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3342,7 +3448,7 @@ func (x *QueryMessageByIdRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryMessageByIdRequest.ProtoReflect.Descriptor instead.
 func (*QueryMessageByIdRequest) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{61}
+	return file_admin_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *QueryMessageByIdRequest) GetMsgId() string {
@@ -3365,7 +3471,7 @@ type QueryMessageByKeyRequest struct {
 
 func (x *QueryMessageByKeyRequest) Reset() {
 	*x = QueryMessageByKeyRequest{}
-	mi := &file_admin_proto_msgTypes[62]
+	mi := &file_admin_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3377,7 +3483,7 @@ func (x *QueryMessageByKeyRequest) String() string {
 func (*QueryMessageByKeyRequest) ProtoMessage() {}
 
 func (x *QueryMessageByKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[62]
+	mi := &file_admin_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3390,7 +3496,7 @@ func (x *QueryMessageByKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryMessageByKeyRequest.ProtoReflect.Descriptor instead.
 func (*QueryMessageByKeyRequest) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{62}
+	return file_admin_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *QueryMessageByKeyRequest) GetTopic() string {
@@ -3438,7 +3544,7 @@ type QueryMessageResponse struct {
 
 func (x *QueryMessageResponse) Reset() {
 	*x = QueryMessageResponse{}
-	mi := &file_admin_proto_msgTypes[63]
+	mi := &file_admin_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3450,7 +3556,7 @@ func (x *QueryMessageResponse) String() string {
 func (*QueryMessageResponse) ProtoMessage() {}
 
 func (x *QueryMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[63]
+	mi := &file_admin_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3463,7 +3569,7 @@ func (x *QueryMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryMessageResponse.ProtoReflect.Descriptor instead.
 func (*QueryMessageResponse) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{63}
+	return file_admin_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *QueryMessageResponse) GetRecords() []byte {
@@ -3481,7 +3587,7 @@ type BrokerStatusRequest struct {
 
 func (x *BrokerStatusRequest) Reset() {
 	*x = BrokerStatusRequest{}
-	mi := &file_admin_proto_msgTypes[64]
+	mi := &file_admin_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3493,7 +3599,7 @@ func (x *BrokerStatusRequest) String() string {
 func (*BrokerStatusRequest) ProtoMessage() {}
 
 func (x *BrokerStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[64]
+	mi := &file_admin_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3506,7 +3612,7 @@ func (x *BrokerStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerStatusRequest.ProtoReflect.Descriptor instead.
 func (*BrokerStatusRequest) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{64}
+	return file_admin_proto_rawDescGZIP(), []int{65}
 }
 
 type BrokerStatusResponse struct {
@@ -3518,7 +3624,7 @@ type BrokerStatusResponse struct {
 
 func (x *BrokerStatusResponse) Reset() {
 	*x = BrokerStatusResponse{}
-	mi := &file_admin_proto_msgTypes[65]
+	mi := &file_admin_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3530,7 +3636,7 @@ func (x *BrokerStatusResponse) String() string {
 func (*BrokerStatusResponse) ProtoMessage() {}
 
 func (x *BrokerStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[65]
+	mi := &file_admin_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3543,7 +3649,7 @@ func (x *BrokerStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerStatusResponse.ProtoReflect.Descriptor instead.
 func (*BrokerStatusResponse) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{65}
+	return file_admin_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *BrokerStatusResponse) GetStatus() map[string]string {
@@ -3561,7 +3667,7 @@ type HAStatusRequest struct {
 
 func (x *HAStatusRequest) Reset() {
 	*x = HAStatusRequest{}
-	mi := &file_admin_proto_msgTypes[66]
+	mi := &file_admin_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3573,7 +3679,7 @@ func (x *HAStatusRequest) String() string {
 func (*HAStatusRequest) ProtoMessage() {}
 
 func (x *HAStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[66]
+	mi := &file_admin_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3586,7 +3692,7 @@ func (x *HAStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HAStatusRequest.ProtoReflect.Descriptor instead.
 func (*HAStatusRequest) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{66}
+	return file_admin_proto_rawDescGZIP(), []int{67}
 }
 
 // HASlave is a slave as its master sees it.
@@ -3606,7 +3712,7 @@ type HASlave struct {
 
 func (x *HASlave) Reset() {
 	*x = HASlave{}
-	mi := &file_admin_proto_msgTypes[67]
+	mi := &file_admin_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3618,7 +3724,7 @@ func (x *HASlave) String() string {
 func (*HASlave) ProtoMessage() {}
 
 func (x *HASlave) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[67]
+	mi := &file_admin_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3631,7 +3737,7 @@ func (x *HASlave) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HASlave.ProtoReflect.Descriptor instead.
 func (*HASlave) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{67}
+	return file_admin_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *HASlave) GetBrokerId() int64 {
@@ -3698,7 +3804,7 @@ type HAStatusResponse struct {
 
 func (x *HAStatusResponse) Reset() {
 	*x = HAStatusResponse{}
-	mi := &file_admin_proto_msgTypes[68]
+	mi := &file_admin_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3710,7 +3816,7 @@ func (x *HAStatusResponse) String() string {
 func (*HAStatusResponse) ProtoMessage() {}
 
 func (x *HAStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[68]
+	mi := &file_admin_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3723,7 +3829,7 @@ func (x *HAStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HAStatusResponse.ProtoReflect.Descriptor instead.
 func (*HAStatusResponse) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{68}
+	return file_admin_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *HAStatusResponse) GetRole() string {
@@ -3812,7 +3918,7 @@ type ConsumerConnectionRequest struct {
 
 func (x *ConsumerConnectionRequest) Reset() {
 	*x = ConsumerConnectionRequest{}
-	mi := &file_admin_proto_msgTypes[69]
+	mi := &file_admin_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3824,7 +3930,7 @@ func (x *ConsumerConnectionRequest) String() string {
 func (*ConsumerConnectionRequest) ProtoMessage() {}
 
 func (x *ConsumerConnectionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[69]
+	mi := &file_admin_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3837,7 +3943,7 @@ func (x *ConsumerConnectionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumerConnectionRequest.ProtoReflect.Descriptor instead.
 func (*ConsumerConnectionRequest) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{69}
+	return file_admin_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *ConsumerConnectionRequest) GetGroup() string {
@@ -3863,7 +3969,7 @@ type ConsumerConnection struct {
 
 func (x *ConsumerConnection) Reset() {
 	*x = ConsumerConnection{}
-	mi := &file_admin_proto_msgTypes[70]
+	mi := &file_admin_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3875,7 +3981,7 @@ func (x *ConsumerConnection) String() string {
 func (*ConsumerConnection) ProtoMessage() {}
 
 func (x *ConsumerConnection) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[70]
+	mi := &file_admin_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3888,7 +3994,7 @@ func (x *ConsumerConnection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumerConnection.ProtoReflect.Descriptor instead.
 func (*ConsumerConnection) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{70}
+	return file_admin_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *ConsumerConnection) GetClientId() string {
@@ -3949,7 +4055,7 @@ type ConsumerConnectionResponse struct {
 
 func (x *ConsumerConnectionResponse) Reset() {
 	*x = ConsumerConnectionResponse{}
-	mi := &file_admin_proto_msgTypes[71]
+	mi := &file_admin_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3961,7 +4067,7 @@ func (x *ConsumerConnectionResponse) String() string {
 func (*ConsumerConnectionResponse) ProtoMessage() {}
 
 func (x *ConsumerConnectionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[71]
+	mi := &file_admin_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3974,7 +4080,7 @@ func (x *ConsumerConnectionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumerConnectionResponse.ProtoReflect.Descriptor instead.
 func (*ConsumerConnectionResponse) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{71}
+	return file_admin_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *ConsumerConnectionResponse) GetConnections() []*ConsumerConnection {
@@ -4154,16 +4260,26 @@ const file_admin_proto_rawDesc = "" +
 	"\x17AdminListTopicsResponse\x12.\n" +
 	"\x06topics\x18\x01 \x03(\v2\x16.gantry.v1.TopicConfigR\x06topics\"*\n" +
 	"\x12TopicStatusRequest\x12\x14\n" +
-	"\x05topic\x18\x01 \x01(\tR\x05topic\"\x9d\x01\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\"\xeb\x01\n" +
 	"\vQueueStatus\x12\x19\n" +
 	"\bqueue_id\x18\x01 \x01(\x05R\aqueueId\x12\x1d\n" +
 	"\n" +
 	"min_offset\x18\x02 \x01(\x03R\tminOffset\x12\x1d\n" +
 	"\n" +
 	"max_offset\x18\x03 \x01(\x03R\tmaxOffset\x125\n" +
-	"\x17last_store_timestamp_ms\x18\x04 \x01(\x03R\x14lastStoreTimestampMs\"E\n" +
+	"\x17last_store_timestamp_ms\x18\x04 \x01(\x03R\x14lastStoreTimestampMs\x12\x18\n" +
+	"\abacklog\x18\x14 \x01(\x03R\abacklog\x12\x18\n" +
+	"\aexpired\x18\x15 \x01(\x03R\aexpired\x12\x18\n" +
+	"\adropped\x18\x16 \x01(\x03R\adropped\"\x9e\x01\n" +
+	"\vTopicLimits\x12!\n" +
+	"\fretention_ms\x18\x01 \x01(\x03R\vretentionMs\x12\x1f\n" +
+	"\vmax_backlog\x18\x02 \x01(\x03R\n" +
+	"maxBacklog\x12%\n" +
+	"\x0ebacklog_policy\x18\x03 \x01(\tR\rbacklogPolicy\x12$\n" +
+	"\x0edefault_ttl_ms\x18\x04 \x01(\x03R\fdefaultTtlMs\"u\n" +
 	"\x13TopicStatusResponse\x12.\n" +
-	"\x06queues\x18\x01 \x03(\v2\x16.gantry.v1.QueueStatusR\x06queues\"\x9d\x02\n" +
+	"\x06queues\x18\x01 \x03(\v2\x16.gantry.v1.QueueStatusR\x06queues\x12.\n" +
+	"\x06limits\x18\x14 \x01(\v2\x16.gantry.v1.TopicLimitsR\x06limits\"\x9d\x02\n" +
 	"\vGroupConfig\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12%\n" +
 	"\x0econsume_enable\x18\x02 \x01(\bR\rconsumeEnable\x128\n" +
@@ -4307,7 +4423,7 @@ func file_admin_proto_rawDescGZIP() []byte {
 	return file_admin_proto_rawDescData
 }
 
-var file_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 75)
+var file_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 76)
 var file_admin_proto_goTypes = []any{
 	(*AclRule)(nil),                    // 0: gantry.v1.AclRule
 	(*UserInfo)(nil),                   // 1: gantry.v1.UserInfo
@@ -4356,37 +4472,38 @@ var file_admin_proto_goTypes = []any{
 	(*AdminListTopicsResponse)(nil),    // 44: gantry.v1.AdminListTopicsResponse
 	(*TopicStatusRequest)(nil),         // 45: gantry.v1.TopicStatusRequest
 	(*QueueStatus)(nil),                // 46: gantry.v1.QueueStatus
-	(*TopicStatusResponse)(nil),        // 47: gantry.v1.TopicStatusResponse
-	(*GroupConfig)(nil),                // 48: gantry.v1.GroupConfig
-	(*RetryPolicy)(nil),                // 49: gantry.v1.RetryPolicy
-	(*CreateGroupRequest)(nil),         // 50: gantry.v1.CreateGroupRequest
-	(*CreateGroupResponse)(nil),        // 51: gantry.v1.CreateGroupResponse
-	(*DeleteGroupRequest)(nil),         // 52: gantry.v1.DeleteGroupRequest
-	(*DeleteGroupResponse)(nil),        // 53: gantry.v1.DeleteGroupResponse
-	(*ListGroupsRequest)(nil),          // 54: gantry.v1.ListGroupsRequest
-	(*ListGroupsResponse)(nil),         // 55: gantry.v1.ListGroupsResponse
-	(*ConsumerProgressRequest)(nil),    // 56: gantry.v1.ConsumerProgressRequest
-	(*QueueProgress)(nil),              // 57: gantry.v1.QueueProgress
-	(*ConsumerProgressResponse)(nil),   // 58: gantry.v1.ConsumerProgressResponse
-	(*ResetOffsetByTimeRequest)(nil),   // 59: gantry.v1.ResetOffsetByTimeRequest
-	(*ResetOffsetByTimeResponse)(nil),  // 60: gantry.v1.ResetOffsetByTimeResponse
-	(*QueryMessageByIdRequest)(nil),    // 61: gantry.v1.QueryMessageByIdRequest
-	(*QueryMessageByKeyRequest)(nil),   // 62: gantry.v1.QueryMessageByKeyRequest
-	(*QueryMessageResponse)(nil),       // 63: gantry.v1.QueryMessageResponse
-	(*BrokerStatusRequest)(nil),        // 64: gantry.v1.BrokerStatusRequest
-	(*BrokerStatusResponse)(nil),       // 65: gantry.v1.BrokerStatusResponse
-	(*HAStatusRequest)(nil),            // 66: gantry.v1.HAStatusRequest
-	(*HASlave)(nil),                    // 67: gantry.v1.HASlave
-	(*HAStatusResponse)(nil),           // 68: gantry.v1.HAStatusResponse
-	(*ConsumerConnectionRequest)(nil),  // 69: gantry.v1.ConsumerConnectionRequest
-	(*ConsumerConnection)(nil),         // 70: gantry.v1.ConsumerConnection
-	(*ConsumerConnectionResponse)(nil), // 71: gantry.v1.ConsumerConnectionResponse
-	nil,                                // 72: gantry.v1.TopicConfig.AttributesEntry
-	nil,                                // 73: gantry.v1.ResetOffsetByTimeResponse.OffsetsEntry
-	nil,                                // 74: gantry.v1.BrokerStatusResponse.StatusEntry
-	(ConsumeModel)(0),                  // 75: gantry.v1.ConsumeModel
-	(*Subscription)(nil),               // 76: gantry.v1.Subscription
-	(*QueueRef)(nil),                   // 77: gantry.v1.QueueRef
+	(*TopicLimits)(nil),                // 47: gantry.v1.TopicLimits
+	(*TopicStatusResponse)(nil),        // 48: gantry.v1.TopicStatusResponse
+	(*GroupConfig)(nil),                // 49: gantry.v1.GroupConfig
+	(*RetryPolicy)(nil),                // 50: gantry.v1.RetryPolicy
+	(*CreateGroupRequest)(nil),         // 51: gantry.v1.CreateGroupRequest
+	(*CreateGroupResponse)(nil),        // 52: gantry.v1.CreateGroupResponse
+	(*DeleteGroupRequest)(nil),         // 53: gantry.v1.DeleteGroupRequest
+	(*DeleteGroupResponse)(nil),        // 54: gantry.v1.DeleteGroupResponse
+	(*ListGroupsRequest)(nil),          // 55: gantry.v1.ListGroupsRequest
+	(*ListGroupsResponse)(nil),         // 56: gantry.v1.ListGroupsResponse
+	(*ConsumerProgressRequest)(nil),    // 57: gantry.v1.ConsumerProgressRequest
+	(*QueueProgress)(nil),              // 58: gantry.v1.QueueProgress
+	(*ConsumerProgressResponse)(nil),   // 59: gantry.v1.ConsumerProgressResponse
+	(*ResetOffsetByTimeRequest)(nil),   // 60: gantry.v1.ResetOffsetByTimeRequest
+	(*ResetOffsetByTimeResponse)(nil),  // 61: gantry.v1.ResetOffsetByTimeResponse
+	(*QueryMessageByIdRequest)(nil),    // 62: gantry.v1.QueryMessageByIdRequest
+	(*QueryMessageByKeyRequest)(nil),   // 63: gantry.v1.QueryMessageByKeyRequest
+	(*QueryMessageResponse)(nil),       // 64: gantry.v1.QueryMessageResponse
+	(*BrokerStatusRequest)(nil),        // 65: gantry.v1.BrokerStatusRequest
+	(*BrokerStatusResponse)(nil),       // 66: gantry.v1.BrokerStatusResponse
+	(*HAStatusRequest)(nil),            // 67: gantry.v1.HAStatusRequest
+	(*HASlave)(nil),                    // 68: gantry.v1.HASlave
+	(*HAStatusResponse)(nil),           // 69: gantry.v1.HAStatusResponse
+	(*ConsumerConnectionRequest)(nil),  // 70: gantry.v1.ConsumerConnectionRequest
+	(*ConsumerConnection)(nil),         // 71: gantry.v1.ConsumerConnection
+	(*ConsumerConnectionResponse)(nil), // 72: gantry.v1.ConsumerConnectionResponse
+	nil,                                // 73: gantry.v1.TopicConfig.AttributesEntry
+	nil,                                // 74: gantry.v1.ResetOffsetByTimeResponse.OffsetsEntry
+	nil,                                // 75: gantry.v1.BrokerStatusResponse.StatusEntry
+	(ConsumeModel)(0),                  // 76: gantry.v1.ConsumeModel
+	(*Subscription)(nil),               // 77: gantry.v1.Subscription
+	(*QueueRef)(nil),                   // 78: gantry.v1.QueueRef
 }
 var file_admin_proto_depIdxs = []int32{
 	0,  // 0: gantry.v1.UserInfo.rules:type_name -> gantry.v1.AclRule
@@ -4407,82 +4524,83 @@ var file_admin_proto_depIdxs = []int32{
 	32, // 15: gantry.v1.DLQResendResponse.failed:type_name -> gantry.v1.DLQResendFailure
 	21, // 16: gantry.v1.DLQExportRequest.filter:type_name -> gantry.v1.DLQFilter
 	22, // 17: gantry.v1.DLQPurgeRequest.selection:type_name -> gantry.v1.DLQSelection
-	72, // 18: gantry.v1.TopicConfig.attributes:type_name -> gantry.v1.TopicConfig.AttributesEntry
+	73, // 18: gantry.v1.TopicConfig.attributes:type_name -> gantry.v1.TopicConfig.AttributesEntry
 	38, // 19: gantry.v1.CreateTopicRequest.topic:type_name -> gantry.v1.TopicConfig
 	38, // 20: gantry.v1.AdminListTopicsResponse.topics:type_name -> gantry.v1.TopicConfig
 	46, // 21: gantry.v1.TopicStatusResponse.queues:type_name -> gantry.v1.QueueStatus
-	49, // 22: gantry.v1.GroupConfig.retry_policy:type_name -> gantry.v1.RetryPolicy
-	48, // 23: gantry.v1.CreateGroupRequest.group:type_name -> gantry.v1.GroupConfig
-	48, // 24: gantry.v1.ListGroupsResponse.groups:type_name -> gantry.v1.GroupConfig
-	57, // 25: gantry.v1.ConsumerProgressResponse.queues:type_name -> gantry.v1.QueueProgress
-	73, // 26: gantry.v1.ResetOffsetByTimeResponse.offsets:type_name -> gantry.v1.ResetOffsetByTimeResponse.OffsetsEntry
-	74, // 27: gantry.v1.BrokerStatusResponse.status:type_name -> gantry.v1.BrokerStatusResponse.StatusEntry
-	67, // 28: gantry.v1.HAStatusResponse.slaves:type_name -> gantry.v1.HASlave
-	75, // 29: gantry.v1.ConsumerConnection.model:type_name -> gantry.v1.ConsumeModel
-	76, // 30: gantry.v1.ConsumerConnection.subscriptions:type_name -> gantry.v1.Subscription
-	77, // 31: gantry.v1.ConsumerConnection.assigned:type_name -> gantry.v1.QueueRef
-	70, // 32: gantry.v1.ConsumerConnectionResponse.connections:type_name -> gantry.v1.ConsumerConnection
-	39, // 33: gantry.v1.Admin.CreateTopic:input_type -> gantry.v1.CreateTopicRequest
-	41, // 34: gantry.v1.Admin.DeleteTopic:input_type -> gantry.v1.DeleteTopicRequest
-	43, // 35: gantry.v1.Admin.ListTopics:input_type -> gantry.v1.AdminListTopicsRequest
-	45, // 36: gantry.v1.Admin.TopicStatus:input_type -> gantry.v1.TopicStatusRequest
-	50, // 37: gantry.v1.Admin.CreateGroup:input_type -> gantry.v1.CreateGroupRequest
-	52, // 38: gantry.v1.Admin.DeleteGroup:input_type -> gantry.v1.DeleteGroupRequest
-	54, // 39: gantry.v1.Admin.ListGroups:input_type -> gantry.v1.ListGroupsRequest
-	56, // 40: gantry.v1.Admin.ConsumerProgress:input_type -> gantry.v1.ConsumerProgressRequest
-	69, // 41: gantry.v1.Admin.ConsumerConnection:input_type -> gantry.v1.ConsumerConnectionRequest
-	59, // 42: gantry.v1.Admin.ResetOffsetByTime:input_type -> gantry.v1.ResetOffsetByTimeRequest
-	61, // 43: gantry.v1.Admin.QueryMessageById:input_type -> gantry.v1.QueryMessageByIdRequest
-	62, // 44: gantry.v1.Admin.QueryMessageByKey:input_type -> gantry.v1.QueryMessageByKeyRequest
-	64, // 45: gantry.v1.Admin.BrokerStatus:input_type -> gantry.v1.BrokerStatusRequest
-	66, // 46: gantry.v1.Admin.HAStatus:input_type -> gantry.v1.HAStatusRequest
-	24, // 47: gantry.v1.Admin.DLQList:input_type -> gantry.v1.DLQListRequest
-	26, // 48: gantry.v1.Admin.DLQShow:input_type -> gantry.v1.DLQShowRequest
-	30, // 49: gantry.v1.Admin.DLQResend:input_type -> gantry.v1.DLQResendRequest
-	34, // 50: gantry.v1.Admin.DLQExport:input_type -> gantry.v1.DLQExportRequest
-	36, // 51: gantry.v1.Admin.DLQPurge:input_type -> gantry.v1.DLQPurgeRequest
-	2,  // 52: gantry.v1.Admin.CreateUser:input_type -> gantry.v1.CreateUserRequest
-	4,  // 53: gantry.v1.Admin.UpdateUser:input_type -> gantry.v1.UpdateUserRequest
-	6,  // 54: gantry.v1.Admin.DeleteUser:input_type -> gantry.v1.DeleteUserRequest
-	8,  // 55: gantry.v1.Admin.ListUsers:input_type -> gantry.v1.ListUsersRequest
-	10, // 56: gantry.v1.Admin.GetUser:input_type -> gantry.v1.GetUserRequest
-	12, // 57: gantry.v1.Admin.CreateAcl:input_type -> gantry.v1.CreateAclRequest
-	14, // 58: gantry.v1.Admin.UpdateAcl:input_type -> gantry.v1.UpdateAclRequest
-	16, // 59: gantry.v1.Admin.DeleteAcl:input_type -> gantry.v1.DeleteAclRequest
-	18, // 60: gantry.v1.Admin.ListAcl:input_type -> gantry.v1.ListAclRequest
-	40, // 61: gantry.v1.Admin.CreateTopic:output_type -> gantry.v1.CreateTopicResponse
-	42, // 62: gantry.v1.Admin.DeleteTopic:output_type -> gantry.v1.DeleteTopicResponse
-	44, // 63: gantry.v1.Admin.ListTopics:output_type -> gantry.v1.AdminListTopicsResponse
-	47, // 64: gantry.v1.Admin.TopicStatus:output_type -> gantry.v1.TopicStatusResponse
-	51, // 65: gantry.v1.Admin.CreateGroup:output_type -> gantry.v1.CreateGroupResponse
-	53, // 66: gantry.v1.Admin.DeleteGroup:output_type -> gantry.v1.DeleteGroupResponse
-	55, // 67: gantry.v1.Admin.ListGroups:output_type -> gantry.v1.ListGroupsResponse
-	58, // 68: gantry.v1.Admin.ConsumerProgress:output_type -> gantry.v1.ConsumerProgressResponse
-	71, // 69: gantry.v1.Admin.ConsumerConnection:output_type -> gantry.v1.ConsumerConnectionResponse
-	60, // 70: gantry.v1.Admin.ResetOffsetByTime:output_type -> gantry.v1.ResetOffsetByTimeResponse
-	63, // 71: gantry.v1.Admin.QueryMessageById:output_type -> gantry.v1.QueryMessageResponse
-	63, // 72: gantry.v1.Admin.QueryMessageByKey:output_type -> gantry.v1.QueryMessageResponse
-	65, // 73: gantry.v1.Admin.BrokerStatus:output_type -> gantry.v1.BrokerStatusResponse
-	68, // 74: gantry.v1.Admin.HAStatus:output_type -> gantry.v1.HAStatusResponse
-	25, // 75: gantry.v1.Admin.DLQList:output_type -> gantry.v1.DLQListResponse
-	29, // 76: gantry.v1.Admin.DLQShow:output_type -> gantry.v1.DLQShowResponse
-	33, // 77: gantry.v1.Admin.DLQResend:output_type -> gantry.v1.DLQResendResponse
-	35, // 78: gantry.v1.Admin.DLQExport:output_type -> gantry.v1.DLQExportChunk
-	37, // 79: gantry.v1.Admin.DLQPurge:output_type -> gantry.v1.DLQPurgeResponse
-	3,  // 80: gantry.v1.Admin.CreateUser:output_type -> gantry.v1.CreateUserResponse
-	5,  // 81: gantry.v1.Admin.UpdateUser:output_type -> gantry.v1.UpdateUserResponse
-	7,  // 82: gantry.v1.Admin.DeleteUser:output_type -> gantry.v1.DeleteUserResponse
-	9,  // 83: gantry.v1.Admin.ListUsers:output_type -> gantry.v1.ListUsersResponse
-	11, // 84: gantry.v1.Admin.GetUser:output_type -> gantry.v1.GetUserResponse
-	13, // 85: gantry.v1.Admin.CreateAcl:output_type -> gantry.v1.CreateAclResponse
-	15, // 86: gantry.v1.Admin.UpdateAcl:output_type -> gantry.v1.UpdateAclResponse
-	17, // 87: gantry.v1.Admin.DeleteAcl:output_type -> gantry.v1.DeleteAclResponse
-	20, // 88: gantry.v1.Admin.ListAcl:output_type -> gantry.v1.ListAclResponse
-	61, // [61:89] is the sub-list for method output_type
-	33, // [33:61] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	47, // 22: gantry.v1.TopicStatusResponse.limits:type_name -> gantry.v1.TopicLimits
+	50, // 23: gantry.v1.GroupConfig.retry_policy:type_name -> gantry.v1.RetryPolicy
+	49, // 24: gantry.v1.CreateGroupRequest.group:type_name -> gantry.v1.GroupConfig
+	49, // 25: gantry.v1.ListGroupsResponse.groups:type_name -> gantry.v1.GroupConfig
+	58, // 26: gantry.v1.ConsumerProgressResponse.queues:type_name -> gantry.v1.QueueProgress
+	74, // 27: gantry.v1.ResetOffsetByTimeResponse.offsets:type_name -> gantry.v1.ResetOffsetByTimeResponse.OffsetsEntry
+	75, // 28: gantry.v1.BrokerStatusResponse.status:type_name -> gantry.v1.BrokerStatusResponse.StatusEntry
+	68, // 29: gantry.v1.HAStatusResponse.slaves:type_name -> gantry.v1.HASlave
+	76, // 30: gantry.v1.ConsumerConnection.model:type_name -> gantry.v1.ConsumeModel
+	77, // 31: gantry.v1.ConsumerConnection.subscriptions:type_name -> gantry.v1.Subscription
+	78, // 32: gantry.v1.ConsumerConnection.assigned:type_name -> gantry.v1.QueueRef
+	71, // 33: gantry.v1.ConsumerConnectionResponse.connections:type_name -> gantry.v1.ConsumerConnection
+	39, // 34: gantry.v1.Admin.CreateTopic:input_type -> gantry.v1.CreateTopicRequest
+	41, // 35: gantry.v1.Admin.DeleteTopic:input_type -> gantry.v1.DeleteTopicRequest
+	43, // 36: gantry.v1.Admin.ListTopics:input_type -> gantry.v1.AdminListTopicsRequest
+	45, // 37: gantry.v1.Admin.TopicStatus:input_type -> gantry.v1.TopicStatusRequest
+	51, // 38: gantry.v1.Admin.CreateGroup:input_type -> gantry.v1.CreateGroupRequest
+	53, // 39: gantry.v1.Admin.DeleteGroup:input_type -> gantry.v1.DeleteGroupRequest
+	55, // 40: gantry.v1.Admin.ListGroups:input_type -> gantry.v1.ListGroupsRequest
+	57, // 41: gantry.v1.Admin.ConsumerProgress:input_type -> gantry.v1.ConsumerProgressRequest
+	70, // 42: gantry.v1.Admin.ConsumerConnection:input_type -> gantry.v1.ConsumerConnectionRequest
+	60, // 43: gantry.v1.Admin.ResetOffsetByTime:input_type -> gantry.v1.ResetOffsetByTimeRequest
+	62, // 44: gantry.v1.Admin.QueryMessageById:input_type -> gantry.v1.QueryMessageByIdRequest
+	63, // 45: gantry.v1.Admin.QueryMessageByKey:input_type -> gantry.v1.QueryMessageByKeyRequest
+	65, // 46: gantry.v1.Admin.BrokerStatus:input_type -> gantry.v1.BrokerStatusRequest
+	67, // 47: gantry.v1.Admin.HAStatus:input_type -> gantry.v1.HAStatusRequest
+	24, // 48: gantry.v1.Admin.DLQList:input_type -> gantry.v1.DLQListRequest
+	26, // 49: gantry.v1.Admin.DLQShow:input_type -> gantry.v1.DLQShowRequest
+	30, // 50: gantry.v1.Admin.DLQResend:input_type -> gantry.v1.DLQResendRequest
+	34, // 51: gantry.v1.Admin.DLQExport:input_type -> gantry.v1.DLQExportRequest
+	36, // 52: gantry.v1.Admin.DLQPurge:input_type -> gantry.v1.DLQPurgeRequest
+	2,  // 53: gantry.v1.Admin.CreateUser:input_type -> gantry.v1.CreateUserRequest
+	4,  // 54: gantry.v1.Admin.UpdateUser:input_type -> gantry.v1.UpdateUserRequest
+	6,  // 55: gantry.v1.Admin.DeleteUser:input_type -> gantry.v1.DeleteUserRequest
+	8,  // 56: gantry.v1.Admin.ListUsers:input_type -> gantry.v1.ListUsersRequest
+	10, // 57: gantry.v1.Admin.GetUser:input_type -> gantry.v1.GetUserRequest
+	12, // 58: gantry.v1.Admin.CreateAcl:input_type -> gantry.v1.CreateAclRequest
+	14, // 59: gantry.v1.Admin.UpdateAcl:input_type -> gantry.v1.UpdateAclRequest
+	16, // 60: gantry.v1.Admin.DeleteAcl:input_type -> gantry.v1.DeleteAclRequest
+	18, // 61: gantry.v1.Admin.ListAcl:input_type -> gantry.v1.ListAclRequest
+	40, // 62: gantry.v1.Admin.CreateTopic:output_type -> gantry.v1.CreateTopicResponse
+	42, // 63: gantry.v1.Admin.DeleteTopic:output_type -> gantry.v1.DeleteTopicResponse
+	44, // 64: gantry.v1.Admin.ListTopics:output_type -> gantry.v1.AdminListTopicsResponse
+	48, // 65: gantry.v1.Admin.TopicStatus:output_type -> gantry.v1.TopicStatusResponse
+	52, // 66: gantry.v1.Admin.CreateGroup:output_type -> gantry.v1.CreateGroupResponse
+	54, // 67: gantry.v1.Admin.DeleteGroup:output_type -> gantry.v1.DeleteGroupResponse
+	56, // 68: gantry.v1.Admin.ListGroups:output_type -> gantry.v1.ListGroupsResponse
+	59, // 69: gantry.v1.Admin.ConsumerProgress:output_type -> gantry.v1.ConsumerProgressResponse
+	72, // 70: gantry.v1.Admin.ConsumerConnection:output_type -> gantry.v1.ConsumerConnectionResponse
+	61, // 71: gantry.v1.Admin.ResetOffsetByTime:output_type -> gantry.v1.ResetOffsetByTimeResponse
+	64, // 72: gantry.v1.Admin.QueryMessageById:output_type -> gantry.v1.QueryMessageResponse
+	64, // 73: gantry.v1.Admin.QueryMessageByKey:output_type -> gantry.v1.QueryMessageResponse
+	66, // 74: gantry.v1.Admin.BrokerStatus:output_type -> gantry.v1.BrokerStatusResponse
+	69, // 75: gantry.v1.Admin.HAStatus:output_type -> gantry.v1.HAStatusResponse
+	25, // 76: gantry.v1.Admin.DLQList:output_type -> gantry.v1.DLQListResponse
+	29, // 77: gantry.v1.Admin.DLQShow:output_type -> gantry.v1.DLQShowResponse
+	33, // 78: gantry.v1.Admin.DLQResend:output_type -> gantry.v1.DLQResendResponse
+	35, // 79: gantry.v1.Admin.DLQExport:output_type -> gantry.v1.DLQExportChunk
+	37, // 80: gantry.v1.Admin.DLQPurge:output_type -> gantry.v1.DLQPurgeResponse
+	3,  // 81: gantry.v1.Admin.CreateUser:output_type -> gantry.v1.CreateUserResponse
+	5,  // 82: gantry.v1.Admin.UpdateUser:output_type -> gantry.v1.UpdateUserResponse
+	7,  // 83: gantry.v1.Admin.DeleteUser:output_type -> gantry.v1.DeleteUserResponse
+	9,  // 84: gantry.v1.Admin.ListUsers:output_type -> gantry.v1.ListUsersResponse
+	11, // 85: gantry.v1.Admin.GetUser:output_type -> gantry.v1.GetUserResponse
+	13, // 86: gantry.v1.Admin.CreateAcl:output_type -> gantry.v1.CreateAclResponse
+	15, // 87: gantry.v1.Admin.UpdateAcl:output_type -> gantry.v1.UpdateAclResponse
+	17, // 88: gantry.v1.Admin.DeleteAcl:output_type -> gantry.v1.DeleteAclResponse
+	20, // 89: gantry.v1.Admin.ListAcl:output_type -> gantry.v1.ListAclResponse
+	62, // [62:90] is the sub-list for method output_type
+	34, // [34:62] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_admin_proto_init() }
@@ -4497,7 +4615,7 @@ func file_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_admin_proto_rawDesc), len(file_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   75,
+			NumMessages:   76,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
