@@ -195,6 +195,11 @@ func TestConnStateHook(t *testing.T) {
 	require.NoError(t, err)
 	_, err = a.TopicStatus(t.Context(), "T") // the nameserver, then the broker
 	require.NoError(t, err)
+	// The watchers report asynchronously: READY reaches the hook while the
+	// connections are up (a loaded CI run closed before a watcher ran).
+	for _, addr := range []string{ns.addr, br.addr} {
+		require.Eventually(t, func() bool { return slices.Contains(h.statesOf(addr), ConnReady) }, 10*time.Second, time.Millisecond, addr)
+	}
 	require.NoError(t, a.Close())
 
 	for _, addr := range []string{ns.addr, br.addr} {
